@@ -1,0 +1,32 @@
+# Decide whether to build the CUDA backend (HYTRA_CUDA=AUTO|ON|OFF) and set nvcc flags.
+# Sets HYTRA_HAVE_CUDA. The default target is sm_90a (H100/H200: wgmma, TMA).
+set(HYTRA_HAVE_CUDA OFF)
+if(NOT HYTRA_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(HYTRA_HAVE_CUDA ON)
+  elseif(HYTRA_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "HYTRA_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+
+if(HYTRA_HAVE_CUDA)
+  # CMake 3.25 does not know nvcc 13's C++20 switch: teach it.
+  # Architectures are passed as explicit -gencode flags (the sm_90a form, HOPPER.md).
+  set(CMAKE_CUDA_ARCHITECTURES OFF)
+  enable_language(CUDA)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  find_package(CUDAToolkit REQUIRED)
+  set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -gencode=arch=compute_${HYTRA_CUDA_ARCH},code=sm_${HYTRA_CUDA_ARCH} --expt-relaxed-constexpr")
+  set(CMAKE_CUDA_FLAGS_RELEASE "-O3")
+  message(STATUS "hytra: CUDA backend ON (sm_${HYTRA_CUDA_ARCH}, nvcc ${CMAKE_CUDA_COMPILER_VERSION})")
+else()
+  message(STATUS "hytra: CUDA backend OFF")
+endif()

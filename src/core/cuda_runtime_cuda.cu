@@ -1,0 +1,137 @@
+// CUDA pieces of core: device query, copies, and the caching allocator.
+// The allocator keeps freed blocks in size-keyed free lists (sizes rounded up to 512 B, or to
+// 2 MiB above 1 MiB) and reuses the smallest cached block that fits, so a steady training step
+// performs no cudaMalloc/cudaFree. Statistics: bytes in use, peak, reserved.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace hytra {
+namespace {
+
+void cuda_check(cudaError_t e, const char* what) {
+  HYTRA_CHECK(e == cudaSuccess, "CUDA error in ", what, ": ", cudaGetErrorString(e));
+}
+
+size_t round_size(size_t bytes) {
+  if (bytes == 0) return 512;
+  if (bytes <= (size_t(1) << 20)) return (bytes + 511) / 512 * 512;
+  size_t two_mib = size_t(2) << 20;
+  return (bytes + two_mib - 1) / two_mib * two_mib;
+}
+
+class CudaCachingAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    size_t size = round_size(bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    void* p = nullptr;
+    auto it = free_.lower_bound(size);
+    // Reuse a cached block unless it is much larger than asked (keeps fragmentation bounded).
+    if (it != free_.end() && it->first <= size * 2) {
+      size = it->first;
+      p = it->second;
+      free_.erase(it);
+    } else {
+      cudaError_t e = cudaMalloc(&p, size);
+      if (e != cudaSuccess) {  // release the cache once and retry
+        (void)cudaGetLastError();
+        release_cached_locked();
+        e = cudaMalloc(&p, size);
+      }
+      HYTRA_CHECK(e == cudaSuccess, "out of GPU memory allocating ", bytes, " bytes (", s_.reserved,
+                  " bytes reserved, ", s_.in_use, " in use): ", cudaGetErrorString(e));
+      s_.reserved += int64_t(size);
+    }
+    sizes_[p] = size;
+    s_.in_use += int64_t(size);
+    s_.num_allocs++;
+    if (s_.in_use > s_.peak) s_.peak = s_.in_use;
+    return p;
+  }
+  void deallocate(void* ptr, size_t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sizes_.find(ptr);
+    if (it == sizes_.end()) return;
+    s_.in_use -= int64_t(it->second);
+    free_.emplace(it->second, ptr);
+    sizes_.erase(it);
+  }
+  MemoryStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return s_;
+  }
+  void reset_peak() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    s_.peak = s_.in_use;
+  }
+
+ private:
+  void release_cached_locked() {
+    cudaDeviceSynchronize();
+    for (auto& [size, p] : free_) {
+      cudaFree(p);
+      s_.reserved -= int64_t(size);
+    }
+    free_.clear();
+  }
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+  std::map<void*, size_t> sizes_;
+  MemoryStats s_;
+};
+
+cudaMemcpyKind kind_of(Device dst, Device src) {
+  if (dst == Device::CPU && src == Device::CPU) return cudaMemcpyHostToHost;
+  if (dst == Device::CUDA && src == Device::CPU) return cudaMemcpyHostToDevice;
+  if (dst == Device::CPU && src == Device::CUDA) return cudaMemcpyDeviceToHost;
+  return cudaMemcpyDeviceToDevice;
+}
+
+}  // namespace
+
+bool cuda_available() {
+  static const bool ok = [] {
+    int n = 0;
+    bool any = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    (void)cudaGetLastError();
+    return any;
+  }();
+  return ok;
+}
+
+void cuda_stream_synchronize(void* stream) {
+  cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+}
+
+Allocator& cuda_allocator() {
+  HYTRA_CHECK(cuda_available(), "no CUDA device is available (device 'cuda' was requested)");
+  static CudaCachingAllocator a;
+  return a;
+}
+
+void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
+  if (nbytes == 0) return;
+  if (dst_dev == Device::CPU && src_dev == Device::CPU) {
+    std::memcpy(dst, src, nbytes);
+    return;
+  }
+  cuda_check(cudaMemcpy(dst, src, nbytes, kind_of(dst_dev, src_dev)), "cudaMemcpy");
+}
+
+void memset_any(void* dst, Device dev, int value, size_t nbytes) {
+  if (nbytes == 0) return;
+  if (dev == Device::CPU) {
+    std::memset(dst, value, nbytes);
+    return;
+  }
+  cuda_check(cudaMemset(dst, value, nbytes), "cudaMemset");
+}
+
+}  // namespace hytra

@@ -1,0 +1,27 @@
+// CPU-only builds: the CUDA entry points of core answer "no GPU" or fail clearly.
+#include <cstring>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace hytra {
+
+bool cuda_available() { return false; }
+
+void cuda_stream_synchronize(void*) {}
+
+Allocator& cuda_allocator() { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
+
+void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
+  HYTRA_CHECK(dst_dev == Device::CPU && src_dev == Device::CPU,
+              "this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
+  if (nbytes) std::memcpy(dst, src, nbytes);
+}
+
+void memset_any(void* dst, Device dev, int value, size_t nbytes) {
+  HYTRA_CHECK(dev == Device::CPU, "this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
+  if (nbytes) std::memset(dst, value, nbytes);
+}
+
+}  // namespace hytra

@@ -1,0 +1,18 @@
+// Where a tensor's storage lives.
+#pragma once
+#include <cstdint>
+
+namespace hytra {
+
+enum class Device : uint8_t { CPU, CUDA };
+
+inline const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
+
+// True when this build has the CUDA backend and a GPU is visible (defined in core; the CUDA
+// part lives in cuda_runtime_cuda.cu, a stub answers false in CPU-only builds).
+bool cuda_available();
+
+// Waits for all work queued on a CUDA stream (null = the legacy default stream); no-op without CUDA.
+void cuda_stream_synchronize(void* stream);
+
+}  // namespace hytra

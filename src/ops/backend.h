@@ -1,0 +1,47 @@
+// Backend: one pure virtual per op (ops.h documents each). Adding an op without implementing it
+// for both backends is a compile error. ops::X checks arguments, then calls ex.backend().X.
+#pragma once
+#include "core/tensor.h"
+#include "ops/exec.h"
+
+namespace hytra {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  virtual void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, bool trans_b, float alpha, float beta) = 0;
+  virtual void fill(Exec& ex, Tensor& y, double value) = 0;
+  virtual void copy(Exec& ex, Tensor& y, const Tensor& x) = 0;
+  virtual void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b) = 0;
+  virtual void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha) = 0;
+  virtual void scale(Exec& ex, Tensor& y, double alpha) = 0;
+  virtual void sum(Exec& ex, Tensor& out, const Tensor& x) = 0;
+  virtual void sum_squares(Exec& ex, Tensor& out, const Tensor& x) = 0;
+  virtual void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) = 0;
+  virtual void embedding_bwd(Exec& ex, Tensor& dtable, const Tensor& dy, const Tensor& ids) = 0;
+  virtual void rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, double eps) = 0;
+  virtual void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd) = 0;
+  virtual void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w, const Tensor& b, double eps) = 0;
+  virtual void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd) = 0;
+  virtual void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) = 0;
+  virtual void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved) = 0;
+  virtual void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale) = 0;
+  virtual void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale) = 0;
+  virtual void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x) = 0;
+  virtual void swiglu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) = 0;
+  virtual void gelu_fwd(Exec& ex, Tensor& y, const Tensor& x) = 0;
+  virtual void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) = 0;
+  virtual void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x) = 0;
+  virtual void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) = 0;
+  virtual void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels, int64_t vocab_chunk) = 0;
+  virtual void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& lse, int64_t vocab_chunk) = 0;
+  virtual void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step) = 0;
+};
+
+// The backends; cuda_backend() throws a clear error in builds without CUDA.
+Backend& cpu_backend();
+Backend& cuda_backend();
+
+}  // namespace hytra

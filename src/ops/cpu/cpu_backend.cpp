@@ -1,0 +1,47 @@
+// The CPU reference backend: forwards each Backend method to hytra::cpu::<op>.
+#include "ops/cpu/cpu_ops.h"
+#include "ops/backend.h"
+
+namespace hytra {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+  void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, bool trans_b, float alpha, float beta) override { cpu::gemm(ex, C, A, B, trans_a, trans_b, alpha, beta); }
+  void fill(Exec& ex, Tensor& y, double value) override { cpu::fill(ex, y, value); }
+  void copy(Exec& ex, Tensor& y, const Tensor& x) override { cpu::copy(ex, y, x); }
+  void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b) override { cpu::add(ex, y, a, b); }
+  void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha) override { cpu::axpy(ex, y, x, alpha); }
+  void scale(Exec& ex, Tensor& y, double alpha) override { cpu::scale(ex, y, alpha); }
+  void sum(Exec& ex, Tensor& out, const Tensor& x) override { cpu::sum(ex, out, x); }
+  void sum_squares(Exec& ex, Tensor& out, const Tensor& x) override { cpu::sum_squares(ex, out, x); }
+  void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) override { cpu::embedding_fwd(ex, y, ids, table); }
+  void embedding_bwd(Exec& ex, Tensor& dtable, const Tensor& dy, const Tensor& ids) override { cpu::embedding_bwd(ex, dtable, dy, ids); }
+  void rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, double eps) override { cpu::rmsnorm_fwd(ex, y, rstd, x, w, eps); }
+  void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd) override { cpu::rmsnorm_bwd(ex, dx, dw, dy, x, w, rstd); }
+  void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w, const Tensor& b, double eps) override { cpu::layernorm_fwd(ex, y, mean, rstd, x, w, b, eps); }
+  void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd) override { cpu::layernorm_bwd(ex, dx, dw, db, dy, x, w, mean, rstd); }
+  void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) override { cpu::rope_fwd(ex, y, x, rotary_dim, base, interleaved); }
+  void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved) override { cpu::rope_bwd(ex, dx, dy, rotary_dim, base, interleaved); }
+  void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale) override { cpu::attention_fwd(ex, out, lse, q, k, v, softmax_scale); }
+  void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale) override { cpu::attention_bwd(ex, dq, dk, dv, dout, q, k, v, out, lse, softmax_scale); }
+  void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x) override { cpu::swiglu_fwd(ex, y, x); }
+  void swiglu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) override { cpu::swiglu_bwd(ex, dx, dy, x); }
+  void gelu_fwd(Exec& ex, Tensor& y, const Tensor& x) override { cpu::gelu_fwd(ex, y, x); }
+  void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) override { cpu::gelu_bwd(ex, dx, dy, x); }
+  void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x) override { cpu::sqrelu_fwd(ex, y, x); }
+  void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) override { cpu::sqrelu_bwd(ex, dx, dy, x); }
+  void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels, int64_t vocab_chunk) override { cpu::lm_head_ce_fwd(ex, loss, lse, x, w, labels, vocab_chunk); }
+  void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& lse, int64_t vocab_chunk) override { cpu::lm_head_ce_bwd(ex, dx, dw, dloss, x, w, labels, lse, vocab_chunk); }
+  void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step) override { cpu::adamw(ex, p, m, v, g, p_copy, lr, beta1, beta2, eps, weight_decay, step); }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend b;
+  return b;
+}
+
+}  // namespace hytra

@@ -1,0 +1,37 @@
+// CPU reference implementations of the ops, one free function per op, defined in ops/cpu/<family>.cpp.
+// Arguments were checked by ops:: dispatch; see ops.h for the semantics.
+#pragma once
+#include "core/tensor.h"
+#include "ops/exec.h"
+
+namespace hytra::cpu {
+
+void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, bool trans_b, float alpha, float beta);
+void fill(Exec& ex, Tensor& y, double value);
+void copy(Exec& ex, Tensor& y, const Tensor& x);
+void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b);
+void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha);
+void scale(Exec& ex, Tensor& y, double alpha);
+void sum(Exec& ex, Tensor& out, const Tensor& x);
+void sum_squares(Exec& ex, Tensor& out, const Tensor& x);
+void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table);
+void embedding_bwd(Exec& ex, Tensor& dtable, const Tensor& dy, const Tensor& ids);
+void rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, double eps);
+void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd);
+void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w, const Tensor& b, double eps);
+void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd);
+void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved);
+void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved);
+void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale);
+void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale);
+void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x);
+void swiglu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
+void gelu_fwd(Exec& ex, Tensor& y, const Tensor& x);
+void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
+void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x);
+void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
+void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels, int64_t vocab_chunk);
+void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& lse, int64_t vocab_chunk);
+void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step);
+
+}  // namespace hytra::cpu

@@ -1,0 +1,44 @@
+// The op names, one line each: drives the parity harness's coverage check and `hytra ops`.
+// X(name, family). Keep in the order of ops.h.
+#pragma once
+
+#define HYTRA_OP_LIST(X)          \
+  X(gemm, gemm)                   \
+  X(fill, elementwise)            \
+  X(copy, elementwise)            \
+  X(add, elementwise)             \
+  X(axpy, elementwise)            \
+  X(scale, elementwise)           \
+  X(sum, reduce)                  \
+  X(sum_squares, reduce)          \
+  X(embedding_fwd, embedding)     \
+  X(embedding_bwd, embedding)     \
+  X(rmsnorm_fwd, norm)            \
+  X(rmsnorm_bwd, norm)            \
+  X(layernorm_fwd, norm)          \
+  X(layernorm_bwd, norm)          \
+  X(rope_fwd, rope)               \
+  X(rope_bwd, rope)               \
+  X(attention_fwd, attention)     \
+  X(attention_bwd, attention)     \
+  X(swiglu_fwd, activation)       \
+  X(swiglu_bwd, activation)       \
+  X(gelu_fwd, activation)         \
+  X(gelu_bwd, activation)         \
+  X(sqrelu_fwd, activation)       \
+  X(sqrelu_bwd, activation)       \
+  X(lm_head_ce_fwd, cross_entropy) \
+  X(lm_head_ce_bwd, cross_entropy) \
+  X(adamw, adamw)
+
+namespace hytra::ops {
+struct OpInfo {
+  const char* name;
+  const char* family;
+};
+#define HYTRA_OP_INFO(name, family) OpInfo{#name, #family},
+inline constexpr OpInfo kOpList[] = {HYTRA_OP_LIST(HYTRA_OP_INFO)};
+#undef HYTRA_OP_INFO
+inline constexpr int kNumOps = int(sizeof(kOpList) / sizeof(kOpList[0]));
+static_assert(kNumOps == 27, "update the op count when adding an op to HYTRA_OP_LIST");
+}  // namespace hytra::ops

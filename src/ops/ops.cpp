@@ -1,0 +1,393 @@
+// ops:: dispatch: check devices, dtypes and shapes once (clear errors naming op and argument),
+// then call the executor's backend.
+#include "ops/ops.h"
+
+#include "core/error.h"
+#include "ops/backend.h"
+
+namespace hytra::ops {
+namespace {
+
+using Arg = std::pair<const char*, const Tensor*>;
+
+// Every tensor argument: defined, contiguous, on the executor's device.
+void check_arg(const Exec& ex, const char* op, const char* arg, const Tensor& t) {
+  HYTRA_CHECK(t.defined(), op, ": argument '", arg, "' is undefined");
+  HYTRA_CHECK(t.is_contiguous(), op, ": argument '", arg, "' must be contiguous, got ", t.desc());
+  HYTRA_CHECK(t.device() == ex.device(), op, ": argument '", arg, "' is on ", device_name(t.device()),
+              " but the executor runs on ", device_name(ex.device()));
+  HYTRA_CHECK(!(t.dtype() == DType::F64 && ex.device() == Device::CUDA), op, ": argument '", arg,
+              "' is fp64, which only the CPU backend supports");
+}
+
+void check_float(const char* op, const char* arg, const Tensor& t) {
+  HYTRA_CHECK(is_floating(t.dtype()), op, ": argument '", arg, "' must be floating point, got ", t.desc());
+}
+
+void check_shape(const char* op, const char* arg, const Tensor& t, const Shape& want) {
+  HYTRA_CHECK(t.shape() == want, op, ": argument '", arg, "' must have shape ", shape_str(want), ", got ",
+              t.desc());
+}
+
+void check_same_dtype(const char* op, const char* arg, const Tensor& t, const Tensor& ref) {
+  HYTRA_CHECK(t.dtype() == ref.dtype(), op, ": argument '", arg, "' must be ", dtype_name(ref.dtype()),
+              ", got ", t.desc());
+}
+
+// Statistics (rstd, lse, loss...) are fp32, or fp64 alongside fp64 data.
+void check_stat(const char* op, const char* arg, const Tensor& t, const Tensor& data, const Shape& want) {
+  check_shape(op, arg, t, want);
+  DType expect = data.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  HYTRA_CHECK(t.dtype() == expect, op, ": argument '", arg, "' must be ", dtype_name(expect), ", got ",
+              t.desc());
+}
+
+void check_ids(const char* op, const char* arg, const Tensor& t, int64_t n) {
+  HYTRA_CHECK(t.dtype() == DType::I32, op, ": argument '", arg, "' must be int32, got ", t.desc());
+  check_shape(op, arg, t, {n});
+}
+
+void check_same_numel(const char* op, const char* arg, const Tensor& t, const Tensor& ref) {
+  HYTRA_CHECK(t.numel() == ref.numel(), op, ": argument '", arg, "' has ", t.numel(), " elements, expected ",
+              ref.numel());
+}
+
+}  // namespace
+
+void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, bool trans_b, float alpha,
+          float beta) {
+  const char* op = "gemm";
+  check_arg(ex, op, "C", C);
+  check_arg(ex, op, "A", A);
+  check_arg(ex, op, "B", B);
+  check_float(op, "A", A);
+  check_same_dtype(op, "B", B, A);
+  HYTRA_CHECK(C.dtype() == A.dtype() || (A.dtype() == DType::BF16 && C.dtype() == DType::F32), op,
+              ": C must be ", dtype_name(A.dtype()), " (or fp32 for bf16 inputs), got ", C.desc());
+  HYTRA_CHECK((A.dim() == 2 || A.dim() == 3) && B.dim() == A.dim() && C.dim() == A.dim(), op,
+              ": A, B, C must all be 2-D or all 3-D, got ", A.desc(), ", ", B.desc(), ", ", C.desc());
+  int64_t o = A.dim() - 2;
+  if (o == 1)
+    HYTRA_CHECK(A.size(0) == B.size(0) && A.size(0) == C.size(0), op, ": batch sizes differ: ", A.desc(), ", ",
+                B.desc(), ", ", C.desc());
+  int64_t M = trans_a ? A.size(o + 1) : A.size(o), K = trans_a ? A.size(o) : A.size(o + 1);
+  int64_t Kb = trans_b ? B.size(o + 1) : B.size(o), N = trans_b ? B.size(o) : B.size(o + 1);
+  HYTRA_CHECK(K == Kb, op, ": inner dims differ: op(A) is ", M, "x", K, ", op(B) is ", Kb, "x", N);
+  HYTRA_CHECK(C.size(o) == M && C.size(o + 1) == N, op, ": C must be ", M, "x", N, ", got ", C.desc());
+  ex.backend().gemm(ex, C, A, B, trans_a, trans_b, alpha, beta);
+}
+
+void fill(Exec& ex, Tensor& y, double value) {
+  check_arg(ex, "fill", "y", y);
+  ex.backend().fill(ex, y, value);
+}
+
+void copy(Exec& ex, Tensor& y, const Tensor& x) {
+  check_arg(ex, "copy", "y", y);
+  check_arg(ex, "copy", "x", x);
+  check_same_numel("copy", "y", y, x);
+  ex.backend().copy(ex, y, x);
+}
+
+void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b) {
+  for (auto [n, t] : {Arg{"y", &y}, {"a", &a}, {"b", &b}}) {
+    check_arg(ex, "add", n, *t);
+    check_float("add", n, *t);
+    check_same_numel("add", n, *t, y);
+  }
+  ex.backend().add(ex, y, a, b);
+}
+
+void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha) {
+  check_arg(ex, "axpy", "y", y);
+  check_arg(ex, "axpy", "x", x);
+  check_float("axpy", "y", y);
+  check_float("axpy", "x", x);
+  check_same_numel("axpy", "x", x, y);
+  ex.backend().axpy(ex, y, x, alpha);
+}
+
+void scale(Exec& ex, Tensor& y, double alpha) {
+  check_arg(ex, "scale", "y", y);
+  check_float("scale", "y", y);
+  ex.backend().scale(ex, y, alpha);
+}
+
+void sum(Exec& ex, Tensor& out, const Tensor& x) {
+  check_arg(ex, "sum", "out", out);
+  check_arg(ex, "sum", "x", x);
+  check_float("sum", "x", x);
+  check_stat("sum", "out", out, x, {1});
+  ex.backend().sum(ex, out, x);
+}
+
+void sum_squares(Exec& ex, Tensor& out, const Tensor& x) {
+  check_arg(ex, "sum_squares", "out", out);
+  check_arg(ex, "sum_squares", "x", x);
+  check_float("sum_squares", "x", x);
+  check_stat("sum_squares", "out", out, x, {1});
+  ex.backend().sum_squares(ex, out, x);
+}
+
+void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) {
+  const char* op = "embedding_fwd";
+  check_arg(ex, op, "y", y);
+  check_arg(ex, op, "ids", ids);
+  check_arg(ex, op, "table", table);
+  check_float(op, "table", table);
+  HYTRA_CHECK(table.dim() == 2, op, ": table must be (V,C), got ", table.desc());
+  check_ids(op, "ids", ids, ids.numel());
+  check_shape(op, "y", y, {ids.numel(), table.size(1)});
+  check_same_dtype(op, "y", y, table);
+  ex.backend().embedding_fwd(ex, y, ids, table);
+}
+
+void embedding_bwd(Exec& ex, Tensor& dtable, const Tensor& dy, const Tensor& ids) {
+  const char* op = "embedding_bwd";
+  check_arg(ex, op, "dtable", dtable);
+  check_arg(ex, op, "dy", dy);
+  check_arg(ex, op, "ids", ids);
+  HYTRA_CHECK(dtable.dim() == 2, op, ": dtable must be (V,C), got ", dtable.desc());
+  check_ids(op, "ids", ids, ids.numel());
+  check_shape(op, "dy", dy, {ids.numel(), dtable.size(1)});
+  check_float(op, "dy", dy);
+  check_float(op, "dtable", dtable);
+  ex.backend().embedding_bwd(ex, dtable, dy, ids);
+}
+
+namespace {
+void check_rows(const char* op, const Tensor& x, int64_t& N, int64_t& C) {
+  HYTRA_CHECK(x.dim() == 2, op, ": x must be (N,C), got ", x.desc());
+  N = x.size(0);
+  C = x.size(1);
+}
+}  // namespace
+
+void rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, double eps) {
+  const char* op = "rmsnorm_fwd";
+  for (auto [n, t] : {Arg{"y", &y}, {"rstd", &rstd}, {"x", &x}, {"w", &w}}) check_arg(ex, op, n, *t);
+  int64_t N, C;
+  check_rows(op, x, N, C);
+  check_float(op, "x", x);
+  check_shape(op, "y", y, {N, C});
+  check_same_dtype(op, "y", y, x);
+  check_shape(op, "w", w, {C});
+  check_float(op, "w", w);
+  check_stat(op, "rstd", rstd, x, {N});
+  ex.backend().rmsnorm_fwd(ex, y, rstd, x, w, eps);
+}
+
+void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                 const Tensor& rstd) {
+  const char* op = "rmsnorm_bwd";
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"rstd", &rstd}})
+    check_arg(ex, op, n, *t);
+  int64_t N, C;
+  check_rows(op, x, N, C);
+  check_shape(op, "dx", dx, {N, C});
+  check_shape(op, "dy", dy, {N, C});
+  check_shape(op, "w", w, {C});
+  check_shape(op, "dw", dw, {C});
+  check_float(op, "dw", dw);
+  check_stat(op, "rstd", rstd, x, {N});
+  ex.backend().rmsnorm_bwd(ex, dx, dw, dy, x, w, rstd);
+}
+
+void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w,
+                   const Tensor& b, double eps) {
+  const char* op = "layernorm_fwd";
+  for (auto [n, t] : {Arg{"y", &y}, {"mean", &mean}, {"rstd", &rstd}, {"x", &x}, {"w", &w}})
+    check_arg(ex, op, n, *t);
+  int64_t N, C;
+  check_rows(op, x, N, C);
+  check_float(op, "x", x);
+  check_shape(op, "y", y, {N, C});
+  check_same_dtype(op, "y", y, x);
+  check_shape(op, "w", w, {C});
+  if (b.defined()) {
+    check_arg(ex, op, "b", b);
+    check_shape(op, "b", b, {C});
+    check_same_dtype(op, "b", b, w);
+  }
+  check_stat(op, "mean", mean, x, {N});
+  check_stat(op, "rstd", rstd, x, {N});
+  ex.backend().layernorm_fwd(ex, y, mean, rstd, x, w, b, eps);
+}
+
+void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
+                   const Tensor& w, const Tensor& mean, const Tensor& rstd) {
+  const char* op = "layernorm_bwd";
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"mean", &mean},
+                      {"rstd", &rstd}})
+    check_arg(ex, op, n, *t);
+  int64_t N, C;
+  check_rows(op, x, N, C);
+  check_shape(op, "dx", dx, {N, C});
+  check_shape(op, "dy", dy, {N, C});
+  check_shape(op, "dw", dw, {C});
+  if (db.defined()) {
+    check_arg(ex, op, "db", db);
+    check_shape(op, "db", db, {C});
+  }
+  check_stat(op, "mean", mean, x, {N});
+  check_stat(op, "rstd", rstd, x, {N});
+  ex.backend().layernorm_bwd(ex, dx, dw, db, dy, x, w, mean, rstd);
+}
+
+namespace {
+void check_rope(Exec& ex, const char* op, const Tensor& out, const Tensor& in, int64_t rotary_dim) {
+  check_arg(ex, op, "out", out);
+  check_arg(ex, op, "in", in);
+  check_float(op, "in", in);
+  HYTRA_CHECK(in.dim() == 4, op, ": input must be (B,T,H,D), got ", in.desc());
+  check_shape(op, "out", out, in.shape());
+  check_same_dtype(op, "out", out, in);
+  HYTRA_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= in.size(3), op,
+              ": rotary_dim must be even and in (0, D=", in.size(3), "], got ", rotary_dim);
+}
+}  // namespace
+
+void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) {
+  check_rope(ex, "rope_fwd", y, x, rotary_dim);
+  ex.backend().rope_fwd(ex, y, x, rotary_dim, base, interleaved);
+}
+
+void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved) {
+  check_rope(ex, "rope_bwd", dx, dy, rotary_dim);
+  ex.backend().rope_bwd(ex, dx, dy, rotary_dim, base, interleaved);
+}
+
+namespace {
+void check_attention(Exec& ex, const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const Tensor& o, const Tensor& lse) {
+  for (auto [n, t] : {Arg{"q", &q}, {"k", &k}, {"v", &v}, {"out", &o}, {"lse", &lse}})
+    check_arg(ex, op, n, *t);
+  check_float(op, "q", q);
+  HYTRA_CHECK(q.dim() == 4 && k.dim() == 4, op, ": q and k must be (B,T,H,D), got ", q.desc(), ", ", k.desc());
+  int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2);
+  check_shape(op, "k", k, {B, T, Hkv, D});
+  check_shape(op, "v", v, {B, T, Hkv, D});
+  check_shape(op, "out", o, {B, T, H, D});
+  HYTRA_CHECK(Hkv > 0 && H % Hkv == 0, op, ": query heads (", H, ") must be a multiple of kv heads (", Hkv, ")");
+  for (auto [n, t] : {Arg{"k", &k}, {"v", &v}, {"out", &o}}) check_same_dtype(op, n, *t, q);
+  check_stat(op, "lse", lse, q, {B, H, T});
+}
+}  // namespace
+
+void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                   double softmax_scale) {
+  check_attention(ex, "attention_fwd", q, k, v, out, lse);
+  ex.backend().attention_fwd(ex, out, lse, q, k, v, softmax_scale);
+}
+
+void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
+                   const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale) {
+  const char* op = "attention_bwd";
+  check_attention(ex, op, q, k, v, out, lse);
+  for (auto [n, t] : {Arg{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}}) check_arg(ex, op, n, *t);
+  check_shape(op, "dq", dq, q.shape());
+  check_shape(op, "dout", dout, q.shape());
+  check_shape(op, "dk", dk, k.shape());
+  check_shape(op, "dv", dv, v.shape());
+  ex.backend().attention_bwd(ex, dq, dk, dv, dout, q, k, v, out, lse, softmax_scale);
+}
+
+namespace {
+void check_glu(Exec& ex, const char* op, const Tensor& half, const char* half_name, const Tensor& full,
+               const char* full_name) {
+  check_arg(ex, op, half_name, half);
+  check_arg(ex, op, full_name, full);
+  check_float(op, full_name, full);
+  HYTRA_CHECK(full.dim() == 2 && full.size(1) % 2 == 0, op, ": ", full_name, " must be (N,2F), got ",
+              full.desc());
+  check_shape(op, half_name, half, {full.size(0), full.size(1) / 2});
+}
+void check_pointwise(Exec& ex, const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
+  check_arg(ex, op, an, a);
+  check_arg(ex, op, bn, b);
+  check_float(op, an, a);
+  check_float(op, bn, b);
+  check_shape(op, an, a, b.shape());
+}
+}  // namespace
+
+void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x) {
+  check_glu(ex, "swiglu_fwd", y, "y", x, "x");
+  ex.backend().swiglu_fwd(ex, y, x);
+}
+void swiglu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
+  check_glu(ex, "swiglu_bwd", dy, "dy", x, "x");
+  check_pointwise(ex, "swiglu_bwd", dx, "dx", x, "x");
+  ex.backend().swiglu_bwd(ex, dx, dy, x);
+}
+void gelu_fwd(Exec& ex, Tensor& y, const Tensor& x) {
+  check_pointwise(ex, "gelu_fwd", y, "y", x, "x");
+  ex.backend().gelu_fwd(ex, y, x);
+}
+void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
+  check_pointwise(ex, "gelu_bwd", dx, "dx", x, "x");
+  check_pointwise(ex, "gelu_bwd", dy, "dy", x, "x");
+  ex.backend().gelu_bwd(ex, dx, dy, x);
+}
+void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x) {
+  check_pointwise(ex, "sqrelu_fwd", y, "y", x, "x");
+  ex.backend().sqrelu_fwd(ex, y, x);
+}
+void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
+  check_pointwise(ex, "sqrelu_bwd", dx, "dx", x, "x");
+  check_pointwise(ex, "sqrelu_bwd", dy, "dy", x, "x");
+  ex.backend().sqrelu_bwd(ex, dx, dy, x);
+}
+
+namespace {
+void check_lm_head(Exec& ex, const char* op, const Tensor& x, const Tensor& w, const Tensor& labels,
+                   const Tensor& lse, int64_t vocab_chunk) {
+  for (auto [n, t] : {Arg{"x", &x}, {"w", &w}, {"labels", &labels}, {"lse", &lse}}) check_arg(ex, op, n, *t);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 2 && w.dim() == 2 && w.size(1) == x.size(1), op, ": x must be (N,C) and w (V,C), got ",
+              x.desc(), ", ", w.desc());
+  check_same_dtype(op, "w", w, x);
+  check_ids(op, "labels", labels, x.size(0));
+  check_stat(op, "lse", lse, x, {x.size(0)});
+  HYTRA_CHECK(vocab_chunk > 0, op, ": vocab_chunk must be positive, got ", vocab_chunk);
+}
+}  // namespace
+
+void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels,
+                    int64_t vocab_chunk) {
+  check_lm_head(ex, "lm_head_ce_fwd", x, w, labels, lse, vocab_chunk);
+  check_arg(ex, "lm_head_ce_fwd", "loss", loss);
+  check_stat("lm_head_ce_fwd", "loss", loss, x, {x.size(0)});
+  ex.backend().lm_head_ce_fwd(ex, loss, lse, x, w, labels, vocab_chunk);
+}
+
+void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w,
+                    const Tensor& labels, const Tensor& lse, int64_t vocab_chunk) {
+  const char* op = "lm_head_ce_bwd";
+  check_lm_head(ex, op, x, w, labels, lse, vocab_chunk);
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dloss", &dloss}}) check_arg(ex, op, n, *t);
+  check_shape(op, "dx", dx, x.shape());
+  check_shape(op, "dw", dw, w.shape());
+  check_stat(op, "dloss", dloss, x, {x.size(0)});
+  ex.backend().lm_head_ce_bwd(ex, dx, dw, dloss, x, w, labels, lse, vocab_chunk);
+}
+
+void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1,
+           double beta2, double eps, double weight_decay, int64_t step) {
+  const char* op = "adamw";
+  for (auto [n, t] : {Arg{"p", &p}, {"m", &m}, {"v", &v}, {"g", &g}}) {
+    check_arg(ex, op, n, *t);
+    HYTRA_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::F64, op, ": argument '", n,
+                "' must be fp32 (fp64 on CPU), got ", t->desc());
+    check_shape(op, n, *t, p.shape());
+    check_same_dtype(op, n, *t, p);
+  }
+  if (p_copy.defined()) {
+    check_arg(ex, op, "p_copy", p_copy);
+    check_same_numel(op, "p_copy", p_copy, p);
+  }
+  HYTRA_CHECK(step >= 1, op, ": step must be >= 1, got ", step);
+  ex.backend().adamw(ex, p, m, v, g, p_copy, lr, beta1, beta2, eps, weight_decay, step);
+}
+
+}  // namespace hytra::ops

@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "common/compare.h"
+#include "common/random.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace hytra {
+namespace {
+
+TEST(Tensor, ShapeStridesAndViews) {
+  Tensor t = Tensor::zeros({2, 3, 4}, DType::F32);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.strides(), (Shape{12, 4, 1}));
+  EXPECT_TRUE(t.is_contiguous());
+  Tensor v = t.view({6, -1});
+  EXPECT_EQ(v.shape(), (Shape{6, 4}));
+  t.data<float>()[13] = 5.0f;
+  EXPECT_EQ(t.select(1).data<float>()[1], 5.0f);   // element [1, 0, 1]
+  EXPECT_EQ(t.narrow(0, 1, 1).data<float>()[1], 5.0f);
+  EXPECT_FALSE(t.narrow(2, 0, 2).is_contiguous());
+  EXPECT_THROW(t.view({5, 5}), Error);
+}
+
+TEST(Tensor, DtypeRoundTrip) {
+  Tensor t = Tensor::empty({3}, DType::BF16);
+  t.copy_from({1.0f, -2.5f, 3.0078125f});
+  auto v = t.to_f32_vector();
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], -2.5f);
+  EXPECT_EQ(v[2], 3.0f);  // rounds to nearest even in bf16 (8 bits of mantissa)
+  EXPECT_EQ(dtype_size(DType::I64), 8u);
+}
+
+TEST(Philox, KnownAnswerAndPurity) {
+  // Philox4x32-10 known-answer test (Random123 kat_vectors): counter 0, key 0.
+  Philox4 r = philox4x32(0, 0, 0);
+  EXPECT_EQ(r.v[0], 0x6627e8d5u);
+  EXPECT_EQ(r.v[1], 0xe169c58du);
+  EXPECT_EQ(r.v[2], 0xbc57ac4cu);
+  EXPECT_EQ(r.v[3], 0x9b00dbd8u);
+  // Same (seed, stream, offset) -> same value; different stream -> different value.
+  EXPECT_EQ(philox_normal(5, 1, 17), philox_normal(5, 1, 17));
+  EXPECT_NE(philox_normal(5, 1, 17), philox_normal(5, 2, 17));
+  double mean = 0, var = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    double x = philox_normal(42, 3, uint64_t(i));
+    mean += x;
+    var += x * x;
+  }
+  mean /= n;
+  var = var / n - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.03);
+  EXPECT_NEAR(var, 1.0, 0.05);
+}
+
+TEST(ThreadPool, CoversRangeOnce) {
+  std::vector<int> hits(1000, 0);
+  parallel_for(1000, 7, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+  });
+  for (int h : hits) EXPECT_EQ(h, 1);
+}
+
+TEST(Compare, DetectsNaNAndMismatch) {
+  Tensor a = test::random_uniform({10}, DType::F32, 1);
+  Tensor b = a.clone();
+  EXPECT_TRUE(test::all_close(a, b, test::tol_for(DType::F32)));
+  b.data<float>()[3] += 1.0f;
+  EXPECT_FALSE(test::all_close(a, b, test::tol_for(DType::F32)));
+  b.data<float>()[3] = std::nanf("");
+  EXPECT_FALSE(test::all_close(a, b, test::tol_for(DType::F32)));
+}
+
+}  // namespace
+}  // namespace hytra
