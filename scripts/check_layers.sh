@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Module boundaries (STYLE.md): dependencies point down only, core <- ops <- nn <- model <- train,
+# and CUDA headers appear only in ops/cuda and core/*_cuda.* files. Fails naming each violation.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bad=0
+check() {  # check DIR FORBIDDEN_INCLUDE_REGEX
+  local hits
+  hits=$(grep -rnE "#include \"($2)/" "src/$1" 2>/dev/null || true)
+  if [ -n "$hits" ]; then
+    echo "check_layers: src/$1 must not include $2:"
+    echo "$hits"
+    bad=1
+  fi
+}
+check core 'ops|nn|model|train|data|checkpoint|dist'
+check ops 'nn|model|train|data|checkpoint|dist'
+check nn 'model|train|data|checkpoint'
+check model 'train|data|checkpoint'
+check data 'ops|nn|model|train'
+cuda=$(grep -rlnE '#include <(cuda|cublas|cudnn|nccl)' src | grep -vE '^src/ops/cuda/|^src/core/[a-z_]*_cuda\.(cu|h|cuh)$' || true)
+if [ -n "$cuda" ]; then
+  echo "check_layers: CUDA headers outside src/ops/cuda and src/core/*_cuda.*:"
+  echo "$cuda"
+  bad=1
+fi
+[ $bad -eq 0 ] && echo "check_layers: ok"
+exit $bad

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what hytra needs on a fresh Debian 12 machine and builds it (idempotent: installed
+# packages are skipped, the build is incremental). The CUDA backend is built when nvcc is found
+# (/usr/local/cuda); without it hytra runs on the CPU.
+# Usage: scripts/setup.sh [BUILD_DIR]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build}
+
+PKGS=(build-essential cmake git googletest libgtest-dev pkg-config)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+JOBS=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${HYTRA_CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD_DIR" -j"$JOBS" --target hytra
+echo "setup: built $BUILD_DIR/hytra"

@@ -1,0 +1,53 @@
+// ModelConfig: everything that determines the model's shape and numerics. Each field names its
+// Megatron-LM flag and default (SPEC.md B4.3); validate() collects every violation as
+// "--flag: expected X, got Y" and throws them together. After validation the config is const.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace hytra {
+
+struct ModelConfig {
+  // --hybrid-layer-pattern (alias --hybrid-override-pattern): the layer string (docs/pattern.md).
+  std::string hybrid_layer_pattern;
+  double hybrid_attention_ratio = 0.0;  // --hybrid-attention-ratio: generate a pattern (needs --num-layers)
+  double hybrid_mlp_ratio = 0.0;        // --hybrid-mlp-ratio
+  int64_t num_layers = 0;               // --num-layers: physical layers (derived from the pattern)
+  int64_t mtp_num_layers = 0;           // --mtp-num-layers: MTP depths (derived from '/' parts)
+
+  int64_t hidden_size = 0;              // --hidden-size: model width C
+  int64_t ffn_hidden_size = 0;          // --ffn-hidden-size: 0 = 4C, or int(8C/3/64)*64 with --swiglu
+  int64_t num_attention_heads = 0;      // --num-attention-heads: query heads H
+  int64_t num_query_groups = 0;         // --num-query-groups (with --group-query-attention): KV heads; 0 = H
+  int64_t kv_channels = 0;              // --kv-channels: head dim D; 0 = C / H
+  bool qk_layernorm = false;            // --qk-layernorm: norm q and k over the head dim
+  bool add_bias_linear = true;          // cleared by --disable-bias-linear
+  std::string normalization = "LayerNorm";  // --normalization: LayerNorm | RMSNorm
+  double norm_epsilon = 1e-5;           // --norm-epsilon
+  std::string activation = "gelu";      // --swiglu -> swiglu, --squared-relu -> squared_relu, else gelu
+  std::string position_embedding_type = "learned_absolute";  // --position-embedding-type: learned_absolute | rope | none
+  int64_t max_position_embeddings = 0;  // --max-position-embeddings: 0 = seq_length
+  double rotary_base = 10000.0;         // --rotary-base
+  double rotary_percent = 1.0;          // --rotary-percent
+  bool rotary_interleaved = false;      // --rotary-interleaved
+  bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
+  double init_method_std = 0.02;        // --init-method-std
+  double hidden_dropout = 0.0;          // --hidden-dropout: only 0 is implemented (Megatron default 0.1)
+  double attention_dropout = 0.0;       // --attention-dropout: only 0 is implemented
+  int64_t vocab_size = 0;               // --vocab-size: tokenizer vocabulary (before padding)
+  int64_t make_vocab_size_divisible_by = 128;  // --make-vocab-size-divisible-by
+  int64_t seq_length = 0;               // --seq-length: training sequence length T
+
+  // Derived values (valid after validate()).
+  int64_t padded_vocab_size() const;
+  int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
+  int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
+  int64_t ffn_size() const;
+  int64_t max_positions() const { return max_position_embeddings > 0 ? max_position_embeddings : seq_length; }
+
+  // Throws hytra::Error listing every violation.
+  void validate() const;
+};
+
+}  // namespace hytra

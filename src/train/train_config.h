@@ -1,0 +1,47 @@
+// TrainConfig: the run (batching, optimizer, schedule, evaluation, logging). Each field names its
+// Megatron-LM flag and default (SPEC.md B4.3). validate() collects every violation and throws them
+// together; after it the config is const.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace hytra {
+
+struct TrainConfig {
+  int64_t micro_batch_size = 0;         // --micro-batch-size: samples per forward/backward
+  int64_t global_batch_size = 0;        // --global-batch-size: samples per step; 0 = micro-batch size
+  int64_t train_iters = 0;              // --train-iters: optimizer steps
+
+  double lr = 0.0;                      // --lr: peak learning rate
+  double min_lr = 0.0;                  // --min-lr
+  std::string lr_decay_style = "linear";  // --lr-decay-style: constant|linear|cosine|inverse-square-root|WSD
+  int64_t lr_warmup_iters = 0;          // --lr-warmup-iters
+  double lr_warmup_fraction = -1.0;     // --lr-warmup-fraction: of the decay steps (-1 = unset)
+  double lr_warmup_init = 0.0;          // --lr-warmup-init: lr at the first step
+  int64_t lr_decay_iters = 0;           // --lr-decay-iters: 0 = train iters
+  std::string lr_wsd_decay_style = "exponential";  // --lr-wsd-decay-style
+  int64_t lr_wsd_decay_iters = 0;       // --lr-wsd-decay-iters
+
+  std::string optimizer = "adam";       // --optimizer: adam (AdamW)
+  double weight_decay = 0.01;           // --weight-decay (not applied to norms and biases)
+  double clip_grad = 1.0;               // --clip-grad: global L2 norm; 0 disables
+  double adam_beta1 = 0.9;              // --adam-beta1
+  double adam_beta2 = 0.999;            // --adam-beta2
+  double adam_eps = 1e-8;               // --adam-eps
+
+  uint64_t seed = 1234;                 // --seed: init and data order
+  int64_t eval_interval = 1000;         // --eval-interval: iterations between validations (0 = never)
+  int64_t eval_iters = 100;             // --eval-iters: validation batches
+  int64_t log_interval = 100;           // --log-interval: iterations per log line
+  bool mock_data = false;               // --mock-data: synthetic data (data/mock_dataset.h)
+  std::string device = "auto";          // --device: cpu | cuda | auto (cuda when a GPU is visible)
+  bool bf16 = false;                    // --bf16: bf16 activations/weights with fp32 master (CUDA)
+  std::string log_jsonl;                // --log-jsonl FILE: one JSON object per logged iteration (hytra)
+
+  int64_t num_micro_batches() const { return global_batch() / micro_batch_size; }
+  int64_t global_batch() const { return global_batch_size > 0 ? global_batch_size : micro_batch_size; }
+
+  void validate() const;
+};
+
+}  // namespace hytra
