@@ -29,7 +29,7 @@ void ModelConfig::validate() const {
     need(kv_channels > 0 || hidden_size % num_attention_heads == 0,
          str("--num-attention-heads: must divide --hidden-size (", hidden_size, ") unless --kv-channels is set, got ",
              num_attention_heads));
-    need(num_query_groups >= 0 && (num_query_groups == 0 || num_attention_heads % num_query_groups == 0),
+    need(!group_query_attention || (num_query_groups > 0 && num_attention_heads % num_query_groups == 0),
          str("--num-query-groups: expected a divisor of --num-attention-heads (", num_attention_heads, "), got ",
              num_query_groups));
   }

@@ -19,7 +19,8 @@ struct ModelConfig {
   int64_t hidden_size = 0;              // --hidden-size: model width C
   int64_t ffn_hidden_size = 0;          // --ffn-hidden-size: 0 = 4C, or int(8C/3/64)*64 with --swiglu
   int64_t num_attention_heads = 0;      // --num-attention-heads: query heads H
-  int64_t num_query_groups = 0;         // --num-query-groups (with --group-query-attention): KV heads; 0 = H
+  bool group_query_attention = false;   // --group-query-attention: use num_query_groups KV heads
+  int64_t num_query_groups = 1;         // --num-query-groups: KV heads (with --group-query-attention)
   int64_t kv_channels = 0;              // --kv-channels: head dim D; 0 = C / H
   bool qk_layernorm = false;            // --qk-layernorm: norm q and k over the head dim
   bool add_bias_linear = true;          // cleared by --disable-bias-linear
@@ -42,7 +43,7 @@ struct ModelConfig {
   // Derived values (valid after validate()).
   int64_t padded_vocab_size() const;
   int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
-  int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
+  int64_t kv_heads() const { return group_query_attention ? num_query_groups : num_attention_heads; }
   int64_t ffn_size() const;
   int64_t max_positions() const { return max_position_embeddings > 0 ? max_position_embeddings : seq_length; }
 

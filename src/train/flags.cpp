@@ -1,0 +1,138 @@
+#include "train/flags.h"
+
+#include "core/error.h"
+
+namespace hytra {
+
+namespace {
+using K = FlagSpec::Kind;
+
+FlagSpec row(std::string name, K kind, std::string def, std::string help,
+             std::function<void(const FlagValues&)> set, std::vector<std::string> choices = {}) {
+  FlagSpec s;
+  s.name = std::move(name);
+  s.kind = kind;
+  s.default_text = std::move(def);
+  s.help = std::move(help);
+  s.set = std::move(set);
+  s.choices = std::move(choices);
+  return s;
+}
+
+// A bool flag that sets a string field to `value` (e.g. --swiglu -> activation = "swiglu").
+std::function<void(const FlagValues&)> set_if(std::string& field, std::string value) {
+  return [&field, value](const FlagValues& v) {
+    if (v[0] == "true") field = value;
+  };
+}
+}  // namespace
+
+void add_model_flags(FlagTable& t, ModelConfig& c) {
+  FlagSpec pattern = row("--hybrid-layer-pattern", K::String, "None",
+                         "hybrid layer pattern (M * - E G | / [...]); default: [*-] x --num-layers (GPT)",
+                         store(c.hybrid_layer_pattern));
+  pattern.aliases = {"--hybrid-override-pattern"};
+  t.add(pattern);
+  t.add(row("--hybrid-attention-ratio", K::Float, "0.0", "generate a pattern: fraction of attention layers",
+            store(c.hybrid_attention_ratio)));
+  t.add(row("--hybrid-mlp-ratio", K::Float, "0.0", "generate a pattern: fraction of MLP layers",
+            store(c.hybrid_mlp_ratio)));
+  t.add(row("--num-layers", K::Int, "None", "physical layers (derived from the pattern when one is given)",
+            store(c.num_layers)));
+  t.add(row("--mtp-num-layers", K::Int, "None", "multi-token-prediction depths (from the pattern's '/' parts)",
+            store(c.mtp_num_layers)));
+  t.add(row("--hidden-size", K::Int, "None", "model width", store(c.hidden_size)));
+  t.add(row("--ffn-hidden-size", K::Int, "4*hidden (swiglu: int(8h/3/64)*64)", "dense MLP width",
+            store(c.ffn_hidden_size)));
+  t.add(row("--num-attention-heads", K::Int, "None", "query heads", store(c.num_attention_heads)));
+  t.add(row("--group-query-attention", K::Bool, "false", "use --num-query-groups KV heads",
+            store(c.group_query_attention)));
+  t.add(row("--num-query-groups", K::Int, "1", "KV heads (with --group-query-attention)",
+            store(c.num_query_groups)));
+  t.add(row("--kv-channels", K::Int, "hidden/heads", "head dimension", store(c.kv_channels)));
+  t.add(row("--qk-layernorm", K::Bool, "false", "normalise q and k over the head dim", store(c.qk_layernorm)));
+  t.add(row("--disable-bias-linear", K::Bool, "false", "no biases in linear layers",
+            [&c](const FlagValues& v) { c.add_bias_linear = v[0] != "true"; }));
+  t.add(row("--normalization", K::String, "LayerNorm", "LayerNorm or RMSNorm", store(c.normalization),
+            {"LayerNorm", "RMSNorm"}));
+  t.add(row("--norm-epsilon", K::Float, "1e-5", "norm epsilon", store(c.norm_epsilon)));
+  t.add(row("--swiglu", K::Bool, "false", "gated SiLU MLP", set_if(c.activation, "swiglu")));
+  t.add(row("--squared-relu", K::Bool, "false", "squared-ReLU MLP", set_if(c.activation, "squared_relu")));
+  t.add(row("--position-embedding-type", K::String, "learned_absolute", "learned_absolute, rope or none",
+            store(c.position_embedding_type), {"learned_absolute", "rope", "none"}));
+  t.add(row("--max-position-embeddings", K::Int, "seq-length", "position table size",
+            store(c.max_position_embeddings)));
+  t.add(row("--rotary-base", K::Float, "10000", "RoPE theta", store(c.rotary_base)));
+  t.add(row("--rotary-percent", K::Float, "1.0", "fraction of the head dim that rotates", store(c.rotary_percent)));
+  t.add(row("--rotary-interleaved", K::Bool, "false", "rotate adjacent pairs instead of halves",
+            store(c.rotary_interleaved)));
+  t.add(row("--untie-embeddings-and-output-weights", K::Bool, "false", "separate LM head weight",
+            store(c.untie_embeddings_and_output_weights)));
+  t.add(row("--init-method-std", K::Float, "0.02", "init std", store(c.init_method_std)));
+  t.add(row("--hidden-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
+            store(c.hidden_dropout)));
+  t.add(row("--attention-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
+            store(c.attention_dropout)));
+  t.add(row("--vocab-size", K::Int, "None", "tokenizer vocabulary (NullTokenizer / --mock-data)",
+            store(c.vocab_size)));
+  t.add(row("--make-vocab-size-divisible-by", K::Int, "128", "vocabulary padding multiple",
+            store(c.make_vocab_size_divisible_by)));
+  t.add(row("--seq-length", K::Int, "None", "training sequence length", store(c.seq_length)));
+}
+
+void add_train_flags(FlagTable& t, TrainConfig& c) {
+  t.add(row("--micro-batch-size", K::Int, "None", "samples per forward/backward", store(c.micro_batch_size)));
+  t.add(row("--global-batch-size", K::Int, "micro-batch-size", "samples per optimizer step",
+            store(c.global_batch_size)));
+  t.add(row("--train-iters", K::Int, "None", "optimizer steps", store(c.train_iters)));
+  t.add(row("--lr", K::Float, "None", "peak learning rate", store(c.lr)));
+  t.add(row("--min-lr", K::Float, "0.0", "learning rate floor", store(c.min_lr)));
+  t.add(row("--lr-decay-style", K::String, "linear", "constant, linear, cosine, inverse-square-root, WSD",
+            store(c.lr_decay_style), {"constant", "linear", "cosine", "inverse-square-root", "WSD"}));
+  t.add(row("--lr-warmup-iters", K::Int, "0", "warmup steps", store(c.lr_warmup_iters)));
+  t.add(row("--lr-warmup-fraction", K::Float, "None", "warmup as a fraction of the decay steps",
+            store(c.lr_warmup_fraction)));
+  t.add(row("--lr-warmup-init", K::Float, "0.0", "learning rate at the first step", store(c.lr_warmup_init)));
+  t.add(row("--lr-decay-iters", K::Int, "train-iters", "decay horizon", store(c.lr_decay_iters)));
+  t.add(row("--lr-wsd-decay-style", K::String, "exponential", "WSD anneal: exponential, linear, cosine, minus_sqrt",
+            store(c.lr_wsd_decay_style), {"exponential", "linear", "cosine", "minus_sqrt"}));
+  t.add(row("--lr-wsd-decay-iters", K::Int, "None", "WSD anneal length", store(c.lr_wsd_decay_iters)));
+  t.add(row("--optimizer", K::String, "adam", "adam (AdamW)", store(c.optimizer)));
+  t.add(row("--weight-decay", K::Float, "0.01", "decoupled weight decay (not on norms and biases)",
+            store(c.weight_decay)));
+  t.add(row("--clip-grad", K::Float, "1.0", "global gradient-norm clip (0 = off)", store(c.clip_grad)));
+  t.add(row("--adam-beta1", K::Float, "0.9", "Adam beta1", store(c.adam_beta1)));
+  t.add(row("--adam-beta2", K::Float, "0.999", "Adam beta2", store(c.adam_beta2)));
+  t.add(row("--adam-eps", K::Float, "1e-8", "Adam epsilon", store(c.adam_eps)));
+  t.add(row("--seed", K::Int, "1234", "seed for init and data",
+            [&c](const FlagValues& v) { c.seed = uint64_t(parse_int_value("--seed", v[0])); }));
+  t.add(row("--eval-interval", K::Int, "1000", "iterations between validations (0 = never)",
+            store(c.eval_interval)));
+  t.add(row("--eval-iters", K::Int, "100", "validation batches", store(c.eval_iters)));
+  t.add(row("--log-interval", K::Int, "100", "iterations per log line", store(c.log_interval)));
+  t.add(row("--mock-data", K::Bool, "false", "train on synthetic data", store(c.mock_data)));
+  t.add(row("--device", K::String, "auto", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"}));
+  t.add(row("--bf16", K::Bool, "false", "bf16 mixed precision (CUDA)", store(c.bf16)));
+  t.add(row("--log-jsonl", K::String, "None", "append one JSON object per logged iteration to FILE",
+            store(c.log_jsonl)));
+}
+
+bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
+                      std::string* help) {
+  FlagTable table;
+  add_model_flags(table, model);
+  add_train_flags(table, train);
+  FlagTable::Result r = table.parse(args);
+  if (r.help) {
+    if (help) *help = table.help_text("hytra train [--config FILE] [flags]");
+    return false;
+  }
+  if (table.is_set("--swiglu") && table.is_set("--squared-relu"))
+    fail("--swiglu: cannot be combined with --squared-relu");
+  if (train.lr_decay_iters == 0) train.lr_decay_iters = train.train_iters;
+  model.validate();
+  train.validate();
+  return true;
+}
+
+}  // namespace hytra
