@@ -1,14 +1,13 @@
 // Megatron log line, validation block, JSONL records and the progress text, against strings written
 // by hand from SPEC B4.1's format table.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-
-#include <unistd.h>
 
 #include "core/error.h"
 #include "train/metrics/jsonl.h"
@@ -49,7 +48,7 @@ TEST(LogLine, EveryOptionalField) {
   g.train_iters = 5;
   g.consumed_samples = 1234567890123;
   g.skipped_samples = 7;
-  g.ms_per_iter = 0.05;     // stored as 0.05000000000000000277, so it rounds up to 0.1
+  g.ms_per_iter = 0.05;  // stored as 0.05000000000000000277, so it rounds up to 0.1
   g.tokens_per_s = 123456.75;
   g.lr = 0.0;
   g.global_batch_size = 123456;
@@ -59,14 +58,15 @@ TEST(LogLine, EveryOptionalField) {
   g.params_norm = 250.0005;
   g.skipped_iterations = 2;
   g.nan_iterations = 1234;
-  EXPECT_EQ(format_iteration_line(g),
-            " [2025-01-02 03:04:05.000006] iteration 123456789/       5 | consumed samples: 1234567890123 |"
-            " skipped samples:            7 | elapsed time per iteration (ms): 0.1 |"
-            " throughput per GPU (TFLOP/s/GPU): 402.1 | tokens per second: 123456.8 |"
-            " learning rate: 0.000000E+00 | global batch size: 123456 | lm loss: 2.000000E+00 |"
-            " load_balancing_loss: 1.000000E-03 | z_loss: 0.000000E+00 | loss scale: 1.0 | grad norm: 12.346 |"
-            " num zeros: 42 | params norm: 250.000 | number of skipped iterations:   2 |"
-            " number of nan iterations: 1234 |");
+  EXPECT_EQ(
+      format_iteration_line(g),
+      " [2025-01-02 03:04:05.000006] iteration 123456789/       5 | consumed samples: 1234567890123 |"
+      " skipped samples:            7 | elapsed time per iteration (ms): 0.1 |"
+      " throughput per GPU (TFLOP/s/GPU): 402.1 | tokens per second: 123456.8 |"
+      " learning rate: 0.000000E+00 | global batch size: 123456 | lm loss: 2.000000E+00 |"
+      " load_balancing_loss: 1.000000E-03 | z_loss: 0.000000E+00 | loss scale: 1.0 | grad norm: 12.346 |"
+      " num zeros: 42 | params norm: 250.000 | number of skipped iterations:   2 |"
+      " number of nan iterations: 1234 |");
 }
 
 TEST(LogLine, MinimalFieldsAndTokensWithoutThroughput) {
@@ -90,17 +90,20 @@ TEST(LogLine, MinimalFieldsAndTokensWithoutThroughput) {
 }
 
 TEST(LogLine, ValidationBlock) {
-  const std::string text = " validation loss at iteration 100 | lm loss value: 2.500000E+00 |"
-                           " lm loss PPL: 1.218249E+01 | ";
+  const std::string text =
+      " validation loss at iteration 100 | lm loss value: 2.500000E+00 |"
+      " lm loss PPL: 1.218249E+01 | ";
   const std::string rule(text.size() + 1, '-');
   EXPECT_EQ(rule.size(), 95u);
   EXPECT_EQ(format_validation_block(100, {{"lm loss", 2.5}}), rule + "\n" + text + "\n" + rule + "\n");
   // PPL is capped at exp(20) = 485165195.40979...
-  const std::string capped = " validation loss at iteration 7 | lm loss value: 2.500000E+01 |"
-                             " lm loss PPL: 4.851652E+08 | mtp_1 loss value: 0.000000E+00 |"
-                             " mtp_1 loss PPL: 1.000000E+00 | ";
+  const std::string capped =
+      " validation loss at iteration 7 | lm loss value: 2.500000E+01 |"
+      " lm loss PPL: 4.851652E+08 | mtp_1 loss value: 0.000000E+00 |"
+      " mtp_1 loss PPL: 1.000000E+00 | ";
   EXPECT_EQ(format_validation_block(7, {{"lm loss", 25.0}, {"mtp_1 loss", 0.0}}),
-            std::string(capped.size() + 1, '-') + "\n" + capped + "\n" + std::string(capped.size() + 1, '-') + "\n");
+            std::string(capped.size() + 1, '-') + "\n" + capped + "\n" + std::string(capped.size() + 1, '-') +
+                "\n");
 }
 
 TEST(LogLine, TimestampIsPlausible) {
@@ -118,19 +121,21 @@ TEST(MetricsJsonl, RecordsRoundTripDigits) {
   g.losses = {{"lm loss", 4.0}, {"mtp_1 \"q\" loss", std::numeric_limits<double>::infinity()}};
   g.grad_norm = std::numeric_limits<double>::quiet_NaN();
   g.num_zeros = 3;
-  EXPECT_EQ(iteration_json(g),
-            "{\"time\": \"2026-08-22 10:00:00.123456\", \"iteration\": 100, \"train_iters\": 1000,"
-            " \"consumed_samples\": 25600, \"skipped_samples\": 0, \"ms_per_iter\": 812.34000000000003,"
-            " \"tokens_per_s\": 0.10000000000000001, \"lr\": 0.00014999999999999999, \"global_batch_size\": 256,"
-            " \"lm loss\": 4, \"mtp_1 \\\"q\\\" loss\": null, \"loss_scale\": 1, \"grad_norm\": null,"
-            " \"num_zeros\": 3, \"skipped_iterations\": 0, \"nan_iterations\": 0}");
+  EXPECT_EQ(
+      iteration_json(g),
+      "{\"time\": \"2026-08-22 10:00:00.123456\", \"iteration\": 100, \"train_iters\": 1000,"
+      " \"consumed_samples\": 25600, \"skipped_samples\": 0, \"ms_per_iter\": 812.34000000000003,"
+      " \"tokens_per_s\": 0.10000000000000001, \"lr\": 0.00014999999999999999, \"global_batch_size\": 256,"
+      " \"lm loss\": 4, \"mtp_1 \\\"q\\\" loss\": null, \"loss_scale\": 1, \"grad_norm\": null,"
+      " \"num_zeros\": 3, \"skipped_iterations\": 0, \"nan_iterations\": 0}");
   EXPECT_EQ(validation_json(5, {{"lm loss", 25.0}}),
             "{\"validation_iteration\": 5, \"lm loss\": 25, \"lm loss ppl\": 485165195.40979028}");
 }
 
 TEST(MetricsJsonl, AppendsOneFlushedLinePerRecord) {
   const std::string path =
-      (std::filesystem::temp_directory_path() / ("hytra_metrics_" + std::to_string(::getpid()) + ".jsonl")).string();
+      (std::filesystem::temp_directory_path() / ("hytra_metrics_" + std::to_string(::getpid()) + ".jsonl"))
+          .string();
   std::filesystem::remove(path);
   {
     JsonlWriter w(path);
@@ -155,7 +160,8 @@ TEST(MetricsJsonl, AppendsOneFlushedLinePerRecord) {
 }
 
 TEST(Progress, TextAndTtyOnly) {
-  EXPECT_EQ(format_progress("tokenize", 50, 200, 10.0, 10), "tokenize [##........] 50/200   25.0%  5.0/s  ETA 00:00:30");
+  EXPECT_EQ(format_progress("tokenize", 50, 200, 10.0, 10),
+            "tokenize [##........] 50/200   25.0%  5.0/s  ETA 00:00:30");
   EXPECT_EQ(format_progress("index", 3, 4, 0.0, 4), "index [###.] 3/4   75.0%  0.0/s  ETA --:--:--");
   EXPECT_EQ(format_progress("big", 1, 7201, 1.0, 2), "big [..] 1/7201    0.0%  1.0/s  ETA 02:00:00");
   EXPECT_EQ(format_progress("done", 9, 9, 3.0, 3), "done [###] 9/9  100.0%  3.0/s  ETA 00:00:00");

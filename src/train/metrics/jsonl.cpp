@@ -54,7 +54,9 @@ class Object {
 std::string iteration_json(const IterationLog& g) {
   Object o;
   o.put("time", quote(format_timestamp(g.time)));
-  o.num("iteration", g.iteration).num("train_iters", g.train_iters).num("consumed_samples", g.consumed_samples);
+  o.num("iteration", g.iteration)
+      .num("train_iters", g.train_iters)
+      .num("consumed_samples", g.consumed_samples);
   o.num("skipped_samples", g.skipped_samples).num("ms_per_iter", g.ms_per_iter);
   if (g.tflops_per_gpu) o.num("tflops_per_gpu", *g.tflops_per_gpu);
   if (g.tokens_per_s) o.num("tokens_per_s", *g.tokens_per_s);
@@ -94,7 +96,8 @@ void JsonlWriter::write_validation(int64_t iteration, const std::vector<NamedVal
 }
 
 void JsonlWriter::write_line(const std::string& json) {
-  const bool ok = std::fputs(json.c_str(), file_) >= 0 && std::fputc('\n', file_) != EOF && std::fflush(file_) == 0;
+  const bool ok =
+      std::fputs(json.c_str(), file_) >= 0 && std::fputc('\n', file_) != EOF && std::fflush(file_) == 0;
   HYTRA_CHECK(ok, "metrics file ", path_, ": write failed: ", std::strerror(errno));
 }
 

@@ -32,22 +32,22 @@ using NamedValue = std::pair<std::string, double>;
 
 struct IterationLog {
   LogTimestamp time;
-  int64_t iteration = 0;         // 1-based, after this step
-  int64_t train_iters = 0;       // --train-iters
+  int64_t iteration = 0;    // 1-based, after this step
+  int64_t train_iters = 0;  // --train-iters
   int64_t consumed_samples = 0;
-  int64_t skipped_samples = 0;   // printed only when > 0
-  double ms_per_iter = 0.0;      // interval wall time / iterations in the interval, milliseconds
+  int64_t skipped_samples = 0;           // printed only when > 0
+  double ms_per_iter = 0.0;              // interval wall time / iterations in the interval, milliseconds
   std::optional<double> tflops_per_gpu;  // model FLOPs / (time * 1e12 * world size); --log-throughput
   std::optional<double> tokens_per_s;    // tokens / second over the interval (all GPUs)
   std::optional<double> lr;              // after the scheduler step of this iteration
   int64_t global_batch_size = 0;
-  std::vector<NamedValue> losses;        // interval means: {"lm loss", 4.1}, {"mtp_1 loss", ...}
-  double loss_scale = 1.0;               // 1.0 for bf16
+  std::vector<NamedValue> losses;  // interval means: {"lm loss", 4.1}, {"mtp_1 loss", ...}
+  double loss_scale = 1.0;         // 1.0 for bf16
   std::optional<double> grad_norm;
-  std::optional<int64_t> num_zeros;      // --log-num-zeros-in-grad
-  std::optional<double> params_norm;     // --log-params-norm
-  int64_t skipped_iterations = 0;        // in this interval
-  int64_t nan_iterations = 0;            // in this interval
+  std::optional<int64_t> num_zeros;   // --log-num-zeros-in-grad
+  std::optional<double> params_norm;  // --log-params-norm
+  int64_t skipped_iterations = 0;     // in this interval
+  int64_t nan_iterations = 0;         // in this interval
 };
 
 // "2026-08-22 10:00:00.123456"

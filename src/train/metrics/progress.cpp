@@ -1,10 +1,10 @@
 // Terminal progress bar (progress.h).
 #include "train/metrics/progress.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <unistd.h>
 
 namespace hytra {
 namespace {

@@ -23,9 +23,9 @@ class ProgressBar {
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
 
-  void update(int64_t done);   // sets the count; redraws if enough time has passed
+  void update(int64_t done);  // sets the count; redraws if enough time has passed
   void advance(int64_t n = 1) { update(done_ + n); }
-  void finish();               // final redraw and newline (once)
+  void finish();  // final redraw and newline (once)
   bool enabled() const { return enabled_; }
 
  private:
