@@ -35,8 +35,10 @@ size_t find_outside_quotes(const std::string& s, size_t from, const std::string&
   for (size_t i = from; i < s.size(); ++i) {
     const char c = s[i];
     if (quote == '"') {
-      if (c == '\\') ++i;
-      else if (c == '"') quote = 0;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        quote = 0;
     } else if (quote == '\'') {
       if (c == '\'') quote = 0;
     } else if ((c == '"' || c == '\'') && opens_value(s, i)) {
@@ -79,14 +81,16 @@ class Parser {
     for (size_t i = 0; i < line.size(); ++i) {
       const char c = line[i];
       if (quote == '"') {
-        if (c == '\\') ++i;
-        else if (c == '"') quote = 0;
+        if (c == '\\')
+          ++i;
+        else if (c == '"')
+          quote = 0;
       } else if (quote == '\'') {
         if (c == '\'') quote = 0;
       } else if ((c == '"' || c == '\'') && opens_value(line, i)) {
         quote = c;
-      } else if (c == '#' && (format_ == ConfigFormat::Toml || i == 0 || line[i - 1] == ' ' ||
-                              line[i - 1] == '\t')) {
+      } else if (c == '#' &&
+                 (format_ == ConfigFormat::Toml || i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
         return line.substr(0, i);
       }
     }
@@ -96,8 +100,9 @@ class Parser {
   std::string checked_key(size_t index, const std::string& raw) const {
     if (raw.empty()) error(index, "expected a key before the separator");
     if (format_ == ConfigFormat::Toml && raw.find('.') != std::string::npos)
-      error(index, str("dotted key '", raw, "' is a nested table: nested tables are not supported "
-                                           "(use flat 'key = value' lines)"));
+      error(index, str("dotted key '", raw,
+                       "' is a nested table: nested tables are not supported "
+                       "(use flat 'key = value' lines)"));
     for (char c : raw)
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
         error(index, str("expected a key of letters, digits, '-' or '_', got '", raw, "'"));
@@ -117,8 +122,8 @@ class Parser {
     if (s[0] == '"' || s[0] == '\'') return quoted(index, s);
     if (s[0] == '[') error(index, str("nested list ", s, " not supported (lists hold scalars)"));
     if (s[0] == '{')
-      error(index, str(format_ == ConfigFormat::Yaml ? "nested mapping " : "inline table (nested table) ",
-                       s, " not supported (the file must be flat)"));
+      error(index, str(format_ == ConfigFormat::Yaml ? "nested mapping " : "inline table (nested table) ", s,
+                       " not supported (the file must be flat)"));
     if (format_ == ConfigFormat::Toml) return toml_bare(index, s);
     if (!in_list && (s[0] == '|' || s[0] == '>'))
       error(index, "block scalars ('|', '>') not supported: write the value on one line");
@@ -148,11 +153,20 @@ class Parser {
       if (q == '"' && c == '\\') {
         if (++i >= s.size()) error(index, str("unterminated string ", s));
         switch (s[i]) {
-          case '"': value += '"'; break;
-          case '\\': value += '\\'; break;
-          case 'n': value += '\n'; break;
-          case 't': value += '\t'; break;
-          default: error(index, str("unsupported escape '\\", s[i], "' in ", s));
+          case '"':
+            value += '"';
+            break;
+          case '\\':
+            value += '\\';
+            break;
+          case 'n':
+            value += '\n';
+            break;
+          case 't':
+            value += '\t';
+            break;
+          default:
+            error(index, str("unsupported escape '\\", s[i], "' in ", s));
         }
         continue;
       }
@@ -168,13 +182,15 @@ class Parser {
     bool digit = false, ok = true;
     std::string number;
     for (char c : s) {
-      if (std::isdigit(static_cast<unsigned char>(c))) digit = true;
-      else if (std::string("+-._eExobabcdefABCDEF").find(c) == std::string::npos) ok = false;
+      if (std::isdigit(static_cast<unsigned char>(c)))
+        digit = true;
+      else if (std::string("+-._eExobabcdefABCDEF").find(c) == std::string::npos)
+        ok = false;
       if (c != '_') number += c;
     }
     const std::string unsigned_s = (s[0] == '+' || s[0] == '-') ? s.substr(1) : s;
-    const bool leads = !unsigned_s.empty() && (std::isdigit(static_cast<unsigned char>(unsigned_s[0])) ||
-                                               unsigned_s[0] == '.');
+    const bool leads = !unsigned_s.empty() &&
+                       (std::isdigit(static_cast<unsigned char>(unsigned_s[0])) || unsigned_s[0] == '.');
     if ((ok && digit && leads) || unsigned_s == "inf" || unsigned_s == "nan") return number;
     error(index, str("expected a quoted string, number, true/false or [array], got '", s, "'"));
   }
@@ -209,8 +225,10 @@ class Parser {
     const std::string& s = lines_[i];
     if (trim(s) == "---") return i;
     if (s[0] == '\t') error(i, "tabs are not allowed for indentation");
-    if (s[0] == ' ') error(i, str("unexpected indentation: expected 'key: value' at column 1, got '", trim(s), "'"));
-    if (s[0] == '-' && (s.size() == 1 || s[1] == ' ')) error(i, str("expected 'key: value', got a list item without a key: '", trim(s), "'"));
+    if (s[0] == ' ')
+      error(i, str("unexpected indentation: expected 'key: value' at column 1, got '", trim(s), "'"));
+    if (s[0] == '-' && (s.size() == 1 || s[1] == ' '))
+      error(i, str("expected 'key: value', got a list item without a key: '", trim(s), "'"));
     size_t colon = s.find(':');
     while (colon != std::string::npos && colon + 1 < s.size() && s[colon + 1] != ' ' && s[colon + 1] != '\t')
       colon = s.find(':', colon + 1);
@@ -234,7 +252,8 @@ class Parser {
       const std::string item = trim(t);
       if (item[0] != '-' || (item.size() > 1 && item[1] != ' ')) {
         if (t[0] == ' ' || t[0] == '\t')
-          error(j, str("nested mapping under '", key, "' not supported (the file must be flat 'key: value' lines)"));
+          error(j, str("nested mapping under '", key,
+                       "' not supported (the file must be flat 'key: value' lines)"));
         break;
       }
       items.push_back(scalar(j, item.substr(1), true));
@@ -289,9 +308,12 @@ ConfigFile read_config_file(const std::string& path) {
   const size_t dot = path.find_last_of('.');
   const std::string ext = dot == std::string::npos ? "" : path.substr(dot);
   ConfigFormat format;
-  if (ext == ".yaml" || ext == ".yml") format = ConfigFormat::Yaml;
-  else if (ext == ".toml") format = ConfigFormat::Toml;
-  else fail(str("--config ", path, ": unknown format: expected a .yaml, .yml or .toml file"));
+  if (ext == ".yaml" || ext == ".yml")
+    format = ConfigFormat::Yaml;
+  else if (ext == ".toml")
+    format = ConfigFormat::Toml;
+  else
+    fail(str("--config ", path, ": unknown format: expected a .yaml, .yml or .toml file"));
   std::ifstream in(path, std::ios::binary);
   HYTRA_CHECK(in, "--config ", path, ": cannot open the file");
   std::ostringstream text;

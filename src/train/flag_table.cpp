@@ -40,13 +40,20 @@ bool looks_like_flag(const std::string& t) {
 std::string metavar(const FlagSpec& s) {
   if (!s.choices.empty()) return "{" + join(s.choices, ",") + "}" + (is_list(s.kind) ? "..." : "");
   switch (s.kind) {
-    case Kind::Int: return "INT";
-    case Kind::Float: return "FLOAT";
-    case Kind::String: return "STR";
-    case Kind::Bool: return "";
-    case Kind::IntList: return "INT...";
-    case Kind::FloatList: return "FLOAT...";
-    case Kind::StringList: return "STR...";
+    case Kind::Int:
+      return "INT";
+    case Kind::Float:
+      return "FLOAT";
+    case Kind::String:
+      return "STR";
+    case Kind::Bool:
+      return "";
+    case Kind::IntList:
+      return "INT...";
+    case Kind::FloatList:
+      return "FLOAT...";
+    case Kind::StringList:
+      return "STR...";
   }
   return "";
 }
@@ -84,7 +91,8 @@ std::function<void(const FlagValues&)> store(int64_t& f) {
 std::function<void(const FlagValues&)> store(int& f) {
   return [&f](const FlagValues& v) {
     const int64_t x = parse_int_value("", v.at(0));
-    HYTRA_CHECK(x >= INT_MIN && x <= INT_MAX, "expected an integer in [", INT_MIN, ", ", INT_MAX, "], got ", x);
+    HYTRA_CHECK(x >= INT_MIN && x <= INT_MAX, "expected an integer in [", INT_MIN, ", ", INT_MAX, "], got ",
+                x);
     f = int(x);
   };
 }
@@ -186,10 +194,16 @@ void FlagTable::check(const FlagSpec& s, const FlagValues& values) const {
   for (const auto& v : values) {
     switch (s.kind) {
       case Kind::Int:
-      case Kind::IntList: parse_int_value(s.name, v); break;
+      case Kind::IntList:
+        parse_int_value(s.name, v);
+        break;
       case Kind::Float:
-      case Kind::FloatList: parse_float_value(s.name, v); break;
-      case Kind::Bool: parse_bool_value(s.name, v); break;
+      case Kind::FloatList:
+        parse_float_value(s.name, v);
+        break;
+      case Kind::Bool:
+        parse_bool_value(s.name, v);
+        break;
       case Kind::String:
       case Kind::StringList:
         HYTRA_CHECK(s.choices.empty() || std::count(s.choices.begin(), s.choices.end(), v), s.name,
@@ -263,8 +277,10 @@ FlagTable::Result FlagTable::parse(const std::vector<std::string>& args) {
         eq == std::string::npos ? std::nullopt : std::optional<std::string>(tok.substr(eq + 1));
     if (canonical(name) == "--config") {
       HYTRA_CHECK(result.config_path.empty(), "--config: given twice");
-      if (inline_value) result.config_path = *inline_value;
-      else if (i + 1 < args.size() && !looks_like_flag(args[i + 1])) result.config_path = args[++i];
+      if (inline_value)
+        result.config_path = *inline_value;
+      else if (i + 1 < args.size() && !looks_like_flag(args[i + 1]))
+        result.config_path = args[++i];
       HYTRA_CHECK(!result.config_path.empty(), "--config: expected a file name");
       continue;
     }
@@ -303,8 +319,10 @@ std::string FlagTable::help_text(const std::string& usage) const {
                     (positionals_help_.empty() ? "" : " " + positionals_help_) + "\n\nflags:\n";
   auto row = [&out](const std::string& left, const std::string& text) {
     out += "  " + left;
-    if (left.size() + 2 < kHelpColumn) out += std::string(kHelpColumn - left.size() - 2, ' ');
-    else out += "\n" + std::string(kHelpColumn, ' ');
+    if (left.size() + 2 < kHelpColumn)
+      out += std::string(kHelpColumn - left.size() - 2, ' ');
+    else
+      out += "\n" + std::string(kHelpColumn, ' ');
     out += text + "\n";
   };
   row("--help, -h", "print this table and exit");

@@ -26,7 +26,7 @@ using FlagValues = std::vector<std::string>;
 
 struct FlagSpec {
   enum class Kind { Int, Float, String, Bool, IntList, FloatList, StringList };
-  std::string name;          // "--lr"
+  std::string name;  // "--lr"
   Kind kind = Kind::String;
   std::string default_text;  // shown by --help, e.g. "0.01" or "None"
   std::string help;

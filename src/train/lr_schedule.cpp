@@ -40,10 +40,14 @@ double cosine_coeff(double r) { return 0.5 * (std::cos(std::numbers::pi * r) + 1
 
 double wsd_coeff(WsdDecayStyle style, double q) {
   switch (style) {
-    case WsdDecayStyle::Exponential: return 2.0 * std::pow(0.5, q) - 1.0;
-    case WsdDecayStyle::Linear: return 1.0 - q;
-    case WsdDecayStyle::Cosine: return cosine_coeff(q);
-    case WsdDecayStyle::MinusSqrt: return 1.0 - std::sqrt(q);
+    case WsdDecayStyle::Exponential:
+      return 2.0 * std::pow(0.5, q) - 1.0;
+    case WsdDecayStyle::Linear:
+      return 1.0 - q;
+    case WsdDecayStyle::Cosine:
+      return cosine_coeff(q);
+    case WsdDecayStyle::MinusSqrt:
+      return 1.0 - std::sqrt(q);
   }
   HYTRA_ASSERT(false, "unknown WSD decay style");
 }
@@ -85,8 +89,8 @@ std::vector<std::string> lr_schedule_errors(const LrScheduleConfig& c) {
   if (!(c.warmup_steps >= 0.0))
     errs.push_back(str("--lr-warmup-iters: expected >= 0, got ", c.warmup_steps));
   else if (!(c.warmup_steps < double(c.decay_steps)))
-    errs.push_back(str("--lr-warmup-iters: expected < --lr-decay-iters (", c.decay_steps, "), got ",
-                       c.warmup_steps));
+    errs.push_back(
+        str("--lr-warmup-iters: expected < --lr-decay-iters (", c.decay_steps, "), got ", c.warmup_steps));
   if (c.decay_style == LrDecayStyle::WSD && (c.wsd_decay_steps <= 0 || c.wsd_decay_steps > c.decay_steps))
     errs.push_back(str("--lr-wsd-decay-iters: expected 1..--lr-decay-iters (", c.decay_steps,
                        ") with --lr-decay-style WSD, got ", c.wsd_decay_steps));
@@ -114,8 +118,12 @@ double lr_at(const LrScheduleConfig& c, int64_t step) {
   const double r = (s - c.warmup_steps) / (double(c.decay_steps) - c.warmup_steps);
   double coeff = 1.0;
   switch (c.decay_style) {
-    case LrDecayStyle::Linear: coeff = 1.0 - r; break;
-    case LrDecayStyle::Cosine: coeff = cosine_coeff(r); break;
+    case LrDecayStyle::Linear:
+      coeff = 1.0 - r;
+      break;
+    case LrDecayStyle::Cosine:
+      coeff = cosine_coeff(r);
+      break;
     case LrDecayStyle::WSD: {
       const int64_t anneal_start = c.decay_steps - c.wsd_decay_steps;
       if (step > anneal_start)
@@ -123,7 +131,8 @@ double lr_at(const LrScheduleConfig& c, int64_t step) {
       break;
     }
     case LrDecayStyle::Constant:
-    case LrDecayStyle::InverseSquareRoot: HYTRA_ASSERT(false, "handled above");
+    case LrDecayStyle::InverseSquareRoot:
+      HYTRA_ASSERT(false, "handled above");
   }
   return c.min_lr + coeff * (c.max_lr - c.min_lr);
 }

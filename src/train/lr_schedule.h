@@ -32,14 +32,14 @@ enum class LrDecayStyle { Constant, Linear, Cosine, InverseSquareRoot, WSD };
 enum class WsdDecayStyle { Exponential, Linear, Cosine, MinusSqrt };
 
 struct LrScheduleConfig {
-  double max_lr = 0.0;        // peak lr; --lr (no default: must be set)
-  double min_lr = 0.0;        // floor after decay; --min-lr, default 0.0
-  double warmup_init = 0.0;   // lr at step 0; --lr-warmup-init, default 0.0
+  double max_lr = 0.0;       // peak lr; --lr (no default: must be set)
+  double min_lr = 0.0;       // floor after decay; --min-lr, default 0.0
+  double warmup_init = 0.0;  // lr at step 0; --lr-warmup-init, default 0.0
   // Warmup length in steps; --lr-warmup-iters (default 0), or --lr-warmup-fraction * decay_steps,
   // which Megatron keeps unrounded (so it may be fractional).
   double warmup_steps = 0.0;
-  int64_t decay_steps = 0;    // decay horizon in steps; --lr-decay-iters, default = --train-iters
-  LrDecayStyle decay_style = LrDecayStyle::Linear;     // --lr-decay-style, default linear
+  int64_t decay_steps = 0;  // decay horizon in steps; --lr-decay-iters, default = --train-iters
+  LrDecayStyle decay_style = LrDecayStyle::Linear;  // --lr-decay-style, default linear
   int64_t wsd_decay_steps = 0;  // WSD anneal length in steps; --lr-wsd-decay-iters (needed for WSD)
   WsdDecayStyle wsd_decay_style = WsdDecayStyle::Exponential;  // --lr-wsd-decay-style, default exponential
 };

@@ -1,11 +1,10 @@
 // Flat YAML / TOML config files: accepted syntax and every error, with the exact messages.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
-#include <unistd.h>
 
 #include "core/error.h"
 #include "train/config_file.h"
@@ -105,9 +104,11 @@ TEST(ConfigFile, KeyNormalisation) {
 }
 
 TEST(ConfigFile, YamlErrors) {
-  EXPECT_EQ(yaml_error("a: 1\nmodel:\n  hidden: 3\n"),
-            "c.yaml:3: nested mapping under 'model' not supported (the file must be flat 'key: value' lines)");
-  EXPECT_EQ(yaml_error("a: {b: 1}\n"), "c.yaml:1: nested mapping {b: 1} not supported (the file must be flat)");
+  EXPECT_EQ(
+      yaml_error("a: 1\nmodel:\n  hidden: 3\n"),
+      "c.yaml:3: nested mapping under 'model' not supported (the file must be flat 'key: value' lines)");
+  EXPECT_EQ(yaml_error("a: {b: 1}\n"),
+            "c.yaml:1: nested mapping {b: 1} not supported (the file must be flat)");
   EXPECT_EQ(yaml_error("a: b: 1\n"),
             "c.yaml:1: nested mapping 'b: 1' not supported (the file must be flat 'key: value' lines)");
   EXPECT_EQ(yaml_error("a:\n  - x: 1\n"),
@@ -130,7 +131,8 @@ TEST(ConfigFile, YamlErrors) {
   EXPECT_EQ(yaml_error("a: \"abc\n"), "c.yaml:1: unterminated string \"abc");
   EXPECT_EQ(yaml_error("a: \"ab\" c\n"), "c.yaml:1: expected nothing after the closing quote, got 'c'");
   EXPECT_EQ(yaml_error("a: \"\\q\"\n"), "c.yaml:1: unsupported escape '\\q' in \"\\q\"");
-  EXPECT_EQ(yaml_error("a: |\n  text\n"), "c.yaml:1: block scalars ('|', '>') not supported: write the value on one line");
+  EXPECT_EQ(yaml_error("a: |\n  text\n"),
+            "c.yaml:1: block scalars ('|', '>') not supported: write the value on one line");
 }
 
 TEST(ConfigFile, TomlErrors) {
@@ -138,9 +140,10 @@ TEST(ConfigFile, TomlErrors) {
             "c.toml:2: table [model]: nested tables are not supported (use flat 'key = value' lines)");
   EXPECT_EQ(toml_error("[[layers]]\n"),
             "c.toml:1: table [[layers]]: nested tables are not supported (use flat 'key = value' lines)");
-  EXPECT_EQ(toml_error("model.hidden = 3\n"),
-            "c.toml:1: dotted key 'model.hidden' is a nested table: nested tables are not supported (use flat "
-            "'key = value' lines)");
+  EXPECT_EQ(
+      toml_error("model.hidden = 3\n"),
+      "c.toml:1: dotted key 'model.hidden' is a nested table: nested tables are not supported (use flat "
+      "'key = value' lines)");
   EXPECT_EQ(toml_error("a = {b = 1}\n"),
             "c.toml:1: inline table (nested table) {b = 1} not supported (the file must be flat)");
   EXPECT_EQ(toml_error("lr = 1\nlr = 2\n"), "c.toml:2: duplicate key 'lr' (first set at line 1)");
@@ -177,7 +180,8 @@ TEST_F(ConfigFileOnDisk, FormatFromExtension) {
     read_config_file(json);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "--config " + json + ": unknown format: expected a .yaml, .yml or .toml file");
+    EXPECT_EQ(std::string(e.what()),
+              "--config " + json + ": unknown format: expected a .yaml, .yml or .toml file");
   }
   const std::string missing = (dir_ / "missing.toml").string();
   try {

@@ -1,10 +1,9 @@
 // FlagTable: argv forms, config-then-flags order, suggestions, type errors and the help table.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <unistd.h>
 
 #include "core/error.h"
 #include "train/flag_table.h"
@@ -133,7 +132,8 @@ TEST(FlagTable, ErrorsNameTheFlag) {
 }
 
 TEST(FlagTable, UnknownFlagsSuggestTheClosest) {
-  EXPECT_EQ(parse_error({"--lr-decay-styel", "cosine"}), "unknown flag --lr-decay-styel; did you mean --lr-decay-style?");
+  EXPECT_EQ(parse_error({"--lr-decay-styel", "cosine"}),
+            "unknown flag --lr-decay-styel; did you mean --lr-decay-style?");
   EXPECT_EQ(parse_error({"--num-layer", "2"}), "unknown flag --num-layer; did you mean --num-layers?");
   EXPECT_EQ(parse_error({"-lr", "2"}), "unknown flag -lr; did you mean --lr?");
   EXPECT_EQ(parse_error({"--persistent-save-intervals", "2"}),
@@ -153,7 +153,8 @@ TEST(FlagTable, ConfigEntriesThenFlags) {
   EXPECT_EQ(f.log, (Strings{"--lr=1.0", "--num-layers=4", "--bf16=true", "--data-path=a,b"}));
   EXPECT_TRUE(t.is_set("--num-layers"));
 
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("hytra_flags_" + std::to_string(::getpid()));
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hytra_flags_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "run.toml").string();
   std::ofstream(path) << "lr = 1.0\nnum_layers = 4\nseed = 5\ndata-path = 'only'\n";
@@ -183,12 +184,14 @@ std::string config_error(const std::string& text) {
 }
 
 TEST(FlagTable, ConfigErrorsNameFileLineAndKey) {
-  EXPECT_EQ(config_error("lr: 1\nnum_layer: 2\n"), "run.yaml:2: unknown key 'num-layer'; did you mean 'num-layers'?");
+  EXPECT_EQ(config_error("lr: 1\nnum_layer: 2\n"),
+            "run.yaml:2: unknown key 'num-layer'; did you mean 'num-layers'?");
   EXPECT_EQ(config_error("frobnicate: 2\n"), "run.yaml:1: unknown key 'frobnicate'");
   EXPECT_EQ(config_error("lr: 1\nseed: abc\n"), "run.yaml:2: --seed: expected an integer, got 'abc'");
   EXPECT_EQ(config_error("lr: [1, 2]\n"), "run.yaml:1: --lr: expected a single value, got 2 values");
   EXPECT_EQ(config_error("bf16: 1\n"), "run.yaml:1: --bf16: expected true or false, got '1'");
-  EXPECT_EQ(config_error("config: other.yaml\n"), "run.yaml:1: --config inside a config file is not supported");
+  EXPECT_EQ(config_error("config: other.yaml\n"),
+            "run.yaml:1: --config inside a config file is not supported");
   EXPECT_EQ(config_error("rampup_batch_size: [1, 2, 3, 4]\n"),
             "run.yaml:1: --rampup-batch-size: expected 3 values, got 4");
 }
@@ -211,13 +214,17 @@ TEST(FlagTable, SetterErrorsGetTheFlagName) {
   n.set = store(small);
   t.add(n);
   EXPECT_THROW(
-      try { t.parse({"--style", "b"}); } catch (const Error& e) {
+      try {
+        t.parse({"--style", "b"});
+      } catch (const Error& e) {
         EXPECT_STREQ(e.what(), "--style: expected a, got b");
         throw;
       },
       Error);
   EXPECT_THROW(
-      try { t.parse({"--small", "3000000000"}); } catch (const Error& e) {
+      try {
+        t.parse({"--small", "3000000000"});
+      } catch (const Error& e) {
         EXPECT_STREQ(e.what(), "--small: expected an integer in [-2147483648, 2147483647], got 3000000000");
         throw;
       },
@@ -269,18 +276,19 @@ TEST(FlagTable, HelpStopsParsingAndPrintsTheTable) {
   bf16.help = "bf16 mixed precision";
   bf16.set = store(f.bf16);
   small.add(bf16);
-  EXPECT_EQ(small.help_text("hytra train"),
-            "usage: hytra train [flags] PATTERN\n"
-            "\n"
-            "flags:\n"
-            "  --help, -h                            print this table and exit\n"
-            "  --config FILE                         read flags from a .yaml/.yml/.toml file; command-line flags "
-            "override it\n"
-            "  --lr FLOAT                            peak learning rate (default: None)\n"
-            "  --lr-decay-style {constant,linear}    decay shape (default: linear)\n"
-            "  --save-interval, --persistent-save-interval INT\n"
-            "                                        iterations between saves\n"
-            "  --bf16                                bf16 mixed precision\n");
+  EXPECT_EQ(
+      small.help_text("hytra train"),
+      "usage: hytra train [flags] PATTERN\n"
+      "\n"
+      "flags:\n"
+      "  --help, -h                            print this table and exit\n"
+      "  --config FILE                         read flags from a .yaml/.yml/.toml file; command-line flags "
+      "override it\n"
+      "  --lr FLOAT                            peak learning rate (default: None)\n"
+      "  --lr-decay-style {constant,linear}    decay shape (default: linear)\n"
+      "  --save-interval, --persistent-save-interval INT\n"
+      "                                        iterations between saves\n"
+      "  --bf16                                bf16 mixed precision\n");
   EXPECT_EQ(small.parse({"x"}).positionals, Strings{"x"});
 }
 

@@ -26,12 +26,12 @@ LrScheduleConfig base(LrDecayStyle style) {
 TEST(LrSchedule, WarmupIsLinearFromInitAndStepZeroIsInit) {
   LrScheduleConfig c = base(LrDecayStyle::Cosine);
   c.warmup_init = 0.2;
-  EXPECT_EQ(lr_at(c, 0), 0.2);                  // iteration 1 trains at the init lr
-  EXPECT_NEAR(lr_at(c, 5), 0.6, kTol);          // 0.2 + 0.8 * 5/10
-  EXPECT_NEAR(lr_at(c, 1), 0.28, kTol);         // 0.2 + 0.8 * 1/10
-  EXPECT_NEAR(lr_at(c, 10), 1.0, kTol);         // warmup end is inclusive
-  c.warmup_steps = 2.5;                         // fractional (--lr-warmup-fraction)
-  EXPECT_NEAR(lr_at(c, 2), 0.84, kTol);         // 0.2 + 0.8 * 2/2.5
+  EXPECT_EQ(lr_at(c, 0), 0.2);           // iteration 1 trains at the init lr
+  EXPECT_NEAR(lr_at(c, 5), 0.6, kTol);   // 0.2 + 0.8 * 5/10
+  EXPECT_NEAR(lr_at(c, 1), 0.28, kTol);  // 0.2 + 0.8 * 1/10
+  EXPECT_NEAR(lr_at(c, 10), 1.0, kTol);  // warmup end is inclusive
+  c.warmup_steps = 2.5;                  // fractional (--lr-warmup-fraction)
+  EXPECT_NEAR(lr_at(c, 2), 0.84, kTol);  // 0.2 + 0.8 * 2/2.5
 }
 
 TEST(LrSchedule, NoWarmupStartsAtMax) {
@@ -79,8 +79,8 @@ TEST(LrSchedule, InverseSquareRoot) {
   EXPECT_NEAR(lr_at(c, 100), 0.2, kTol);  // 2/10
   EXPECT_EQ(lr_at(c, 101), 0.1);          // past the horizon
   c.min_lr = 0.3;
-  EXPECT_EQ(lr_at(c, 64), 0.3);           // 2/8 = 0.25 clamped up to min
-  c.warmup_steps = 0;                     // warmup clamped to 1 step, step 0 to 1
+  EXPECT_EQ(lr_at(c, 64), 0.3);  // 2/8 = 0.25 clamped up to min
+  c.warmup_steps = 0;            // warmup clamped to 1 step, step 0 to 1
   c.min_lr = 0.0;
   EXPECT_EQ(lr_at(c, 0), 1.0);
   EXPECT_NEAR(lr_at(c, 4), 0.5, kTol);
@@ -96,8 +96,8 @@ LrScheduleConfig wsd(WsdDecayStyle style) {
 }
 
 TEST(LrSchedule, WsdStableThenAnneal) {
-  for (WsdDecayStyle s : {WsdDecayStyle::Exponential, WsdDecayStyle::Linear, WsdDecayStyle::Cosine,
-                          WsdDecayStyle::MinusSqrt}) {
+  for (WsdDecayStyle s :
+       {WsdDecayStyle::Exponential, WsdDecayStyle::Linear, WsdDecayStyle::Cosine, WsdDecayStyle::MinusSqrt}) {
     LrScheduleConfig c = wsd(s);
     EXPECT_NEAR(lr_at(c, 5), 0.5, kTol) << to_string(s);
     EXPECT_EQ(lr_at(c, 11), 1.0) << to_string(s);  // stable phase
@@ -145,8 +145,9 @@ TEST(LrSchedule, ParseNamesAndErrors) {
     parse_lr_decay_style("wsd");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(),
-                 "--lr-decay-style: expected one of constant, linear, cosine, inverse-square-root, WSD, got wsd");
+    EXPECT_STREQ(
+        e.what(),
+        "--lr-decay-style: expected one of constant, linear, cosine, inverse-square-root, WSD, got wsd");
   }
   try {
     parse_wsd_decay_style("sqrt");
@@ -170,7 +171,8 @@ TEST(LrSchedule, ValidationNamesEveryViolation) {
   EXPECT_EQ(errs[0], "--min-lr: expected >= 0, got -1");
   EXPECT_EQ(errs[1], "--lr-warmup-init: expected <= --lr (1), got 2");
   EXPECT_EQ(errs[2], "--lr-warmup-iters: expected < --lr-decay-iters (110), got 110");
-  EXPECT_EQ(errs[3], "--lr-wsd-decay-iters: expected 1..--lr-decay-iters (110) with --lr-decay-style WSD, got 0");
+  EXPECT_EQ(errs[3],
+            "--lr-wsd-decay-iters: expected 1..--lr-decay-iters (110) with --lr-decay-style WSD, got 0");
   EXPECT_THROW(validate(c), Error);
   LrScheduleConfig d = base(LrDecayStyle::Linear);
   d.max_lr = 0.05;
