@@ -9,15 +9,17 @@
 #include <mutex>
 
 #include "core/allocator.h"
+#include "core/cuda_check_cuda.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
 namespace hytra {
-namespace {
 
-void cuda_check(cudaError_t e, const char* what) {
-  HYTRA_CHECK(e == cudaSuccess, "CUDA error in ", what, ": ", cudaGetErrorString(e));
+void cuda_check(cudaError_t status, const char* what) {
+  HYTRA_CHECK(status == cudaSuccess, "CUDA error in ", what, ": ", cudaGetErrorString(status));
 }
+
+namespace {
 
 size_t round_size(size_t bytes) {
   if (bytes == 0) return 512;

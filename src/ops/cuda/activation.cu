@@ -1,0 +1,114 @@
+// Activations (ops.h "activations"), one thread per output element, math in fp32.
+//   SwiGLU (gate = first half):  y = silu(g) * u,  silu(g) = g * sigmoid(g)
+//     dg = dy * u * sigmoid(g) * (1 + g * (1 - sigmoid(g))),  du = dy * silu(g)
+//   GeLU (exact):  y = x * Phi(x);  dx = dy * (Phi(x) + x * phi(x)),  phi(x) = exp(-x^2/2) / sqrt(2 pi)
+//   Squared ReLU:  y = max(x, 0)^2;  dx = dy * 2 * max(x, 0)
+#include <initializer_list>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace hytra::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+enum class Act : int { Gelu, Sqrelu };
+
+__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+__global__ void swiglu_fwd_kernel(void* y, DType yt, const void* x, DType xt, int64_t N, int64_t F) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < N * F; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = e / F, f = e % F;
+    const float g = load_f(x, xt, n * 2 * F + f), u = load_f(x, xt, n * 2 * F + F + f);
+    store_f(y, yt, e, g * sigmoid(g) * u);
+  }
+}
+
+__global__ void swiglu_bwd_kernel(void* dx, DType dxt, const void* dy, DType dyt, const void* x, DType xt, int64_t N,
+                                  int64_t F) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < N * F; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = e / F, f = e % F;
+    const float g = load_f(x, xt, n * 2 * F + f), u = load_f(x, xt, n * 2 * F + F + f);
+    const float d = load_f(dy, dyt, e), sg = sigmoid(g);
+    store_f(dx, dxt, n * 2 * F + f, d * u * sg * (1.0f + g * (1.0f - sg)));
+    store_f(dx, dxt, n * 2 * F + F + f, d * g * sg);
+  }
+}
+
+__device__ __forceinline__ float act_fwd(Act a, float v) {
+  if (a == Act::Gelu) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+  float r = fmaxf(v, 0.0f);
+  return r * r;
+}
+
+__device__ __forceinline__ float act_grad(Act a, float v) {
+  if (a == Act::Gelu) {
+    float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+    float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+    return cdf + v * pdf;
+  }
+  return 2.0f * fmaxf(v, 0.0f);
+}
+
+__global__ void act_fwd_kernel(Act a, void* y, DType yt, const void* x, DType xt, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store_f(y, yt, i, act_fwd(a, load_f(x, xt, i)));
+}
+
+__global__ void act_bwd_kernel(Act a, void* dx, DType dxt, const void* dy, DType dyt, const void* x, DType xt,
+                               int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store_f(dx, dxt, i, load_f(dy, dyt, i) * act_grad(a, load_f(x, xt, i)));
+}
+
+void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    HYTRA_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", t->desc());
+}
+
+void act_fwd(Exec& ex, Act a, const char* op, Tensor& y, const Tensor& x) {
+  check_dtypes(op, {&y, &x});
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  act_fwd_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_of(ex)>>>(a, y.raw(), y.dtype(), x.raw(), x.dtype(), n);
+  check_launch("act_fwd_kernel");
+}
+
+void act_bwd(Exec& ex, Act a, const char* op, Tensor& dx, const Tensor& dy, const Tensor& x) {
+  check_dtypes(op, {&dx, &dy, &x});
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  act_bwd_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_of(ex)>>>(a, dx.raw(), dx.dtype(), dy.raw(), dy.dtype(),
+                                                                        x.raw(), x.dtype(), n);
+  check_launch("act_bwd_kernel");
+}
+
+}  // namespace
+
+void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x) {
+  check_dtypes("swiglu_fwd", {&y, &x});
+  const int64_t N = y.size(0), F = y.size(1);
+  if (N * F == 0) return;
+  swiglu_fwd_kernel<<<grid_for(N * F, kThreads), kThreads, 0, stream_of(ex)>>>(y.raw(), y.dtype(), x.raw(), x.dtype(),
+                                                                                N, F);
+  check_launch("swiglu_fwd_kernel");
+}
+
+void swiglu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
+  check_dtypes("swiglu_bwd", {&dx, &dy, &x});
+  const int64_t N = dy.size(0), F = dy.size(1);
+  if (N * F == 0) return;
+  swiglu_bwd_kernel<<<grid_for(N * F, kThreads), kThreads, 0, stream_of(ex)>>>(dx.raw(), dx.dtype(), dy.raw(),
+                                                                                dy.dtype(), x.raw(), x.dtype(), N, F);
+  check_launch("swiglu_bwd_kernel");
+}
+
+void gelu_fwd(Exec& ex, Tensor& y, const Tensor& x) { act_fwd(ex, Act::Gelu, "gelu_fwd", y, x); }
+void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) { act_bwd(ex, Act::Gelu, "gelu_bwd", dx, dy, x); }
+void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x) { act_fwd(ex, Act::Sqrelu, "sqrelu_fwd", y, x); }
+void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
+  act_bwd(ex, Act::Sqrelu, "sqrelu_bwd", dx, dy, x);
+}
+
+}  // namespace hytra::cuda

@@ -1,0 +1,72 @@
+// Parity cases for lm_head_ce_fwd / lm_head_ce_bwd: several vocabulary chunks with a ragged last
+// one, a single chunk, ignored labels (-1), fp32 and bf16. The backward's lse comes from the CPU
+// forward. bf16 backward tolerance is 1e-2 (dlogits are bf16 before the GEMMs).
+#include "ops/ops.h"
+#include "parity/harness.h"
+
+namespace hytra::parity {
+namespace {
+
+struct CeSpec {
+  int64_t N, C, V, chunk;
+  DType dt;
+};
+
+std::string shape_of(const CeSpec& s) {
+  return "N=" + dims({s.N}) + " C=" + dims({s.C}) + " V=" + dims({s.V}) + " chunk=" + dims({s.chunk});
+}
+
+// Labels in [0, V), every 7th row ignored (-1).
+Tensor labels_for(const CeSpec& s, uint64_t seed) {
+  std::vector<double> v = rand_ids({s.N}, s.V, seed).to_f64_vector();
+  for (size_t i = 0; i < v.size(); i += 7) v[i] = -1;
+  Tensor t = Tensor::empty({s.N}, DType::I32);
+  t.copy_from_f64(v);
+  return t;
+}
+
+void add_fwd(CeSpec s) {
+  register_case(make_case("lm_head_ce_fwd", shape_of(s), s.dt, [s](uint64_t seed) {
+    Tensor x = rand({s.N, s.C}, s.dt, seed), w = rand({s.V, s.C}, s.dt, seed + 1);
+    Tensor labels = labels_for(s, seed + 2);
+    Tensor lossg = dev_empty({s.N}, DType::F32), lseg = dev_empty({s.N}, DType::F32);
+    Tensor lossc = cpu_empty({s.N}), lsec = cpu_empty({s.N});
+    ops::lm_head_ce_fwd(gpu(), lossg, lseg, dev(x), dev(w), dev(labels), s.chunk);
+    ops::lm_head_ce_fwd(cpu(), lossc, lsec, ref(x), ref(w), labels, s.chunk);
+    return std::vector<Output>{{"loss", lossg, lossc}, {"lse", lseg, lsec}};
+  }));
+}
+
+void add_bwd(CeSpec s) {
+  Case c = make_case("lm_head_ce_bwd", shape_of(s), s.dt, [s](uint64_t seed) {
+    Tensor x = rand({s.N, s.C}, s.dt, seed), w = rand({s.V, s.C}, s.dt, seed + 1);
+    Tensor labels = labels_for(s, seed + 2);
+    Tensor dloss = rand({s.N}, DType::F32, seed + 3, 0.0, 1.0), dw = rand({s.V, s.C}, DType::F32, seed + 4);
+    Tensor loss = cpu_empty({s.N}), lse = cpu_empty({s.N});
+    ops::lm_head_ce_fwd(cpu(), loss, lse, ref(x), ref(w), labels, s.chunk);
+    Tensor dxg = dev_empty({s.N, s.C}, s.dt), dwg = dev(dw);
+    Tensor dxc = cpu_empty({s.N, s.C}), dwc = ref(dw);
+    ops::lm_head_ce_bwd(gpu(), dxg, dwg, dev(dloss), dev(x), dev(w), dev(labels), dev(lse), s.chunk);
+    ops::lm_head_ce_bwd(cpu(), dxc, dwc, dloss, ref(x), ref(w), labels, lse, s.chunk);
+    return std::vector<Output>{{"dx", dxg, dxc}, {"dw", dwg, dwc}};
+  });
+  if (s.dt == DType::BF16) c.tol = 1e-2;
+  register_case(c);
+}
+
+}  // namespace
+
+HYTRA_PARITY_CASES(cross_entropy) {
+  const CeSpec specs[] = {
+      {64, 96, 1000, 256, DType::F32},
+      {50, 128, 3000, 4096, DType::F32},
+      {64, 128, 5000, 1024, DType::BF16},
+      {33, 256, 2048, 2048, DType::BF16},
+  };
+  for (const CeSpec& s : specs) {
+    add_fwd(s);
+    add_bwd(s);
+  }
+}
+
+}  // namespace hytra::parity

@@ -1,0 +1,42 @@
+// Parity cases for embedding_fwd / embedding_bwd: fp32 and bf16 tables, more channels than one
+// thread block covers, and many repeated ids (the backward's ordered accumulation).
+#include "ops/ops.h"
+#include "parity/harness.h"
+
+namespace hytra::parity {
+namespace {
+
+void add_fwd(int64_t N, int64_t V, int64_t C, DType dt) {
+  register_case(make_case("embedding_fwd", "N=" + dims({N}) + " V=" + dims({V}) + " C=" + dims({C}), dt,
+                          [=](uint64_t seed) {
+                            Tensor ids = rand_ids({N}, V, seed), table = rand({V, C}, dt, seed + 1);
+                            Tensor yg = dev_empty({N, C}, dt), yc = cpu_empty({N, C});
+                            ops::embedding_fwd(gpu(), yg, dev(ids), dev(table));
+                            ops::embedding_fwd(cpu(), yc, ids, ref(table));
+                            return std::vector<Output>{{"y", yg, yc}};
+                          }));
+}
+
+void add_bwd(int64_t N, int64_t V, int64_t C, DType table_t, DType dy_t) {
+  std::string shape = "N=" + dims({N}) + " V=" + dims({V}) + " C=" + dims({C}) + " dy=" + dtype_name(dy_t);
+  register_case(make_case("embedding_bwd", shape, table_t, [=](uint64_t seed) {
+    Tensor ids = rand_ids({N}, V, seed), dy = rand({N, C}, dy_t, seed + 1), dtable = rand({V, C}, table_t, seed + 2);
+    Tensor dg = dev(dtable), dc = ref(dtable);
+    ops::embedding_bwd(gpu(), dg, dev(dy), dev(ids));
+    ops::embedding_bwd(cpu(), dc, ref(dy), ids);
+    return std::vector<Output>{{"dtable", dg, dc}};
+  }));
+}
+
+}  // namespace
+
+HYTRA_PARITY_CASES(embedding) {
+  add_fwd(300, 50, 96, DType::F32);
+  add_fwd(257, 1000, 300, DType::BF16);
+  add_bwd(300, 50, 96, DType::F32, DType::F32);
+  add_bwd(1000, 37, 300, DType::F32, DType::F32);
+  add_bwd(513, 1000, 64, DType::F32, DType::BF16);
+  add_bwd(700, 20, 130, DType::BF16, DType::BF16);
+}
+
+}  // namespace hytra::parity
