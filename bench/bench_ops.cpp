@@ -1,1 +1,295 @@
-int main() { return 0; }
+// bench_ops: one record per op and shape (STYLE.md rule 12): op, shape, dtype, median ms,
+// TFLOP/s (compute-bound ops) or GB/s (memory-bound ops: bytes read + written once), device.
+//   bench_ops [-o <op>] [--repeats <n>]
+// With a GPU (CUDA build) the CUDA backend runs at training sizes, timed with CUDA events on the
+// executor's stream after warm-up; otherwise the CPU backend runs at small sizes, timed with
+// std::chrono around Exec::synchronize. Inputs are uniform random (never zero); the memory-bound
+// shapes are larger than the H100's 50 MB L2.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+#if defined(HYTRA_HAVE_CUDA)
+#include "ops/cuda/timer.h"
+#endif
+
+namespace hytra {
+namespace {
+
+struct Entry {
+  std::string op, shape;
+  DType dtype;
+  double flops;  // per call; 0 for memory-bound ops
+  double bytes;  // per call, for GB/s when flops == 0
+  // Allocates the inputs and returns the call to time.
+  std::function<std::function<void()>()> setup;
+};
+
+struct Env {
+  Exec* ex;
+  Device dev;
+  bool big;  // GPU sizes
+};
+
+// SplitMix64 of (seed, i): cheap enough for the 8192^2 operands.
+uint64_t mix(uint64_t seed, uint64_t i) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+Tensor uniform(const Shape& shape, DType dtype, Device dev, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor h = Tensor::empty(shape, dtype);
+  std::vector<float> v(size_t(h.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = lo + (hi - lo) * float(mix(seed, i) >> 40) * (1.0f / 16777216.0f);
+  h.copy_from(v);
+  return dev == Device::CPU ? h : h.to(dev);
+}
+
+Tensor ids(int64_t n, int64_t vocab, Device dev, uint64_t seed) {
+  Tensor h = Tensor::empty({n}, DType::I32);
+  for (int64_t i = 0; i < n; ++i) h.data<int32_t>()[i] = int32_t(mix(seed, uint64_t(i)) % uint64_t(vocab));
+  return dev == Device::CPU ? h : h.to(dev);
+}
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s;
+  for (int64_t x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+
+std::vector<Entry> entries(const Env& e) {
+  std::vector<Entry> out;
+  Exec* ex = e.ex;
+  const Device dev = e.dev;
+  const DType act = e.big ? DType::BF16 : DType::F32;  // the CPU backend runs fp32
+  const double act_b = double(dtype_size(act));
+
+  auto gemm = [&](int64_t M, int64_t N, int64_t K, bool ta, bool tb, DType ab, DType c) {
+    std::string shape = dims({M, N, K}) + (ta ? " t" : " n") + (tb ? "t" : "n") + (c != ab ? " C=fp32" : "");
+    out.push_back({"gemm", shape, ab, 2.0 * M * N * K, 0, [=] {
+                     Tensor A = uniform(ta ? Shape{K, M} : Shape{M, K}, ab, dev, 1);
+                     Tensor B = uniform(tb ? Shape{N, K} : Shape{K, N}, ab, dev, 2);
+                     Tensor C = uniform({M, N}, c, dev, 3);
+                     return std::function<void()>([=]() mutable { ops::gemm(*ex, C, A, B, ta, tb); });
+                   }});
+  };
+  if (e.big) {
+    gemm(8192, 8192, 8192, false, true, DType::BF16, DType::BF16);
+    gemm(8192, 8192, 8192, false, false, DType::BF16, DType::BF16);
+    gemm(8192, 8192, 8192, true, false, DType::BF16, DType::F32);
+    gemm(16384, 4096, 4096, false, true, DType::BF16, DType::BF16);
+    gemm(4096, 4096, 4096, false, true, DType::F32, DType::F32);
+  } else {
+    gemm(256, 256, 256, false, true, DType::F32, DType::F32);
+    gemm(256, 256, 256, false, false, DType::F32, DType::F32);
+  }
+
+  const int64_t n = e.big ? (int64_t(1) << 26) : (int64_t(1) << 20);
+  out.push_back({"copy", dims({n}) + " fp32->" + dtype_name(act), act, 0, n * (4 + act_b), [=] {
+                   Tensor x = uniform({n}, DType::F32, dev, 1), y = uniform({n}, act, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::copy(*ex, y, x); });
+                 }});
+  out.push_back({"add", dims({n}), act, 0, 3 * n * act_b, [=] {
+                   Tensor a = uniform({n}, act, dev, 1), b = uniform({n}, act, dev, 2), y = uniform({n}, act, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::add(*ex, y, a, b); });
+                 }});
+  out.push_back({"axpy", dims({n}) + " fp32", DType::F32, 0, 3 * n * 4.0, [=] {
+                   Tensor x = uniform({n}, DType::F32, dev, 1), y = uniform({n}, DType::F32, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::axpy(*ex, y, x, 1e-3); });
+                 }});
+  out.push_back({"sum_squares", dims({n}) + " fp32", DType::F32, 0, n * 4.0, [=] {
+                   Tensor x = uniform({n}, DType::F32, dev, 1), o = uniform({1}, DType::F32, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::sum_squares(*ex, o, x); });
+                 }});
+
+  const int64_t N = e.big ? 16384 : 512, C = e.big ? 4096 : 256, V = e.big ? 50304 : 2048;
+  out.push_back({"embedding_fwd", "N=" + dims({N}) + " C=" + dims({C}) + " V=" + dims({V}), act, 0,
+                 2 * N * C * act_b, [=] {
+                   Tensor t = uniform({V, C}, act, dev, 1), y = uniform({N, C}, act, dev, 2);
+                   Tensor i = ids(N, V, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::embedding_fwd(*ex, y, i, t); });
+                 }});
+  out.push_back({"embedding_bwd", "N=" + dims({N}) + " C=" + dims({C}) + " V=" + dims({V}), DType::F32, 0,
+                 N * C * act_b + 2.0 * V * C * 4, [=] {
+                   Tensor dt = uniform({V, C}, DType::F32, dev, 1), dy = uniform({N, C}, act, dev, 2);
+                   Tensor i = ids(N, V, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::embedding_bwd(*ex, dt, dy, i); });
+                 }});
+  const std::string nc = "N=" + dims({N}) + " C=" + dims({C});
+  out.push_back({"rmsnorm_fwd", nc, act, 0, 2 * N * C * act_b, [=] {
+                   Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), y = uniform({N, C}, act, dev, 3);
+                   Tensor r = uniform({N}, DType::F32, dev, 4);
+                   return std::function<void()>([=]() mutable { ops::rmsnorm_fwd(*ex, y, r, x, w, 1e-5); });
+                 }});
+  out.push_back({"rmsnorm_bwd", nc, act, 0, 3 * N * C * act_b, [=] {
+                   Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), dy = uniform({N, C}, act, dev, 3);
+                   Tensor dx = uniform({N, C}, act, dev, 4), dw = uniform({C}, DType::F32, dev, 5);
+                   Tensor r = uniform({N}, DType::F32, dev, 6, 0.5f, 1.5f);
+                   return std::function<void()>([=]() mutable { ops::rmsnorm_bwd(*ex, dx, dw, dy, x, w, r); });
+                 }});
+  out.push_back({"layernorm_fwd", nc, act, 0, 2 * N * C * act_b, [=] {
+                   Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), b = uniform({C}, act, dev, 3);
+                   Tensor y = uniform({N, C}, act, dev, 4), m = uniform({N}, DType::F32, dev, 5);
+                   Tensor r = uniform({N}, DType::F32, dev, 6);
+                   return std::function<void()>([=]() mutable { ops::layernorm_fwd(*ex, y, m, r, x, w, b, 1e-5); });
+                 }});
+
+  const int64_t F = e.big ? 14336 : 512;
+  out.push_back({"swiglu_fwd", "N=" + dims({N}) + " F=" + dims({F}), act, 0, 3 * N * F * act_b, [=] {
+                   Tensor x = uniform({N, 2 * F}, act, dev, 1), y = uniform({N, F}, act, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::swiglu_fwd(*ex, y, x); });
+                 }});
+  out.push_back({"swiglu_bwd", "N=" + dims({N}) + " F=" + dims({F}), act, 0, 5 * N * F * act_b, [=] {
+                   Tensor x = uniform({N, 2 * F}, act, dev, 1), dy = uniform({N, F}, act, dev, 2);
+                   Tensor dx = uniform({N, 2 * F}, act, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::swiglu_bwd(*ex, dx, dy, x); });
+                 }});
+  out.push_back({"gelu_fwd", "N=" + dims({N}) + " F=" + dims({F}), act, 0, 2 * N * F * act_b, [=] {
+                   Tensor x = uniform({N, F}, act, dev, 1), y = uniform({N, F}, act, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::gelu_fwd(*ex, y, x); });
+                 }});
+
+  const int64_t B = e.big ? 4 : 1, T = e.big ? 4096 : 64, H = e.big ? 32 : 4, D = 128;
+  out.push_back({"rope_fwd", dims({B, T, H, D}), act, 0, 2.0 * B * T * H * D * act_b, [=] {
+                   Tensor x = uniform({B, T, H, D}, act, dev, 1), y = uniform({B, T, H, D}, act, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::rope_fwd(*ex, y, x, D, 10000.0, false); });
+                 }});
+
+  const int64_t aT = e.big ? 2048 : 64, aH = e.big ? 16 : 2, aHkv = e.big ? 4 : 1;
+  const double attn_flops = 4.0 * aT * aT * aH * D / 2;  // two causal matmuls, B = 1
+  const std::string ashape = "B=1 T=" + dims({aT}) + " H=" + dims({aH}) + "/" + dims({aHkv}) + " D=" + dims({D});
+  out.push_back({"attention_fwd", ashape, act, attn_flops, 0, [=] {
+                   Tensor q = uniform({1, aT, aH, D}, act, dev, 1), k = uniform({1, aT, aHkv, D}, act, dev, 2);
+                   Tensor v = uniform({1, aT, aHkv, D}, act, dev, 3), o = uniform({1, aT, aH, D}, act, dev, 4);
+                   Tensor l = uniform({1, aH, aT}, DType::F32, dev, 5);
+                   const double sc = 1.0 / std::sqrt(double(D));
+                   return std::function<void()>([=]() mutable { ops::attention_fwd(*ex, o, l, q, k, v, sc); });
+                 }});
+  out.push_back({"attention_bwd", ashape, act, 2.5 * attn_flops, 0, [=] {
+                   Tensor q = uniform({1, aT, aH, D}, act, dev, 1), k = uniform({1, aT, aHkv, D}, act, dev, 2);
+                   Tensor v = uniform({1, aT, aHkv, D}, act, dev, 3), o = uniform({1, aT, aH, D}, act, dev, 4);
+                   Tensor l = uniform({1, aH, aT}, DType::F32, dev, 5);
+                   const double sc = 1.0 / std::sqrt(double(D));
+                   ops::attention_fwd(*ex, o, l, q, k, v, sc);
+                   Tensor dout = uniform({1, aT, aH, D}, act, dev, 6), dq = uniform({1, aT, aH, D}, act, dev, 7);
+                   Tensor dk = uniform({1, aT, aHkv, D}, act, dev, 8), dv = uniform({1, aT, aHkv, D}, act, dev, 9);
+                   return std::function<void()>(
+                       [=]() mutable { ops::attention_bwd(*ex, dq, dk, dv, dout, q, k, v, o, l, sc); });
+                 }});
+
+  const int64_t cN = e.big ? 8192 : 256, cC = e.big ? 4096 : 128, cV = e.big ? 50304 : 2048;
+  const std::string cshape = "N=" + dims({cN}) + " C=" + dims({cC}) + " V=" + dims({cV});
+  out.push_back({"lm_head_ce_fwd", cshape, act, 2.0 * cN * cC * cV, 0, [=] {
+                   Tensor x = uniform({cN, cC}, act, dev, 1), w = uniform({cV, cC}, act, dev, 2);
+                   Tensor lab = ids(cN, cV, dev, 3), loss = uniform({cN}, DType::F32, dev, 4);
+                   Tensor lse = uniform({cN}, DType::F32, dev, 5);
+                   return std::function<void()>(
+                       [=]() mutable { ops::lm_head_ce_fwd(*ex, loss, lse, x, w, lab, 4096); });
+                 }});
+  out.push_back({"lm_head_ce_bwd", cshape, act, 6.0 * cN * cC * cV, 0, [=] {
+                   Tensor x = uniform({cN, cC}, act, dev, 1), w = uniform({cV, cC}, act, dev, 2);
+                   Tensor lab = ids(cN, cV, dev, 3), loss = uniform({cN}, DType::F32, dev, 4);
+                   Tensor lse = uniform({cN}, DType::F32, dev, 5);
+                   ops::lm_head_ce_fwd(*ex, loss, lse, x, w, lab, 4096);
+                   Tensor dloss = uniform({cN}, DType::F32, dev, 6), dx = uniform({cN, cC}, act, dev, 7);
+                   Tensor dw = uniform({cV, cC}, DType::F32, dev, 8);
+                   return std::function<void()>(
+                       [=]() mutable { ops::lm_head_ce_bwd(*ex, dx, dw, dloss, x, w, lab, lse, 4096); });
+                 }});
+
+  out.push_back({"adamw", dims({n}) + " copy=" + dtype_name(act), DType::F32, 0, n * (7 * 4.0 + act_b), [=] {
+                   Tensor p = uniform({n}, DType::F32, dev, 1), m = uniform({n}, DType::F32, dev, 2);
+                   Tensor v = uniform({n}, DType::F32, dev, 3, 0.0f, 1.0f), g = uniform({n}, DType::F32, dev, 4);
+                   Tensor pc = uniform({n}, act, dev, 5);
+                   return std::function<void()>(
+                       [=]() mutable { ops::adamw(*ex, p, m, v, g, pc, 1e-4, 0.9, 0.95, 1e-8, 0.1, 10); });
+                 }});
+  return out;
+}
+
+// Median milliseconds of `repeats` calls after `warmup` calls.
+double median_ms(const Env& e, const std::function<void()>& call, int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) call();
+  e.ex->synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+#if defined(HYTRA_HAVE_CUDA)
+    if (e.dev == Device::CUDA) {
+      cuda::EventTimer timer(e.ex->stream());
+      timer.start();
+      call();
+      ms.push_back(timer.stop_ms());
+      continue;
+    }
+#endif
+    auto t0 = std::chrono::steady_clock::now();
+    call();
+    e.ex->synchronize();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+}  // namespace hytra
+
+int main(int argc, char** argv) {
+  using namespace hytra;
+  std::string only;
+  int repeats = 10;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+      only = argv[++i];
+    } else if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
+      repeats = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [-o <op>] [--repeats <n>]\n", argv[0]);
+      return 2;
+    }
+  }
+  const bool gpu = cuda_available();
+  Env env{gpu ? &Exec::cuda() : &Exec::cpu(), gpu ? Device::CUDA : Device::CPU, gpu};
+  std::string device = "cpu";
+#if defined(HYTRA_HAVE_CUDA)
+  if (gpu) device = cuda::device_name();
+#endif
+  std::printf("%-15s %-32s %-5s %10s %14s  %s\n", "op", "shape", "dtype", "ms", "rate", "device");
+  int failed = 0, matched = 0;
+  for (const Entry& en : entries(env)) {
+    if (!only.empty() && en.op != only) continue;
+    ++matched;
+    try {
+      std::function<void()> call = en.setup();
+      const double ms = median_ms(env, call, 2, repeats);
+      char rate[64];
+      const double flops_per_s = en.flops / (ms * 1e-3);
+      if (en.flops > 0 && flops_per_s >= 1e12)
+        std::snprintf(rate, sizeof(rate), "%.1f TFLOP/s", flops_per_s / 1e12);
+      else if (en.flops > 0)
+        std::snprintf(rate, sizeof(rate), "%.2f GFLOP/s", flops_per_s / 1e9);
+      else
+        std::snprintf(rate, sizeof(rate), "%.1f GB/s", en.bytes / (ms * 1e-3) / 1e9);
+      std::printf("%-15s %-32s %-5s %10.4f %14s  %s\n", en.op.c_str(), en.shape.c_str(), dtype_name(en.dtype), ms,
+                  rate, device.c_str());
+    } catch (const std::exception& ex) {
+      ++failed;
+      std::printf("%-15s %-32s %-5s error: %s\n", en.op.c_str(), en.shape.c_str(), dtype_name(en.dtype), ex.what());
+    }
+    std::fflush(stdout);
+  }
+  if (matched == 0) {
+    std::fprintf(stderr, "bench_ops: no benchmark for op '%s'\n", only.c_str());
+    return 2;
+  }
+  return failed == 0 ? 0 : 1;
+}

@@ -3,8 +3,9 @@
 // First a coverage check: every HYTRA_OP_LIST entry must have a case (and every case must name a
 // listed op), else it fails naming the op, with or without a GPU. Without a GPU it then prints
 // "parity: skipped (no CUDA device)" and exits 77 (CTest's skip code). Otherwise every case runs on
-// fresh random inputs and prints one line per compared output: op, shape, dtype, output, max abs,
-// max rel, nmse, worst index, PASS/FAIL. Exits 1 on any failure.
+// fresh random inputs, twice (the CUDA outputs of the two runs must be bitwise equal), and prints
+// one line per compared output: op, shape, dtype, output, max abs, max rel, nmse, worst index,
+// PASS/FAIL. Exits 1 on any failure.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +52,13 @@ Verdict judge(const Case& c, const Output& o) {
       break;
   }
   return v;
+}
+
+// Run-to-run determinism: the same inputs give the same bytes.
+bool bytes_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  Tensor ha = a.to(Device::CPU), hb = b.to(Device::CPU);
+  return std::memcmp(ha.raw(), hb.raw(), ha.nbytes()) == 0;
 }
 
 const char* criterion_name(Criterion c) {
@@ -127,14 +135,20 @@ int main(int argc, char** argv) {
     const char* dt = hytra::dtype_name(c.dtype);
     try {
       std::vector<Output> outs = c.run(case_seed);
-      for (const Output& o : outs) {
+      std::vector<Output> again = c.run(case_seed);
+      for (size_t oi = 0; oi < outs.size(); ++oi) {
+        const Output& o = outs[oi];
         Verdict v = judge(c, o);
+        const bool deterministic = bytes_equal(o.got, again[oi].got);
+        v.pass = v.pass && deterministic;
         if (!v.pass) ++failed;
         std::printf("%-15s %-28s %-5s %-6s max_abs=%-10.3g max_rel=%-10.3g nmse=%-10.3g worst=%-8lld %s=%-7.0e %s\n",
                     c.op.c_str(), c.shape.c_str(), dt, o.name.c_str(), v.r.max_abs, v.r.max_rel, v.r.nmse,
                     static_cast<long long>(v.r.worst), criterion_name(c.criterion), c.tol, v.pass ? "PASS" : "FAIL");
         if (o.got.shape() != o.want.shape())
           std::printf("    shape mismatch: got %s, want %s\n", o.got.desc().c_str(), o.want.desc().c_str());
+        else if (!deterministic)
+          std::printf("    not deterministic: a second run on the same inputs differs bitwise\n");
         else if (v.r.non_finite)
           std::printf("    NaN/Inf at index %lld\n", static_cast<long long>(v.r.worst));
       }

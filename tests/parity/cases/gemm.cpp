@@ -37,7 +37,10 @@ void add(const GemmSpec& s) {
                       (s.tb ? "t" : "n") + (s.c != s.ab ? " C=fp32" : "") +
                       (s.alpha != 1.0f || s.beta != 0.0f ? " ab" : "") + (s.ints ? " ints" : "");
   Case c = make_case("gemm", shape, s.ab, [s](uint64_t seed) { return run_gemm(s, seed); });
-  if (s.ints) c.criterion = Criterion::Exact;
+  if (s.ints) {
+    c.criterion = Criterion::Exact;
+    c.tol = 0;
+  }
   register_case(c);
 }
 
