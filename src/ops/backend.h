@@ -17,6 +17,8 @@ class Backend {
   virtual void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b) = 0;
   virtual void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha) = 0;
   virtual void scale(Exec& ex, Tensor& y, double alpha) = 0;
+  virtual void slice_copy(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) = 0;
+  virtual void slice_scatter(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) = 0;
   virtual void sum(Exec& ex, Tensor& out, const Tensor& x) = 0;
   virtual void sum_squares(Exec& ex, Tensor& out, const Tensor& x) = 0;
   virtual void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) = 0;

@@ -113,6 +113,34 @@ void scale(Exec& ex, Tensor& y, double alpha) {
   ex.backend().scale(ex, y, alpha);
 }
 
+namespace {
+// The slice ops' shared check: y is the narrow part (copy) or x is (scatter); `big` holds the slice.
+void check_slice(Exec& ex, const char* op, const Tensor& big, const char* big_name, const Tensor& part,
+                 const char* part_name, int64_t dim, int64_t start) {
+  check_arg(ex, op, big_name, big);
+  check_arg(ex, op, part_name, part);
+  check_same_dtype(op, part_name, part, big);
+  HYTRA_CHECK(big.dim() == part.dim() && dim >= 0 && dim < big.dim(), op, ": dim ", dim, " must index both ",
+              big.desc(), " and ", part.desc());
+  for (int64_t d = 0; d < big.dim(); ++d)
+    if (d != dim)
+      HYTRA_CHECK(big.size(d) == part.size(d), op, ": ", part_name, " ", part.desc(), " and ", big_name, " ",
+                  big.desc(), " differ outside dim ", dim);
+  HYTRA_CHECK(start >= 0 && start + part.size(dim) <= big.size(dim), op, ": slice [", start, ", ",
+              start + part.size(dim), ") is outside dim ", dim, " of ", big.desc());
+}
+}  // namespace
+
+void slice_copy(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) {
+  check_slice(ex, "slice_copy", x, "x", y, "y", dim, start);
+  ex.backend().slice_copy(ex, y, x, dim, start);
+}
+
+void slice_scatter(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) {
+  check_slice(ex, "slice_scatter", y, "y", x, "x", dim, start);
+  ex.backend().slice_scatter(ex, y, x, dim, start);
+}
+
 void sum(Exec& ex, Tensor& out, const Tensor& x) {
   check_arg(ex, "sum", "out", out);
   check_arg(ex, "sum", "x", x);

@@ -29,6 +29,12 @@ void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b);        // y = a
 void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha);          // y += alpha * x
 void scale(Exec& ex, Tensor& y, double alpha);                          // y *= alpha
 
+// ---- slices (contiguous x, y of equal rank; every dim but `dim` equal) -----------------------------
+// y = x[.., start : start + y.size(dim), ..] along `dim` (e.g. q/k/v out of a fused projection).
+void slice_copy(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start);
+// y[.., start : start + x.size(dim), ..] = x; the rest of y is left as it is (the slice's backward).
+void slice_scatter(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start);
+
 // ---- reductions (out: one element, fp32, or fp64 for fp64 x; fixed-order, deterministic) --------
 void sum(Exec& ex, Tensor& out, const Tensor& x);          // out = sum(x)
 void sum_squares(Exec& ex, Tensor& out, const Tensor& x);  // out = sum(x^2)

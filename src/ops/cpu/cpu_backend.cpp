@@ -14,6 +14,8 @@ class CpuBackend final : public Backend {
   void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b) override { cpu::add(ex, y, a, b); }
   void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha) override { cpu::axpy(ex, y, x, alpha); }
   void scale(Exec& ex, Tensor& y, double alpha) override { cpu::scale(ex, y, alpha); }
+  void slice_copy(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) override { cpu::slice_copy(ex, y, x, dim, start); }
+  void slice_scatter(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) override { cpu::slice_scatter(ex, y, x, dim, start); }
   void sum(Exec& ex, Tensor& out, const Tensor& x) override { cpu::sum(ex, out, x); }
   void sum_squares(Exec& ex, Tensor& out, const Tensor& x) override { cpu::sum_squares(ex, out, x); }
   void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) override { cpu::embedding_fwd(ex, y, ids, table); }

@@ -12,6 +12,8 @@ void copy(Exec& ex, Tensor& y, const Tensor& x);
 void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b);
 void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha);
 void scale(Exec& ex, Tensor& y, double alpha);
+void slice_copy(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start);
+void slice_scatter(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start);
 void sum(Exec& ex, Tensor& out, const Tensor& x);
 void sum_squares(Exec& ex, Tensor& out, const Tensor& x);
 void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table);

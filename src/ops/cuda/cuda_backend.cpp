@@ -14,6 +14,8 @@ class CudaBackend final : public Backend {
   void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b) override { cuda::add(ex, y, a, b); }
   void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha) override { cuda::axpy(ex, y, x, alpha); }
   void scale(Exec& ex, Tensor& y, double alpha) override { cuda::scale(ex, y, alpha); }
+  void slice_copy(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) override { cuda::slice_copy(ex, y, x, dim, start); }
+  void slice_scatter(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) override { cuda::slice_scatter(ex, y, x, dim, start); }
   void sum(Exec& ex, Tensor& out, const Tensor& x) override { cuda::sum(ex, out, x); }
   void sum_squares(Exec& ex, Tensor& out, const Tensor& x) override { cuda::sum_squares(ex, out, x); }
   void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) override { cuda::embedding_fwd(ex, y, ids, table); }

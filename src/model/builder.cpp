@@ -1,0 +1,83 @@
+#include "model/builder.h"
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "nn/attention.h"
+#include "nn/mlp.h"
+
+namespace hytra {
+namespace {
+
+NormKind norm_kind(const ModelConfig& c) { return c.normalization == "RMSNorm" ? NormKind::RMSNorm : NormKind::LayerNorm; }
+
+// Megatron: output projections (linear_proj, linear_fc2) use std / sqrt(2 * num_layers).
+double output_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2.0 * double(c.num_layers)); }
+
+std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
+  AttentionOptions o;
+  o.hidden = c.hidden_size;
+  o.num_heads = c.num_attention_heads;
+  o.num_kv_heads = c.kv_heads();
+  o.head_dim = c.head_dim();
+  o.qk_norm = c.qk_layernorm;
+  o.bias = c.add_bias_linear;
+  o.norm = norm_kind(c);
+  o.norm_eps = c.norm_epsilon;
+  o.use_rope = c.position_embedding_type == "rope";
+  o.rotary_base = c.rotary_base;
+  o.rotary_percent = c.rotary_percent;
+  o.rotary_interleaved = c.rotary_interleaved;
+  o.init_std = c.init_method_std;
+  o.output_init_std = output_std(c);
+  return std::make_unique<SelfAttention>(o, s.prefix, store);
+}
+
+std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
+  MlpOptions o;
+  o.hidden = c.hidden_size;
+  o.ffn = c.ffn_size();
+  o.activation = c.activation == "swiglu" ? Activation::SwiGLU
+                 : c.activation == "squared_relu" ? Activation::SquaredReLU
+                                                  : Activation::GeLU;
+  o.bias = c.add_bias_linear;
+  o.norm = norm_kind(c);
+  o.norm_eps = c.norm_epsilon;
+  o.init_std = c.init_method_std;
+  o.output_init_std = output_std(c);
+  return std::make_unique<Mlp>(o, s.prefix, store);
+}
+
+using Factory = std::unique_ptr<Module> (*)(const ModelConfig&, const SubLayerSpec&, ParamStore&);
+
+// One row per symbol (SPEC.md A1.1). Symbols without a row parse but do not build yet.
+const std::map<char, Factory>& symbol_table() {
+  static const std::map<char, Factory> table = {
+      {'*', make_attention},
+      {'-', make_mlp},
+  };
+  return table;
+}
+
+const char* symbol_name(char s) {
+  switch (s) {
+    case 'M': return "Mamba-2";
+    case 'G': return "gated delta net";
+    case 'E': return "mixture-of-experts";
+    case 'D': return "DeepSeek sparse attention";
+    case '+': return "multi-latent attention";
+    default: return "layer";
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Module> build_sublayer(const ModelConfig& cfg, const SubLayerSpec& spec, ParamStore& store) {
+  auto it = symbol_table().find(spec.symbol);
+  HYTRA_CHECK(it != symbol_table().end(), "--hybrid-layer-pattern: layer symbol '", spec.symbol, "' (",
+              symbol_name(spec.symbol), ", physical layer ", spec.layer_number, ") is not built yet in hytra");
+  return it->second(cfg, spec, store);
+}
+
+}  // namespace hytra

@@ -1,0 +1,82 @@
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include "ops/ops.h"
+
+namespace hytra {
+
+SelfAttention::SelfAttention(const AttentionOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
+  const std::string p = prefix + "self_attention.";
+  norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "linear_qkv.", store, "layer_norm_");
+  qkv_ = std::make_unique<Linear>(p + "linear_qkv.", o.hidden, (o.num_heads + 2 * o.num_kv_heads) * o.head_dim, o.bias,
+                                  o.init_std, store);
+  if (o.qk_norm) {
+    q_norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.head_dim, o.norm_eps}, p + "q_layernorm.", store);
+    k_norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.head_dim, o.norm_eps}, p + "k_layernorm.", store);
+  }
+  proj_ = std::make_unique<Linear>(p + "linear_proj.", o.num_heads * o.head_dim, o.hidden, o.bias, o.output_init_std,
+                                   store);
+}
+
+int64_t SelfAttention::rotary_dim() const { return int64_t(double(opt_.head_dim) * opt_.rotary_percent); }
+
+Tensor SelfAttention::forward(StepContext& ctx, const Tensor& x) {
+  Exec& ex = ctx.ex();
+  const int64_t B = x.size(0), T = x.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
+  const int64_t R = H / G;  // query heads per KV group
+  Tensor qkv = qkv_->forward(ctx, norm_->forward(ctx, x)).view({B * T * G, R + 2, D});
+  Saved& s = ctx.saved<Saved>(this);
+  // Per KV group the rows are [R query heads; k; v]: slicing dim 1 gives q in (B,T,G*R = H,D) order.
+  s.q = Tensor::empty({B * T * G, R, D}, x.dtype(), x.device());
+  s.k = Tensor::empty({B * T * G, 1, D}, x.dtype(), x.device());
+  s.v = Tensor::empty({B * T * G, 1, D}, x.dtype(), x.device());
+  ops::slice_copy(ex, s.q, qkv, 1, 0);
+  ops::slice_copy(ex, s.k, qkv, 1, R);
+  ops::slice_copy(ex, s.v, qkv, 1, R + 1);
+  s.q = s.q.view({B, T, H, D});
+  s.k = s.k.view({B, T, G, D});
+  s.v = s.v.view({B, T, G, D});
+  if (q_norm_) {
+    s.q = q_norm_->forward(ctx, s.q);
+    s.k = k_norm_->forward(ctx, s.k);
+  }
+  if (opt_.use_rope) {
+    Tensor q = Tensor::empty(s.q.shape(), s.q.dtype(), s.q.device()), k = Tensor::empty(s.k.shape(), s.k.dtype(), s.k.device());
+    ops::rope_fwd(ex, q, s.q, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+    ops::rope_fwd(ex, k, s.k, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+    s.q = q;
+    s.k = k;
+  }
+  s.out = Tensor::empty({B, T, H, D}, x.dtype(), x.device());
+  s.lse = Tensor::empty({B, H, T}, stat_dtype(x.dtype()), x.device());
+  ops::attention_fwd(ex, s.out, s.lse, s.q, s.k, s.v, 1.0 / std::sqrt(double(D)));
+  return proj_->forward(ctx, s.out.view({B, T, H * D}));
+}
+
+Tensor SelfAttention::backward(StepContext& ctx, const Tensor& dy) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  const int64_t B = s.q.size(0), T = s.q.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
+  const int64_t R = H / G;
+  Tensor dout = proj_->backward(ctx, dy).view({B, T, H, D});
+  Tensor dq = Tensor::empty(s.q.shape(), dy.dtype(), dy.device());
+  Tensor dk = Tensor::empty(s.k.shape(), dy.dtype(), dy.device());
+  Tensor dv = Tensor::empty(s.v.shape(), dy.dtype(), dy.device());
+  ops::attention_bwd(ex, dq, dk, dv, dout, s.q, s.k, s.v, s.out, s.lse, 1.0 / std::sqrt(double(D)));
+  if (opt_.use_rope) {
+    ops::rope_bwd(ex, dq, dq, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+    ops::rope_bwd(ex, dk, dk, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+  }
+  if (q_norm_) {
+    dq = q_norm_->backward(ctx, dq);
+    dk = k_norm_->backward(ctx, dk);
+  }
+  Tensor dqkv = Tensor::empty({B * T * G, R + 2, D}, dy.dtype(), dy.device());
+  ops::slice_scatter(ex, dqkv, dq.view({B * T * G, R, D}), 1, 0);
+  ops::slice_scatter(ex, dqkv, dk.view({B * T * G, 1, D}), 1, R);
+  ops::slice_scatter(ex, dqkv, dv.view({B * T * G, 1, D}), 1, R + 1);
+  return norm_->backward(ctx, qkv_->backward(ctx, dqkv.view({B, T, (H + 2 * G) * D})));
+}
+
+}  // namespace hytra

@@ -1,0 +1,50 @@
+// SelfAttention (`*`): f(x) = linear_proj(attention(rope(qk_norm(split(linear_qkv(norm(x))))))).
+// Keys under the layer prefix (SPEC.md A2.1): self_attention.linear_qkv.layer_norm_weight (the
+// pre-norm fused into the QKV GEMM in Megatron's TE spec), self_attention.linear_qkv.weight
+// ((H + 2 Hkv) D, C) with rows grouped per KV group g as [H/Hkv query heads of g; k_g; v_g],
+// self_attention.q_layernorm / k_layernorm (optional, over D), self_attention.linear_proj.weight (C, H D),
+// biases with add_bias_linear. Causal, softmax scale 1/sqrt(D), RoPE rotate-half over
+// int(D * rotary_percent) channels (hytra decision 7).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/norm.h"
+
+namespace hytra {
+
+struct AttentionOptions {
+  int64_t hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;  // C, H, Hkv, D
+  bool qk_norm = false;                 // --qk-layernorm
+  bool bias = false;                    // add_bias_linear
+  NormKind norm = NormKind::RMSNorm;    // --normalization
+  double norm_eps = 1e-5;
+  bool use_rope = true;                 // --position-embedding-type rope
+  double rotary_base = 10000.0, rotary_percent = 1.0;
+  bool rotary_interleaved = false;
+  double init_std = 0.02;               // linear_qkv
+  double output_init_std = 0.02;        // linear_proj (Megatron: std / sqrt(2 L))
+};
+
+class SelfAttention : public Module {
+ public:
+  SelfAttention(const AttentionOptions& opt, const std::string& prefix, ParamStore& store);
+
+  Tensor forward(StepContext& ctx, const Tensor& x) override;    // x (B,T,C) -> (B,T,C)
+  Tensor backward(StepContext& ctx, const Tensor& dy) override;
+
+ private:
+  struct Saved {
+    Tensor q, k, v;  // (B,T,H,D), (B,T,Hkv,D) x2: attention inputs (after norm and RoPE)
+    Tensor out;      // (B,T,H,D)
+    Tensor lse;      // (B,H,T)
+  };
+  int64_t rotary_dim() const;
+  AttentionOptions opt_;
+  std::unique_ptr<Norm> norm_, q_norm_, k_norm_;
+  std::unique_ptr<Linear> qkv_, proj_;
+};
+
+}  // namespace hytra

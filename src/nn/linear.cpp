@@ -1,0 +1,59 @@
+#include "nn/linear.h"
+
+#include "ops/ops.h"
+
+namespace hytra {
+
+Tensor ones_column(Exec& ex, int64_t n, DType t, Device device) {
+  Tensor o = Tensor::empty({n, 1}, t, device);
+  ops::fill(ex, o, 1.0);
+  return o;
+}
+
+Linear::Linear(const std::string& prefix, int64_t in, int64_t out, bool bias, double init_std, ParamStore& store)
+    : in_(in), out_(out) {
+  w_ = &store.create(prefix + "weight", {out, in}, InitKind::Normal, init_std, false);
+  if (bias) b_ = &store.create(prefix + "bias", {out}, InitKind::Zeros, 0.0, true);
+}
+
+Tensor Linear::forward(StepContext& ctx, const Tensor& x) {
+  Exec& ex = ctx.ex();
+  const int64_t N = x.numel() / in_;
+  Tensor x2 = x.view({N, in_});
+  Tensor y = Tensor::empty({N, out_}, x.dtype(), x.device());  // (N, out)
+  ops::gemm(ex, y, x2, w_->value, false, true);
+  if (b_) ops::gemm(ex, y, ones_column(ex, N, x.dtype(), x.device()), b_->value.view({1, out_}), false, false, 1, 1);
+
+  ctx.saved<Saved>(this).x = x2;
+  Shape out_shape = x.shape();
+  out_shape.back() = out_;
+  return y.view(out_shape);
+}
+
+Tensor Linear::backward(StepContext& ctx, const Tensor& dy) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  const int64_t N = s.x.size(0);
+  Tensor dy2 = dy.view({N, out_});
+  Tensor dx = Tensor::empty({N, in_}, dy.dtype(), dy.device());  // (N, in)
+  ops::gemm(ex, dx, dy2, w_->value, false, false);
+  Tensor x = s.x;
+  Param* w = w_;
+  Param* b = b_;
+  auto wgrad = [&ex, dy2, x, w, b, N]() {
+    ops::gemm(ex, w->grad, dy2, x, true, false, 1, 1);  // dW (out,in) += dy^T x
+    if (b) {
+      Tensor db = b->grad.view({b->grad.numel(), 1});
+      ops::gemm(ex, db, dy2, ones_column(ex, N, dy2.dtype(), dy2.device()), true, false, 1, 1);  // db += dy^T 1
+    }
+  };
+  if (ctx.delay_wgrad)
+    ctx.push_wgrad(wgrad);
+  else
+    wgrad();
+  Shape in_shape = dy.shape();
+  in_shape.back() = in_;
+  return dx.view(in_shape);
+}
+
+}  // namespace hytra

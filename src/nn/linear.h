@@ -1,0 +1,35 @@
+// Linear: y = x W^T (+ b) over the last dim; W (out, in), b (out). Key `<prefix>weight` / `<prefix>bias`.
+// backward: dx = dy W (=); dW += dy^T x and db += column sums of dy, at once or, under
+// ctx.delay_wgrad, as a queued task (same GEMMs, same order: bitwise-identical gradients).
+#pragma once
+#include <string>
+
+#include "nn/module.h"
+#include "nn/param.h"
+
+namespace hytra {
+
+class Linear : public Module {
+ public:
+  Linear(const std::string& prefix, int64_t in, int64_t out, bool bias, double init_std, ParamStore& store);
+
+  Tensor forward(StepContext& ctx, const Tensor& x) override;    // x (..., in) -> (..., out)
+  Tensor backward(StepContext& ctx, const Tensor& dy) override;  // dy (..., out) -> dx (..., in)
+
+  Param& weight() { return *w_; }
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+ private:
+  struct Saved {
+    Tensor x;  // (N, in)
+  };
+  int64_t in_, out_;
+  Param* w_;
+  Param* b_ = nullptr;
+};
+
+// A (n, 1) tensor of ones in dtype t on `device`, used to add and reduce biases by GEMM.
+Tensor ones_column(Exec& ex, int64_t n, DType t, Device device);
+
+}  // namespace hytra

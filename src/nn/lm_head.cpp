@@ -1,0 +1,33 @@
+#include "nn/lm_head.h"
+
+#include "nn/module.h"
+#include "ops/ops.h"
+
+namespace hytra {
+
+OutputLayer::OutputLayer(const std::string& key, int64_t vocab, int64_t hidden, double init_std, Param* tied,
+                         ParamStore& store)
+    : hidden_(hidden), w_(tied ? tied : &store.create(key, {vocab, hidden}, InitKind::Normal, init_std, false)) {}
+
+Tensor OutputLayer::forward(StepContext& ctx, const Tensor& h, const Tensor& labels) {
+  const int64_t N = labels.numel();
+  Saved& s = ctx.saved<Saved>(this);
+  s.h = h.view({N, hidden_});
+  s.labels = labels.view({N});
+  s.lse = Tensor::empty({N}, stat_dtype(h.dtype()), h.device());
+  Tensor loss = Tensor::empty({N}, stat_dtype(h.dtype()), h.device());
+  ops::lm_head_ce_fwd(ctx.ex(), loss, s.lse, s.h, w_->value, s.labels, kVocabChunk);
+  return loss.view(labels.shape());
+}
+
+Tensor OutputLayer::backward(StepContext& ctx, const Tensor& dloss) {
+  Saved& s = ctx.saved<Saved>(this);
+  Tensor dh = Tensor::empty(s.h.shape(), s.h.dtype(), s.h.device());
+  ops::lm_head_ce_bwd(ctx.ex(), dh, w_->grad, dloss.view({s.h.size(0)}), s.h, w_->value, s.labels, s.lse,
+                      kVocabChunk);
+  Shape shape = dloss.shape();
+  shape.push_back(hidden_);
+  return dh.view(shape);
+}
+
+}  // namespace hytra

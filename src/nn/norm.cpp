@@ -1,0 +1,40 @@
+#include "nn/norm.h"
+
+#include "ops/ops.h"
+
+namespace hytra {
+
+Norm::Norm(const NormOptions& opt, const std::string& prefix, ParamStore& store, const std::string& stem) : opt_(opt) {
+  w_ = &store.create(prefix + stem + "weight", {opt.dim}, InitKind::Ones, 0.0, true);
+  if (opt.kind == NormKind::LayerNorm) b_ = &store.create(prefix + stem + "bias", {opt.dim}, InitKind::Zeros, 0.0, true);
+}
+
+Tensor Norm::forward(StepContext& ctx, const Tensor& x) {
+  Exec& ex = ctx.ex();
+  const int64_t C = opt_.dim, N = x.numel() / C;
+  Saved& s = ctx.saved<Saved>(this);
+  s.x = x.view({N, C});
+  s.rstd = Tensor::empty({N}, stat_dtype(x.dtype()), x.device());
+  Tensor y = Tensor::empty({N, C}, x.dtype(), x.device());
+  if (opt_.kind == NormKind::RMSNorm) {
+    ops::rmsnorm_fwd(ex, y, s.rstd, s.x, w_->value, opt_.eps);
+  } else {
+    s.mean = Tensor::empty({N}, stat_dtype(x.dtype()), x.device());
+    ops::layernorm_fwd(ex, y, s.mean, s.rstd, s.x, w_->value, b_->value, opt_.eps);
+  }
+  return y.view(x.shape());
+}
+
+Tensor Norm::backward(StepContext& ctx, const Tensor& dy) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  Tensor dx = Tensor::empty(s.x.shape(), dy.dtype(), dy.device());
+  Tensor dy2 = dy.view(s.x.shape());
+  if (opt_.kind == NormKind::RMSNorm)
+    ops::rmsnorm_bwd(ex, dx, w_->grad, dy2, s.x, w_->value, s.rstd);
+  else
+    ops::layernorm_bwd(ex, dx, w_->grad, b_->grad, dy2, s.x, w_->value, s.mean, s.rstd);
+  return dx.view(dy.shape());
+}
+
+}  // namespace hytra

@@ -1,0 +1,39 @@
+// Norm: RMSNorm (y = x / rms(x) * w) or LayerNorm (y = (x - mean) / std * w + b) over the last dim.
+// Keys `<prefix><stem>weight` (+ `<prefix><stem>bias` for LayerNorm): stem "" for a standalone norm
+// ("decoder.final_norm.weight"), "layer_norm_" where Megatron fuses the norm into the next GEMM
+// ("...self_attention.linear_qkv.layer_norm_weight", SPEC.md A2.1).
+#pragma once
+#include <string>
+
+#include "nn/module.h"
+#include "nn/param.h"
+
+namespace hytra {
+
+enum class NormKind { RMSNorm, LayerNorm };
+
+struct NormOptions {
+  NormKind kind = NormKind::RMSNorm;
+  int64_t dim = 0;    // normalised width (C, or D for q/k norms)
+  double eps = 1e-5;  // --norm-epsilon
+};
+
+class Norm : public Module {
+ public:
+  Norm(const NormOptions& opt, const std::string& prefix, ParamStore& store, const std::string& stem = "");
+
+  Tensor forward(StepContext& ctx, const Tensor& x) override;    // x (..., dim)
+  Tensor backward(StepContext& ctx, const Tensor& dy) override;
+
+ private:
+  struct Saved {
+    Tensor x;     // (N, dim)
+    Tensor mean;  // (N) LayerNorm only
+    Tensor rstd;  // (N)
+  };
+  NormOptions opt_;
+  Param* w_;
+  Param* b_ = nullptr;
+};
+
+}  // namespace hytra

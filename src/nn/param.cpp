@@ -1,0 +1,67 @@
+#include "nn/param.h"
+
+#include "core/error.h"
+#include "core/philox.h"
+
+namespace hytra {
+
+Param& ParamStore::create(const std::string& name, const Shape& shape, InitKind init, double init_std,
+                          bool no_decay) {
+  HYTRA_ASSERT(!finalized(), "parameter ", name, " created after finalize()");
+  HYTRA_CHECK(by_name_.count(name) == 0, "duplicate parameter name '", name, "'");
+  auto p = std::make_unique<Param>();
+  p->name = name;
+  p->shape = shape;
+  p->init = init;
+  p->init_std = init_std;
+  p->no_decay = no_decay;
+  Param* raw = p.get();
+  owned_.push_back(std::move(p));
+  order_.push_back(raw);
+  by_name_[name] = raw;
+  return *raw;
+}
+
+Param* ParamStore::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+int64_t ParamStore::num_elements() const {
+  int64_t n = 0;
+  for (const Param* p : order_) n += shape_numel(p->shape);
+  return n;
+}
+
+void ParamStore::finalize(DType dtype, Device device) {
+  HYTRA_ASSERT(!finalized(), "finalize() called twice");
+  const int64_t total = num_elements();
+  values_ = Tensor::zeros({total}, dtype, device);
+  grads_ = Tensor::zeros({total}, dtype == DType::F64 ? DType::F64 : DType::F32, device);
+  int64_t offset = 0;
+  for (Param* p : order_) {
+    const int64_t n = shape_numel(p->shape);
+    p->value = values_.narrow(0, offset, n).view(p->shape);
+    p->grad = grads_.narrow(0, offset, n).view(p->shape);
+    offset += n;
+  }
+}
+
+void ParamStore::zero_grad() { memset_any(grads_.raw(), grads_.device(), 0, grads_.nbytes()); }
+
+void init_params(ParamStore& store, uint64_t seed) {
+  for (Param* p : store.all()) {
+    std::vector<double> v(size_t(shape_numel(p->shape)));
+    const uint64_t stream = stream_id(p->name.c_str());
+    for (size_t i = 0; i < v.size(); ++i) {
+      switch (p->init) {
+        case InitKind::Normal: v[i] = p->init_std * double(philox_normal(seed, stream, i)); break;
+        case InitKind::Zeros: v[i] = 0.0; break;
+        case InitKind::Ones: v[i] = 1.0; break;
+      }
+    }
+    p->value.copy_from_f64(v);
+  }
+}
+
+}  // namespace hytra

@@ -1,0 +1,54 @@
+// Parameters: each is a named view into one flat value buffer and one flat gradient buffer
+// (DESIGN.md "Parameters live in flat buffers"), so the optimizer, the grad norm and later the
+// all-reduces and checkpoints work on large contiguous spans. Layers create their Params at
+// construction (shape, init, decay flag, canonical Megatron key); ParamStore::finalize() then
+// allocates the buffers and points every Param at its slice.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hytra {
+
+enum class InitKind { Normal, Zeros, Ones };
+
+struct Param {
+  std::string name;        // canonical Megatron-Core key, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
+  Shape shape;
+  InitKind init = InitKind::Normal;
+  double init_std = 0.02;  // Normal only
+  bool no_decay = false;   // norms and biases: no weight decay
+  Tensor value;            // view into the flat value buffer (after finalize)
+  Tensor grad;             // view into the flat gradient buffer (fp32, fp64 for fp64 values)
+};
+
+class ParamStore {
+ public:
+  // Registers a parameter; a duplicate name is an error (it would collide in checkpoints).
+  Param& create(const std::string& name, const Shape& shape, InitKind init, double init_std, bool no_decay);
+  // Allocates the flat buffers in `dtype` on `device`, gradients zeroed.
+  void finalize(DType dtype, Device device);
+  bool finalized() const { return values_.defined(); }
+
+  const std::vector<Param*>& all() const { return order_; }  // creation order
+  Param* find(const std::string& name) const;
+  int64_t num_elements() const;
+  Tensor& flat_values() { return values_; }
+  Tensor& flat_grads() { return grads_; }
+  void zero_grad();
+
+ private:
+  std::vector<std::unique_ptr<Param>> owned_;
+  std::vector<Param*> order_;
+  std::map<std::string, Param*> by_name_;
+  Tensor values_, grads_;  // (total elements)
+};
+
+// Fills every parameter from its init: Normal(0, std) from Philox keyed by (seed, the parameter's
+// name, element index), so values do not depend on creation order or device; Zeros; Ones.
+void init_params(ParamStore& store, uint64_t seed);
+
+}  // namespace hytra

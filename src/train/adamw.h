@@ -1,0 +1,37 @@
+// AdamW over a model's parameters: fp32 moments m and v per parameter (one flat buffer each, laid
+// out like the parameter buffer), weight decay skipped for no_decay parameters (norms, biases), one
+// ops::adamw call per parameter.
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/param.h"
+#include "ops/exec.h"
+
+namespace hytra {
+
+struct AdamWConfig {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
+class AdamW {
+ public:
+  AdamW(ParamStore& params, const AdamWConfig& cfg);
+  // One update at learning rate lr; step counts from 1.
+  void step(Exec& ex, double lr);
+  int64_t steps_taken() const { return step_; }
+
+ private:
+  ParamStore& params_;
+  AdamWConfig cfg_;
+  Tensor m_flat_, v_flat_;             // same layout as the parameter buffer
+  std::vector<Tensor> m_, v_;          // per-parameter views
+  int64_t step_ = 0;
+};
+
+// Global L2 norm of all gradients: one fixed-order sum of squares over the flat gradient buffer.
+double grad_global_norm(Exec& ex, ParamStore& params);
+// Megatron's clip: if clip > 0 and norm > clip, scale every gradient by clip / (norm + 1e-6).
+void clip_grads(Exec& ex, ParamStore& params, double norm, double clip);
+
+}  // namespace hytra
