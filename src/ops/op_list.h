@@ -9,6 +9,8 @@
   X(add, elementwise)             \
   X(axpy, elementwise)            \
   X(scale, elementwise)           \
+  X(slice_copy, elementwise)      \
+  X(slice_scatter, elementwise)   \
   X(sum, reduce)                  \
   X(sum_squares, reduce)          \
   X(embedding_fwd, embedding)     \
