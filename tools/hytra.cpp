@@ -1,15 +1,47 @@
-// hytra: the command-line entry point. Dispatches `hytra <subcommand> [flags]`.
+// hytra: the command-line entry point. `hytra <subcommand> [flags]`; every error reaches the user
+// as one clear line ("hytra <subcommand>: error: ...") and a non-zero exit status.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 
+#include "commands.h"
 #include "core/error.h"
 
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+const Subcommand kCommands[] = {
+    {"train", hytra::cmd_train, "train a model (Megatron-LM flags, --config FILE)"},
+    {"inspect-pattern", hytra::cmd_inspect_pattern, "print the layer plan of a hybrid pattern as JSON"},
+    {"ops", hytra::cmd_ops, "list the ops and the backends that implement them"},
+};
+
+int usage(FILE* out) {
+  std::fprintf(out, "usage: hytra <subcommand> [flags]   (hytra <subcommand> --help for its flags)\n\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-16s %s\n", c.name, c.help);
+  return out == stdout ? 0 : 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
-    std::printf("usage: hytra <train|inspect-pattern|ops|bench> [flags]\n");
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) return usage(stderr);
+  if (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) return usage(stdout);
+  for (const auto& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hytra %s: error: %s\n", c.name, e.what());
+      return 1;
+    }
   }
-  std::fprintf(stderr, "hytra: unknown subcommand '%s'\n", argv[1]);
-  return 2;
+  std::fprintf(stderr, "hytra: unknown subcommand '%s'\n\n", argv[1]);
+  return usage(stderr);
 }

@@ -1,0 +1,53 @@
+// HybridModel: embedding -> the plan's sub-layers (each h = h + f(h)) -> final norm -> output layer
+// with vocabulary cross-entropy. The LayerPlan (model/pattern.h) decides which sub-layers exist and
+// their canonical keys; nothing here special-cases an architecture.
+// Residual stream convention: sub-layer modules compute f(h) only; this class owns the residual
+// adds, so in backward dh flows straight through and each sub-layer adds its input gradient.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "model/config.h"
+#include "model/flops.h"
+#include "model/layer_plan.h"
+#include "nn/context.h"
+#include "nn/embedding.h"
+#include "nn/lm_head.h"
+#include "nn/module.h"
+#include "nn/norm.h"
+#include "nn/param.h"
+
+namespace hytra {
+
+// The plan for a config: from --hybrid-layer-pattern, or the ratios, or (neither) a GPT stack of
+// --num-layers `[*-]` groups. Throws the pattern's named errors.
+LayerPlan plan_for(const ModelConfig& cfg);
+
+class HybridModel {
+ public:
+  // Builds the modules and registers their parameters; call params().finalize(...) and init next.
+  HybridModel(const ModelConfig& cfg, const LayerPlan& plan);
+
+  ParamStore& params() { return store_; }
+  const LayerPlan& plan() const { return plan_; }
+  LayerCounts layer_counts() const { return counts_; }
+
+  // Per-token losses (B,T) (fp32, fp64 for fp64 params) for token ids (B,T) and labels (B,T)
+  // (int32, on the params' device; label < 0 = not a target, loss 0).
+  Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& labels);
+  // Backpropagates dloss (B,T), accumulating parameter gradients.
+  void backward(StepContext& ctx, const Tensor& dloss);
+
+ private:
+  ModelConfig cfg_;
+  LayerPlan plan_;
+  LayerCounts counts_;
+  ParamStore store_;
+  std::unique_ptr<Embedding> embedding_;
+  std::unique_ptr<Embedding> position_embedding_;  // learned_absolute only
+  std::vector<std::unique_ptr<Module>> sublayers_;  // physical order
+  std::unique_ptr<Norm> final_norm_;
+  std::unique_ptr<OutputLayer> output_;
+};
+
+}  // namespace hytra

@@ -1,0 +1,167 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <ostream>
+
+#include "core/error.h"
+#include "data/loader.h"
+#include "data/mock_dataset.h"
+#include "model/hybrid_model.h"
+#include "ops/ops.h"
+#include "train/adamw.h"
+#include "train/lr_schedule.h"
+#include "train/metrics/jsonl.h"
+#include "train/metrics/log_line.h"
+#include "train/metrics/progress.h"
+
+namespace hytra {
+namespace {
+
+Device resolve_device(const std::string& name) {
+  if (name == "cpu") return Device::CPU;
+  if (name == "cuda") {
+    HYTRA_CHECK(cuda_available(), "--device cuda: no CUDA device is available in this build or on this machine");
+    return Device::CUDA;
+  }
+  return cuda_available() ? Device::CUDA : Device::CPU;
+}
+
+LrScheduleConfig lr_schedule_of(const TrainConfig& tc) {
+  LrScheduleConfig c;
+  c.max_lr = tc.lr;
+  c.min_lr = tc.min_lr;
+  c.warmup_init = tc.lr_warmup_init;
+  c.decay_steps = tc.lr_decay_iters > 0 ? tc.lr_decay_iters : tc.train_iters;
+  c.warmup_steps = tc.lr_warmup_fraction >= 0 ? tc.lr_warmup_fraction * double(c.decay_steps)
+                                              : double(tc.lr_warmup_iters);
+  c.decay_style = parse_lr_decay_style(tc.lr_decay_style);
+  c.wsd_decay_style = parse_wsd_decay_style(tc.lr_wsd_decay_style);
+  c.wsd_decay_steps = tc.lr_wsd_decay_iters;
+  validate(c);
+  return c;
+}
+
+// Loss of one micro-batch and its backward: mean over target tokens, gradient scaled by
+// 1/num_micro so the step's gradient is the mean over micro-batches.
+double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Batch& b, int64_t num_micro,
+                       bool backward) {
+  Device dev = ex.device();
+  Tensor ids = b.ids.to(dev), labels = b.labels.to(dev);
+  ctx.clear();
+  Tensor losses = model.forward(ctx, ids, labels);  // (B,T)
+  Tensor total = Tensor::empty({1}, losses.dtype(), dev);
+  ops::sum(ex, total, losses);
+  const double denom = double(std::max<int64_t>(b.num_targets, 1));
+  const double loss = total.to_f64_vector()[0] / denom;
+  if (backward) {
+    std::vector<double> d(size_t(b.labels.numel()));
+    for (size_t i = 0; i < d.size(); ++i) d[i] = b.labels.data<int32_t>()[i] >= 0 ? 1.0 / (denom * double(num_micro)) : 0.0;
+    Tensor dloss = Tensor::empty(losses.shape(), losses.dtype(), dev);
+    dloss.copy_from_f64(d);
+    model.backward(ctx, dloss);
+  }
+  return loss;
+}
+
+double validate_loss(Exec& ex, HybridModel& model, StepContext& ctx, const MockDataset& data, int64_t iters,
+                     int64_t mbs) {
+  double sum = 0;
+  for (int64_t i = 0; i < iters; ++i) sum += run_micro_batch(ex, model, ctx, load_batch(data, i * mbs, mbs), 1, false);
+  return iters > 0 ? sum / double(iters) : 0.0;
+}
+
+}  // namespace
+
+TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& log) {
+  HYTRA_CHECK(!tc.bf16, "--bf16: not implemented yet (the bf16 CUDA path comes with the CUDA dense-path work)");
+  const Device dev = resolve_device(tc.device);
+  Exec& ex = Exec::for_device(dev);
+  const LrScheduleConfig lr_cfg = lr_schedule_of(tc);
+
+  HybridModel model(mc, plan_for(mc));
+  ParamStore& store = model.params();
+  store.finalize(DType::F32, dev);
+  init_params(store, tc.seed);
+  AdamW opt(store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+
+  TrainResult result;
+  result.num_params = store.num_elements();
+  const int64_t mbs = tc.micro_batch_size, num_micro = tc.num_micro_batches(), gbs = tc.global_batch();
+  const double flops_token = flops_per_token(mc, model.layer_counts());
+  log << "hytra: training " << result.num_params << " parameters on " << device_name(dev) << ", pattern '"
+      << model.plan().main.value_or("") << "', " << tc.train_iters << " iterations of " << gbs << " x "
+      << mc.seq_length << " tokens (" << num_micro << " micro-batches of " << mbs << ")\n";
+
+  MockDataset train_data(mc.vocab_size, mc.seq_length, tc.seed, 0);
+  MockDataset valid_data(mc.vocab_size, mc.seq_length, tc.seed, 1);
+  std::unique_ptr<JsonlWriter> jsonl;
+  if (!tc.log_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
+  StepContext ctx(ex);
+  ProgressBar progress("train", tc.train_iters);
+
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  auto t_interval = t_start;
+  double interval_loss = 0, interval_gnorm = 0;
+  int64_t interval_iters = 0, consumed = 0;
+  for (int64_t it = 1; it <= tc.train_iters; ++it) {
+    const double lr = lr_at(lr_cfg, it - 1);  // iteration 1 trains at the warmup init lr
+    store.zero_grad();
+    double loss = 0;
+    for (int64_t m = 0; m < num_micro; ++m)
+      loss += run_micro_batch(ex, model, ctx, load_batch(train_data, consumed + m * mbs, mbs), num_micro, true);
+    loss /= double(num_micro);
+    const double gnorm = grad_global_norm(ex, store);
+    HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
+                std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,
+                "); stopping. Try a lower --lr or check the data.");
+    clip_grads(ex, store, gnorm, tc.clip_grad);
+    opt.step(ex, lr);
+    consumed += gbs;
+    result.losses.push_back(loss);
+    result.grad_norms.push_back(gnorm);
+    interval_loss += loss;
+    interval_gnorm = gnorm;
+    ++interval_iters;
+    progress.update(it);
+
+    if (it % tc.log_interval == 0 || it == tc.train_iters) {
+      ex.synchronize();
+      const auto now = Clock::now();
+      const double secs = std::chrono::duration<double>(now - t_interval).count();
+      const double tokens = double(interval_iters * gbs * mc.seq_length);
+      IterationLog rec;
+      rec.time = log_timestamp_now();
+      rec.iteration = it;
+      rec.train_iters = tc.train_iters;
+      rec.consumed_samples = consumed;
+      rec.ms_per_iter = 1e3 * secs / double(interval_iters);
+      rec.tokens_per_s = tokens / secs;
+      rec.tflops_per_gpu = flops_token * tokens / secs / 1e12;
+      rec.lr = lr_at(lr_cfg, it);  // Megatron logs the rate after this iteration's scheduler step
+      rec.global_batch_size = gbs;
+      rec.losses = {{"lm loss", interval_loss / double(interval_iters)}};
+      rec.grad_norm = interval_gnorm;
+      if (progress.enabled()) std::fputs("\r\033[K", stderr);
+      log << format_iteration_line(rec) << "\n" << std::flush;
+      if (jsonl) jsonl->write(rec);
+      interval_loss = 0;
+      interval_iters = 0;
+      t_interval = Clock::now();
+    }
+    if (tc.eval_interval > 0 && tc.eval_iters > 0 && (it % tc.eval_interval == 0 || it == tc.train_iters)) {
+      const double vl = validate_loss(ex, model, ctx, valid_data, tc.eval_iters, mbs);
+      result.val_losses.push_back(vl);
+      log << format_validation_block(it, {{"lm loss", vl}}) << std::flush;
+      if (jsonl) jsonl->write_validation(it, {{"lm loss", vl}});
+      t_interval = Clock::now();  // validation time is not training time
+    }
+  }
+  progress.finish();
+  result.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  return result;
+}
+
+}  // namespace hytra

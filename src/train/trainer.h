@@ -1,0 +1,27 @@
+// The training loop: micro-batches with gradient accumulation to the global batch, AdamW on fp32
+// master weights, global-norm clipping, Megatron's LR schedule, NaN/Inf stop, validation, and the
+// Megatron-style log line plus a JSONL metrics file.
+// Loss convention (Megatron, calculate_per_token_loss off): each micro-batch's loss is the mean over
+// its target tokens; the step's gradient is the mean of the micro-batch gradients.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <vector>
+
+#include "model/config.h"
+#include "train/train_config.h"
+
+namespace hytra {
+
+struct TrainResult {
+  std::vector<double> losses;       // lm loss of every iteration (mean over its micro-batches)
+  std::vector<double> grad_norms;   // before clipping
+  std::vector<double> val_losses;   // each validation's lm loss, in order
+  int64_t num_params = 0;
+  double seconds = 0.0;
+};
+
+// Runs the whole training job; log lines go to `log` (stdout in the CLI).
+TrainResult train(const ModelConfig& model_cfg, const TrainConfig& train_cfg, std::ostream& log);
+
+}  // namespace hytra

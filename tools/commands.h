@@ -1,0 +1,10 @@
+// The subcommands of the hytra CLI, one function each (argv[0] is the subcommand name).
+#pragma once
+
+namespace hytra {
+
+int cmd_train(int argc, char** argv);
+int cmd_inspect_pattern(int argc, char** argv);
+int cmd_ops(int argc, char** argv);
+
+}  // namespace hytra
