@@ -112,7 +112,7 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add(row("--log-interval", K::Int, "100", "iterations per log line", store(c.log_interval)));
   t.add(row("--mock-data", K::Bool, "false", "train on synthetic data", store(c.mock_data)));
   t.add(row("--device", K::String, "auto", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"}));
-  t.add(row("--bf16", K::Bool, "false", "bf16 mixed precision (CUDA)", store(c.bf16)));
+  t.add(row("--bf16", K::Bool, "false", "bf16 mixed precision (not implemented yet: an error)", store(c.bf16)));
   t.add(row("--log-jsonl", K::String, "None", "append one JSON object per logged iteration to FILE",
             store(c.log_jsonl)));
 }
@@ -124,7 +124,7 @@ bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, 
   add_train_flags(table, train);
   FlagTable::Result r = table.parse(args);
   if (r.help) {
-    if (help) *help = table.help_text("hytra train [--config FILE] [flags]");
+    if (help) *help = table.help_text("hytra train [--config FILE]");
     return false;
   }
   if (table.is_set("--swiglu") && table.is_set("--squared-relu"))

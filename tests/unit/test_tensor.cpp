@@ -34,6 +34,21 @@ TEST(Tensor, DtypeRoundTrip) {
   EXPECT_EQ(dtype_size(DType::I64), 8u);
 }
 
+TEST(Allocator, CpuStatsTrackInUseAndPeak) {
+  Allocator& a = cpu_allocator();
+  a.reset_peak();
+  const MemoryStats before = a.stats();
+  {
+    Tensor t = Tensor::empty({1000}, DType::F32);
+    EXPECT_EQ(a.stats().in_use, before.in_use + 4000);
+    Tensor u = Tensor::empty({500}, DType::F64);
+    EXPECT_EQ(a.stats().peak, before.in_use + 8000);
+  }
+  EXPECT_EQ(a.stats().in_use, before.in_use);
+  EXPECT_EQ(a.stats().peak, before.in_use + 8000);
+  if (!cuda_available()) EXPECT_THROW(cuda_allocator(), Error);  // a clear error, not a crash
+}
+
 TEST(Philox, KnownAnswerAndPurity) {
   // Philox4x32-10 known-answer test (Random123 kat_vectors): counter 0, key 0.
   Philox4 r = philox4x32(0, 0, 0);
