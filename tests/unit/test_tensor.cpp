@@ -46,7 +46,9 @@ TEST(Allocator, CpuStatsTrackInUseAndPeak) {
   }
   EXPECT_EQ(a.stats().in_use, before.in_use);
   EXPECT_EQ(a.stats().peak, before.in_use + 8000);
-  if (!cuda_available()) EXPECT_THROW(cuda_allocator(), Error);  // a clear error, not a crash
+  if (!cuda_available()) {
+    EXPECT_THROW(cuda_allocator(), Error);  // a clear error, not a crash
+  }
 }
 
 TEST(Philox, KnownAnswerAndPurity) {
