@@ -1,3 +1,85 @@
-// TEMP
 #include "model/inspect_pattern.h"
-namespace hytra { int inspect_pattern_main(int, char**, std::ostream&, std::ostream& err) { err << "todo\n"; return 1; } }
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "model/pattern.h"
+#include "model/plan_json.h"
+
+namespace hytra {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: hytra inspect-pattern [PATTERN] [--num-layers N] [--mtp-num-layers D]\n"
+    "         [--pipeline-model-parallel-size P --pipeline-rank R [--virtual-stage V]\n"
+    "          [--decoder-first-pipeline-num-layers N] [--decoder-last-pipeline-num-layers N]]\n"
+    "         [--hybrid-attention-ratio X] [--hybrid-mlp-ratio Y]\n";
+
+int64_t to_int(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  HYTRA_CHECK(!v.empty() && *end == '\0', flag, ": expected an integer, got '", v, "'");
+  return x;
+}
+
+double to_double(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  HYTRA_CHECK(!v.empty() && *end == '\0', flag, ": expected a number, got '", v, "'");
+  return x;
+}
+
+PlanOptions parse_args(const std::vector<std::string>& args) {
+  PlanOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) {
+      HYTRA_CHECK(!o.pattern, "unexpected second PATTERN '", a, "' (quote the pattern: it may hold '|' and '*')");
+      o.pattern = a;
+      continue;
+    }
+    HYTRA_CHECK(i + 1 < args.size(), a, ": expected a value");
+    const std::string& v = args[++i];
+    if (a == "--num-layers") o.num_layers = to_int(a, v);
+    else if (a == "--mtp-num-layers") o.mtp_num_layers = to_int(a, v);
+    else if (a == "--pipeline-model-parallel-size") o.pipeline_size = to_int(a, v);
+    else if (a == "--pipeline-rank") o.pipeline_rank = to_int(a, v);
+    else if (a == "--virtual-stage") o.virtual_stage = to_int(a, v);
+    else if (a == "--decoder-first-pipeline-num-layers") o.first_stage_layers = to_int(a, v);
+    else if (a == "--decoder-last-pipeline-num-layers") o.last_stage_layers = to_int(a, v);
+    else if (a == "--hybrid-attention-ratio") o.hybrid_attention_ratio = to_double(a, v);
+    else if (a == "--hybrid-mlp-ratio") o.hybrid_mlp_ratio = to_double(a, v);
+    else fail(str(a, ": unknown flag"));
+  }
+  const bool stage_flags = o.pipeline_rank || o.virtual_stage || o.first_stage_layers || o.last_stage_layers;
+  HYTRA_CHECK(o.pipeline_size || !stage_flags,
+              "--pipeline-rank/--virtual-stage/--decoder-*-pipeline-num-layers: need --pipeline-model-parallel-size");
+  HYTRA_CHECK(!o.pipeline_size || o.pipeline_rank, "--pipeline-rank: required with --pipeline-model-parallel-size");
+  return o;
+}
+
+}  // namespace
+
+int inspect_pattern_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      out << kUsage;
+      return 0;
+    }
+  }
+  try {
+    std::vector<std::string> warnings;
+    LayerPlan plan = build_layer_plan(parse_args(args), &warnings);
+    for (const auto& w : warnings) err << "hytra inspect-pattern: warning: " << w << "\n";
+    out << plan_to_json(plan);
+    return 0;
+  } catch (const Error& e) {
+    err << "hytra inspect-pattern: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace hytra

@@ -1,4 +1,10 @@
-// TEMP
+// `hytra inspect-pattern PATTERN [flags]`: the layer plan as JSON on `out`, or the error on `err`
+// with exit status 1. In the library (not tools/) so tests can run it; the CLI only forwards argv.
 #pragma once
 #include <ostream>
-namespace hytra { int inspect_pattern_main(int argc, char** argv, std::ostream& out, std::ostream& err); }
+
+namespace hytra {
+
+int inspect_pattern_main(int argc, char** argv, std::ostream& out, std::ostream& err);
+
+}  // namespace hytra

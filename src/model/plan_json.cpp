@@ -1,0 +1,61 @@
+#include "model/plan_json.h"
+
+#include <sstream>
+
+namespace hytra {
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string opt_string(const std::optional<std::string>& s) { return s ? quote(*s) : "null"; }
+
+void write_items(std::ostringstream& os, const std::vector<LayerItem>& items, const std::string& indent) {
+  os << "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    const LayerItem& it = items[i];
+    os << (i ? "," : "") << "\n" << indent << "  {\"symbols\": " << quote(it.symbols) << ", \"physical\": [";
+    for (size_t j = 0; j < it.physical.size(); ++j) os << (j ? ", " : "") << it.physical[j];
+    os << "], \"logical\": " << it.logical << ", \"segment\": " << it.segment << "}";
+  }
+  os << (items.empty() ? "]" : "\n" + indent + "]");
+}
+
+}  // namespace
+
+std::string plan_to_json(const LayerPlan& p) {
+  std::ostringstream os;
+  os << "{\n";
+  os << "  \"main\": " << opt_string(p.main) << ",\n";
+  os << "  \"mtp\": " << opt_string(p.mtp) << ",\n";
+  os << "  \"mtp_depths\": " << p.mtp_depths << ",\n";
+  os << "  \"num_layers\": " << p.num_layers << ",\n";
+  os << "  \"num_logical_layers\": " << p.num_logical_layers << ",\n";
+  os << "  \"num_segments\": " << p.num_segments << ",\n";
+  os << "  \"layer_counts\": {";
+  for (size_t i = 0; i < p.layer_counts.size(); ++i)
+    os << (i ? ", " : "") << quote(std::string(1, p.layer_counts[i].first)) << ": " << p.layer_counts[i].second;
+  os << "},\n";
+  os << "  \"layers\": ";
+  write_items(os, p.items, "  ");
+  if (p.stage) {
+    os << ",\n  \"stage\": {\n    \"layers\": ";
+    write_items(os, p.stage->items, "    ");
+    os << ",\n    \"physical_offset\": " << p.stage->physical_offset << ",\n    \"logical_offset\": "
+       << p.stage->logical_offset << "\n  }";
+  }
+  os << "\n}\n";
+  return os.str();
+}
+
+}  // namespace hytra
