@@ -98,14 +98,17 @@ void run_gemm(const GemmArgs<T, TC>& g) {
   const int64_t tiles_m = (g.M + MC - 1) / MC, tiles_n = (g.N + NC - 1) / NC;
   const Acc alpha = Acc(g.alpha), beta = Acc(g.beta);
   parallel_for(g.batch * tiles_m * tiles_n, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<Acc> pa(MC * KC), pb(KC * NC), tile(MC * NC);  // packed A, packed B, sums (MC,NC)
+    // Packed A, packed B and the tile sums (MC,NC): per-thread buffers reused across calls, so a
+    // small GEMM costs no allocation (a fresh 1 MB vector per call dominated tiny-layer steps).
+    thread_local std::vector<Acc> pa(MC * KC), pb(KC * NC), tile(MC * NC);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t bi = t / (tiles_m * tiles_n), i0 = (t / tiles_n % tiles_m) * MC, j0 = (t % tiles_n) * NC;
       const int64_t mc = std::min(MC, g.M - i0), nc = std::min(NC, g.N - j0);
       const T* A = g.A + bi * g.stride_a;
       const T* B = g.B + bi * g.stride_b;
       TC* C = g.C + bi * g.stride_c;
-      std::fill(tile.begin(), tile.end(), Acc(0));
+      const int64_t rows = (mc + MR - 1) / MR * MR;  // the micro-kernels touch whole MR-row panels
+      std::fill(tile.begin(), tile.begin() + rows * NC, Acc(0));
       for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
         const int64_t kc = std::min(KC, g.K - k0);
         pack_a(pa.data(), A, g.lda, g.trans_a, i0, mc, k0, kc);

@@ -1,0 +1,80 @@
+#include "common/gradcheck.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/random.h"
+
+namespace hytra::test {
+namespace {
+
+double dot(const Tensor& y, const Tensor& r) {
+  auto a = y.to_f64_vector(), b = r.to_f64_vector();
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Element indices to check: all of a small tensor, else an evenly spread fixed sample (first and last included).
+std::vector<int64_t> sample(int64_t n, int64_t max_samples) {
+  std::vector<int64_t> idx;
+  if (n <= max_samples) {
+    for (int64_t i = 0; i < n; ++i) idx.push_back(i);
+  } else {
+    for (int64_t k = 0; k < max_samples; ++k) idx.push_back(k * (n - 1) / (max_samples - 1));
+  }
+  return idx;
+}
+
+}  // namespace
+
+void gradcheck(ParamStore& store, const Tensor& x, const ForwardFn& forward, const BackwardFn& backward,
+               const GradcheckOptions& opt) {
+  StepContext ctx(Exec::cpu());
+  auto loss = [&](const Tensor& r) {
+    ctx.clear();
+    return dot(forward(ctx, x), r);
+  };
+  ctx.clear();
+  Tensor y = forward(ctx, x);
+  Tensor r = random_uniform(y.shape(), DType::F64, opt.seed + 1000, -1.0, 1.0);
+
+  // Analytic pass.
+  store.zero_grad();
+  ctx.clear();
+  forward(ctx, x);
+  ctx.delay_wgrad = opt.delay_wgrad;
+  Tensor dx = backward(ctx, r);
+  if (opt.delay_wgrad) {
+    EXPECT_GT(ctx.pending_wgrad(), 0u) << "delayed wgrad queued nothing";
+    ctx.run_wgrad();
+  }
+  ctx.delay_wgrad = false;
+
+  auto check_tensor = [&](const std::string& name, const Tensor& value, const std::vector<double>& analytic) {
+    double* v = value.data<double>();
+    for (int64_t i : sample(value.numel(), opt.max_samples)) {
+      const double saved = v[i];
+      v[i] = saved + opt.step;
+      const double lp = loss(r);
+      v[i] = saved - opt.step;
+      const double lm = loss(r);
+      v[i] = saved;
+      const double num = (lp - lm) / (2 * opt.step), a = analytic[size_t(i)];
+      const double tol = opt.rel_tol * std::max(std::fabs(a), std::fabs(num)) + opt.abs_tol;
+      EXPECT_TRUE(std::isfinite(a) && std::fabs(a - num) <= tol)
+          << name << "[" << i << "]: analytic " << a << " numeric " << num;
+    }
+  };
+  for (Param* p : store.all()) {
+    ASSERT_EQ(p->value.dtype(), DType::F64) << "gradcheck needs fp64 parameters";
+    check_tensor(p->name, p->value, p->grad.to_f64_vector());
+  }
+  if (x.defined() && x.dtype() == DType::F64) {
+    ASSERT_TRUE(dx.defined()) << "backward returned no input gradient";
+    check_tensor("input", x, dx.to_f64_vector());
+  }
+}
+
+}  // namespace hytra::test
