@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "ops/ops.h"
 
 namespace hytra {
 
@@ -51,16 +52,12 @@ void ParamStore::zero_grad() { memset_any(grads_.raw(), grads_.device(), 0, grad
 
 void init_params(ParamStore& store, uint64_t seed) {
   for (Param* p : store.all()) {
-    std::vector<double> v(size_t(shape_numel(p->shape)));
-    const uint64_t stream = stream_id(p->name.c_str());
-    for (size_t i = 0; i < v.size(); ++i) {
-      switch (p->init) {
-        case InitKind::Normal: v[i] = p->init_std * double(philox_normal(seed, stream, i)); break;
-        case InitKind::Zeros: v[i] = 0.0; break;
-        case InitKind::Ones: v[i] = 1.0; break;
-      }
+    Exec& ex = Exec::for_device(p->value.device());
+    switch (p->init) {
+      case InitKind::Normal: ops::random_normal(ex, p->value, seed, stream_id(p->name.c_str()), 0.0, p->init_std); break;
+      case InitKind::Zeros: ops::fill(ex, p->value, 0.0); break;
+      case InitKind::Ones: ops::fill(ex, p->value, 1.0); break;
     }
-    p->value.copy_from_f64(v);
   }
 }
 

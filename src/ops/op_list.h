@@ -31,6 +31,7 @@
   X(sqrelu_bwd, activation)       \
   X(lm_head_ce_fwd, cross_entropy) \
   X(lm_head_ce_bwd, cross_entropy) \
+  X(random_normal, random)         \
   X(adamw, adamw)
 
 namespace hytra::ops {
@@ -42,5 +43,5 @@ struct OpInfo {
 inline constexpr OpInfo kOpList[] = {HYTRA_OP_LIST(HYTRA_OP_INFO)};
 #undef HYTRA_OP_INFO
 inline constexpr int kNumOps = int(sizeof(kOpList) / sizeof(kOpList[0]));
-static_assert(kNumOps == 29, "update the op count when adding an op to HYTRA_OP_LIST");
+static_assert(kNumOps == 30, "update the op count when adding an op to HYTRA_OP_LIST");
 }  // namespace hytra::ops

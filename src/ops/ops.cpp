@@ -400,6 +400,12 @@ void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const
   ex.backend().lm_head_ce_bwd(ex, dx, dw, dloss, x, w, labels, lse, vocab_chunk);
 }
 
+void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std) {
+  check_arg(ex, "random_normal", "y", y);
+  check_float("random_normal", "y", y);
+  ex.backend().random_normal(ex, y, seed, stream, mean, std);
+}
+
 void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1,
            double beta2, double eps, double weight_decay, int64_t step) {
   const char* op = "adamw";

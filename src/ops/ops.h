@@ -98,6 +98,11 @@ void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const 
 void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w,
                     const Tensor& labels, const Tensor& lse, int64_t vocab_chunk = 4096);
 
+// ---- random ------------------------------------------------------------------------------------
+// y[i] = mean + std * philox_normal(seed, stream, i) (core/philox.h): element i's value depends only
+// on (seed, stream, i), so CPU and GPU produce the same numbers (parameter init). y fp32/bf16/fp64.
+void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std);
+
 // ---- optimizer -----------------------------------------------------------------------------------
 // AdamW (decoupled weight decay, PyTorch/Megatron order) on fp32 master weights, step >= 1:
 //   p -= lr*wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
@@ -81,6 +83,45 @@ TEST(Train, BadFlagsAreNamedErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not built yet"), std::string::npos) << e.what();
   }
+}
+
+TEST(Train, NonFiniteLossStopsWithAClearError) {
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t, {"--init-method-std", "1e30", "--train-iters", "3", "--lr-warmup-iters", "0"});
+  std::ostringstream log;
+  try {
+    train(m, t, log);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    // Huge weights overflow in backward (the norms keep the forward finite).
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("iteration 1: "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("is not finite"), std::string::npos) << msg;
+  }
+}
+
+TEST(Train, JsonlMetricsAndTheExampleConfig) {
+  const std::string path = testing::TempDir() + "hytra_metrics.jsonl";
+  std::remove(path.c_str());
+  ModelConfig m;
+  TrainConfig t;
+  // The README's example must stay valid: parse it, then shrink the run.
+  ASSERT_TRUE(parse_train_args({"--config", std::string(HYTRA_SOURCE_DIR) + "/examples/tiny-dense/config.yaml",
+                                "--train-iters", "4", "--log-interval", "2", "--eval-interval", "4", "--eval-iters",
+                                "1", "--lr-warmup-iters", "1", "--log-jsonl", path, "--device", "cpu"},
+                               m, t, nullptr));
+  EXPECT_EQ(m.hybrid_layer_pattern, "*-*-");
+  std::ostringstream log;
+  train(m, t, log);
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);  // iterations 2 and 4, then the validation at 4
+  EXPECT_NE(lines[0].find("\"iteration\": 2"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("\"consumed_samples\": 64"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("validation"), std::string::npos) << lines[2];
 }
 
 }  // namespace

@@ -51,6 +51,27 @@ TEST(Allocator, CpuStatsTrackInUseAndPeak) {
   }
 }
 
+TEST(Allocator, CudaCachingReusesBlocksAndTracksPeak) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  Allocator& a = cuda_allocator();
+  a.reset_peak();
+  const MemoryStats s0 = a.stats();
+  const size_t n = size_t(3) << 20;
+  void* p = a.allocate(n);
+  const MemoryStats s1 = a.stats();
+  EXPECT_GE(s1.in_use - s0.in_use, int64_t(n));
+  EXPECT_EQ(s1.peak, s1.in_use);
+  a.deallocate(p, n);
+  EXPECT_EQ(a.stats().in_use, s0.in_use);
+  void* q = a.allocate(n);  // served from the cache: same block, nothing new reserved
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(a.stats().reserved, s1.reserved);
+  a.deallocate(q, n);
+  EXPECT_EQ(a.stats().peak, s1.in_use);
+  Tensor t = Tensor::zeros({1000}, DType::F32, Device::CUDA);  // tensors use it too
+  EXPECT_EQ(t.to_f32_vector()[999], 0.0f);
+}
+
 TEST(Philox, KnownAnswerAndPurity) {
   // Philox4x32-10 known-answer test (Random123 kat_vectors): counter 0, key 0.
   Philox4 r = philox4x32(0, 0, 0);
