@@ -2,7 +2,7 @@
 
 namespace hytra {
 
-Batch load_batch(const MockDataset& data, int64_t first_sample, int64_t batch_size) {
+Batch load_batch(const SampleSource& data, int64_t first_sample, int64_t batch_size) {
   Batch b;
   std::vector<int32_t> first = data.sample(first_sample);
   const int64_t T = int64_t(first.size()) - 1;

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
-#include "data/mock_dataset.h"
+#include "data/sample_source.h"
 
 namespace hytra {
 
@@ -15,6 +15,6 @@ struct Batch {
   int64_t num_targets = 0;  // labels >= 0
 };
 
-Batch load_batch(const MockDataset& data, int64_t first_sample, int64_t batch_size);
+Batch load_batch(const SampleSource& data, int64_t first_sample, int64_t batch_size);
 
 }  // namespace hytra

@@ -8,15 +8,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "data/sample_source.h"
+
 namespace hytra {
 
-class MockDataset {
+class MockDataset : public SampleSource {
  public:
   // split: 0 = train, 1 = validation, 2 = test (independent document streams).
   MockDataset(int64_t vocab_size, int64_t seq_length, uint64_t seed, int split);
 
   // The seq_length+1 tokens of sample `index` (any index >= 0; the stream is unbounded).
-  std::vector<int32_t> sample(int64_t index) const;
+  std::vector<int32_t> sample(int64_t index) const override;
 
   static constexpr int32_t kEod = 0;
   static constexpr int64_t kMaxDocLength = 256;

@@ -65,7 +65,7 @@ double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Bat
   return loss;
 }
 
-double validate_loss(Exec& ex, HybridModel& model, StepContext& ctx, const MockDataset& data, int64_t iters,
+double validate_loss(Exec& ex, HybridModel& model, StepContext& ctx, const SampleSource& data, int64_t iters,
                      int64_t mbs) {
   double sum = 0;
   for (int64_t i = 0; i < iters; ++i) sum += run_micro_batch(ex, model, ctx, load_batch(data, i * mbs, mbs), 1, false);
