@@ -1,0 +1,31 @@
+// numpy's legacy RandomState(seed) for an integer seed, reduced to what Megatron's GPTDataset uses:
+// MT19937 seeded by init_genrand (mt[0] = seed, mt[i] = 1812433253 * (mt[i-1] ^ (mt[i-1] >> 30)) + i),
+// tempered 32-bit outputs, and RandomState.shuffle of a 1-D array (SPEC.md B1.7 "Exact RNG"):
+// for i = n-1 down to 1, j uniform in [0, i] by masked rejection (mask = smallest 2^k-1 >= i; 64-bit
+// draws, high word first, when i > 2^32-1), then swap a[i], a[j].
+#pragma once
+#include <cstdint>
+#include <utility>
+
+namespace hytra {
+
+class RandomState {
+ public:
+  explicit RandomState(uint32_t seed);
+  uint32_t next_u32();
+  uint64_t next_u64();  // (high word, then low word), as numpy's 64-bit bounded draws
+  // Uniform integer in [0, max] (numpy's random_interval).
+  uint64_t interval(uint64_t max);
+
+  template <class T>
+  void shuffle(T* a, int64_t n) {
+    for (int64_t i = n - 1; i >= 1; --i) std::swap(a[i], a[interval(uint64_t(i))]);
+  }
+
+ private:
+  void twist();
+  uint32_t mt_[624];
+  int pos_;
+};
+
+}  // namespace hytra
