@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -85,12 +87,23 @@ std::vector<std::vector<int32_t>> reference_encode(const std::vector<std::string
   }
   fs::path dir = temp_dir(name);
   for (size_t i = 0; i < docs.size(); ++i) write_file(dir / (std::to_string(i) + ".txt"), docs[i]);
-  fs::path out = dir / "ids.jsonl";
-  std::string cmd = "node '" + std::string(HYTRA_SOURCE_DIR) + "/tests/unit/tokenizer_reference.js' '" + kModules +
-                    "' '" + dir.string() + "' " + std::to_string(docs.size()) + " > '" + out.string() + "'";
+  // The reference is single-threaded: run one node process per slice of the documents.
+  const size_t procs = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  const size_t per = (docs.size() + procs - 1) / procs;
+  std::string cmd, wait;
+  size_t slices = 0;
+  for (size_t b = 0; b < docs.size(); b += per, ++slices) {
+    cmd += "node '" + std::string(HYTRA_SOURCE_DIR) + "/tests/unit/tokenizer_reference.js' '" + kModules + "' '" +
+           dir.string() + "' " + std::to_string(b) + " " + std::to_string(std::min(docs.size(), b + per)) + " > '" +
+           (dir / ("ids" + std::to_string(slices) + ".jsonl")).string() + "' & p" + std::to_string(slices) + "=$!; ";
+    wait += std::string(slices ? " && wait $p" : "wait $p") + std::to_string(slices);
+  }
+  cmd += wait;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::string all;
+  for (size_t s = 0; s < slices; ++s) all += read_file(dir / ("ids" + std::to_string(s) + ".jsonl"));
   std::vector<std::vector<int32_t>> ids;
-  std::istringstream lines(read_file(out));
+  std::istringstream lines(all);
   std::string line;
   while (std::getline(lines, line)) {
     std::vector<int32_t> v;
