@@ -1,0 +1,53 @@
+// A small JSON DOM (RFC 8259): objects (keys kept in file order), arrays, strings (with \u escapes
+// and surrogate pairs, stored as UTF-8), numbers (double), true/false/null. Parse errors throw
+// hytra::Error naming the byte offset and what was expected. Used for tokenizer files (SPEC B6).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hytra {
+
+class Json {
+ public:
+  enum class Type { Null, Bool, Number, String, Array, Object };
+
+  Json() = default;
+  static Json parse(std::string_view text);  // the whole text must be one value (plus whitespace)
+  static Json parse_file(const std::string& path);  // errors name the file
+
+  Type type() const { return type_; }
+  bool is_null() const { return type_ == Type::Null; }
+  bool is_string() const { return type_ == Type::String; }
+  bool is_number() const { return type_ == Type::Number; }
+  bool is_array() const { return type_ == Type::Array; }
+  bool is_object() const { return type_ == Type::Object; }
+
+  // Typed accessors throw hytra::Error (naming `what`) when the type does not match.
+  bool as_bool(const char* what = "value") const;
+  double as_number(const char* what = "value") const;
+  int64_t as_int(const char* what = "value") const;  // a number with an integral value
+  const std::string& as_string(const char* what = "value") const;
+  const std::vector<Json>& as_array(const char* what = "value") const;
+  const std::vector<std::pair<std::string, Json>>& as_object(const char* what = "value") const;
+
+  // Object member lookup (first match); find returns nullptr when absent, at throws naming the key.
+  const Json* find(std::string_view key) const;
+  const Json& at(std::string_view key) const;
+
+ private:
+  friend class JsonParser;
+  Type type_ = Type::Null;
+  bool bool_ = false;
+  double number_ = 0.0;
+  std::string string_;
+  std::vector<Json> array_;
+  std::vector<std::pair<std::string, Json>> object_;
+};
+
+const char* json_type_name(Json::Type t);
+
+}  // namespace hytra

