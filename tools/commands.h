@@ -6,5 +6,7 @@ namespace hytra {
 int cmd_train(int argc, char** argv);
 int cmd_inspect_pattern(int argc, char** argv);
 int cmd_ops(int argc, char** argv);
+int cmd_preprocess(int argc, char** argv);
+int cmd_inspect_data(int argc, char** argv);
 
 }  // namespace hytra

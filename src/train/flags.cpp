@@ -1,6 +1,7 @@
 #include "train/flags.h"
 
 #include "core/error.h"
+#include "data/preprocess.h"
 
 namespace hytra {
 
@@ -111,6 +112,14 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add(row("--eval-iters", K::Int, "100", "validation batches", store(c.eval_iters)));
   t.add(row("--log-interval", K::Int, "100", "iterations per log line", store(c.log_interval)));
   t.add(row("--mock-data", K::Bool, "false", "train on synthetic data", store(c.mock_data)));
+  t.add(row("--data-path", K::StringList, "None", "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (a blend)", store(c.data_path)));
+  t.add(row("--split", K::String, "969, 30, 1", "train, valid, test proportions of each dataset", store(c.split)));
+  t.add(row("--tokenizer-type", K::String, "None", "GPT2BPETokenizer or HuggingFaceTokenizer (sets the vocabulary)",
+            store(c.tokenizer_type)));
+  t.add(row("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(c.vocab_file)));
+  t.add(row("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(c.merge_file)));
+  t.add(row("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)",
+            store(c.tokenizer_model)));
   t.add(row("--device", K::String, "auto", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"}));
   t.add(row("--bf16", K::Bool, "false", "bf16 mixed precision (not implemented yet: an error)", store(c.bf16)));
   t.add(row("--log-jsonl", K::String, "None", "append one JSON object per logged iteration to FILE",
@@ -130,6 +139,14 @@ bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, 
   if (table.is_set("--swiglu") && table.is_set("--squared-relu"))
     fail("--swiglu: cannot be combined with --squared-relu");
   if (train.lr_decay_iters == 0) train.lr_decay_iters = train.train_iters;
+  if (!train.tokenizer_type.empty()) {
+    // Megatron takes the vocabulary from the tokenizer; --vocab-size is for the mock/null tokenizer.
+    const int64_t v = load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model})
+                          .vocab_size();
+    if (table.is_set("--vocab-size") && model.vocab_size != v)
+      fail(str("--vocab-size: ", model.vocab_size, " differs from the tokenizer's vocabulary (", v, ")"));
+    model.vocab_size = v;
+  }
   model.validate();
   train.validate();
   return true;

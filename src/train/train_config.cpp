@@ -33,7 +33,9 @@ void TrainConfig::validate() const {
   need(eval_interval >= 0, str("--eval-interval: expected >= 0, got ", eval_interval));
   need(eval_iters >= 0, str("--eval-iters: expected >= 0, got ", eval_iters));
   need(log_interval > 0, str("--log-interval: expected a positive integer, got ", log_interval));
-  need(mock_data, "--mock-data: required until real data files are supported (--data-path is not implemented yet)");
+  need(mock_data != !data_path.empty(), "--data-path: give either --data-path (Megatron .bin/.idx files) or --mock-data");
+  need(data_path.empty() || !tokenizer_type.empty(),
+       "--tokenizer-type: required with --data-path (it fixes the vocabulary size)");
   need(device == "cpu" || device == "cuda" || device == "auto",
        str("--device: expected cpu, cuda or auto, got '", device, "'"));
   if (!errs.empty()) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace hytra {
 
@@ -34,6 +35,13 @@ struct TrainConfig {
   int64_t eval_iters = 100;             // --eval-iters: validation batches
   int64_t log_interval = 100;           // --log-interval: iterations per log line
   bool mock_data = false;               // --mock-data: synthetic data (data/mock_dataset.h)
+  std::vector<std::string> data_path;   // --data-path: PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (blend)
+  std::string split = "969, 30, 1";     // --split: train, valid, test proportions
+  std::string data_cache_path;          // --data-cache-path: index caches (default: beside the data)
+  std::string tokenizer_type;           // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer
+  std::string vocab_file;               // --vocab-file: GPT-2 encoder.json
+  std::string merge_file;               // --merge-file: GPT-2 vocab.bpe
+  std::string tokenizer_model;          // --tokenizer-model: HF tokenizer.json (or its directory)
   std::string device = "auto";          // --device: cpu | cuda | auto (cuda when a GPU is visible)
   bool bf16 = false;                    // --bf16: bf16 activations/weights with fp32 master (CUDA)
   std::string log_jsonl;                // --log-jsonl FILE: one JSON object per logged iteration (hytra)

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -7,6 +8,8 @@
 
 #include "core/error.h"
 #include "data/loader.h"
+#include "data/gpt_data.h"
+#include "data/gpt_dataset.h"
 #include "data/mock_dataset.h"
 #include "model/hybrid_model.h"
 #include "ops/ops.h"
@@ -65,11 +68,29 @@ double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Bat
   return loss;
 }
 
-double validate_loss(Exec& ex, HybridModel& model, StepContext& ctx, const SampleSource& data, int64_t iters,
-                     int64_t mbs) {
+// Megatron's evaluate(): eval_iters steps of a global batch each, continuing through the
+// validation samples from `first` (the next evaluation starts where this one stopped).
+double validate_loss(Exec& ex, HybridModel& model, StepContext& ctx, const SampleSource& data, int64_t first,
+                     const TrainConfig& tc) {
   double sum = 0;
-  for (int64_t i = 0; i < iters; ++i) sum += run_micro_batch(ex, model, ctx, load_batch(data, i * mbs, mbs), 1, false);
-  return iters > 0 ? sum / double(iters) : 0.0;
+  const int64_t mbs = tc.micro_batch_size, steps = tc.eval_iters * tc.num_micro_batches();
+  for (int64_t i = 0; i < steps; ++i) sum += run_micro_batch(ex, model, ctx, load_batch(data, first + i * mbs, mbs), 1, false);
+  return steps > 0 ? sum / double(steps) : 0.0;
+}
+
+// Training and validation samples: --mock-data, or Megatron's GPT datasets over --data-path with
+// as many samples as the run asks of each split.
+std::array<std::shared_ptr<const SampleSource>, 2> data_sources(const ModelConfig& mc, const TrainConfig& tc) {
+  if (tc.mock_data)
+    return {std::make_shared<MockDataset>(mc.vocab_size, mc.seq_length, tc.seed, 0),
+            std::make_shared<MockDataset>(mc.vocab_size, mc.seq_length, tc.seed, 1)};
+  const auto counts = split_sample_counts(tc.train_iters, tc.global_batch(), tc.eval_interval, tc.eval_iters);
+  const auto splits = build_gpt_splits(tc.data_path, tc.split, mc.seq_length, uint32_t(tc.seed),
+                                       {counts[0], counts[1], 0});  // the test split is not used in training
+  HYTRA_CHECK(splits[0].data != nullptr, "--split: '", tc.split, "' leaves no training data");
+  HYTRA_CHECK(splits[1].data != nullptr || tc.eval_interval == 0 || tc.eval_iters == 0, "--split: '", tc.split,
+              "' leaves no validation data (set --eval-iters 0 to train without validation)");
+  return {splits[0].data, splits[1].data};
 }
 
 }  // namespace
@@ -94,8 +115,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       << model.plan().main.value_or("") << "', " << tc.train_iters << " iterations of " << gbs << " x "
       << mc.seq_length << " tokens (" << num_micro << " micro-batches of " << mbs << ")\n";
 
-  MockDataset train_data(mc.vocab_size, mc.seq_length, tc.seed, 0);
-  MockDataset valid_data(mc.vocab_size, mc.seq_length, tc.seed, 1);
+  const auto [train_data, valid_data] = data_sources(mc, tc);
+  int64_t valid_consumed = 0;
   std::unique_ptr<JsonlWriter> jsonl;
   if (!tc.log_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
   StepContext ctx(ex);
@@ -111,7 +132,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     store.zero_grad();
     double loss = 0;
     for (int64_t m = 0; m < num_micro; ++m)
-      loss += run_micro_batch(ex, model, ctx, load_batch(train_data, consumed + m * mbs, mbs), num_micro, true);
+      loss += run_micro_batch(ex, model, ctx, load_batch(*train_data, consumed + m * mbs, mbs), num_micro, true);
     loss /= double(num_micro);
     const double gnorm = grad_global_norm(ex, store);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
@@ -152,7 +173,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       t_interval = Clock::now();
     }
     if (tc.eval_interval > 0 && tc.eval_iters > 0 && (it % tc.eval_interval == 0 || it == tc.train_iters)) {
-      const double vl = validate_loss(ex, model, ctx, valid_data, tc.eval_iters, mbs);
+      const double vl = validate_loss(ex, model, ctx, *valid_data, valid_consumed, tc);
+      valid_consumed += tc.eval_iters * gbs;
       result.val_losses.push_back(vl);
       log << format_validation_block(it, {{"lm loss", vl}}) << std::flush;
       if (jsonl) jsonl->write_validation(it, {{"lm loss", vl}});

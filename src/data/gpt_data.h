@@ -1,0 +1,24 @@
+// The train/valid/test datasets of `--data-path`: one prefix (a GPTDataset per split) or weighted
+// prefixes `W1 P1 W2 P2 ...` (a GPTDataset per prefix and split, blended; SPEC.md B1.7).
+#pragma once
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/sample_source.h"
+
+namespace hytra {
+
+struct DataSplit {
+  std::shared_ptr<const SampleSource> data;  // null when the split is empty (zero weight)
+  int64_t size = 0;                          // samples available
+};
+
+// num_samples per split: none = one epoch (a single prefix only; blends need counts).
+std::array<DataSplit, 3> build_gpt_splits(const std::vector<std::string>& data_path, const std::string& split,
+                                          int64_t seq_length, uint32_t seed,
+                                          const std::array<std::optional<int64_t>, 3>& num_samples);
+
+}  // namespace hytra

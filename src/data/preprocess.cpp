@@ -1,0 +1,118 @@
+#include "data/preprocess.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "core/error.h"
+#include "data/indexed_dataset.h"
+#include "data/json.h"
+
+namespace hytra {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// One document's sentences under `key` of a JSON line (a string, or a list of strings).
+std::vector<std::string> sentences_of(const Json& doc, const std::string& key, const std::string& where) {
+  const Json* v = doc.find(key);
+  HYTRA_CHECK(v != nullptr, where, ": no key '", key, "' (--json-keys)");
+  if (v->is_string()) return {v->as_string()};
+  std::vector<std::string> out;
+  for (const Json& s : v->as_array((where + ": '" + key + "'").c_str())) out.push_back(s.as_string(where.c_str()));
+  return out;
+}
+
+}  // namespace
+
+Gpt2Bpe load_tokenizer(const TokenizerConfig& cfg) {
+  if (cfg.type == "GPT2BPETokenizer") {
+    HYTRA_CHECK(!cfg.vocab_file.empty() && !cfg.merge_file.empty(),
+                "--tokenizer-type GPT2BPETokenizer: needs --vocab-file (encoder.json) and --merge-file (vocab.bpe)");
+    return Gpt2Bpe::from_files(cfg.vocab_file, cfg.merge_file);
+  }
+  if (cfg.type == "HuggingFaceTokenizer") {
+    HYTRA_CHECK(!cfg.model.empty(), "--tokenizer-type HuggingFaceTokenizer: needs --tokenizer-model (tokenizer.json)");
+    struct stat st;
+    const bool is_dir = stat(cfg.model.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    return Gpt2Bpe::from_hf_tokenizer_json(is_dir ? cfg.model + "/tokenizer.json" : cfg.model);
+  }
+  fail(str("--tokenizer-type: expected GPT2BPETokenizer or HuggingFaceTokenizer, got '", cfg.type, "'"));
+}
+
+PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tok,
+                           const std::function<void(int64_t, int64_t)>& progress) {
+  HYTRA_CHECK(!opt.output_prefix.empty(), "--output-prefix: required");
+  HYTRA_CHECK(!opt.json_keys.empty(), "--json-keys: expected at least one key");
+  std::ifstream in(opt.input, std::ios::binary);
+  HYTRA_CHECK(in.good(), opt.input, ": cannot open (--input)");
+  in.seekg(0, std::ios::end);
+  const int64_t total_bytes = int64_t(in.tellg());
+  in.seekg(0);
+  const bool jsonl = ends_with(opt.input, ".jsonl") || ends_with(opt.input, ".json");
+  const std::vector<std::string> keys = jsonl ? opt.json_keys : std::vector<std::string>{"text"};
+  const TokenDtype dtype = optimal_token_dtype(tok.vocab_size());
+  const int32_t eod = tok.eod();
+  HYTRA_CHECK(!opt.append_eod || eod >= 0, "--append-eod: the tokenizer has no <|endoftext|> token");
+
+  PreprocessStats stats;
+  std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
+  for (const auto& k : keys) {
+    stats.outputs.push_back(opt.output_prefix + "_" + k + "_document");
+    writers.push_back(std::make_unique<IndexedDatasetWriter>(stats.outputs.back(), dtype));
+  }
+  int64_t line_no = 0;
+  for (bool more = true; more;) {
+    // A batch of documents: per key, the sentences of each document, flattened for the tokenizer.
+    std::vector<std::vector<std::string>> batch(keys.size());
+    std::vector<std::vector<size_t>> sentence_counts(keys.size());
+    std::string line;
+    int64_t docs = 0;
+    while (docs < opt.batch_documents && (more = bool(std::getline(in, line)))) {
+      ++line_no;
+      if (jsonl && line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const std::string where = str(opt.input, ":", line_no);
+      Json doc;
+      if (jsonl) {
+        try {
+          doc = Json::parse(line);
+        } catch (const Error& e) {
+          fail(str(where, ": ", e.what()));
+        }
+      }
+      for (size_t k = 0; k < keys.size(); ++k) {
+        std::vector<std::string> s = jsonl ? sentences_of(doc, keys[k], where) : std::vector<std::string>{line};
+        sentence_counts[k].push_back(s.size());
+        for (auto& x : s) batch[k].push_back(std::move(x));
+      }
+      ++docs;
+    }
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const std::vector<std::vector<int32_t>> ids = tok.encode_batch(batch[k]);
+      size_t next = 0;
+      for (size_t count : sentence_counts[k]) {
+        std::vector<int32_t> tokens;
+        std::vector<int64_t> lengths;
+        for (size_t s = 0; s < count; ++s, ++next) {
+          if (ids[next].empty()) continue;  // empty sentences are dropped
+          tokens.insert(tokens.end(), ids[next].begin(), ids[next].end());
+          lengths.push_back(int64_t(ids[next].size()));
+        }
+        if (opt.append_eod && !tokens.empty()) {
+          tokens.push_back(eod);
+          lengths.back() += 1;
+        }
+        writers[k]->add_document(tokens, lengths);
+        stats.tokens += int64_t(tokens.size());
+      }
+    }
+    stats.documents += docs;
+    if (progress) progress(more ? int64_t(in.tellg()) : total_bytes, total_bytes);
+  }
+  for (auto& w : writers) w->finalize();
+  return stats;
+}
+
+}  // namespace hytra

