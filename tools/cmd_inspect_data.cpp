@@ -26,7 +26,7 @@ void print_ids(std::ostream& os, const std::vector<int32_t>& ids) {
 
 int cmd_inspect_data(int argc, char** argv) {
   std::vector<std::string> data_path, num_samples_text;
-  std::string split = "969, 30, 1";
+  std::string split = "969, 30, 1", cache_dir;
   int64_t seq_length = 0, seed = 1234, show = 0, show_samples = 0;
   TokenizerConfig tc;
   FlagTable t("PREFIX");
@@ -43,6 +43,7 @@ int cmd_inspect_data(int argc, char** argv) {
   row("--show", K::Int, "0", "print the first N documents of PREFIX", store(show));
   row("--data-path", K::StringList, "None", "PREFIX or W1 PREFIX1 W2 PREFIX2 ... (sample mode)", store(data_path));
   row("--split", K::String, "969, 30, 1", "train, valid, test proportions", store(split));
+  row("--data-cache-path", K::String, "beside the data", "directory of the sampling index caches", store(cache_dir));
   row("--seq-length", K::Int, "None", "sequence length (samples hold seq-length + 1 tokens)", store(seq_length));
   row("--seed", K::Int, "1234", "shuffle seed", store(seed));
   row("--num-samples", K::StringList, "one epoch each", "samples asked of train, valid, test", store(num_samples_text));
@@ -82,7 +83,7 @@ int cmd_inspect_data(int argc, char** argv) {
     if (num_samples_text.size() != 3) throw Error("--num-samples: expected three counts (train valid test)");
     for (size_t k = 0; k < 3; ++k) counts[k] = parse_int_value("--num-samples", num_samples_text[k]);
   }
-  const auto splits = build_gpt_splits(data_path, split, seq_length, uint32_t(seed), counts);
+  const auto splits = build_gpt_splits(data_path, split, seq_length, uint32_t(seed), counts, cache_dir);
   const char* names[3] = {"train", "valid", "test"};
   std::cout << "{\n";
   for (size_t k = 0; k < 3; ++k) {

@@ -1,6 +1,7 @@
 #include "data/gpt_data.h"
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "core/error.h"
 #include "data/gpt_dataset.h"
@@ -33,7 +34,16 @@ std::vector<Weighted> parse_data_path(const std::vector<std::string>& path) {
 
 std::array<DataSplit, 3> build_gpt_splits(const std::vector<std::string>& data_path, const std::string& split,
                                           int64_t seq_length, uint32_t seed,
-                                          const std::array<std::optional<int64_t>, 3>& num_samples) {
+                                          const std::array<std::optional<int64_t>, 3>& num_samples,
+                                          const std::string& cache_dir) {
+  static const char* kSplitNames[3] = {"train", "valid", "test"};
+  auto cache_for = [&](const std::string& prefix, size_t k) {
+    const std::string dir = !cache_dir.empty() ? cache_dir
+                            : std::filesystem::path(prefix).has_parent_path()
+                                ? (std::filesystem::path(prefix).parent_path() / "cache/GPTDataset_indices").string()
+                                : std::string("cache/GPTDataset_indices");
+    return IndexCache{dir, prefix, kSplitNames[k]};
+  };
   const std::vector<Weighted> parts = parse_data_path(data_path);
   std::vector<std::shared_ptr<const IndexedDataset>> sources;
   std::vector<double> weights;
@@ -46,7 +56,8 @@ std::array<DataSplit, 3> build_gpt_splits(const std::vector<std::string>& data_p
     if (parts.size() == 1) {
       const auto range = split_ranges(split, sources[0]->num_sequences())[k];
       if (!range) continue;
-      auto ds = std::make_shared<GptDataset>(sources[0], *range, seq_length, num_samples[k], seed);
+      auto ds = std::make_shared<GptDataset>(sources[0], *range, seq_length, num_samples[k], seed,
+                                             cache_for(parts[0].prefix, k));
       out[k] = {ds, ds->size()};
       continue;
     }
@@ -57,7 +68,8 @@ std::array<DataSplit, 3> build_gpt_splits(const std::vector<std::string>& data_p
     for (size_t d = 0; d < sources.size(); ++d) {
       const auto range = split_ranges(split, sources[d]->num_sequences())[k];
       HYTRA_CHECK(range.has_value(), "--split: '", split, "' gives split ", k, " no data");
-      members.push_back(std::make_shared<GptDataset>(sources[d], *range, seq_length, sizes[d], seed));
+      members.push_back(
+          std::make_shared<GptDataset>(sources[d], *range, seq_length, sizes[d], seed, cache_for(parts[d].prefix, k)));
     }
     out[k] = {std::make_shared<BlendedDataset>(members, weights, n), n};
   }

@@ -16,9 +16,11 @@ struct DataSplit {
   int64_t size = 0;                          // samples available
 };
 
-// num_samples per split: none = one epoch (a single prefix only; blends need counts).
+// num_samples per split: none = one epoch (a single prefix only; blends need counts). The indices
+// are cached in cache_dir, or (empty) in {each dataset's directory}/cache/GPTDataset_indices.
 std::array<DataSplit, 3> build_gpt_splits(const std::vector<std::string>& data_path, const std::string& split,
                                           int64_t seq_length, uint32_t seed,
-                                          const std::array<std::optional<int64_t>, 3>& num_samples);
+                                          const std::array<std::optional<int64_t>, 3>& num_samples,
+                                          const std::string& cache_dir = "");
 
 }  // namespace hytra

@@ -1,11 +1,18 @@
 #include "data/gpt_dataset.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <regex>
 
 #include "core/error.h"
+#include "data/md5.h"
 #include "data/mt19937.h"
+#include "data/npy.h"
 
 namespace hytra {
 
@@ -132,12 +139,57 @@ GptIndices build_gpt_indices(const std::vector<int64_t>& lengths, SplitRange ran
   return idx;
 }
 
+namespace {
+
+std::string description_of(const IndexCache& c, SplitRange range, int64_t seq_length, std::optional<int64_t> num_samples,
+                           uint32_t seed) {
+  std::string path;
+  for (char ch : c.dataset_path) path += (ch == '"' || ch == '\\') ? std::string("\\") + ch : std::string(1, ch);
+  return str("{\n    \"class\": \"GPTDataset\",\n    \"dataset_path\": \"", path, "\",\n    \"index_split\": \"",
+             c.split_name, "\",\n    \"sequence_range\": [", range.begin, ", ", range.end, "],\n    \"num_samples\": ",
+             num_samples ? std::to_string(*num_samples) : "null", ",\n    \"random_seed\": ", seed,
+             ",\n    \"sequence_length\": ", seq_length, ",\n    \"add_extra_token_to_sequence\": true\n}");
+}
+
+bool file_exists(const std::string& p) { return std::ifstream(p).good(); }
+
+std::vector<int64_t> as_vector(const NpyArray& a) { return a.values; }
+
+}  // namespace
+
 GptDataset::GptDataset(std::shared_ptr<const SequenceSource> source, SplitRange range, int64_t seq_length,
-                       std::optional<int64_t> num_samples, uint32_t seed)
+                       std::optional<int64_t> num_samples, uint32_t seed, const std::optional<IndexCache>& cache)
     : source_(std::move(source)), seq_length_(seq_length) {
   std::vector<int64_t> lengths(size_t(source_->num_sequences()));
   for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = source_->sequence_length(int64_t(i));
+  std::string base, description;
+  if (cache) {
+    description = description_of(*cache, range, seq_length, num_samples, seed);
+    base = cache->dir + "/" + md5_hex(description) + "-GPTDataset-" + cache->split_name + "-";
+    if (file_exists(base + "description.txt")) {
+      const NpyArray doc = read_npy(base + "document_index.npy");
+      idx_.document_index.assign(doc.values.begin(), doc.values.end());
+      idx_.sample_index = as_vector(read_npy(base + "sample_index.npy"));
+      idx_.shuffle_index = as_vector(read_npy(base + "shuffle_index.npy"));
+      HYTRA_CHECK(idx_.sample_index.size() == 2 * (idx_.shuffle_index.size() + 1) || idx_.shuffle_index.empty(),
+                  base, "*.npy: the cached indices disagree; delete them to rebuild");
+      from_cache_ = true;
+      return;
+    }
+  }
   idx_ = build_gpt_indices(lengths, range, seq_length, num_samples, seed);
+  if (!cache) return;
+  std::filesystem::create_directories(cache->dir);
+  const int64_t max_len = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  const bool small = std::max<int64_t>(int64_t(idx_.document_index.size()), max_len) <= INT32_MAX;
+  const int64_t n = int64_t(idx_.shuffle_index.size());
+  write_npy(base + "document_index.npy",
+            {"<i4", {int64_t(idx_.document_index.size())},
+             std::vector<int64_t>(idx_.document_index.begin(), idx_.document_index.end())});
+  write_npy(base + "sample_index.npy", {small ? "<i4" : "<i8", {n + 1, 2}, idx_.sample_index});
+  write_npy(base + "shuffle_index.npy", {n < int64_t(UINT32_MAX) - 1 ? "<u4" : "<i8", {n}, idx_.shuffle_index});
+  std::ofstream(base + "description.txt.tmp") << description;  // written last: marks a complete cache
+  std::filesystem::rename(base + "description.txt.tmp", base + "description.txt");
 }
 
 std::vector<int32_t> GptDataset::sample(int64_t i) const {

@@ -25,7 +25,7 @@ struct GptIndices {
   std::vector<int32_t> document_index;  // (E * sequences of the split) sequence ids, shuffled
   std::vector<int64_t> sample_index;    // ((n+1) * 2): (position in document_index, token offset)
   std::vector<int64_t> shuffle_index;   // (n): dataset item -> sample
-  int64_t num_epochs = 1;
+  int64_t num_epochs = 1;              // (these two only when built, not when read from a cache)
   bool separate_final_epoch = false;
 };
 
@@ -38,13 +38,23 @@ std::vector<int64_t> build_sample_index(const std::vector<int64_t>& lengths, con
 GptIndices build_gpt_indices(const std::vector<int64_t>& lengths, SplitRange range, int64_t seq_length,
                              std::optional<int64_t> num_samples, uint32_t seed);
 
+// Where a GPTDataset keeps its indices between runs (SPEC B1.7 "Cache files"): in `dir`,
+// {md5 of the description}-GPTDataset-{split}-description.txt and -document_index.npy,
+// -sample_index.npy, -shuffle_index.npy; reused when present, else built and written.
+struct IndexCache {
+  std::string dir;           // --data-cache-path, or {dataset dir}/cache/GPTDataset_indices
+  std::string dataset_path;  // the prefix, part of the description
+  std::string split_name;    // train | valid | test
+};
+
 class GptDataset : public SampleSource {
  public:
   GptDataset(std::shared_ptr<const SequenceSource> source, SplitRange range, int64_t seq_length,
-             std::optional<int64_t> num_samples, uint32_t seed);
+             std::optional<int64_t> num_samples, uint32_t seed, const std::optional<IndexCache>& cache = {});
 
   int64_t size() const { return int64_t(idx_.shuffle_index.size()); }
   const GptIndices& indices() const { return idx_; }
+  bool loaded_from_cache() const { return from_cache_; }
   // The seq_length+1 tokens of dataset item i (0 <= i < size()).
   std::vector<int32_t> sample(int64_t i) const override;
 
@@ -52,6 +62,7 @@ class GptDataset : public SampleSource {
   std::shared_ptr<const SequenceSource> source_;
   int64_t seq_length_;
   GptIndices idx_;
+  bool from_cache_ = false;
 };
 
 // Megatron's per-split sample requests: train = iters * gbs; valid = (iters / eval_interval + 1) *

@@ -113,6 +113,8 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add(row("--log-interval", K::Int, "100", "iterations per log line", store(c.log_interval)));
   t.add(row("--mock-data", K::Bool, "false", "train on synthetic data", store(c.mock_data)));
   t.add(row("--data-path", K::StringList, "None", "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (a blend)", store(c.data_path)));
+  t.add(row("--data-cache-path", K::String, "beside the data", "directory of the sampling index caches",
+            store(c.data_cache_path)));
   t.add(row("--split", K::String, "969, 30, 1", "train, valid, test proportions of each dataset", store(c.split)));
   t.add(row("--tokenizer-type", K::String, "None", "GPT2BPETokenizer or HuggingFaceTokenizer (sets the vocabulary)",
             store(c.tokenizer_type)));

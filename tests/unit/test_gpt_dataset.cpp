@@ -8,9 +8,13 @@
 #include <memory>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "data/gpt_dataset.h"
+#include "data/md5.h"
 #include "data/mt19937.h"
+#include "data/npy.h"
 
 namespace hytra {
 namespace {
@@ -77,6 +81,52 @@ TEST(GptDataset, BlendingIsGreedyOnWeights) {
   for (int64_t s = 0; s < 4; ++s) first.push_back(blend.sample(s)[0]);
   EXPECT_EQ(first, (std::vector<int32_t>{1, 2, 1, 2}));
   EXPECT_EQ(BlendedDataset::per_dataset_sizes({0.3, 0.7}, 1000), (std::vector<int64_t>{302, 704}));
+}
+
+TEST(IndexCache, Md5MatchesRfc1321) {
+  EXPECT_EQ(md5_hex(""), "d41d8cd98f00b204e9800998ecf8427e");
+  EXPECT_EQ(md5_hex("abc"), "900150983cd24fb0d6963f7d28e17f72");
+  EXPECT_EQ(md5_hex("The quick brown fox jumps over the lazy dog"), "9e107d9d372bb6826bd81d3542a419d6");
+  EXPECT_EQ(md5_hex(std::string(1000, 'a')), "cabe45dcc9ae5b66ba86600cca6b8ba8");
+}
+
+TEST(IndexCache, NpyRoundTripAndNumpyInterop) {
+  const std::string p = testing::TempDir() + "hytra_t.npy";
+  write_npy(p, {"<i4", {3, 2}, {0, 0, -1, 4, 2, 7}});
+  NpyArray a = read_npy(p);
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(a.values, (std::vector<int64_t>{0, 0, -1, 4, 2, 7}));
+  std::ifstream f(p, std::ios::binary);
+  std::string head(10, ' ');
+  f.read(head.data(), 10);
+  const size_t hlen = size_t(uint8_t(head[8])) | size_t(uint8_t(head[9])) << 8;
+  EXPECT_EQ((10 + hlen) % 64, 0u);  // header padded to a multiple of 64 bytes
+  if (std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) GTEST_SKIP() << "python3-numpy missing";
+  const std::string q = testing::TempDir() + "hytra_np.npy";
+  const std::string cmd = "/usr/bin/python3 -c \"import numpy; a = numpy.load('" + p +
+                          "'); assert a.tolist() == [[0, 0], [-1, 4], [2, 7]], a; numpy.save('" + q +
+                          "', numpy.arange(5, dtype=numpy.uint32)[::-1].copy())\"";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  NpyArray b = read_npy(q);
+  EXPECT_EQ(b.descr, "<u4");
+  EXPECT_EQ(b.values, (std::vector<int64_t>{4, 3, 2, 1, 0}));
+}
+
+TEST(IndexCache, SecondBuildReadsTheCache) {
+  std::vector<std::vector<int32_t>> seqs;
+  for (int s = 0; s < 50; ++s) seqs.push_back(std::vector<int32_t>(size_t(3 + s % 7), s));
+  auto src = std::make_shared<InMemorySequences>(seqs);
+  const std::string dir = testing::TempDir() + "hytra_cache_" + std::to_string(::getpid());
+  IndexCache cache{dir, "mem", "train"};
+  GptDataset a(src, SplitRange{0, 45}, 8, 120, 9, cache), b(src, SplitRange{0, 45}, 8, 120, 9, cache);
+  GptDataset other_seed(src, SplitRange{0, 45}, 8, 120, 10, cache);
+  EXPECT_FALSE(a.loaded_from_cache());
+  EXPECT_TRUE(b.loaded_from_cache());
+  EXPECT_FALSE(other_seed.loaded_from_cache());  // another description, another hash
+  EXPECT_EQ(a.indices().document_index, b.indices().document_index);
+  EXPECT_EQ(a.indices().sample_index, b.indices().sample_index);
+  EXPECT_EQ(a.indices().shuffle_index, b.indices().shuffle_index);
+  for (int64_t i = 0; i < a.size(); ++i) ASSERT_EQ(a.sample(i), b.sample(i));
 }
 
 // Runs gpt_dataset_ref.py on the configs (one JSON per line); returns its output lines.

@@ -1,0 +1,97 @@
+#include "data/npy.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <regex>
+
+#include "core/error.h"
+
+namespace hytra {
+namespace {
+
+int item_size(const std::string& descr) {
+  if (descr == "<i4" || descr == "<u4") return 4;
+  if (descr == "<i8") return 8;
+  return 0;
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, const NpyArray& a) {
+  const int item = item_size(a.descr);
+  HYTRA_ASSERT(item > 0 && (a.shape.size() == 1 || a.shape.size() == 2), "npy array ", a.descr);
+  std::string shape = "(" + std::to_string(a.shape[0]) + (a.shape.size() == 1 ? "," : ", " + std::to_string(a.shape[1])) + ")";
+  std::string header = "{'descr': '" + a.descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string bytes = "\x93NUMPY";
+  bytes += char(1);
+  bytes += char(0);
+  bytes += char(header.size() & 0xff);
+  bytes += char(header.size() >> 8);
+  bytes += header;
+  for (int64_t v : a.values) {
+    char b[8];
+    if (item == 4) {
+      const uint32_t x = uint32_t(v);
+      std::memcpy(b, &x, 4);
+    } else {
+      std::memcpy(b, &v, 8);
+    }
+    bytes.append(b, size_t(item));
+  }
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  HYTRA_CHECK(f != nullptr, tmp, ": cannot create (", std::strerror(errno), ")");
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0 &&
+                  fsync(fileno(f)) == 0;
+  std::fclose(f);
+  HYTRA_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, path, ": write failed (", std::strerror(errno), ")");
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  HYTRA_CHECK(f.good(), path, ": cannot open");
+  const std::string bytes{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  HYTRA_CHECK(bytes.size() >= 10 && bytes.compare(0, 6, "\x93NUMPY") == 0 && bytes[6] == 1, path,
+              ": not a version 1.0 .npy file");
+  const size_t hlen = size_t(uint8_t(bytes[8])) | size_t(uint8_t(bytes[9])) << 8;
+  HYTRA_CHECK(bytes.size() >= 10 + hlen, path, ": truncated header");
+  const std::string header = bytes.substr(10, hlen);
+  static const std::regex re(R"(\{'descr': '([<|][iu][48])', 'fortran_order': False, 'shape': \((\d+),\s*(\d*)\),? ?\}\s*)");
+  std::smatch m;
+  HYTRA_CHECK(std::regex_match(header, m, re), path, ": unsupported .npy header ", header);
+  NpyArray a;
+  a.descr = m[1].str();
+  a.shape.push_back(std::stoll(m[2].str()));
+  if (!m[3].str().empty()) a.shape.push_back(std::stoll(m[3].str()));
+  const int item = item_size(a.descr);
+  HYTRA_CHECK(item > 0, path, ": unsupported dtype ", a.descr);
+  int64_t n = 1;
+  for (int64_t d : a.shape) n *= d;
+  HYTRA_CHECK(bytes.size() == 10 + hlen + size_t(n * item), path, ": expected ", n, " elements of ", item,
+              " bytes after the header, got ", bytes.size() - 10 - hlen, " bytes");
+  a.values.resize(size_t(n));
+  const char* p = bytes.data() + 10 + hlen;
+  for (int64_t i = 0; i < n; ++i) {
+    if (a.descr == "<i4") {
+      int32_t x;
+      std::memcpy(&x, p + 4 * i, 4);
+      a.values[size_t(i)] = x;
+    } else if (a.descr == "<u4") {
+      uint32_t x;
+      std::memcpy(&x, p + 4 * i, 4);
+      a.values[size_t(i)] = x;
+    } else {
+      std::memcpy(&a.values[size_t(i)], p + 8 * i, 8);
+    }
+  }
+  return a;
+}
+
+}  // namespace hytra
