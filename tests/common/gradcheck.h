@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "common/tolerance.h"
 #include "core/tensor.h"
 #include "nn/context.h"
 #include "nn/param.h"
@@ -16,10 +17,10 @@ using ForwardFn = std::function<Tensor(StepContext&, const Tensor&)>;
 using BackwardFn = std::function<Tensor(StepContext&, const Tensor&)>;
 
 struct GradcheckOptions {
-  int64_t max_samples = 64;  // elements checked per tensor (all when the tensor is smaller)
-  double rel_tol = 1e-6;     // |a - n| <= rel_tol * max(|a|, |n|) + abs_tol
-  double abs_tol = 1e-8;  // rounding noise of the difference quotient: ~1e-16 * |L| / h
-  double step = 1e-6;        // h
+  int64_t max_samples = 1000;     // elements checked per tensor (all when the tensor is smaller)
+  double rel_tol = kGradcheckRelTol;  // |a - n| <= rel_tol * max(|a|, |n|) + abs_tol
+  double abs_tol = 1e-8;          // rounding noise of the difference quotient: ~1e-16 * |L| / h
+  double step = 1e-6;             // h
   uint64_t seed = 1;
   bool delay_wgrad = false;  // run backward with ctx.delay_wgrad, then drain the wgrad queue
 };
