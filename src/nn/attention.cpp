@@ -90,4 +90,9 @@ Tensor SelfAttention::backward(StepContext& ctx, const Tensor& dy) {
   return norm_->backward(ctx, qkv_->backward(ctx, dqkv.view({B, T, (H + 2 * G) * D})));
 }
 
+void SelfAttention::backward_dw(StepContext& ctx) {
+  proj_->backward_dw(ctx);
+  qkv_->backward_dw(ctx);
+}
+
 }  // namespace hytra

@@ -108,12 +108,55 @@ TEST(StepContext, SlotsAreTypedPerOwnerAndCleared) {
   ctx.clear();
   EXPECT_EQ(ctx.saved<A>(&owner1).n, 0);
   std::vector<int> order;
-  ctx.push_wgrad([&] { order.push_back(1); });
-  ctx.push_wgrad([&] { order.push_back(2); });
+  ctx.push_wgrad(&owner1, [&] { order.push_back(1); });
+  ctx.push_wgrad(&owner2, [&] { order.push_back(2); });
+  ctx.push_wgrad(&owner1, [&] { order.push_back(3); });
+  ctx.push_wgrad(&owner2, [&] { order.push_back(4); });
+  EXPECT_EQ(ctx.pending_wgrad(), 4u);
+  ctx.run_wgrad(&owner2);
+  EXPECT_EQ(order, (std::vector<int>{2, 4}));
   EXPECT_EQ(ctx.pending_wgrad(), 2u);
   ctx.run_wgrad();
-  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(order, (std::vector<int>{2, 4, 1, 3}));
   EXPECT_EQ(ctx.pending_wgrad(), 0u);
+}
+
+// backward_dw of one layer runs that layer's queued GEMMs only (SPEC.md A3.7 owners).
+TEST(StepContext, BackwardDwRunsOnlyTheLayersOwnTasks) {
+  ParamStore s;
+  AttentionOptions ao;
+  ao.hidden = 8;
+  ao.num_heads = 2;
+  ao.num_kv_heads = 1;
+  ao.head_dim = 4;
+  SelfAttention attn(ao, "decoder.layers.0.", s);
+  MlpOptions mo;
+  mo.hidden = 8;
+  mo.ffn = 12;
+  Mlp mlp(mo, "decoder.layers.1.", s);
+  s.finalize(DType::F32, Device::CPU);
+  init_params(s, test::test_seed(70));
+  Tensor x = test::random_uniform({1, 3, 8}, DType::F32, 71), dy = test::random_uniform({1, 3, 8}, DType::F32, 72);
+  StepContext ctx(Exec::cpu());
+  ctx.delay_wgrad = true;
+  attn.forward(ctx, mlp.forward(ctx, x));
+  mlp.backward(ctx, attn.backward(ctx, dy));
+  EXPECT_EQ(ctx.pending_wgrad(), 4u);
+  auto zero = [&](const char* name) {
+    for (double g : s.find(name)->grad.to_f64_vector())
+      if (g != 0.0) return false;
+    return true;
+  };
+  EXPECT_TRUE(zero("decoder.layers.0.self_attention.linear_qkv.weight"));
+  attn.backward_dw(ctx);
+  EXPECT_EQ(ctx.pending_wgrad(), 2u);
+  EXPECT_FALSE(zero("decoder.layers.0.self_attention.linear_qkv.weight"));
+  EXPECT_FALSE(zero("decoder.layers.0.self_attention.linear_proj.weight"));
+  EXPECT_TRUE(zero("decoder.layers.1.mlp.linear_fc1.weight"));
+  EXPECT_TRUE(zero("decoder.layers.1.mlp.linear_fc2.weight"));
+  mlp.backward_dw(ctx);
+  EXPECT_EQ(ctx.pending_wgrad(), 0u);
+  EXPECT_FALSE(zero("decoder.layers.1.mlp.linear_fc1.weight"));
 }
 
 TEST(Linear, ForwardMatchesNaiveLoop) {
