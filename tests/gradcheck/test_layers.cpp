@@ -36,12 +36,6 @@ void prepare(ParamStore& store, uint64_t seed) {
 
 Tensor input(int64_t C, uint64_t seed) { return test::random_uniform({B, T, C}, DType::F64, seed, -1.0, 1.0); }
 
-void check_module(Module& m, ParamStore& store, const Tensor& x, GradcheckOptions opt = {}) {
-  gradcheck(
-      store, x, [&](StepContext& ctx, const Tensor& in) { return m.forward(ctx, in); },
-      [&](StepContext& ctx, const Tensor& dy) { return m.backward(ctx, dy); }, opt);
-}
-
 TEST(Gradcheck, Linear) {
   for (bool bias : {false, true}) {
     for (bool delay : {false, true}) {
@@ -51,7 +45,7 @@ TEST(Gradcheck, Linear) {
       GradcheckOptions opt;
       opt.delay_wgrad = delay;
       SCOPED_TRACE(testing::Message() << "bias " << bias << " delay " << delay);
-      check_module(lin, store, input(6, 2), opt);
+      gradcheck(store, input(6, 2), lin, opt);
     }
   }
 }
@@ -62,7 +56,7 @@ TEST(Gradcheck, Norms) {
     Norm norm(NormOptions{kind, 8, 1e-5}, "decoder.final_norm.", store);
     prepare(store, 3);
     SCOPED_TRACE(kind == NormKind::RMSNorm ? "RMSNorm" : "LayerNorm");
-    check_module(norm, store, input(8, 4));
+    gradcheck(store, input(8, 4), norm);
   }
 }
 
@@ -71,7 +65,7 @@ TEST(Gradcheck, Embedding) {
   Embedding emb("embedding.word_embeddings.weight", 11, 6, 0.5, store);
   prepare(store, 5);
   Tensor ids = test::random_ids({B, T}, 11, 6);  // repeated ids exercise the accumulation
-  check_module(emb, store, ids);
+  gradcheck(store, ids, emb);
 }
 
 struct AttentionCase {
@@ -105,7 +99,7 @@ void check_attention(const AttentionCase& c, uint64_t seed) {
                                   << " delay_wgrad " << c.delay_wgrad);
   GradcheckOptions opt;
   opt.delay_wgrad = c.delay_wgrad;
-  check_module(attn, store, input(8, seed + 1), opt);
+  gradcheck(store, input(8, seed + 1), attn, opt);
 }
 
 // MHA, GQA 4:2 and 4:1, each with and without q/k norm and biases (RoPE on, full rotary).
@@ -153,9 +147,15 @@ TEST(Gradcheck, Mlp) {
       GradcheckOptions opt;
       opt.delay_wgrad = bias;
       SCOPED_TRACE(testing::Message() << "activation " << int(act) << " bias " << bias);
-      // Squared ReLU has a kink at 0 (second derivative jumps): a pre-activation within h of 0
-      // is vanishingly unlikely with random inputs, so the default tolerance holds.
-      check_module(mlp, store, input(6, seed + 1), opt);
+      // Squared ReLU's second derivative jumps at 0: a pre-activation within 2h of 0 puts stencil
+      // points across the kink and costs ~h |jump| in the quotient (seen: relative error 1e-5 at
+      // the default h = 1e-4, one seed in ~30). With h = 1e-5 that is ~1e-6 relative and ten times
+      // rarer, so the tolerance is relaxed to 1e-5; a wrong gradient is still off by O(1).
+      if (act == Activation::SquaredReLU) {
+        opt.step = 1e-5;
+        opt.rel_tol = 1e-5;
+      }
+      gradcheck(store, input(6, seed + 1), mlp, opt);
       seed += 2;
     }
   }
