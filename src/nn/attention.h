@@ -34,6 +34,7 @@ class SelfAttention : public Module {
 
   Tensor forward(StepContext& ctx, const Tensor& x) override;    // x (B,T,C) -> (B,T,C)
   Tensor backward(StepContext& ctx, const Tensor& dy) override;
+  void backward_dw(StepContext& ctx) override;
 
  private:
   struct Saved {

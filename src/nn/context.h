@@ -1,7 +1,9 @@
 // StepContext: the state of one micro-batch in flight — the executor, each layer's saved tensors
 // (a slot per layer, keyed by the layer's address, holding that layer's `Saved` struct), and the
-// queue of delayed weight-gradient tasks (--delay-wgrad-compute: Linear::backward pushes its dW
-// GEMM here and backward_dw() / run_wgrad() drains it in order).
+// queue of delayed weight-gradient tasks (--delay-wgrad-compute, SPEC.md A3.7): under delay_wgrad,
+// Linear::backward pushes its dW/db GEMMs here tagged with the Linear as owner; a layer's
+// backward_dw() runs only its own Linears' tasks (EP-overlap schedules run them per layer), and
+// run_wgrad() drains everything still queued, in push order.
 #pragma once
 #include <any>
 #include <functional>
@@ -32,9 +34,21 @@ class StepContext {
   void clear() { slots_.clear(); }
 
   bool delay_wgrad = false;
-  void push_wgrad(std::function<void()> task) { wgrad_.push_back(std::move(task)); }
+  void push_wgrad(const void* owner, std::function<void()> task) { wgrad_.push_back({owner, std::move(task)}); }
+  // Runs and removes the queued tasks of `owner`, in push order.
+  void run_wgrad(const void* owner) {
+    std::vector<Task> rest;
+    for (Task& t : wgrad_) {
+      if (t.owner == owner)
+        t.run();
+      else
+        rest.push_back(std::move(t));
+    }
+    wgrad_ = std::move(rest);
+  }
+  // Runs and removes every queued task, in push order.
   void run_wgrad() {
-    for (auto& t : wgrad_) t();
+    for (Task& t : wgrad_) t.run();
     wgrad_.clear();
   }
   size_t pending_wgrad() const { return wgrad_.size(); }
@@ -42,7 +56,11 @@ class StepContext {
  private:
   Exec* ex_;
   std::unordered_map<const void*, std::any> slots_;
-  std::vector<std::function<void()>> wgrad_;
+  struct Task {
+    const void* owner;
+    std::function<void()> run;
+  };
+  std::vector<Task> wgrad_;
 };
 
 }  // namespace hytra

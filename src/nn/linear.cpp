@@ -48,7 +48,7 @@ Tensor Linear::backward(StepContext& ctx, const Tensor& dy) {
     }
   };
   if (ctx.delay_wgrad)
-    ctx.push_wgrad(wgrad);
+    ctx.push_wgrad(this, wgrad);
   else
     wgrad();
   Shape in_shape = dy.shape();

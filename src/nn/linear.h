@@ -15,6 +15,7 @@ class Linear : public Module {
 
   Tensor forward(StepContext& ctx, const Tensor& x) override;    // x (..., in) -> (..., out)
   Tensor backward(StepContext& ctx, const Tensor& dy) override;  // dy (..., out) -> dx (..., in)
+  void backward_dw(StepContext& ctx) override { ctx.run_wgrad(this); }
 
   Param& weight() { return *w_; }
   int64_t in_features() const { return in_; }

@@ -43,4 +43,9 @@ Tensor Mlp::backward(StepContext& ctx, const Tensor& dy) {
   return norm_->backward(ctx, fc1_->backward(ctx, dh.view(hs)));
 }
 
+void Mlp::backward_dw(StepContext& ctx) {
+  fc2_->backward_dw(ctx);
+  fc1_->backward_dw(ctx);
+}
+
 }  // namespace hytra

@@ -14,8 +14,9 @@ class Module {
   virtual ~Module() = default;
   virtual Tensor forward(StepContext& ctx, const Tensor& x) = 0;
   virtual Tensor backward(StepContext& ctx, const Tensor& dy) = 0;
-  // Runs the weight-gradient work queued by backward() under ctx.delay_wgrad.
-  virtual void backward_dw(StepContext& ctx) { ctx.run_wgrad(); }
+  // Runs this layer's weight-gradient work that backward() queued under ctx.delay_wgrad (nothing
+  // for layers without GEMM weights; norm weight grads are never delayed).
+  virtual void backward_dw(StepContext&) {}
 };
 
 // Statistics dtype for activations of dtype t: fp64 alongside fp64 data, else fp32.
