@@ -16,27 +16,18 @@ int cmd_preprocess(int argc, char** argv) {
   TokenizerConfig tc;
   int64_t workers = 0, log_interval = 1000;
   FlagTable t;
-  auto row = [&](const char* name, FlagSpec::Kind kind, const char* def, const char* help, auto set) {
-    FlagSpec s;
-    s.name = name;
-    s.kind = kind;
-    s.default_text = def;
-    s.help = help;
-    s.set = set;
-    t.add(s);
-  };
   using K = FlagSpec::Kind;
-  row("--input", K::String, "None", "JSON Lines (.jsonl) or text (one document per line)", store(opt.input));
-  row("--json-keys", K::StringList, "text", "keys of each JSON object to turn into datasets", store(opt.json_keys));
-  row("--output-prefix", K::String, "None", "writes PREFIX_{key}_document.bin/.idx", store(opt.output_prefix));
-  row("--append-eod", K::Bool, "false", "append the end-of-document token to every non-empty document",
+  t.add("--input", K::String, "None", "JSON Lines (.jsonl) or text (one document per line)", store(opt.input));
+  t.add("--json-keys", K::StringList, "text", "keys of each JSON object to turn into datasets", store(opt.json_keys));
+  t.add("--output-prefix", K::String, "None", "writes PREFIX_{key}_document.bin/.idx", store(opt.output_prefix));
+  t.add("--append-eod", K::Bool, "false", "append the end-of-document token to every non-empty document",
       store(opt.append_eod));
-  row("--workers", K::Int, "all cores", "tokenizer threads", store(workers));
-  row("--log-interval", K::Int, "1000", "accepted for compatibility (progress is a bar)", store(log_interval));
-  row("--tokenizer-type", K::String, "None", "GPT2BPETokenizer or HuggingFaceTokenizer", store(tc.type));
-  row("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
-  row("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
-  row("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)", store(tc.model));
+  t.add("--workers", K::Int, "all cores", "tokenizer threads", store(workers));
+  t.add("--log-interval", K::Int, "1000", "accepted for compatibility (progress is a bar)", store(log_interval));
+  t.add("--tokenizer-type", K::String, "None", "GPT2BPETokenizer or HuggingFaceTokenizer", store(tc.type));
+  t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
+  t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
+  t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)", store(tc.model));
   if (t.parse(std::vector<std::string>(argv + 1, argv + argc)).help) {
     std::cout << t.help_text("hytra preprocess --input FILE --output-prefix P --tokenizer-type T ...");
     return 0;

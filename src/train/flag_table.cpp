@@ -144,6 +144,17 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 FlagTable::FlagTable(std::string positionals_help) : positionals_help_(std::move(positionals_help)) {}
 
+void FlagTable::add(std::string name, FlagSpec::Kind kind, std::string default_text, std::string help,
+                    std::function<void(const FlagValues&)> set) {
+  FlagSpec s;
+  s.name = std::move(name);
+  s.kind = kind;
+  s.default_text = std::move(default_text);
+  s.help = std::move(help);
+  s.set = std::move(set);
+  add(std::move(s));
+}
+
 void FlagTable::add(FlagSpec spec) {
   HYTRA_ASSERT(spec.name.rfind("--", 0) == 0, "flag name must start with --: ", spec.name);
   HYTRA_ASSERT(bool(spec.set), "flag without a setter: ", spec.name);

@@ -73,6 +73,9 @@ class FlagTable {
 
   // Adds a row; a name or alias used twice is an internal error.
   void add(FlagSpec spec);
+  // The common row: a name, a kind, the default shown by --help, the help text and the setter.
+  void add(std::string name, FlagSpec::Kind kind, std::string default_text, std::string help,
+           std::function<void(const FlagValues&)> set);
 
   // Parses `args` (argv without the program / subcommand names) and applies them as described above.
   Result parse(const std::vector<std::string>& args);
