@@ -145,13 +145,14 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 FlagTable::FlagTable(std::string positionals_help) : positionals_help_(std::move(positionals_help)) {}
 
 void FlagTable::add(std::string name, FlagSpec::Kind kind, std::string default_text, std::string help,
-                    std::function<void(const FlagValues&)> set) {
+                    std::function<void(const FlagValues&)> set, std::vector<std::string> choices) {
   FlagSpec s;
   s.name = std::move(name);
   s.kind = kind;
   s.default_text = std::move(default_text);
   s.help = std::move(help);
   s.set = std::move(set);
+  s.choices = std::move(choices);
   add(std::move(s));
 }
 

@@ -75,7 +75,7 @@ class FlagTable {
   void add(FlagSpec spec);
   // The common row: a name, a kind, the default shown by --help, the help text and the setter.
   void add(std::string name, FlagSpec::Kind kind, std::string default_text, std::string help,
-           std::function<void(const FlagValues&)> set);
+           std::function<void(const FlagValues&)> set, std::vector<std::string> choices = {});
 
   // Parses `args` (argv without the program / subcommand names) and applies them as described above.
   Result parse(const std::vector<std::string>& args);

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "data/utf8.h"
 #include <string_view>
 #include <vector>
 
@@ -17,8 +19,5 @@ void gpt2_pretokenize(std::string_view text, std::vector<std::string_view>& out,
 
 // Decodes UTF-8 bytes the way the WHATWG TextDecoder does: each maximal invalid subpart becomes U+FFFD.
 std::string utf8_replace_invalid(std::string_view bytes);
-
-// Appends the UTF-8 encoding of code point `cp` (< 0x110000) to `out`.
-void append_utf8(std::string& out, char32_t cp);
 
 }  // namespace hytra
