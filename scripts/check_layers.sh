@@ -17,7 +17,8 @@ check core 'ops|nn|model|train|data|checkpoint|dist'
 check ops 'nn|model|train|data|checkpoint|dist'
 check nn 'model|train|data|checkpoint'
 check model 'train|data|checkpoint'
-check data 'ops|nn|model|train'
+check data 'ops|nn|model|train|checkpoint'
+check checkpoint 'ops|nn|train|data|dist'
 cuda=$(grep -rlnE '#include <(cuda|cublas|cudnn|nccl)' src | grep -vE '^src/ops/cuda/|^src/core/[a-z_]*_cuda\.(cu|h|cuh)$' || true)
 if [ -n "$cuda" ]; then
   echo "check_layers: CUDA headers outside src/ops/cuda and src/core/*_cuda.*:"

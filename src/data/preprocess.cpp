@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "data/indexed_dataset.h"
-#include "data/json.h"
+#include "core/json.h"
 
 namespace hytra {
 namespace {

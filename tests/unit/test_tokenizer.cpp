@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/json.h"
+#include "core/json.h"
 #include "data/tokenizer/gpt2_bpe.h"
 #include "data/tokenizer/pretokenize.h"
 

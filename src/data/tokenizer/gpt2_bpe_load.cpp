@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "data/json.h"
+#include "core/json.h"
 #include "data/tokenizer/byte_alphabet.h"
 #include "data/tokenizer/gpt2_bpe.h"
 

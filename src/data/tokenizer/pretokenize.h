@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/utf8.h"
+#include "core/utf8.h"
 #include <string_view>
 #include <vector>
 

@@ -1,5 +1,5 @@
 // Recursive-descent JSON parser for data/json.h.
-#include "data/json.h"
+#include "core/json.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 namespace hytra {
 

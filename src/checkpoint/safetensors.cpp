@@ -1,0 +1,217 @@
+#include "checkpoint/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "core/json.h"
+
+namespace hytra {
+namespace {
+
+constexpr uint64_t kMaxHeader = 100000000;
+
+struct DtypeInfo {
+  const char* name;
+  int bits;
+};
+// In the format's enum order, which is increasing alignment.
+constexpr DtypeInfo kDtypes[] = {{"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6},     {"F6_E3M2", 6},
+                                 {"U8", 8},      {"I8", 8},      {"F8_E5M2", 8},     {"F8_E4M3", 8},
+                                 {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
+                                 {"U16", 16},    {"F16", 16},    {"BF16", 16},       {"I32", 32},
+                                 {"U32", 32},    {"F32", 32},    {"C64", 64},        {"F64", 64},
+                                 {"I64", 64},    {"U64", 64}};
+
+int dtype_rank(const std::string& d) {
+  for (size_t i = 0; i < std::size(kDtypes); ++i)
+    if (d == kDtypes[i].name) return int(i);
+  return -1;
+}
+
+// Alignment in bytes (what the reference writer sorts by): sub-byte types count as 1.
+int dtype_alignment(const std::string& d) { return std::max(1, safetensors_dtype_bits(d) / 8); }
+
+int64_t expected_bytes(const std::string& path, const std::string& name, const std::string& dtype,
+                       const std::vector<int64_t>& shape) {
+  const int bits = safetensors_dtype_bits(dtype);
+  HYTRA_CHECK(bits > 0, path, ": tensor '", name, "': unknown dtype '", dtype, "'");
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    HYTRA_CHECK(d >= 0 && (d == 0 || n <= INT64_MAX / 64 / d), path, ": tensor '", name, "': bad shape");
+    n *= d;
+  }
+  HYTRA_CHECK((n * bits) % 8 == 0, path, ": tensor '", name, "': ", n, " elements of ", dtype,
+              " do not fill whole bytes");
+  return n * bits / 8;
+}
+
+void append_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+int safetensors_dtype_bits(const std::string& dtype) {
+  const int r = dtype_rank(dtype);
+  return r < 0 ? 0 : kDtypes[r].bits;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  const int fd = open(path.c_str(), O_RDONLY);
+  HYTRA_CHECK(fd >= 0, path, ": cannot open (", std::strerror(errno), ")");
+  struct stat st;
+  fstat(fd, &st);
+  size_ = size_t(st.st_size);
+  if (size_ > 0) {
+    void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    HYTRA_CHECK(m != MAP_FAILED, path, ": mmap failed (", std::strerror(errno), ")");
+    map_ = static_cast<const unsigned char*>(m);
+  } else {
+    close(fd);
+  }
+  HYTRA_CHECK(size_ >= 8, path, ": truncated: ", size_, " bytes, the header length alone is 8");
+  uint64_t n;
+  std::memcpy(&n, map_, 8);
+  HYTRA_CHECK(n <= kMaxHeader, path, ": header length ", n, " exceeds the format's limit of ", kMaxHeader);
+  HYTRA_CHECK(8 + n <= size_, path, ": truncated: the header says ", n, " bytes but the file has ", size_ - 8,
+              " after the length");
+  const std::string header(reinterpret_cast<const char*>(map_ + 8), size_t(n));
+  HYTRA_CHECK(!header.empty() && header[0] == '{', path, ": the header must be a JSON object starting with '{'");
+  Json root;
+  try {
+    root = Json::parse(header);
+  } catch (const Error& e) {
+    fail(str(path, ": header: ", e.what()));
+  }
+  data_ = map_ + 8 + n;
+  const int64_t buffer = int64_t(size_ - 8 - n);
+  std::set<std::string> seen;
+  for (const auto& [name, v] : root.as_object("the safetensors header")) {
+    HYTRA_CHECK(seen.insert(name).second, path, ": duplicate tensor name '", name, "'");
+    if (name == "__metadata__") {
+      for (const auto& [k, val] : v.as_object("__metadata__")) {
+        HYTRA_CHECK(val.is_string(), path, ": __metadata__['", k, "'] must be a string");
+        metadata_[k] = val.as_string();
+      }
+      continue;
+    }
+    HYTRA_CHECK(v.is_object(), path, ": tensor '", name, "': expected an object with dtype, shape, data_offsets");
+    SafetensorsEntry e;
+    e.name = name;
+    const Json* dt = v.find("dtype");
+    const Json* sh = v.find("shape");
+    const Json* off = v.find("data_offsets");
+    HYTRA_CHECK(dt && sh && off, path, ": tensor '", name, "': missing dtype, shape or data_offsets");
+    HYTRA_CHECK(v.as_object().size() == 3, path, ": tensor '", name, "': unexpected keys besides dtype, shape, data_offsets");
+    e.dtype = dt->as_string("dtype");
+    for (const Json& d : sh->as_array("shape")) e.shape.push_back(d.as_int("shape entry"));
+    const auto& o = off->as_array("data_offsets");
+    HYTRA_CHECK(o.size() == 2, path, ": tensor '", name, "': data_offsets must be [begin, end]");
+    e.begin = o[0].as_int("data_offsets");
+    e.end = o[1].as_int("data_offsets");
+    HYTRA_CHECK(0 <= e.begin && e.begin <= e.end && e.end <= buffer, path, ": tensor '", name, "': data_offsets [",
+                e.begin, ", ", e.end, "] are outside the ", buffer, "-byte data buffer");
+    const int64_t want = expected_bytes(path, name, e.dtype, e.shape);
+    HYTRA_CHECK(e.end - e.begin == want, path, ": tensor '", name, "': data_offsets span ", e.end - e.begin,
+                " bytes but ", e.dtype, " with its shape needs ", want);
+    entries_.push_back(e);
+  }
+  std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  int64_t cursor = 0;
+  for (const auto& e : entries_) {
+    HYTRA_CHECK(e.begin == cursor, path, ": tensor '", e.name, "' starts at byte ", e.begin, " of the data buffer, ",
+                e.begin < cursor ? "overlapping the previous tensor" : "leaving a gap", " (expected ", cursor, ")");
+    cursor = e.end;
+  }
+  HYTRA_CHECK(cursor == buffer, path, ": ", buffer - cursor, " trailing bytes after the last tensor");
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) munmap(const_cast<unsigned char*>(map_), size_);
+}
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+void write_safetensors(const std::string& path, std::vector<SafetensorsTensor> tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::set<std::string> names;
+  for (const auto& t : tensors) {
+    HYTRA_CHECK(t.name != "__metadata__" && names.insert(t.name).second, path, ": duplicate or reserved tensor name '",
+                t.name, "'");
+    HYTRA_CHECK(int64_t(t.bytes.size()) == expected_bytes(path, t.name, t.dtype, t.shape), path, ": tensor '", t.name,
+                "' holds ", t.bytes.size(), " bytes, its dtype and shape need ",
+                expected_bytes(path, t.name, t.dtype, t.shape));
+  }
+  std::stable_sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) {
+    const int aa = dtype_alignment(a.dtype), ab = dtype_alignment(b.dtype);
+    return aa != ab ? aa > ab : a.name < b.name;
+  });
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+      if (!first) header += ',';
+      first = false;
+      append_json_string(header, k);
+      header += ':';
+      append_json_string(header, v);
+    }
+    header += "}";
+  }
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    if (header.size() > 1) header += ',';
+    append_json_string(header, t.name);
+    header += ":{\"dtype\":\"" + t.dtype + "\",\"shape\":[";
+    for (size_t i = 0; i < t.shape.size(); ++i) header += (i ? "," : "") + std::to_string(t.shape[i]);
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + int64_t(t.bytes.size())) + "]}";
+    offset += int64_t(t.bytes.size());
+  }
+  header += "}";
+  while (header.size() % 8 != 0) header += ' ';
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  HYTRA_CHECK(f != nullptr, tmp, ": cannot create (", std::strerror(errno), ")");
+  const uint64_t n = header.size();
+  bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  for (const auto& t : tensors) ok = ok && std::fwrite(t.bytes.data(), 1, t.bytes.size(), f) == t.bytes.size();
+  ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+  std::fclose(f);
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail(str(path, ": write failed (", std::strerror(errno), ")"));
+  }
+  HYTRA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": rename failed (", std::strerror(errno), ")");
+}
+
+}  // namespace hytra
