@@ -20,6 +20,10 @@ class AdamW {
   // One update at learning rate lr; step counts from 1.
   void step(Exec& ex, double lr);
   int64_t steps_taken() const { return step_; }
+  void set_steps_taken(int64_t steps) { step_ = steps; }  // resuming from a checkpoint
+  // Per-parameter moments, in ParamStore::all() order (views into flat fp32 buffers).
+  const std::vector<Tensor>& exp_avg() const { return m_; }
+  const std::vector<Tensor>& exp_avg_sq() const { return v_; }
 
  private:
   ParamStore& params_;

@@ -124,6 +124,17 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
             store(c.tokenizer_model)));
   t.add(row("--device", K::String, "auto", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"}));
   t.add(row("--bf16", K::Bool, "false", "bf16 mixed precision (not implemented yet: an error)", store(c.bf16)));
+  t.add(row("--save", K::String, "None", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save)));
+  t.add(row("--load", K::String, "None", "resume from the latest checkpoint of this directory", store(c.load)));
+  t.add(row("--save-interval", K::Int, "None", "iterations between checkpoints (also saved at the end)",
+            store(c.save_interval)));
+  t.add(row("--exit-interval", K::Int, "None", "stop (saving first, with --save) when iteration % N == 0",
+            store(c.exit_interval)));
+  t.add(row("--ckpt-keep", K::Int, "all", "keep only the newest N checkpoints", store(c.ckpt_keep)));
+  t.add(row("--no-load-optim", K::Bool, "false", "do not load the optimizer state", store(c.no_load_optim)));
+  t.add(row("--no-load-rng", K::Bool, "false", "accepted (hytra's RNG is counter-based: no state)", store(c.no_load_rng)));
+  t.add(row("--finetune", K::Bool, "false", "load weights only: iteration 0, fresh optimizer and data position",
+            store(c.finetune)));
   t.add(row("--log-jsonl", K::String, "None", "append one JSON object per logged iteration to FILE",
             store(c.log_jsonl)));
 }

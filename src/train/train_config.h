@@ -45,6 +45,14 @@ struct TrainConfig {
   std::string device = "auto";          // --device: cpu | cuda | auto (cuda when a GPU is visible)
   bool bf16 = false;                    // --bf16: bf16 activations/weights with fp32 master (CUDA)
   std::string log_jsonl;                // --log-jsonl FILE: one JSON object per logged iteration (hytra)
+  std::string save;                     // --save DIR: checkpoint directory
+  std::string load;                     // --load DIR: resume (or --finetune) from its latest checkpoint
+  int64_t save_interval = 0;            // --save-interval: iterations between saves (0: only at the end)
+  int64_t exit_interval = 0;            // --exit-interval: stop (after saving) when iteration % N == 0
+  int64_t ckpt_keep = 0;                // --ckpt-keep N: keep the newest N checkpoints (0: all)
+  bool no_load_optim = false;           // --no-load-optim: fresh optimizer state
+  bool no_load_rng = false;             // --no-load-rng: accepted; hytra's RNG is counter-based (no state)
+  bool finetune = false;                // --finetune: weights only; iteration, data position, optimizer reset
 
   int64_t num_micro_batches() const { return global_batch() / micro_batch_size; }
   int64_t global_batch() const { return global_batch_size > 0 ? global_batch_size : micro_batch_size; }

@@ -14,6 +14,7 @@
 #include "model/hybrid_model.h"
 #include "ops/ops.h"
 #include "train/adamw.h"
+#include "train/checkpointing.h"
 #include "train/lr_schedule.h"
 #include "train/metrics/jsonl.h"
 #include "train/metrics/log_line.h"
@@ -107,6 +108,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   store.finalize(DType::F32, dev);
   init_params(store, tc.seed);
   AdamW opt(store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+  ResumePoint start;
+  if (!tc.load.empty()) start = load_training_state(tc, store, opt);
 
   TrainResult result;
   result.num_params = store.num_elements();
@@ -117,7 +120,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       << mc.seq_length << " tokens (" << num_micro << " micro-batches of " << mbs << ")\n";
 
   const auto [train_data, valid_data] = data_sources(mc, tc);
-  int64_t valid_consumed = 0;
+  int64_t valid_consumed = start.consumed_valid_samples;
   std::unique_ptr<JsonlWriter> jsonl;
   if (!tc.log_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
   StepContext ctx(ex);
@@ -127,8 +130,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const auto t_start = Clock::now();
   auto t_interval = t_start;
   double interval_loss = 0, interval_gnorm = 0;
-  int64_t interval_iters = 0, consumed = 0;
-  for (int64_t it = 1; it <= tc.train_iters; ++it) {
+  int64_t interval_iters = 0, consumed = start.consumed_samples;
+  if (start.iteration > 0)
+    log << "hytra: resumed from " << tc.load << " at iteration " << start.iteration << " (" << consumed
+        << " samples consumed)\n";
+  for (int64_t it = start.iteration + 1; it <= tc.train_iters; ++it) {
     const double lr = lr_at(lr_cfg, it - 1);  // iteration 1 trains at the warmup init lr
     store.zero_grad();
     double loss = 0;
@@ -180,6 +186,16 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       log << format_validation_block(it, {{"lm loss", vl}}) << std::flush;
       if (jsonl) jsonl->write_validation(it, {{"lm loss", vl}});
       t_interval = Clock::now();  // validation time is not training time
+    }
+    const bool exiting = tc.exit_interval > 0 && it % tc.exit_interval == 0;
+    if (!tc.save.empty() &&
+        ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
+      save_training_state(tc, store, opt, {it, consumed, valid_consumed});
+      t_interval = Clock::now();
+    }
+    if (exiting) {
+      log << "hytra: exiting at iteration " << it << " (--exit-interval " << tc.exit_interval << ")\n";
+      break;
     }
   }
   progress.finish();

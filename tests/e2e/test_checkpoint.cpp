@@ -1,0 +1,104 @@
+// Checkpoints: a run stopped with --exit-interval and resumed with --load continues bit for bit
+// (losses, gradient norms, validation); the directory layout, --ckpt-keep, corruption detection,
+// --finetune and --no-load-optim.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/safetensors.h"
+#include "core/error.h"
+#include "train/flags.h"
+#include "train/trainer.h"
+
+namespace hytra {
+namespace {
+namespace fs = std::filesystem;
+
+TrainResult run(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--hybrid-layer-pattern", "[*-]*-", "--hidden-size", "32", "--num-attention-heads",
+                                   "4", "--ffn-hidden-size", "64", "--normalization", "RMSNorm",
+                                   "--position-embedding-type", "rope", "--vocab-size", "96",
+                                   "--make-vocab-size-divisible-by", "32", "--seq-length", "16", "--micro-batch-size",
+                                   "2", "--global-batch-size", "4", "--train-iters", "12", "--lr", "1e-2",
+                                   "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--eval-interval", "4",
+                                   "--eval-iters", "1", "--log-interval", "4", "--mock-data", "--device", "cpu"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ModelConfig m;
+  TrainConfig t;
+  EXPECT_TRUE(parse_train_args(args, m, t, nullptr));
+  std::ostringstream log;
+  return train(m, t, log);
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(Checkpoint, ResumeIsBitwiseIdentical) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_resume";
+  fs::remove_all(dir);
+  const TrainResult full = run({});
+  const TrainResult first = run({"--save", dir, "--exit-interval", "6", "--save-interval", "2", "--ckpt-keep", "2"});
+  const TrainResult second = run({"--load", dir, "--save", dir, "--ckpt-keep", "2"});
+  ASSERT_EQ(full.losses.size(), 12u);
+  ASSERT_EQ(first.losses.size(), 6u);
+  ASSERT_EQ(second.losses.size(), 6u);
+  for (size_t i = 0; i < 12; ++i) {
+    const TrainResult& part = i < 6 ? first : second;
+    EXPECT_TRUE(same_bits(full.losses[i], part.losses[i % 6])) << "iteration " << i + 1;
+    EXPECT_TRUE(same_bits(full.grad_norms[i], part.grad_norms[i % 6])) << "iteration " << i + 1;
+  }
+  ASSERT_EQ(full.val_losses.size(), 3u);  // iterations 4, 8, 12
+  EXPECT_TRUE(same_bits(full.val_losses[0], first.val_losses[0]));
+  EXPECT_TRUE(same_bits(full.val_losses[1], second.val_losses[0]));
+  EXPECT_TRUE(same_bits(full.val_losses[2], second.val_losses[1]));
+  // Layout: the newest two of iter 2/4/6/12 remain, and latest points at 12.
+  EXPECT_FALSE(fs::exists(dir + "/iter_0000004"));
+  EXPECT_TRUE(fs::exists(dir + "/iter_0000006/model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/iter_0000012/optimizer.safetensors"));
+  std::ifstream latest(dir + "/latest_checkpointed_iteration.txt");
+  int64_t it = 0;
+  latest >> it;
+  EXPECT_EQ(it, 12);
+  SafetensorsFile model(dir + "/iter_0000012/model.safetensors");
+  EXPECT_NE(model.find("decoder.layers.0.mlp.linear_fc1.weight"), nullptr);  // [*-] keyed as one layer
+  EXPECT_NE(model.find("decoder.final_layernorm.weight"), nullptr);
+  EXPECT_EQ(model.metadata().at("format"), "pt");
+}
+
+TEST(Checkpoint, CorruptionFinetuneAndFreshOptimizer) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_misc";
+  fs::remove_all(dir);
+  run({"--save", dir, "--exit-interval", "4"});
+  // --finetune: weights only, training restarts at iteration 1.
+  EXPECT_EQ(run({"--load", dir, "--finetune", "--train-iters", "2", "--lr-warmup-iters", "0"}).losses.size(), 2u);
+  // --no-load-optim: resumes at iteration 5 with fresh moments, so it diverges from a full resume.
+  const TrainResult fresh = run({"--load", dir, "--no-load-optim"});
+  const TrainResult resumed = run({"--load", dir});
+  ASSERT_EQ(fresh.losses.size(), 8u);
+  EXPECT_TRUE(same_bits(fresh.losses[0], resumed.losses[0]));  // same weights, same first batch
+  EXPECT_FALSE(same_bits(fresh.losses[1], resumed.losses[1]));
+  // A flipped byte is caught by the manifest checksum.
+  const std::string file = dir + "/iter_0000004/model.safetensors";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  try {
+    run({"--load", dir});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum differs"), std::string::npos) << e.what();
+  }
+  try {
+    run({"--load", testing::TempDir() + "hytra_no_such_ckpt"});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("latest_checkpointed_iteration.txt not found"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hytra
