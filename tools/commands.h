@@ -8,5 +8,6 @@ int cmd_inspect_pattern(int argc, char** argv);
 int cmd_ops(int argc, char** argv);
 int cmd_preprocess(int argc, char** argv);
 int cmd_inspect_data(int argc, char** argv);
+int cmd_inspect_checkpoint(int argc, char** argv);
 
 }  // namespace hytra

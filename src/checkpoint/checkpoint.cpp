@@ -123,7 +123,8 @@ std::string resolve_checkpoint_dir(const std::string& load) {
   if (fs::exists(fs::path(load) / "manifest.json")) return load;
   const fs::path latest = fs::path(load) / kLatest;
   std::ifstream f(latest);
-  HYTRA_CHECK(f.good(), "--load: ", latest.string(), " not found (expected a --save directory or an iter_* directory)");
+  HYTRA_CHECK(f.good(), load, ": not a checkpoint: ", latest.string(),
+              " not found (expected a --save directory or an iter_* directory)");
   int64_t it = -1;
   f >> it;
   HYTRA_CHECK(it >= 0, latest.string(), ": expected an iteration number");

@@ -1,0 +1,57 @@
+// `hytra inspect-checkpoint PATH`: the manifest (when PATH is a checkpoint directory or a --save
+// directory) and every tensor of its safetensors files (or of one .safetensors file): name, dtype,
+// shape and an FNV-1a checksum of its bytes.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "commands.h"
+#include "core/error.h"
+
+namespace hytra {
+namespace {
+
+void list_tensors(const std::string& path) {
+  SafetensorsFile f(path);
+  std::cout << path << ": " << f.entries().size() << " tensors\n";
+  for (const auto& [k, v] : f.metadata()) std::cout << "  metadata " << k << " = " << v << "\n";
+  for (const auto& e : f.entries()) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = e.begin; i < e.end; ++i) {
+      h ^= f.data(e)[i - e.begin];
+      h *= 1099511628211ull;
+    }
+    std::string shape = "[";
+    for (size_t i = 0; i < e.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(e.shape[i]);
+    char sum[17];
+    std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(h));
+    std::cout << "  " << e.name << "  " << e.dtype << shape << "]  fnv1a64=" << sum << "\n";
+  }
+}
+
+}  // namespace
+
+int cmd_inspect_checkpoint(int argc, char** argv) {
+  if (argc != 2 || std::string(argv[1]) == "--help") {
+    std::cout << "usage: hytra inspect-checkpoint PATH   (a --save directory, an iter_* directory or a .safetensors file)\n";
+    return argc == 2 ? 0 : 2;
+  }
+  const std::string path = argv[1];
+  if (std::filesystem::is_regular_file(path)) {
+    list_tensors(path);
+    return 0;
+  }
+  const std::string dir = resolve_checkpoint_dir(path);
+  const CheckpointManifest m = read_manifest(dir);  // also verifies sizes and checksums
+  std::cout << dir << "\n  iteration " << m.iteration << "\n  consumed samples " << m.consumed_samples
+            << "\n  consumed validation samples " << m.consumed_valid_samples << "\n  optimizer step "
+            << m.optimizer_step << "\n  files verified against the manifest\n";
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    if (std::filesystem::exists(dir + "/" + file)) list_tensors(dir + "/" + file);
+  return 0;
+}
+
+}  // namespace hytra
