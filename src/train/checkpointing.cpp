@@ -3,6 +3,8 @@
 #include <set>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/key_map.h"
+#include "core/log.h"
 #include "core/error.h"
 
 namespace hytra {
@@ -17,7 +19,7 @@ SafetensorsTensor to_file(const std::string& name, const Tensor& t) {
 
 void from_file(const SafetensorsFile& f, const std::string& name, const Tensor& dst, const std::string& file) {
   const SafetensorsEntry* e = f.find(name);
-  HYTRA_CHECK(e != nullptr, file, ": missing tensor '", name, "'");
+  HYTRA_ASSERT(e != nullptr, file, ": missing tensor '", name, "'");
   HYTRA_CHECK(e->dtype == "F32" && e->shape == dst.shape(), file, ": tensor '", name, "' is ", e->dtype,
               shape_str(e->shape), ", the model expects F32", shape_str(dst.shape()));
   memcpy_any(dst.raw(), dst.device(), f.data(*e), Device::CPU, dst.nbytes());
@@ -41,30 +43,46 @@ void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW&
   save_checkpoint(tc.save, std::move(c), tc.ckpt_keep);
 }
 
+namespace {
+
+// Fills each (expected key -> tensor) from the file, through the aliases and the strictness rules.
+void load_tensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& targets,
+                  Strictness strictness) {
+  SafetensorsFile f(path);
+  std::vector<std::string> file_keys;
+  for (const auto& e : f.entries()) file_keys.push_back(e.name);
+  std::set<std::string> expected;
+  for (const auto& [k, t] : targets) expected.insert(k);
+  std::vector<std::string> warnings;
+  const auto fill = match_keys(file_keys, expected, strictness, path, warnings);
+  for (const auto& w : warnings) log_warn(w);
+  for (const auto& [k, t] : targets) {
+    auto it = fill.find(k);
+    if (it != fill.end()) from_file(f, it->second, t, path);
+  }
+}
+
+}  // namespace
+
 ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW& opt) {
   const std::string dir = resolve_checkpoint_dir(tc.load);
   const CheckpointManifest m = read_manifest(dir);
-  const std::string model_path = dir + "/model.safetensors";
-  SafetensorsFile model(model_path);
-  std::set<std::string> expected;
-  for (Param* p : params.all()) {
-    from_file(model, p->name, p->value, model_path);
-    expected.insert(p->name);
-  }
-  for (const auto& e : model.entries())
-    HYTRA_CHECK(expected.count(e.name), model_path, ": unexpected tensor '", e.name, "' (not a parameter of this model)");
+  const Strictness strictness = parse_strictness(tc.ckpt_strictness);
+  std::vector<std::pair<std::string, Tensor>> weights;
+  for (Param* p : params.all()) weights.emplace_back(p->name, p->value);
+  load_tensors(dir + "/model.safetensors", weights, strictness);
   ResumePoint at;
   if (tc.finetune) return at;
   at = {m.iteration, m.consumed_samples, m.consumed_valid_samples};
   if (tc.no_load_optim) return at;
-  const std::string opt_path = dir + "/optimizer.safetensors";
-  SafetensorsFile state(opt_path);
+  std::vector<std::pair<std::string, Tensor>> moments;
   size_t i = 0;
   for (Param* p : params.all()) {
-    from_file(state, p->name + ".exp_avg", opt.exp_avg()[i], opt_path);
-    from_file(state, p->name + ".exp_avg_sq", opt.exp_avg_sq()[i], opt_path);
+    moments.emplace_back(p->name + ".exp_avg", opt.exp_avg()[i]);
+    moments.emplace_back(p->name + ".exp_avg_sq", opt.exp_avg_sq()[i]);
     ++i;
   }
+  load_tensors(dir + "/optimizer.safetensors", moments, strictness);
   opt.set_steps_taken(m.optimizer_step);
   return at;
 }

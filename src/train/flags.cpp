@@ -133,6 +133,9 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add(row("--ckpt-keep", K::Int, "all", "keep only the newest N checkpoints", store(c.ckpt_keep)));
   t.add(row("--no-load-optim", K::Bool, "false", "do not load the optimizer state", store(c.no_load_optim)));
   t.add(row("--no-load-rng", K::Bool, "false", "accepted (hytra's RNG is counter-based: no state)", store(c.no_load_rng)));
+  t.add(row("--ckpt-strictness", K::String, "assume_ok_unexpected",
+            "key mismatches on --load: assume_ok_unexpected, log_all, raise_unexpected, raise_all",
+            store(c.ckpt_strictness), {"assume_ok_unexpected", "log_all", "raise_unexpected", "raise_all"}));
   t.add(row("--finetune", K::Bool, "false", "load weights only: iteration 0, fresh optimizer and data position",
             store(c.finetune)));
   t.add(row("--log-jsonl", K::String, "None", "append one JSON object per logged iteration to FILE",

@@ -52,6 +52,7 @@ struct TrainConfig {
   int64_t ckpt_keep = 0;                // --ckpt-keep N: keep the newest N checkpoints (0: all)
   bool no_load_optim = false;           // --no-load-optim: fresh optimizer state
   bool no_load_rng = false;             // --no-load-rng: accepted; hytra's RNG is counter-based (no state)
+  std::string ckpt_strictness = "assume_ok_unexpected";  // --ckpt-strictness (checkpoint/key_map.h)
   bool finetune = false;                // --finetune: weights only; iteration, data position, optimizer reset
 
   int64_t num_micro_batches() const { return global_batch() / micro_batch_size; }

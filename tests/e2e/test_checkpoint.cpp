@@ -100,5 +100,25 @@ TEST(Checkpoint, CorruptionFinetuneAndFreshOptimizer) {
   }
 }
 
+TEST(Checkpoint, FinalNormLoadsAsFinalLayernorm) {
+  // `*-` saves decoder.final_norm.weight; `[*]-` (same layer keys, a group) wants final_layernorm.
+  const std::string dir = testing::TempDir() + "hytra_ckpt_alias";
+  fs::remove_all(dir);
+  run({"--hybrid-layer-pattern", "*-", "--save", dir, "--train-iters", "2", "--lr-warmup-iters", "0"});
+  SafetensorsFile saved(dir + "/iter_0000002/model.safetensors");
+  ASSERT_NE(saved.find("decoder.final_norm.weight"), nullptr);
+  const TrainResult r = run({"--hybrid-layer-pattern", "[*]-", "--load", dir, "--finetune", "--train-iters", "1",
+                             "--lr-warmup-iters", "0", "--ckpt-strictness", "raise_all"});
+  EXPECT_EQ(r.losses.size(), 1u);
+  try {  // a different model: missing and unexpected keys are listed
+    run({"--hybrid-layer-pattern", "-*", "--load", dir, "--finetune", "--train-iters", "1", "--lr-warmup-iters", "0",
+         "--ckpt-strictness", "raise_all"});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing keys"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unexpected keys"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace hytra

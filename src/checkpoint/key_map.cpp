@@ -1,0 +1,131 @@
+#include "checkpoint/key_map.h"
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace hytra {
+namespace {
+
+// Pairs of interchangeable key fragments (either direction).
+const std::vector<std::pair<std::string, std::string>>& fragment_aliases() {
+  static const std::vector<std::pair<std::string, std::string>> a = {
+      {"decoder.final_norm.", "decoder.final_layernorm."},
+      {".input_layernorm.weight", ".self_attention.linear_qkv.layer_norm_weight"},
+      {".input_layernorm.bias", ".self_attention.linear_qkv.layer_norm_bias"},
+      {".pre_mlp_layernorm.weight", ".mlp.linear_fc1.layer_norm_weight"},
+      {".pre_mlp_layernorm.bias", ".mlp.linear_fc1.layer_norm_bias"},
+      {".mixer.conv1d_weight", ".mixer.conv1d.weight"},
+      {".mixer.conv1d_bias", ".mixer.conv1d.bias"},
+  };
+  return a;
+}
+
+std::string replace_once(const std::string& s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  if (at == std::string::npos) return "";
+  return s.substr(0, at) + to + s.substr(at + from.size());
+}
+
+std::string list(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += "\n  " + k;
+  return out;
+}
+
+}  // namespace
+
+std::string alias_target(const std::string& key, const std::set<std::string>& expected) {
+  if (expected.count(key)) return key;
+  for (const auto& [a, b] : fragment_aliases()) {
+    for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+      const std::string k = replace_once(key, from, to);
+      if (!k.empty() && expected.count(k)) return k;
+    }
+  }
+  return "";
+}
+
+void normalize_grouped_keys(StateDict& sd, const std::string& prefix, const std::string& kind, int64_t n,
+                            bool want_grouped) {
+  const std::string grouped = prefix + kind;
+  auto indexed = [&](int64_t i) { return prefix + kind + std::to_string(i); };
+  if (want_grouped) {
+    if (sd.count(grouped)) return;  // target layout already present
+    for (int64_t i = 0; i < n; ++i)
+      if (!sd.count(indexed(i))) return;  // incomplete indexed set: leave as it is
+    const SafetensorsTensor first = sd[indexed(0)];
+    SafetensorsTensor out{grouped, first.dtype, first.shape, {}};
+    out.shape.insert(out.shape.begin(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const SafetensorsTensor& t = sd[indexed(i)];
+      HYTRA_CHECK(t.dtype == first.dtype && t.shape == first.shape, grouped, ": ", indexed(i),
+                  " differs in dtype or shape from ", indexed(0));
+      out.bytes.insert(out.bytes.end(), t.bytes.begin(), t.bytes.end());
+      sd.erase(indexed(i));
+    }
+    sd[grouped] = std::move(out);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (sd.count(indexed(i))) return;  // an indexed key exists: leave as it is
+  auto it = sd.find(grouped);
+  if (it == sd.end()) return;
+  const SafetensorsTensor g = it->second;
+  std::vector<int64_t> part;
+  if (!g.shape.empty() && g.shape[0] == n) {
+    part.assign(g.shape.begin() + 1, g.shape.end());  // unbind dim 0 (wins over chunking)
+  } else if (!g.shape.empty() && g.shape[0] % n == 0) {
+    part = g.shape;
+    part[0] /= n;  // N equal chunks of the packed [N*out, ...] form
+  } else {
+    fail(str("Cannot split checkpoint tensor ", grouped, " of shape ", shape_str(g.shape), " into ", n, " experts"));
+  }
+  sd.erase(it);
+  const size_t chunk = g.bytes.size() / size_t(n);
+  for (int64_t i = 0; i < n; ++i) {
+    SafetensorsTensor t{indexed(i), g.dtype, part,
+                        std::vector<unsigned char>(g.bytes.begin() + long(chunk * size_t(i)),
+                                                   g.bytes.begin() + long(chunk * size_t(i + 1)))};
+    sd[indexed(i)] = std::move(t);
+  }
+}
+
+Strictness parse_strictness(const std::string& t) {
+  if (t == "assume_ok_unexpected") return Strictness::AssumeOkUnexpected;
+  if (t == "log_all") return Strictness::LogAll;
+  if (t == "raise_unexpected") return Strictness::RaiseUnexpected;
+  if (t == "raise_all") return Strictness::RaiseAll;
+  fail(str("--ckpt-strictness: expected assume_ok_unexpected, log_all, raise_unexpected or raise_all, got '", t, "'"));
+}
+
+std::map<std::string, std::string> match_keys(const std::vector<std::string>& file_keys,
+                                              const std::set<std::string>& expected, Strictness s,
+                                              const std::string& file, std::vector<std::string>& warnings) {
+  std::map<std::string, std::string> fill;  // expected key -> file key
+  std::vector<std::string> unexpected, missing;
+  for (const auto& k : file_keys) {
+    const std::string target = alias_target(k, expected);
+    if (target.empty() || fill.count(target))
+      unexpected.push_back(k);
+    else
+      fill[target] = k;
+  }
+  for (const auto& k : expected)
+    if (!fill.count(k)) missing.push_back(k);
+  const bool raise_missing = s == Strictness::AssumeOkUnexpected || s == Strictness::RaiseAll;
+  const bool raise_unexpected = s == Strictness::RaiseUnexpected || s == Strictness::RaiseAll;
+  std::string err;
+  if (raise_missing && !missing.empty()) err += str("\nmissing keys (the model has them, the file does not):", list(missing));
+  if (raise_unexpected && !unexpected.empty())
+    err += str("\nunexpected keys (the file has them, the model does not):", list(unexpected));
+  HYTRA_CHECK(err.empty(), file, ": keys do not match the model (--ckpt-strictness ",
+              s == Strictness::AssumeOkUnexpected ? "assume_ok_unexpected" : s == Strictness::RaiseAll ? "raise_all" : "raise_unexpected",
+              "):", err);
+  if (!raise_missing)
+    for (const auto& k : missing) warnings.push_back(str(file, ": missing key ", k, " (keeps its initial value)"));
+  if (s == Strictness::LogAll)
+    for (const auto& k : unexpected) warnings.push_back(str(file, ": unexpected key ", k, " (ignored)"));
+  return fill;
+}
+
+}  // namespace hytra

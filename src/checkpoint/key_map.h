@@ -1,0 +1,41 @@
+// Loading checkpoints written under other names or layouts (SPEC.md A2, hytra decision 2):
+//  - aliases: decoder.final_norm <-> decoder.final_layernorm; Megatron's local (non-TE) spec names
+//    input_layernorm.weight <-> self_attention.linear_qkv.layer_norm_weight and
+//    pre_mlp_layernorm.weight <-> mlp.linear_fc1.layer_norm_weight (dense MLP layers);
+//    mixer.conv1d_weight/bias <-> mixer.conv1d.weight/bias;
+//  - grouped experts: one `weight` [E, out, in] <-> per-expert `weight0..weight{E-1}` with
+//    TEGroupedLinear's early-return rules (A2.6);
+//  - strictness (--ckpt-strictness) for keys the model lacks or the file lacks.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+
+namespace hytra {
+
+using StateDict = std::map<std::string, SafetensorsTensor>;
+
+// The key of `expected` that file key `key` stands for ("" if none): itself, or an alias.
+std::string alias_target(const std::string& key, const std::set<std::string>& expected);
+
+// TEGroupedLinear's _normalize_grouped_parameter_keys for `prefix` + kind ("weight" or "bias"):
+// want_grouped stacks complete weight0..N-1 into `weight` (unless `weight` exists or the set is
+// incomplete); otherwise splits `weight` (unless an indexed key exists) by dim 0 == N, else into N
+// equal chunks of dim 0, else throws "Cannot split checkpoint tensor ...".
+void normalize_grouped_keys(StateDict& sd, const std::string& prefix, const std::string& kind, int64_t num_gemms,
+                            bool want_grouped);
+
+enum class Strictness { AssumeOkUnexpected, LogAll, RaiseUnexpected, RaiseAll };
+Strictness parse_strictness(const std::string& text);  // --ckpt-strictness; a named error otherwise
+
+// Which file keys fill which expected keys, per the aliases; missing and unexpected keys are
+// handled per `strictness` (errors list every key; log_all reports them in `warnings`).
+std::map<std::string, std::string> match_keys(const std::vector<std::string>& file_keys,
+                                              const std::set<std::string>& expected, Strictness strictness,
+                                              const std::string& file, std::vector<std::string>& warnings);
+
+}  // namespace hytra
