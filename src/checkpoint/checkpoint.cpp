@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -104,8 +106,15 @@ void save_checkpoint(const std::string& save_dir, CheckpointContents c, int64_t 
   m += "}\n}\n";
   write_text_atomic((tmp_dir / "manifest.json").string(), m);
   fsync_path(tmp_dir.string());
-  fs::remove_all(final_dir);  // a re-save of the same iteration replaces it
-  fs::rename(tmp_dir, final_dir);
+  if (fs::exists(final_dir)) {
+    // Re-saving an iteration (the one "latest" may name): swap the two directories atomically,
+    // so a crash never leaves "latest" pointing at a missing directory, then drop the old one.
+    HYTRA_CHECK(renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0,
+                final_dir.string(), ": cannot replace (", std::strerror(errno), ")");
+    fs::remove_all(tmp_dir);
+  } else {
+    fs::rename(tmp_dir, final_dir);
+  }
   fsync_path(save_dir);
   write_text_atomic((fs::path(save_dir) / kLatest).string(), std::to_string(c.manifest.iteration) + "\n");
   if (keep > 0) {

@@ -3,11 +3,17 @@
 // --finetune and --no-load-optim.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "train/flags.h"
@@ -118,6 +124,40 @@ TEST(Checkpoint, FinalNormLoadsAsFinalLayernorm) {
     EXPECT_NE(std::string(e.what()).find("missing keys"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("unexpected keys"), std::string::npos) << e.what();
   }
+}
+
+// Kill -9 at arbitrary moments of saving: the latest checkpoint stays loadable and complete.
+TEST(Checkpoint, KillDuringSaveLeavesALoadableCheckpoint) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_kill";
+  fs::remove_all(dir);
+  // The hytra binary sits next to the tests directory of the build.
+  const std::string hytra = (fs::canonical("/proc/self/exe").parent_path().parent_path() / "hytra").string();
+  if (!fs::exists(hytra)) GTEST_SKIP() << "no hytra binary at " << hytra;
+  run({"--hybrid-layer-pattern", "*-", "--save", dir, "--train-iters", "1", "--lr-warmup-iters", "0"});  // a first good one
+  int64_t newest = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {  // the child (a fresh hytra process) saves every iteration until it is killed
+      execl(hytra.c_str(), hytra.c_str(), "train", "--hybrid-layer-pattern", "*-", "--hidden-size", "32",
+            "--num-attention-heads", "4", "--ffn-hidden-size", "64", "--vocab-size", "96", "--seq-length", "16",
+            "--micro-batch-size", "2", "--train-iters", "100000", "--lr", "1e-3", "--eval-interval", "0",
+            "--log-interval", "1000", "--mock-data", "--device", "cpu", "--save", dir.c_str(), "--save-interval",
+            "1", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    usleep(useconds_t(150000 + 37000 * trial));  // different moments of the save loop
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const std::string latest = resolve_checkpoint_dir(dir);
+    const CheckpointManifest m = read_manifest(latest);  // sizes and checksums verified
+    EXPECT_GE(m.iteration, 1);
+    newest = std::max(newest, m.iteration);
+    SafetensorsFile model(latest + "/model.safetensors");  // fully validated
+    EXPECT_GT(model.entries().size(), 0u);
+  }
+  EXPECT_GT(newest, 1) << "the killed runs never completed a save: the test did not exercise saving";
 }
 
 }  // namespace
