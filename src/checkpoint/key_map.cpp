@@ -1,5 +1,8 @@
 #include "checkpoint/key_map.h"
 
+#include <cstring>
+#include <iterator>
+
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -88,6 +91,77 @@ void normalize_grouped_keys(StateDict& sd, const std::string& prefix, const std:
                                                    g.bytes.begin() + long(chunk * size_t(i + 1)))};
     sd[indexed(i)] = std::move(t);
   }
+}
+
+namespace {
+
+// decoder.layers.<i>.<part>.<rest> -> (i, part, rest); part is "self_attention" or "mlp".
+bool split_layer_key(const std::string& key, int64_t& layer, std::string& part, std::string& rest) {
+  static const std::string kPrefix = "decoder.layers.";
+  if (key.rfind(kPrefix, 0) != 0) return false;
+  const size_t dot = key.find('.', kPrefix.size());
+  if (dot == std::string::npos) return false;
+  try {
+    layer = std::stoll(key.substr(kPrefix.size(), dot - kPrefix.size()));
+  } catch (const std::exception&) {
+    return false;
+  }
+  for (const char* p : {"self_attention.", "mlp."}) {
+    if (key.compare(dot + 1, std::strlen(p), p) == 0) {
+      part = std::string(p, std::strlen(p) - 1);
+      rest = key.substr(dot + 1 + std::strlen(p));
+      return true;
+    }
+  }
+  return false;
+}
+
+// Layer indices per part, and whether some layer holds both parts (GPT / grouped layout).
+struct LayerParts {
+  std::map<std::string, std::set<int64_t>> layers;
+  bool shared = false;
+};
+
+LayerParts layer_parts(const std::vector<std::string>& keys) {
+  LayerParts lp;
+  std::map<int64_t, std::set<std::string>> by_layer;
+  for (const auto& k : keys) {
+    int64_t i;
+    std::string part, rest;
+    if (split_layer_key(k, i, part, rest)) {
+      lp.layers[part].insert(i);
+      by_layer[i].insert(part);
+    }
+  }
+  for (const auto& [i, parts] : by_layer) lp.shared |= parts.size() > 1;
+  return lp;
+}
+
+}  // namespace
+
+std::vector<std::string> gpt_keys_as_hybrid(const std::vector<std::string>& file_keys,
+                                            const std::set<std::string>& expected) {
+  LayerParts file = layer_parts(file_keys);
+  LayerParts model = layer_parts(std::vector<std::string>(expected.begin(), expected.end()));
+  if (!file.shared || model.shared) return file_keys;
+  for (const char* part : {"self_attention", "mlp"})
+    HYTRA_CHECK(file.layers[part].size() == model.layers[part].size(), "checkpoint: a GPT checkpoint with ",
+                file.layers[part].size(), " ", part, " layers cannot fill a hybrid model with ", model.layers[part].size());
+  std::vector<std::string> out;
+  for (const auto& k : file_keys) {
+    int64_t i;
+    std::string part, rest;
+    if (!split_layer_key(k, i, part, rest)) {
+      out.push_back(k);
+      continue;
+    }
+    // GPT layer i's part goes to the model's layer holding the same-ranked part.
+    const auto& fl = file.layers[part];
+    const auto& ml = model.layers[part];
+    const int64_t rank = std::distance(fl.begin(), fl.find(i));
+    out.push_back("decoder.layers." + std::to_string(*std::next(ml.begin(), rank)) + "." + part + "." + rest);
+  }
+  return out;
 }
 
 Strictness parse_strictness(const std::string& t) {

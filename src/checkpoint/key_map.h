@@ -29,6 +29,14 @@ std::string alias_target(const std::string& key, const std::set<std::string>& ex
 void normalize_grouped_keys(StateDict& sd, const std::string& prefix, const std::string& kind, int64_t num_gemms,
                             bool want_grouped);
 
+// Megatron GPT checkpoints (attention and MLP of layer i under one decoder.layers.<i>) loaded into
+// an ungrouped hybrid model (`*-*-`): the i-th `*` takes GPT layer i's self_attention.*, the i-th
+// `-` its mlp.* (SPEC A2.3's interop; Mamba layers keep their initial values). Returns the file key
+// each file key stands for in the model's naming, or the keys unchanged when the file is not in GPT
+// layout or the model has grouped layers; mismatched layer counts are an error.
+std::vector<std::string> gpt_keys_as_hybrid(const std::vector<std::string>& file_keys,
+                                            const std::set<std::string>& expected);
+
 enum class Strictness { AssumeOkUnexpected, LogAll, RaiseUnexpected, RaiseAll };
 Strictness parse_strictness(const std::string& text);  // --ckpt-strictness; a named error otherwise
 

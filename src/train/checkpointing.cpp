@@ -53,12 +53,16 @@ void load_tensors(const std::string& path, const std::vector<std::pair<std::stri
   for (const auto& e : f.entries()) file_keys.push_back(e.name);
   std::set<std::string> expected;
   for (const auto& [k, t] : targets) expected.insert(k);
+  // Names the file keys take in this model's layout (GPT layers into an ungrouped hybrid model).
+  const std::vector<std::string> renamed = gpt_keys_as_hybrid(file_keys, expected);
+  std::map<std::string, std::string> original;
+  for (size_t i = 0; i < renamed.size(); ++i) original[renamed[i]] = file_keys[i];
   std::vector<std::string> warnings;
-  const auto fill = match_keys(file_keys, expected, strictness, path, warnings);
+  const auto fill = match_keys(renamed, expected, strictness, path, warnings);
   for (const auto& w : warnings) log_warn(w);
   for (const auto& [k, t] : targets) {
     auto it = fill.find(k);
-    if (it != fill.end()) from_file(f, it->second, t, path);
+    if (it != fill.end()) from_file(f, original.at(it->second), t, path);
   }
 }
 

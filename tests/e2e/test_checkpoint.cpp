@@ -126,6 +126,32 @@ TEST(Checkpoint, FinalNormLoadsAsFinalLayernorm) {
   }
 }
 
+// SPEC A2.3's interop: a GPT checkpoint (attention and MLP of layer i under one index) fills an
+// ungrouped hybrid model, the i-th `*` from GPT layer i's attention, the i-th `-` from its MLP.
+TEST(Checkpoint, GptCheckpointFillsAnUngroupedHybridModel) {
+  const std::string gpt = testing::TempDir() + "hytra_ckpt_gpt", hyb = testing::TempDir() + "hytra_ckpt_hyb";
+  fs::remove_all(gpt);
+  fs::remove_all(hyb);
+  run({"--hybrid-layer-pattern", "", "--num-layers", "2", "--save", gpt, "--train-iters", "1", "--lr-warmup-iters", "0"});
+  // Load into `*-*-` and save again without changing the weights (lr 0).
+  run({"--hybrid-layer-pattern", "*-*-", "--load", gpt, "--finetune", "--ckpt-strictness", "raise_all", "--lr", "0",
+       "--train-iters", "1", "--lr-warmup-iters", "0", "--save", hyb});
+  SafetensorsFile a(gpt + "/iter_0000001/model.safetensors"), b(hyb + "/iter_0000001/model.safetensors");
+  auto same = [&](const std::string& ka, const std::string& kb) {
+    const SafetensorsEntry *ea = a.find(ka), *eb = b.find(kb);
+    return ea && eb && ea->end - ea->begin == eb->end - eb->begin &&
+           std::memcmp(a.data(*ea), b.data(*eb), size_t(ea->end - ea->begin)) == 0;
+  };
+  EXPECT_TRUE(same("decoder.layers.1.self_attention.linear_qkv.weight", "decoder.layers.2.self_attention.linear_qkv.weight"));
+  EXPECT_TRUE(same("decoder.layers.0.mlp.linear_fc1.weight", "decoder.layers.1.mlp.linear_fc1.weight"));
+  EXPECT_TRUE(same("decoder.layers.1.mlp.linear_fc2.weight", "decoder.layers.3.mlp.linear_fc2.weight"));
+  EXPECT_TRUE(same("decoder.final_layernorm.weight", "decoder.final_norm.weight"));
+  // Layer counts must agree.
+  EXPECT_THROW(run({"--hybrid-layer-pattern", "*-*-*", "--load", gpt, "--finetune", "--train-iters", "1",
+                    "--lr-warmup-iters", "0"}),
+               Error);
+}
+
 // Kill -9 at arbitrary moments of saving: the latest checkpoint stays loadable and complete.
 TEST(Checkpoint, KillDuringSaveLeavesALoadableCheckpoint) {
   const std::string dir = testing::TempDir() + "hytra_ckpt_kill";
