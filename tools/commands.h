@@ -9,5 +9,6 @@ int cmd_ops(int argc, char** argv);
 int cmd_preprocess(int argc, char** argv);
 int cmd_inspect_data(int argc, char** argv);
 int cmd_inspect_checkpoint(int argc, char** argv);
+int cmd_eval_step(int argc, char** argv);
 
 }  // namespace hytra

@@ -20,6 +20,7 @@ const Subcommand kCommands[] = {
     {"train", hytra::cmd_train, "train a model (Megatron-LM flags, --config FILE)"},
     {"inspect-pattern", hytra::cmd_inspect_pattern, "print the layer plan of a hybrid pattern as JSON"},
     {"inspect-checkpoint", hytra::cmd_inspect_checkpoint, "list a checkpoint's manifest and tensors"},
+    {"eval-step", hytra::cmd_eval_step, "one forward/backward of a checkpoint on a batch: losses and gradients"},
     {"ops", hytra::cmd_ops, "list the ops and the backends that implement them"},
     {"preprocess", hytra::cmd_preprocess, "tokenize JSON Lines or text into Megatron .bin/.idx files"},
     {"inspect-data", hytra::cmd_inspect_data, "describe a .bin/.idx dataset, or the samples --data-path yields"},

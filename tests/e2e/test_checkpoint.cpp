@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "train/eval_step.h"
 #include "train/flags.h"
 #include "train/trainer.h"
 
@@ -150,6 +151,46 @@ TEST(Checkpoint, GptCheckpointFillsAnUngroupedHybridModel) {
   EXPECT_THROW(run({"--hybrid-layer-pattern", "*-*-*", "--load", gpt, "--finetune", "--train-iters", "1",
                     "--lr-warmup-iters", "0"}),
                Error);
+}
+
+TEST(Checkpoint, EvalStepWritesLossesAndEveryGradient) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_eval";
+  fs::remove_all(dir);
+  run({"--save", dir, "--train-iters", "2", "--lr-warmup-iters", "0"});
+  const std::string batch = testing::TempDir() + "hytra_eval_batch.safetensors", out = testing::TempDir() + "hytra_eval_out.safetensors";
+  std::vector<int32_t> tokens(2 * 9);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7) % 96);
+  SafetensorsTensor t{"tokens", "I32", {2, 9}, std::vector<unsigned char>(tokens.size() * 4)};
+  std::memcpy(t.bytes.data(), tokens.data(), t.bytes.size());
+  write_safetensors(batch, {t}, {});
+  ModelConfig m;
+  TrainConfig tc;
+  ASSERT_TRUE(parse_train_args({"--hybrid-layer-pattern", "[*-]*-", "--hidden-size", "32", "--num-attention-heads", "4",
+                                "--ffn-hidden-size", "64", "--normalization", "RMSNorm", "--position-embedding-type",
+                                "rope", "--vocab-size", "96", "--make-vocab-size-divisible-by", "32", "--seq-length",
+                                "16", "--micro-batch-size", "2", "--train-iters", "1", "--lr", "1", "--mock-data",
+                                "--device", "cpu", "--load", dir},
+                               m, tc, nullptr));
+  eval_step(m, tc, batch, out);
+  SafetensorsFile r(out);
+  const SafetensorsEntry* losses = r.find("losses");
+  ASSERT_NE(losses, nullptr);
+  EXPECT_EQ(losses->shape, (std::vector<int64_t>{2, 8}));
+  std::vector<float> l(16);
+  std::memcpy(l.data(), r.data(*losses), 64);
+  float mean = 0, loss = 0;
+  for (float x : l) mean += x / 16;
+  std::memcpy(&loss, r.data(*r.find("loss")), 4);
+  EXPECT_NEAR(loss, mean, 1e-5);
+  SafetensorsFile saved(dir + "/iter_0000002/model.safetensors");
+  for (const auto& e : saved.entries()) {  // one gradient per parameter, same shape, not all zero
+    const SafetensorsEntry* g = r.find(e.name);
+    ASSERT_NE(g, nullptr) << e.name;
+    EXPECT_EQ(g->shape, e.shape) << e.name;
+    std::vector<float> v(size_t(g->end - g->begin) / 4);
+    std::memcpy(v.data(), r.data(*g), v.size() * 4);
+    EXPECT_TRUE(std::any_of(v.begin(), v.end(), [](float x) { return x != 0.0f; })) << e.name;
+  }
 }
 
 // Kill -9 at arbitrary moments of saving: the latest checkpoint stays loadable and complete.

@@ -1,0 +1,105 @@
+#include "train/eval_step.h"
+
+#include <cstring>
+
+#include "checkpoint/safetensors.h"
+#include "core/error.h"
+#include "model/hybrid_model.h"
+#include "ops/ops.h"
+#include "train/adamw.h"
+#include "train/checkpointing.h"
+
+namespace hytra {
+namespace {
+
+// A 2-D integer tensor of the batch file as int32 values.
+Tensor read_ids(const SafetensorsFile& f, const std::string& name, const std::string& path) {
+  const SafetensorsEntry* e = f.find(name);
+  HYTRA_CHECK(e != nullptr, path, ": no tensor '", name, "'");
+  HYTRA_CHECK(e->shape.size() == 2 && (e->dtype == "I32" || e->dtype == "I64"), path, ": '", name,
+              "' must be a 2-D I32 or I64 tensor, got ", e->dtype, " with ", e->shape.size(), " dims");
+  Tensor t = Tensor::empty({e->shape[0], e->shape[1]}, DType::I32);
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = 0;
+    if (e->dtype == "I32") {
+      int32_t x;
+      std::memcpy(&x, f.data(*e) + 4 * i, 4);
+      v = x;
+    } else {
+      std::memcpy(&v, f.data(*e) + 8 * i, 8);
+    }
+    t.data<int32_t>()[i] = int32_t(v);
+  }
+  return t;
+}
+
+SafetensorsTensor f32_of(const std::string& name, const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), DType::F32);
+  Exec& ex = Exec::cpu();
+  Tensor src = t.to(Device::CPU);
+  ops::copy(ex, h, src);
+  SafetensorsTensor out{name, "F32", t.shape(), std::vector<unsigned char>(h.nbytes())};
+  std::memcpy(out.bytes.data(), h.raw(), h.nbytes());
+  return out;
+}
+
+}  // namespace
+
+void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& batch_path, const std::string& out_path) {
+  HYTRA_CHECK(!tc.load.empty(), "--load: required (the checkpoint to evaluate)");
+  SafetensorsFile batch(batch_path);
+  Tensor ids, labels;
+  if (batch.find("tokens")) {
+    Tensor tokens = read_ids(batch, "tokens", batch_path);  // (B, T+1)
+    const int64_t B = tokens.size(0), T = tokens.size(1) - 1;
+    HYTRA_CHECK(T >= 1, batch_path, ": 'tokens' needs at least 2 columns");
+    ids = Tensor::empty({B, T}, DType::I32);
+    labels = Tensor::empty({B, T}, DType::I32);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        ids.data<int32_t>()[b * T + t] = tokens.data<int32_t>()[b * (T + 1) + t];
+        labels.data<int32_t>()[b * T + t] = tokens.data<int32_t>()[b * (T + 1) + t + 1];
+      }
+  } else {
+    ids = read_ids(batch, "input_ids", batch_path);
+    labels = read_ids(batch, "labels", batch_path);
+    HYTRA_CHECK(ids.shape() == labels.shape(), batch_path, ": 'input_ids' and 'labels' differ in shape");
+  }
+  const Device dev = tc.device == "cuda" || (tc.device == "auto" && cuda_available()) ? Device::CUDA : Device::CPU;
+  Exec& ex = Exec::for_device(dev);
+  HybridModel model(mc, plan_for(mc));
+  model.params().finalize(DType::F32, dev);
+  init_params(model.params(), tc.seed);
+  AdamW opt(model.params(), AdamWConfig{});
+  TrainConfig weights_only = tc;
+  weights_only.finetune = true;  // parameters only
+  load_training_state(weights_only, model.params(), opt);
+  model.params().zero_grad();
+
+  StepContext ctx(ex);
+  Tensor losses = model.forward(ctx, ids.to(dev), labels.to(dev));  // (B, T)
+  int64_t targets = 0;
+  for (int64_t i = 0; i < labels.numel(); ++i) targets += labels.data<int32_t>()[i] >= 0;
+  HYTRA_CHECK(targets > 0, batch_path, ": no label is a target (all are -1)");
+  std::vector<double> d(size_t(labels.numel()));
+  double sum = 0;
+  const std::vector<double> l = losses.to_f64_vector();
+  for (size_t i = 0; i < d.size(); ++i) {
+    const bool target = labels.data<int32_t>()[i] >= 0;
+    d[i] = target ? 1.0 / double(targets) : 0.0;
+    sum += target ? l[i] : 0.0;
+  }
+  Tensor dloss = Tensor::empty(losses.shape(), losses.dtype(), dev);
+  dloss.copy_from_f64(d);
+  model.backward(ctx, dloss);
+
+  std::vector<SafetensorsTensor> out = {f32_of("losses", losses)};
+  Tensor mean = Tensor::empty({}, DType::F32);
+  mean.copy_from({float(sum / double(targets))});
+  out.push_back(f32_of("loss", mean));
+  for (Param* p : model.params().all()) out.push_back(f32_of(p->name, p->grad));
+  write_safetensors(out_path, std::move(out), {{"format", "pt"}});
+}
+
+}  // namespace hytra
