@@ -193,6 +193,48 @@ TEST(Checkpoint, EvalStepWritesLossesAndEveryGradient) {
   }
 }
 
+// Megatron GPTModel naming (plain transformer layers, final_layernorm) and a hybrid model of `[*-]`
+// groups load each other's checkpoints and give the same loss on the same batch.
+TEST(Checkpoint, GptNamingAndGroupedHybridGiveTheSameLoss) {
+  const std::string batch = testing::TempDir() + "hytra_gpt_batch.safetensors";
+  std::vector<int32_t> tokens(2 * 9);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 11 + 3) % 96);
+  SafetensorsTensor t{"tokens", "I32", {2, 9}, std::vector<unsigned char>(tokens.size() * 4)};
+  std::memcpy(t.bytes.data(), tokens.data(), t.bytes.size());
+  write_safetensors(batch, {t}, {});
+  auto loss_of = [&](const std::vector<std::string>& model_flags, const std::string& ckpt) {
+    std::vector<std::string> args = {"--hidden-size", "32", "--num-attention-heads", "4", "--ffn-hidden-size", "64",
+                                     "--normalization", "RMSNorm", "--position-embedding-type", "rope",
+                                     "--vocab-size", "96", "--make-vocab-size-divisible-by", "32", "--seq-length",
+                                     "16", "--micro-batch-size", "2", "--train-iters", "1", "--lr", "1",
+                                     "--mock-data", "--device", "cpu", "--load", ckpt, "--ckpt-strictness",
+                                     "raise_all"};
+    args.insert(args.end(), model_flags.begin(), model_flags.end());
+    ModelConfig m;
+    TrainConfig tc;
+    EXPECT_TRUE(parse_train_args(args, m, tc, nullptr));
+    const std::string out = testing::TempDir() + "hytra_gpt_out.safetensors";
+    eval_step(m, tc, batch, out);
+    SafetensorsFile r(out);
+    float loss;
+    std::memcpy(&loss, r.data(*r.find("loss")), 4);
+    return loss;
+  };
+  const std::vector<std::string> gpt = {"--hybrid-layer-pattern", "", "--num-layers", "2"};
+  const std::vector<std::string> grouped = {"--hybrid-layer-pattern", "[*-][*-]"};
+  for (const auto* saver : {&gpt, &grouped}) {
+    const std::string dir = testing::TempDir() + "hytra_ckpt_naming";
+    fs::remove_all(dir);
+    std::vector<std::string> flags = *saver;
+    flags.insert(flags.end(), {"--save", dir, "--train-iters", "2", "--lr-warmup-iters", "0"});
+    run(flags);
+    SafetensorsFile saved(dir + "/iter_0000002/model.safetensors");
+    EXPECT_NE(saved.find("decoder.layers.1.mlp.linear_fc2.weight"), nullptr);  // GPT layer keys
+    EXPECT_NE(saved.find("decoder.final_layernorm.weight"), nullptr);
+    EXPECT_EQ(loss_of(gpt, dir), loss_of(grouped, dir));
+  }
+}
+
 // Kill -9 at arbitrary moments of saving: the latest checkpoint stays loadable and complete.
 TEST(Checkpoint, KillDuringSaveLeavesALoadableCheckpoint) {
   const std::string dir = testing::TempDir() + "hytra_ckpt_kill";

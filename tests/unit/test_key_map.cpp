@@ -87,6 +87,32 @@ TEST(KeyMap, GroupedExpertVectorsFromTheSpec) {
   EXPECT_EQ(one["m.weight0"].shape, (std::vector<int64_t>{1}));
 }
 
+TEST(KeyMap, LayoutRoundTripsReproduceEveryTensor) {
+  StateDict indexed;  // 4 experts, fc1 [2F=6, C=2] each, plus biases and an unrelated key
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> w(12), b(6);
+    for (int k = 0; k < 12; ++k) w[size_t(k)] = float(100 * i + k);
+    for (int k = 0; k < 6; ++k) b[size_t(k)] = float(-100 * i - k);
+    indexed["m.weight" + std::to_string(i)] = f32("m.weight" + std::to_string(i), {6, 2}, w);
+    indexed["m.bias" + std::to_string(i)] = f32("m.bias" + std::to_string(i), {6}, b);
+  }
+  indexed["other.weight"] = f32("other.weight", {1}, {42});
+  auto equal = [](const StateDict& a, const StateDict& b) {
+    if (keys(a) != keys(b)) return false;
+    for (const auto& [k, t] : a)
+      if (t.shape != b.at(k).shape || t.bytes != b.at(k).bytes || t.dtype != b.at(k).dtype) return false;
+    return true;
+  };
+  StateDict x = indexed;
+  for (const char* kind : {"weight", "bias"}) normalize_grouped_keys(x, P, kind, 4, true);
+  EXPECT_EQ(x.at("m.weight").shape, (std::vector<int64_t>{4, 6, 2}));
+  StateDict grouped = x;
+  for (const char* kind : {"weight", "bias"}) normalize_grouped_keys(x, P, kind, 4, false);
+  EXPECT_TRUE(equal(x, indexed));  // indexed -> grouped -> indexed
+  for (const char* kind : {"weight", "bias"}) normalize_grouped_keys(x, P, kind, 4, true);
+  EXPECT_TRUE(equal(x, grouped));  // grouped -> indexed -> grouped
+}
+
 TEST(KeyMap, AliasesAndStrictness) {
   const std::set<std::string> expected = {"decoder.final_layernorm.weight",
                                           "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight",

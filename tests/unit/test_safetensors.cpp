@@ -121,5 +121,61 @@ TEST(Safetensors, WriterRejectsBadTensorsAndLeavesNoFile) {
   EXPECT_FALSE(std::ifstream(p + ".tmp").good());
 }
 
+std::string hex(const std::vector<unsigned char>& b) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : b) {
+    s += d[c >> 4];
+    s += d[c & 15];
+  }
+  return s;
+}
+
+std::string run_py(const std::string& args, const std::string& input = "") {
+  const std::string in = testing::TempDir() + "hytra_st_py_in.json", out = testing::TempDir() + "hytra_st_py_out.json";
+  std::ofstream(in) << input;
+  const std::string cmd = std::string("python3 ") + HYTRA_SOURCE_DIR + "/tests/unit/safetensors_ref.py " + args + " < " +
+                          in + " > " + out;
+  if (std::system(cmd.c_str()) != 0) return "ERROR";
+  std::ifstream f(out);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// Both directions against the independent reader/writer of safetensors_ref.py (stdlib only).
+TEST(Safetensors, BothDirectionsAgainstAnIndependentImplementation) {
+  const std::vector<SafetensorsTensor> tensors = {
+      {"decoder.layers.0.mlp.linear_fc1.weight", "BF16", {2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+      {"embedding.word_embeddings.weight", "F32", {1, 2}, {0, 0, 128, 63, 0, 0, 0, 64}},
+      {"step", "I64", {}, {5, 0, 0, 0, 0, 0, 0, 0}},
+      {"mask", "U8", {3}, {1, 0, 1}},
+  };
+  const std::string p = tmp("interop_hytra");
+  write_safetensors(p, tensors, {{"format", "pt"}});
+  // What the reference reads from hytra's file.
+  const std::string read_back = run_py("read " + p);
+  ASSERT_NE(read_back, "ERROR");
+  for (const auto& t : tensors)
+    EXPECT_NE(read_back.find("\"" + t.name + "\": [\"" + t.dtype + "\""), std::string::npos) << t.name;
+  for (const auto& t : tensors) EXPECT_NE(read_back.find(hex(t.bytes)), std::string::npos) << t.name;
+  // The reference writes the same tensors: byte-identical to hytra's file, and hytra reads it.
+  std::string spec = "{\"metadata\": {\"format\": \"pt\"}, \"tensors\": {";
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    std::string shape = "[";
+    for (size_t k = 0; k < t.shape.size(); ++k) shape += (k ? ", " : "") + std::to_string(t.shape[k]);
+    spec += (i ? ", " : "") + ("\"" + t.name + "\": [\"" + t.dtype + "\", " + shape + "], \"" + hex(t.bytes) + "\"]");
+  }
+  spec += "}}";
+  const std::string q = tmp("interop_ref");
+  ASSERT_NE(run_py("write " + q, spec), "ERROR");
+  EXPECT_EQ(bytes_of(q), bytes_of(p));
+  SafetensorsFile f(q);
+  for (const auto& t : tensors) {
+    const SafetensorsEntry* e = f.find(t.name);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(std::vector<unsigned char>(f.data(*e), f.data(*e) + (e->end - e->begin)), t.bytes);
+  }
+}
+
 }  // namespace
 }  // namespace hytra
