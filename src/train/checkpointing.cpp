@@ -27,12 +27,14 @@ void from_file(const SafetensorsFile& f, const std::string& name, const Tensor& 
 
 }  // namespace
 
-void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW& opt, const ResumePoint& at) {
+void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW& opt, const ResumePoint& at,
+                         const std::string& config_text) {
   CheckpointContents c;
   c.manifest.iteration = at.iteration;
   c.manifest.consumed_samples = at.consumed_samples;
   c.manifest.consumed_valid_samples = at.consumed_valid_samples;
   c.manifest.optimizer_step = opt.steps_taken();
+  c.manifest.config = config_text;
   size_t i = 0;
   for (Param* p : params.all()) {
     c.model.push_back(to_file(p->name, p->value));

@@ -16,7 +16,9 @@ struct ResumePoint {
   int64_t consumed_valid_samples = 0;  // validation samples consumed
 };
 
-void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW& opt, const ResumePoint& at);
+// config_text: the run's configuration (the manifest's `config`, for people reading the checkpoint).
+void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW& opt, const ResumePoint& at,
+                         const std::string& config_text);
 // Loads --load per the flags (weights always; optimizer unless --no-load-optim or --finetune);
 // every parameter must be present with its shape, and no unknown key may be left over.
 ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW& opt);

@@ -120,6 +120,13 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       << mc.seq_length << " tokens (" << num_micro << " micro-batches of " << mbs << ")\n";
 
   const auto [train_data, valid_data] = data_sources(mc, tc);
+  const std::string config_text =
+      str("pattern=", model.plan().main.value_or(""), " hidden=", mc.hidden_size, " heads=", mc.num_attention_heads, "/",
+          mc.kv_heads(), " head_dim=", mc.head_dim(), " ffn=", mc.ffn_size(), " activation=", mc.activation,
+          " normalization=", mc.normalization, " position_embedding=", mc.position_embedding_type,
+          " vocab=", mc.padded_vocab_size(), " seq_length=", mc.seq_length, " bias=", mc.add_bias_linear,
+          " tied=", !mc.untie_embeddings_and_output_weights, " seed=", tc.seed, " global_batch=", gbs,
+          " lr=", tc.lr, " train_iters=", tc.train_iters);
   int64_t valid_consumed = start.consumed_valid_samples;
   std::unique_ptr<JsonlWriter> jsonl;
   if (!tc.log_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
@@ -190,7 +197,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     const bool exiting = tc.exit_interval > 0 && it % tc.exit_interval == 0;
     if (!tc.save.empty() &&
         ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
-      save_training_state(tc, store, opt, {it, consumed, valid_consumed});
+      save_training_state(tc, store, opt, {it, consumed, valid_consumed}, config_text);
       t_interval = Clock::now();
     }
     if (exiting) {
