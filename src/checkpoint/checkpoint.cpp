@@ -54,18 +54,6 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -89,19 +77,19 @@ void save_checkpoint(const std::string& save_dir, CheckpointContents c, int64_t 
     write_safetensors((tmp_dir / files[1]).string(), std::move(c.optimizer), {{"format", "pt"}});
   }
   std::string m = "{\n";
-  m += "  \"hytra_version\": " + quote(kVersion) + ",\n";
+  m += "  \"hytra_version\": " + json_quote(kVersion) + ",\n";
   m += "  \"iteration\": " + std::to_string(c.manifest.iteration) + ",\n";
   m += "  \"consumed_samples\": " + std::to_string(c.manifest.consumed_samples) + ",\n";
   m += "  \"consumed_valid_samples\": " + std::to_string(c.manifest.consumed_valid_samples) + ",\n";
   m += "  \"optimizer_step\": " + std::to_string(c.manifest.optimizer_step) + ",\n";
-  m += "  \"config\": " + quote(c.manifest.config) + ",\n";
+  m += "  \"config\": " + json_quote(c.manifest.config) + ",\n";
   m += "  \"files\": {";
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string p = (tmp_dir / files[i]).string();
     char sum[17];
     std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a(p)));
-    m += (i ? ", " : "") + quote(files[i]) + ": {\"bytes\": " + std::to_string(fs::file_size(p)) +
-         ", \"fnv1a64\": " + quote(sum) + "}";
+    m += (i ? ", " : "") + json_quote(files[i]) + ": {\"bytes\": " + std::to_string(fs::file_size(p)) +
+         ", \"fnv1a64\": " + json_quote(sum) + "}";
   }
   m += "}\n}\n";
   write_text_atomic((tmp_dir / "manifest.json").string(), m);

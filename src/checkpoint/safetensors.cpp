@@ -54,22 +54,6 @@ int64_t expected_bytes(const std::string& path, const std::string& name, const s
   return n * bits / 8;
 }
 
-void append_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  out += '"';
-}
 
 }  // namespace
 
@@ -182,16 +166,16 @@ void write_safetensors(const std::string& path, std::vector<SafetensorsTensor> t
     for (const auto& [k, v] : metadata) {
       if (!first) header += ',';
       first = false;
-      append_json_string(header, k);
+      header += json_quote(k);
       header += ':';
-      append_json_string(header, v);
+      header += json_quote(v);
     }
     header += "}";
   }
   int64_t offset = 0;
   for (const auto& t : tensors) {
     if (header.size() > 1) header += ',';
-    append_json_string(header, t.name);
+    header += json_quote(t.name);
     header += ":{\"dtype\":\"" + t.dtype + "\",\"shape\":[";
     for (size_t i = 0; i < t.shape.size(); ++i) header += (i ? "," : "") + std::to_string(t.shape[i]);
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + int64_t(t.bytes.size())) + "]}";

@@ -2,6 +2,7 @@
 #include "core/json.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -275,6 +276,23 @@ const Json& Json::at(std::string_view key) const {
   const Json* v = find(key);
   HYTRA_CHECK(v != nullptr, "missing key '", key, "'");
   return *v;
+}
+
+std::string json_quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace hytra

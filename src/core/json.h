@@ -50,4 +50,7 @@ class Json {
 
 const char* json_type_name(Json::Type t);
 
+// s as a JSON string literal: quotes, backslash escapes, \u00XX for control characters.
+std::string json_quote(const std::string& s);
+
 }  // namespace hytra

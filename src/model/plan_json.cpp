@@ -2,29 +2,19 @@
 
 #include <sstream>
 
+#include "core/json.h"
+
 namespace hytra {
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      default: out += c;
-    }
-  }
-  return out + "\"";
-}
 
-std::string opt_string(const std::optional<std::string>& s) { return s ? quote(*s) : "null"; }
+std::string opt_string(const std::optional<std::string>& s) { return s ? json_quote(*s) : "null"; }
 
 void write_items(std::ostringstream& os, const std::vector<LayerItem>& items, const std::string& indent) {
   os << "[";
   for (size_t i = 0; i < items.size(); ++i) {
     const LayerItem& it = items[i];
-    os << (i ? "," : "") << "\n" << indent << "  {\"symbols\": " << quote(it.symbols) << ", \"physical\": [";
+    os << (i ? "," : "") << "\n" << indent << "  {\"symbols\": " << json_quote(it.symbols) << ", \"physical\": [";
     for (size_t j = 0; j < it.physical.size(); ++j) os << (j ? ", " : "") << it.physical[j];
     os << "], \"logical\": " << it.logical << ", \"segment\": " << it.segment << "}";
   }
@@ -44,7 +34,7 @@ std::string plan_to_json(const LayerPlan& p) {
   os << "  \"num_segments\": " << p.num_segments << ",\n";
   os << "  \"layer_counts\": {";
   for (size_t i = 0; i < p.layer_counts.size(); ++i)
-    os << (i ? ", " : "") << quote(std::string(1, p.layer_counts[i].first)) << ": " << p.layer_counts[i].second;
+    os << (i ? ", " : "") << json_quote(std::string(1, p.layer_counts[i].first)) << ": " << p.layer_counts[i].second;
   os << "},\n";
   os << "  \"layers\": ";
   write_items(os, p.items, "  ");

@@ -7,26 +7,11 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace hytra {
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string number(double v) {
   if (!std::isfinite(v)) return "null";
@@ -38,7 +23,7 @@ std::string number(double v) {
 class Object {
  public:
   Object& put(const std::string& key, const std::string& raw) {
-    text_ += (text_.size() > 1 ? ", " : "") + quote(key) + ": " + raw;
+    text_ += (text_.size() > 1 ? ", " : "") + json_quote(key) + ": " + raw;
     return *this;
   }
   Object& num(const std::string& key, double v) { return put(key, number(v)); }
@@ -53,7 +38,7 @@ class Object {
 
 std::string iteration_json(const IterationLog& g) {
   Object o;
-  o.put("time", quote(format_timestamp(g.time)));
+  o.put("time", json_quote(format_timestamp(g.time)));
   o.num("iteration", g.iteration)
       .num("train_iters", g.train_iters)
       .num("consumed_samples", g.consumed_samples);
