@@ -255,7 +255,16 @@ TEST(Checkpoint, KillDuringSaveLeavesALoadableCheckpoint) {
             "1", static_cast<char*>(nullptr));
       _exit(127);
     }
-    usleep(useconds_t(150000 + 37000 * trial));  // different moments of the save loop
+    // Wait (up to 20 s, for loaded machines) until the child has completed a save, then let it run
+    // a few more milliseconds: the kill lands at different moments of its save loop.
+    const auto latest_iteration = [&] {
+      std::ifstream f(dir + "/latest_checkpointed_iteration.txt");
+      int64_t it = 0;
+      f >> it;
+      return it;
+    };
+    for (int waited = 0; waited < 2000 && latest_iteration() <= 1; ++waited) usleep(10000);
+    usleep(useconds_t(3000 + 7000 * trial));
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
