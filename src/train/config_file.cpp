@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -76,24 +77,10 @@ class Parser {
     fail(str(name_, ":", index + 1, ": ", msg));
   }
 
+  // The line up to its comment: '#' outside quotes (in YAML only at the start or after whitespace).
   std::string strip_comment(const std::string& line) const {
-    char quote = 0;
-    for (size_t i = 0; i < line.size(); ++i) {
-      const char c = line[i];
-      if (quote == '"') {
-        if (c == '\\')
-          ++i;
-        else if (c == '"')
-          quote = 0;
-      } else if (quote == '\'') {
-        if (c == '\'') quote = 0;
-      } else if ((c == '"' || c == '\'') && opens_value(line, i)) {
-        quote = c;
-      } else if (c == '#' &&
-                 (format_ == ConfigFormat::Toml || i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
-        return line.substr(0, i);
-      }
-    }
+    for (size_t i = 0; (i = find_outside_quotes(line, i, "#", INT_MAX)) != std::string::npos; ++i)
+      if (format_ == ConfigFormat::Toml || i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t') return line.substr(0, i);
     return line;
   }
 

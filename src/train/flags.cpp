@@ -8,18 +8,6 @@ namespace hytra {
 namespace {
 using K = FlagSpec::Kind;
 
-FlagSpec row(std::string name, K kind, std::string def, std::string help,
-             std::function<void(const FlagValues&)> set, std::vector<std::string> choices = {}) {
-  FlagSpec s;
-  s.name = std::move(name);
-  s.kind = kind;
-  s.default_text = std::move(def);
-  s.help = std::move(help);
-  s.set = std::move(set);
-  s.choices = std::move(choices);
-  return s;
-}
-
 // A bool flag that sets a string field to `value` (e.g. --swiglu -> activation = "swiglu").
 std::function<void(const FlagValues&)> set_if(std::string& field, std::string value) {
   return [&field, value](const FlagValues& v) {
@@ -29,117 +17,119 @@ std::function<void(const FlagValues&)> set_if(std::string& field, std::string va
 }  // namespace
 
 void add_model_flags(FlagTable& t, ModelConfig& c) {
-  FlagSpec pattern = row("--hybrid-layer-pattern", K::String, "None",
-                         "hybrid layer pattern (M * - E G | / [...]); default: [*-] x --num-layers (GPT)",
-                         store(c.hybrid_layer_pattern));
+  FlagSpec pattern;
+  pattern.name = "--hybrid-layer-pattern";
   pattern.aliases = {"--hybrid-override-pattern"};
+  pattern.default_text = "None";
+  pattern.help = "hybrid layer pattern (M * - E G | / [...]); default: [*-] x --num-layers (GPT)";
+  pattern.set = store(c.hybrid_layer_pattern);
   t.add(pattern);
-  t.add(row("--hybrid-attention-ratio", K::Float, "0.0", "generate a pattern: fraction of attention layers",
-            store(c.hybrid_attention_ratio)));
-  t.add(row("--hybrid-mlp-ratio", K::Float, "0.0", "generate a pattern: fraction of MLP layers",
-            store(c.hybrid_mlp_ratio)));
-  t.add(row("--num-layers", K::Int, "None", "physical layers (derived from the pattern when one is given)",
-            store(c.num_layers)));
-  t.add(row("--mtp-num-layers", K::Int, "None", "multi-token-prediction depths (from the pattern's '/' parts)",
-            store(c.mtp_num_layers)));
-  t.add(row("--hidden-size", K::Int, "None", "model width", store(c.hidden_size)));
-  t.add(row("--ffn-hidden-size", K::Int, "4*hidden (swiglu: int(8h/3/64)*64)", "dense MLP width",
-            store(c.ffn_hidden_size)));
-  t.add(row("--num-attention-heads", K::Int, "None", "query heads", store(c.num_attention_heads)));
-  t.add(row("--group-query-attention", K::Bool, "false", "use --num-query-groups KV heads",
-            store(c.group_query_attention)));
-  t.add(row("--num-query-groups", K::Int, "1", "KV heads (with --group-query-attention)",
-            store(c.num_query_groups)));
-  t.add(row("--kv-channels", K::Int, "hidden/heads", "head dimension", store(c.kv_channels)));
-  t.add(row("--qk-layernorm", K::Bool, "false", "normalise q and k over the head dim", store(c.qk_layernorm)));
-  t.add(row("--disable-bias-linear", K::Bool, "false", "no biases in linear layers",
-            [&c](const FlagValues& v) { c.add_bias_linear = v[0] != "true"; }));
-  t.add(row("--normalization", K::String, "LayerNorm", "LayerNorm or RMSNorm", store(c.normalization),
-            {"LayerNorm", "RMSNorm"}));
-  t.add(row("--norm-epsilon", K::Float, "1e-5", "norm epsilon", store(c.norm_epsilon)));
-  t.add(row("--swiglu", K::Bool, "false", "gated SiLU MLP", set_if(c.activation, "swiglu")));
-  t.add(row("--squared-relu", K::Bool, "false", "squared-ReLU MLP", set_if(c.activation, "squared_relu")));
-  t.add(row("--position-embedding-type", K::String, "learned_absolute", "learned_absolute, rope or none",
-            store(c.position_embedding_type), {"learned_absolute", "rope", "none"}));
-  t.add(row("--max-position-embeddings", K::Int, "seq-length", "position table size",
-            store(c.max_position_embeddings)));
-  t.add(row("--rotary-base", K::Float, "10000", "RoPE theta", store(c.rotary_base)));
-  t.add(row("--rotary-percent", K::Float, "1.0", "fraction of the head dim that rotates", store(c.rotary_percent)));
-  t.add(row("--rotary-interleaved", K::Bool, "false", "rotate adjacent pairs instead of halves",
-            store(c.rotary_interleaved)));
-  t.add(row("--untie-embeddings-and-output-weights", K::Bool, "false", "separate LM head weight",
-            store(c.untie_embeddings_and_output_weights)));
-  t.add(row("--init-method-std", K::Float, "0.02", "init std", store(c.init_method_std)));
-  t.add(row("--hidden-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
-            store(c.hidden_dropout)));
-  t.add(row("--attention-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
-            store(c.attention_dropout)));
-  t.add(row("--vocab-size", K::Int, "None", "tokenizer vocabulary (NullTokenizer / --mock-data)",
-            store(c.vocab_size)));
-  t.add(row("--make-vocab-size-divisible-by", K::Int, "128", "vocabulary padding multiple",
-            store(c.make_vocab_size_divisible_by)));
-  t.add(row("--seq-length", K::Int, "None", "training sequence length", store(c.seq_length)));
+  t.add("--hybrid-attention-ratio", K::Float, "0.0", "generate a pattern: fraction of attention layers",
+            store(c.hybrid_attention_ratio));
+  t.add("--hybrid-mlp-ratio", K::Float, "0.0", "generate a pattern: fraction of MLP layers",
+            store(c.hybrid_mlp_ratio));
+  t.add("--num-layers", K::Int, "None", "physical layers (derived from the pattern when one is given)",
+            store(c.num_layers));
+  t.add("--mtp-num-layers", K::Int, "None", "multi-token-prediction depths (from the pattern's '/' parts)",
+            store(c.mtp_num_layers));
+  t.add("--hidden-size", K::Int, "None", "model width", store(c.hidden_size));
+  t.add("--ffn-hidden-size", K::Int, "4*hidden (swiglu: int(8h/3/64)*64)", "dense MLP width",
+            store(c.ffn_hidden_size));
+  t.add("--num-attention-heads", K::Int, "None", "query heads", store(c.num_attention_heads));
+  t.add("--group-query-attention", K::Bool, "false", "use --num-query-groups KV heads",
+            store(c.group_query_attention));
+  t.add("--num-query-groups", K::Int, "1", "KV heads (with --group-query-attention)",
+            store(c.num_query_groups));
+  t.add("--kv-channels", K::Int, "hidden/heads", "head dimension", store(c.kv_channels));
+  t.add("--qk-layernorm", K::Bool, "false", "normalise q and k over the head dim", store(c.qk_layernorm));
+  t.add("--disable-bias-linear", K::Bool, "false", "no biases in linear layers",
+            [&c](const FlagValues& v) { c.add_bias_linear = v[0] != "true"; });
+  t.add("--normalization", K::String, "LayerNorm", "LayerNorm or RMSNorm", store(c.normalization),
+            {"LayerNorm", "RMSNorm"});
+  t.add("--norm-epsilon", K::Float, "1e-5", "norm epsilon", store(c.norm_epsilon));
+  t.add("--swiglu", K::Bool, "false", "gated SiLU MLP", set_if(c.activation, "swiglu"));
+  t.add("--squared-relu", K::Bool, "false", "squared-ReLU MLP", set_if(c.activation, "squared_relu"));
+  t.add("--position-embedding-type", K::String, "learned_absolute", "learned_absolute, rope or none",
+            store(c.position_embedding_type), {"learned_absolute", "rope", "none"});
+  t.add("--max-position-embeddings", K::Int, "seq-length", "position table size",
+            store(c.max_position_embeddings));
+  t.add("--rotary-base", K::Float, "10000", "RoPE theta", store(c.rotary_base));
+  t.add("--rotary-percent", K::Float, "1.0", "fraction of the head dim that rotates", store(c.rotary_percent));
+  t.add("--rotary-interleaved", K::Bool, "false", "rotate adjacent pairs instead of halves",
+            store(c.rotary_interleaved));
+  t.add("--untie-embeddings-and-output-weights", K::Bool, "false", "separate LM head weight",
+            store(c.untie_embeddings_and_output_weights));
+  t.add("--init-method-std", K::Float, "0.02", "init std", store(c.init_method_std));
+  t.add("--hidden-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
+            store(c.hidden_dropout));
+  t.add("--attention-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
+            store(c.attention_dropout));
+  t.add("--vocab-size", K::Int, "None", "tokenizer vocabulary (NullTokenizer / --mock-data)",
+            store(c.vocab_size));
+  t.add("--make-vocab-size-divisible-by", K::Int, "128", "vocabulary padding multiple",
+            store(c.make_vocab_size_divisible_by));
+  t.add("--seq-length", K::Int, "None", "training sequence length", store(c.seq_length));
 }
 
 void add_train_flags(FlagTable& t, TrainConfig& c) {
-  t.add(row("--micro-batch-size", K::Int, "None", "samples per forward/backward", store(c.micro_batch_size)));
-  t.add(row("--global-batch-size", K::Int, "micro-batch-size", "samples per optimizer step",
-            store(c.global_batch_size)));
-  t.add(row("--train-iters", K::Int, "None", "optimizer steps", store(c.train_iters)));
-  t.add(row("--lr", K::Float, "None", "peak learning rate", store(c.lr)));
-  t.add(row("--min-lr", K::Float, "0.0", "learning rate floor", store(c.min_lr)));
-  t.add(row("--lr-decay-style", K::String, "linear", "constant, linear, cosine, inverse-square-root, WSD",
-            store(c.lr_decay_style), {"constant", "linear", "cosine", "inverse-square-root", "WSD"}));
-  t.add(row("--lr-warmup-iters", K::Int, "0", "warmup steps", store(c.lr_warmup_iters)));
-  t.add(row("--lr-warmup-fraction", K::Float, "None", "warmup as a fraction of the decay steps",
-            store(c.lr_warmup_fraction)));
-  t.add(row("--lr-warmup-init", K::Float, "0.0", "learning rate at the first step", store(c.lr_warmup_init)));
-  t.add(row("--lr-decay-iters", K::Int, "train-iters", "decay horizon", store(c.lr_decay_iters)));
-  t.add(row("--lr-wsd-decay-style", K::String, "exponential", "WSD anneal: exponential, linear, cosine, minus_sqrt",
-            store(c.lr_wsd_decay_style), {"exponential", "linear", "cosine", "minus_sqrt"}));
-  t.add(row("--lr-wsd-decay-iters", K::Int, "None", "WSD anneal length", store(c.lr_wsd_decay_iters)));
-  t.add(row("--optimizer", K::String, "adam", "adam (AdamW)", store(c.optimizer)));
-  t.add(row("--weight-decay", K::Float, "0.01", "decoupled weight decay (not on norms and biases)",
-            store(c.weight_decay)));
-  t.add(row("--clip-grad", K::Float, "1.0", "global gradient-norm clip (0 = off)", store(c.clip_grad)));
-  t.add(row("--adam-beta1", K::Float, "0.9", "Adam beta1", store(c.adam_beta1)));
-  t.add(row("--adam-beta2", K::Float, "0.999", "Adam beta2", store(c.adam_beta2)));
-  t.add(row("--adam-eps", K::Float, "1e-8", "Adam epsilon", store(c.adam_eps)));
-  t.add(row("--seed", K::Int, "1234", "seed for init and data",
-            [&c](const FlagValues& v) { c.seed = uint64_t(parse_int_value("--seed", v[0])); }));
-  t.add(row("--eval-interval", K::Int, "1000", "iterations between validations (0 = never)",
-            store(c.eval_interval)));
-  t.add(row("--eval-iters", K::Int, "100", "validation batches", store(c.eval_iters)));
-  t.add(row("--log-interval", K::Int, "100", "iterations per log line", store(c.log_interval)));
-  t.add(row("--mock-data", K::Bool, "false", "train on synthetic data", store(c.mock_data)));
-  t.add(row("--data-path", K::StringList, "None", "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (a blend)", store(c.data_path)));
-  t.add(row("--data-cache-path", K::String, "beside the data", "directory of the sampling index caches",
-            store(c.data_cache_path)));
-  t.add(row("--split", K::String, "969, 30, 1", "train, valid, test proportions of each dataset", store(c.split)));
-  t.add(row("--tokenizer-type", K::String, "None", "GPT2BPETokenizer or HuggingFaceTokenizer (sets the vocabulary)",
-            store(c.tokenizer_type)));
-  t.add(row("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(c.vocab_file)));
-  t.add(row("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(c.merge_file)));
-  t.add(row("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)",
-            store(c.tokenizer_model)));
-  t.add(row("--device", K::String, "auto", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"}));
-  t.add(row("--bf16", K::Bool, "false", "bf16 mixed precision (not implemented yet: an error)", store(c.bf16)));
-  t.add(row("--save", K::String, "None", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save)));
-  t.add(row("--load", K::String, "None", "resume from the latest checkpoint of this directory", store(c.load)));
-  t.add(row("--save-interval", K::Int, "None", "iterations between checkpoints (also saved at the end)",
-            store(c.save_interval)));
-  t.add(row("--exit-interval", K::Int, "None", "stop (saving first, with --save) when iteration % N == 0",
-            store(c.exit_interval)));
-  t.add(row("--ckpt-keep", K::Int, "all", "keep only the newest N checkpoints", store(c.ckpt_keep)));
-  t.add(row("--no-load-optim", K::Bool, "false", "do not load the optimizer state", store(c.no_load_optim)));
-  t.add(row("--no-load-rng", K::Bool, "false", "accepted (hytra's RNG is counter-based: no state)", store(c.no_load_rng)));
-  t.add(row("--ckpt-strictness", K::String, "assume_ok_unexpected",
+  t.add("--micro-batch-size", K::Int, "None", "samples per forward/backward", store(c.micro_batch_size));
+  t.add("--global-batch-size", K::Int, "micro-batch-size", "samples per optimizer step",
+            store(c.global_batch_size));
+  t.add("--train-iters", K::Int, "None", "optimizer steps", store(c.train_iters));
+  t.add("--lr", K::Float, "None", "peak learning rate", store(c.lr));
+  t.add("--min-lr", K::Float, "0.0", "learning rate floor", store(c.min_lr));
+  t.add("--lr-decay-style", K::String, "linear", "constant, linear, cosine, inverse-square-root, WSD",
+            store(c.lr_decay_style), {"constant", "linear", "cosine", "inverse-square-root", "WSD"});
+  t.add("--lr-warmup-iters", K::Int, "0", "warmup steps", store(c.lr_warmup_iters));
+  t.add("--lr-warmup-fraction", K::Float, "None", "warmup as a fraction of the decay steps",
+            store(c.lr_warmup_fraction));
+  t.add("--lr-warmup-init", K::Float, "0.0", "learning rate at the first step", store(c.lr_warmup_init));
+  t.add("--lr-decay-iters", K::Int, "train-iters", "decay horizon", store(c.lr_decay_iters));
+  t.add("--lr-wsd-decay-style", K::String, "exponential", "WSD anneal: exponential, linear, cosine, minus_sqrt",
+            store(c.lr_wsd_decay_style), {"exponential", "linear", "cosine", "minus_sqrt"});
+  t.add("--lr-wsd-decay-iters", K::Int, "None", "WSD anneal length", store(c.lr_wsd_decay_iters));
+  t.add("--optimizer", K::String, "adam", "adam (AdamW)", store(c.optimizer));
+  t.add("--weight-decay", K::Float, "0.01", "decoupled weight decay (not on norms and biases)",
+            store(c.weight_decay));
+  t.add("--clip-grad", K::Float, "1.0", "global gradient-norm clip (0 = off)", store(c.clip_grad));
+  t.add("--adam-beta1", K::Float, "0.9", "Adam beta1", store(c.adam_beta1));
+  t.add("--adam-beta2", K::Float, "0.999", "Adam beta2", store(c.adam_beta2));
+  t.add("--adam-eps", K::Float, "1e-8", "Adam epsilon", store(c.adam_eps));
+  t.add("--seed", K::Int, "1234", "seed for init and data",
+            [&c](const FlagValues& v) { c.seed = uint64_t(parse_int_value("--seed", v[0])); });
+  t.add("--eval-interval", K::Int, "1000", "iterations between validations (0 = never)",
+            store(c.eval_interval));
+  t.add("--eval-iters", K::Int, "100", "validation batches", store(c.eval_iters));
+  t.add("--log-interval", K::Int, "100", "iterations per log line", store(c.log_interval));
+  t.add("--mock-data", K::Bool, "false", "train on synthetic data", store(c.mock_data));
+  t.add("--data-path", K::StringList, "None", "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (a blend)", store(c.data_path));
+  t.add("--data-cache-path", K::String, "beside the data", "directory of the sampling index caches",
+            store(c.data_cache_path));
+  t.add("--split", K::String, "969, 30, 1", "train, valid, test proportions of each dataset", store(c.split));
+  t.add("--tokenizer-type", K::String, "None", "GPT2BPETokenizer or HuggingFaceTokenizer (sets the vocabulary)",
+            store(c.tokenizer_type));
+  t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(c.vocab_file));
+  t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(c.merge_file));
+  t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)",
+            store(c.tokenizer_model));
+  t.add("--device", K::String, "auto", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"});
+  t.add("--bf16", K::Bool, "false", "bf16 mixed precision (not implemented yet: an error)", store(c.bf16));
+  t.add("--save", K::String, "None", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save));
+  t.add("--load", K::String, "None", "resume from the latest checkpoint of this directory", store(c.load));
+  t.add("--save-interval", K::Int, "None", "iterations between checkpoints (also saved at the end)",
+            store(c.save_interval));
+  t.add("--exit-interval", K::Int, "None", "stop (saving first, with --save) when iteration % N == 0",
+            store(c.exit_interval));
+  t.add("--ckpt-keep", K::Int, "all", "keep only the newest N checkpoints", store(c.ckpt_keep));
+  t.add("--no-load-optim", K::Bool, "false", "do not load the optimizer state", store(c.no_load_optim));
+  t.add("--no-load-rng", K::Bool, "false", "accepted (hytra's RNG is counter-based: no state)", store(c.no_load_rng));
+  t.add("--ckpt-strictness", K::String, "assume_ok_unexpected",
             "key mismatches on --load: assume_ok_unexpected, log_all, raise_unexpected, raise_all",
-            store(c.ckpt_strictness), {"assume_ok_unexpected", "log_all", "raise_unexpected", "raise_all"}));
-  t.add(row("--finetune", K::Bool, "false", "load weights only: iteration 0, fresh optimizer and data position",
-            store(c.finetune)));
-  t.add(row("--log-jsonl", K::String, "None", "append one JSON object per logged iteration to FILE",
-            store(c.log_jsonl)));
+            store(c.ckpt_strictness), {"assume_ok_unexpected", "log_all", "raise_unexpected", "raise_all"});
+  t.add("--finetune", K::Bool, "false", "load weights only: iteration 0, fresh optimizer and data position",
+            store(c.finetune));
+  t.add("--log-jsonl", K::String, "None", "append one JSON object per logged iteration to FILE",
+            store(c.log_jsonl));
 }
 
 bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
