@@ -37,28 +37,37 @@ int64_t ParamStore::num_elements() const {
 void ParamStore::finalize(DType dtype, Device device) {
   HYTRA_ASSERT(!finalized(), "finalize() called twice");
   const int64_t total = num_elements();
+  HYTRA_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
+              "parameters: dtype must be fp32, fp64 or bf16, got ", dtype_name(dtype));
   values_ = Tensor::zeros({total}, dtype, device);
+  master_ = dtype == DType::BF16 ? Tensor::zeros({total}, DType::F32, device) : values_;
   grads_ = Tensor::zeros({total}, dtype == DType::F64 ? DType::F64 : DType::F32, device);
   int64_t offset = 0;
   for (Param* p : order_) {
     const int64_t n = shape_numel(p->shape);
     p->value = values_.narrow(0, offset, n).view(p->shape);
+    p->master = master_.narrow(0, offset, n).view(p->shape);
     p->grad = grads_.narrow(0, offset, n).view(p->shape);
     offset += n;
   }
+}
+
+void ParamStore::sync_values_from_master() {
+  if (has_separate_master()) ops::copy(Exec::for_device(values_.device()), values_, master_);
 }
 
 void ParamStore::zero_grad() { memset_any(grads_.raw(), grads_.device(), 0, grads_.nbytes()); }
 
 void init_params(ParamStore& store, uint64_t seed) {
   for (Param* p : store.all()) {
-    Exec& ex = Exec::for_device(p->value.device());
+    Exec& ex = Exec::for_device(p->master.device());
     switch (p->init) {
-      case InitKind::Normal: ops::random_normal(ex, p->value, seed, stream_id(p->name.c_str()), 0.0, p->init_std); break;
-      case InitKind::Zeros: ops::fill(ex, p->value, 0.0); break;
-      case InitKind::Ones: ops::fill(ex, p->value, 1.0); break;
+      case InitKind::Normal: ops::random_normal(ex, p->master, seed, stream_id(p->name.c_str()), 0.0, p->init_std); break;
+      case InitKind::Zeros: ops::fill(ex, p->master, 0.0); break;
+      case InitKind::Ones: ops::fill(ex, p->master, 1.0); break;
     }
   }
+  store.sync_values_from_master();
 }
 
 }  // namespace hytra

@@ -3,6 +3,9 @@
 // all-reduces and checkpoints work on large contiguous spans. Layers create their Params at
 // construction (shape, init, decay flag, canonical Megatron key); ParamStore::finalize() then
 // allocates the buffers and points every Param at its slice.
+// Mixed precision (--bf16, DESIGN.md "Precision"): the model computes with bf16 values while the
+// optimizer updates an fp32 master copy; `master` then views a separate fp32 buffer and the values
+// are refreshed from it (init, load, every optimizer step). In fp32/fp64 runs master IS the value.
 #pragma once
 #include <map>
 #include <memory>
@@ -21,7 +24,8 @@ struct Param {
   InitKind init = InitKind::Normal;
   double init_std = 0.02;  // Normal only
   bool no_decay = false;   // norms and biases: no weight decay
-  Tensor value;            // view into the flat value buffer (after finalize)
+  Tensor value;            // view into the flat value buffer (after finalize): what layers compute with
+  Tensor master;           // fp32 master weights (bf16 runs); the same tensor as value otherwise
   Tensor grad;             // view into the flat gradient buffer (fp32, fp64 for fp64 values)
 };
 
@@ -29,7 +33,8 @@ class ParamStore {
  public:
   // Registers a parameter; a duplicate name is an error (it would collide in checkpoints).
   Param& create(const std::string& name, const Shape& shape, InitKind init, double init_std, bool no_decay);
-  // Allocates the flat buffers in `dtype` on `device`, gradients zeroed.
+  // Allocates the flat buffers in `dtype` on `device`, gradients zeroed (fp32; fp64 for fp64
+  // values). A bf16 `dtype` also allocates the fp32 master buffer.
   void finalize(DType dtype, Device device);
   bool finalized() const { return values_.defined(); }
 
@@ -37,6 +42,10 @@ class ParamStore {
   Param* find(const std::string& name) const;
   int64_t num_elements() const;
   Tensor& flat_values() { return values_; }
+  Tensor& flat_master() { return master_; }
+  bool has_separate_master() const { return master_.raw() != values_.raw(); }
+  // values = master, rounded to the values' dtype (no-op when they are one buffer).
+  void sync_values_from_master();
   Tensor& flat_grads() { return grads_; }
   void zero_grad();
 
@@ -44,11 +53,12 @@ class ParamStore {
   std::vector<std::unique_ptr<Param>> owned_;
   std::vector<Param*> order_;
   std::map<std::string, Param*> by_name_;
-  Tensor values_, grads_;  // (total elements)
+  Tensor values_, master_, grads_;  // (total elements)
 };
 
-// Fills every parameter from its init: Normal(0, std) from Philox keyed by (seed, the parameter's
-// name, element index), so values do not depend on creation order or device; Zeros; Ones.
+// Fills every parameter's master from its init: Normal(0, std) from Philox keyed by (seed, the
+// parameter's name, element index), so values do not depend on creation order or device; Zeros;
+// Ones. Then refreshes the (bf16) values from the masters.
 void init_params(ParamStore& store, uint64_t seed);
 
 }  // namespace hytra

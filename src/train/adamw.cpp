@@ -7,7 +7,7 @@
 namespace hytra {
 
 AdamW::AdamW(ParamStore& params, const AdamWConfig& cfg) : params_(params), cfg_(cfg) {
-  const Tensor& flat = params.flat_values();
+  const Tensor& flat = params.flat_master();
   m_flat_ = Tensor::zeros(flat.shape(), flat.dtype() == DType::F64 ? DType::F64 : DType::F32, flat.device());
   v_flat_ = Tensor::zeros(m_flat_.shape(), m_flat_.dtype(), m_flat_.device());
   int64_t offset = 0;
@@ -15,18 +15,26 @@ AdamW::AdamW(ParamStore& params, const AdamWConfig& cfg) : params_(params), cfg_
     const int64_t n = shape_numel(p->shape);
     m_.push_back(m_flat_.narrow(0, offset, n).view(p->shape));
     v_.push_back(v_flat_.narrow(0, offset, n).view(p->shape));
+    // Consecutive parameters with the same decay form one span of the flat buffers.
+    const double wd = p->no_decay ? 0.0 : cfg_.weight_decay;
+    if (spans_.empty() || spans_.back().weight_decay != wd)
+      spans_.push_back({offset, n, wd});
+    else
+      spans_.back().len += n;
     offset += n;
   }
 }
 
 void AdamW::step(Exec& ex, double lr) {
   ++step_;
-  Tensor no_copy;
-  size_t i = 0;
-  for (Param* p : params_.all()) {
-    const double wd = p->no_decay ? 0.0 : cfg_.weight_decay;
-    ops::adamw(ex, p->value, m_[i], v_[i], p->grad, no_copy, lr, cfg_.beta1, cfg_.beta2, cfg_.eps, wd, step_);
-    ++i;
+  Tensor& master = params_.flat_master();
+  Tensor& grads = params_.flat_grads();
+  const bool copy = params_.has_separate_master();
+  for (const Span& s : spans_) {
+    Tensor p = master.narrow(0, s.offset, s.len), m = m_flat_.narrow(0, s.offset, s.len);
+    Tensor v = v_flat_.narrow(0, s.offset, s.len), g = grads.narrow(0, s.offset, s.len);
+    Tensor p_copy = copy ? params_.flat_values().narrow(0, s.offset, s.len) : Tensor();
+    ops::adamw(ex, p, m, v, g, p_copy, lr, cfg_.beta1, cfg_.beta2, cfg_.eps, s.weight_decay, step_);
   }
 }
 

@@ -1,6 +1,8 @@
 // AdamW over a model's parameters: fp32 moments m and v per parameter (one flat buffer each, laid
-// out like the parameter buffer), weight decay skipped for no_decay parameters (norms, biases), one
-// ops::adamw call per parameter.
+// out like the parameter buffer), weight decay skipped for no_decay parameters (norms, biases).
+// Multi-tensor: one ops::adamw launch per span of consecutive parameters that share a weight
+// decay (a handful per layer), over the fp32 master weights; in bf16 runs the same launch writes
+// the updated bf16 values.
 #pragma once
 #include <vector>
 
@@ -29,6 +31,11 @@ class AdamW {
   ParamStore& params_;
   AdamWConfig cfg_;
   Tensor m_flat_, v_flat_;             // same layout as the parameter buffer
+  struct Span {
+    int64_t offset, len;  // elements of the flat buffers
+    double weight_decay;
+  };
+  std::vector<Span> spans_;
   std::vector<Tensor> m_, v_;          // per-parameter views
   int64_t step_ = 0;
 };

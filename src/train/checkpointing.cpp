@@ -37,7 +37,7 @@ void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW&
   c.manifest.config = config_text;
   size_t i = 0;
   for (Param* p : params.all()) {
-    c.model.push_back(to_file(p->name, p->value));
+    c.model.push_back(to_file(p->name, p->master));
     c.optimizer.push_back(to_file(p->name + ".exp_avg", opt.exp_avg()[i]));
     c.optimizer.push_back(to_file(p->name + ".exp_avg_sq", opt.exp_avg_sq()[i]));
     ++i;
@@ -75,8 +75,9 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW
   const CheckpointManifest m = read_manifest(dir);
   const Strictness strictness = parse_strictness(tc.ckpt_strictness);
   std::vector<std::pair<std::string, Tensor>> weights;
-  for (Param* p : params.all()) weights.emplace_back(p->name, p->value);
+  for (Param* p : params.all()) weights.emplace_back(p->name, p->master);
   load_tensors(dir + "/model.safetensors", weights, strictness);
+  params.sync_values_from_master();
   ResumePoint at;
   if (tc.finetune) return at;
   at = {m.iteration, m.consumed_samples, m.consumed_valid_samples};

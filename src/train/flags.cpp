@@ -113,7 +113,7 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)",
             store(c.tokenizer_model));
   t.add("--device", K::String, "auto", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"});
-  t.add("--bf16", K::Bool, "false", "bf16 mixed precision (not implemented yet: an error)", store(c.bf16));
+  t.add("--bf16", K::Bool, "false", "bf16 weights and activations with fp32 master weights, gradients and optimizer state (CUDA)", store(c.bf16));
   t.add("--save", K::String, "None", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save));
   t.add("--load", K::String, "None", "resume from the latest checkpoint of this directory", store(c.load));
   t.add("--save-interval", K::Int, "None", "iterations between checkpoints (also saved at the end)",

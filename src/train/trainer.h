@@ -17,7 +17,10 @@ struct TrainResult {
   std::vector<double> losses;       // lm loss of every iteration (mean over its micro-batches)
   std::vector<double> grad_norms;   // before clipping
   std::vector<double> val_losses;   // each validation's lm loss, in order
+  std::vector<double> iter_seconds; // wall time of every iteration (device work included)
   int64_t num_params = 0;
+  int64_t peak_memory_bytes = 0;    // allocator peak on the training device over the run
+  double flops_per_token = 0.0;     // model FLOPs per token (model/flops.h)
   double seconds = 0.0;
 };
 

@@ -1,5 +1,7 @@
 // End-to-end training on the CPU: a tiny `*-*-` model on --mock-data learns (loss falls by more than
 // 2 nats) and two identical runs give bitwise-identical losses and gradient norms at every iteration.
+// With a GPU visible (skipped otherwise): the CUDA run tracks the CPU run (fp32: to rounding; bf16
+// mixed precision: within bf16 tolerance) and two bf16 GPU runs are bitwise identical.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/device.h"
 #include "core/error.h"
+#include "train/bench.h"
 #include "train/flags.h"
 #include "train/trainer.h"
 
@@ -122,6 +126,63 @@ TEST(Train, JsonlMetricsAndTheExampleConfig) {
   EXPECT_NE(lines[0].find("\"iteration\": 2"), std::string::npos) << lines[0];
   EXPECT_NE(lines[1].find("\"consumed_samples\": 64"), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("validation"), std::string::npos) << lines[2];
+}
+
+TEST(Train, Bf16OnTheCpuIsANamedError) {
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t, {"--bf16", "--train-iters", "1"});
+  std::ostringstream log;
+  try {
+    train(m, t, log);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--bf16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Train, BenchMeasuresTheStepsAfterWarmup) {
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t);
+  std::ostringstream log;
+  BenchResult r = run_bench("tiny", m, t, 2, 3, log);
+  EXPECT_EQ(r.steps, 3);
+  EXPECT_EQ(r.global_batch, 8);
+  EXPECT_GT(r.step_ms, 0.0);
+  EXPECT_NEAR(r.tokens_per_s, 8.0 * 32.0 / (r.step_ms / 1e3), 1e-6 * r.tokens_per_s);
+  EXPECT_NEAR(r.mfu, r.tflops_per_gpu * 1e12 / kPeakBf16Flops, 1e-12);
+  EXPECT_NEAR(r.tflops_per_gpu, r.flops_per_token * r.tokens_per_s / 1e12, 1e-9);
+  EXPECT_GT(r.peak_mem_gib, 0.0);  // the CPU allocator counts too
+  const std::string line = format_bench_record(r);
+  for (const char* key : {"config=tiny", "mbs=4", "gbs=8", "seq=32", "step_ms=", "tokens_per_s=", "tflops_per_gpu=",
+                          "mfu=", "peak_mem_gib=", "loss="})
+    EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
+}
+
+TEST(TrainCuda, GpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+  ModelConfig mc, mg, mb;
+  TrainConfig tc, tg, tb;
+  tiny_config(mc, tc);
+  tiny_config(mg, tg, {"--device", "cuda"});
+  tiny_config(mb, tb, {"--device", "cuda", "--bf16"});
+  std::ostringstream log;
+  const TrainResult cpu = train(mc, tc, log);
+  const TrainResult gpu = train(mg, tg, log);
+  const TrainResult bf1 = train(mb, tb, log);
+  const TrainResult bf2 = train(mb, tb, log);
+  double worst_fp32 = 0, worst_bf16 = 0;
+  for (size_t i = 0; i < cpu.losses.size(); ++i) {
+    worst_fp32 = std::max(worst_fp32, std::abs(gpu.losses[i] - cpu.losses[i]) / cpu.losses[i]);
+    worst_bf16 = std::max(worst_bf16, std::abs(bf1.losses[i] - cpu.losses[i]) / cpu.losses[i]);
+    EXPECT_EQ(std::memcmp(&bf1.losses[i], &bf2.losses[i], sizeof(double)), 0) << "iteration " << i + 1;
+    EXPECT_EQ(std::memcmp(&bf1.grad_norms[i], &bf2.grad_norms[i], sizeof(double)), 0) << "iteration " << i + 1;
+  }
+  std::printf("worst relative loss difference to the CPU run: fp32 %.3g, bf16 %.3g\n", worst_fp32, worst_bf16);
+  EXPECT_LT(worst_fp32, 1e-4);
+  EXPECT_LT(worst_bf16, 2e-2);
+  EXPECT_GT(bf1.losses.front() - bf1.losses.back(), 2.0);
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+// `hytra bench NAME|FILE [--warmup W] [--steps N] [training flags]`: trains a named config
+// (bench/configs/NAME.yaml, or a config file) on its data (mock tokens in the bundled configs) for
+// W warm-up and N measured steps, then prints the config's size and one record line
+// (train/bench.h). Any training flag after the name overrides the file.
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+#include "train/bench.h"
+#include "train/flags.h"
+
+namespace hytra {
+namespace {
+
+int64_t parse_count(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    const long long n = std::stoll(v, &used);
+    if (used == v.size()) return n;
+  } catch (const std::exception&) {
+  }
+  throw Error(str(flag, ": expected an integer, got '", v, "'"));
+}
+
+std::string config_path(const std::string& name) {
+  namespace fs = std::filesystem;
+  if (fs::is_regular_file(name)) return name;
+  const std::string bundled = "bench/configs/" + name + ".yaml";
+  HYTRA_CHECK(fs::is_regular_file(bundled), "bench: no config file '", name, "' and no bundled config '", bundled,
+              "' (run from the repository root, or pass a config file path)");
+  return bundled;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: hytra bench NAME|FILE [--warmup W (default 3)] [--steps N (default 10)] [training flags]\n"
+                 "  NAME is a file under bench/configs/ without .yaml (e.g. llama3.2-1b)\n";
+    return args.empty() ? 2 : 0;
+  }
+  const std::string name = args[0];
+  int64_t warmup = 3, steps = 10;
+  std::vector<std::string> rest = {"--config", config_path(name)};
+  std::vector<std::string> overrides;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--warmup" || args[i] == "--steps") {
+      HYTRA_CHECK(i + 1 < args.size(), args[i], ": expected a count after it");
+      (args[i] == "--warmup" ? warmup : steps) = parse_count(args[i], args[i + 1]);
+      ++i;
+    } else {
+      overrides.push_back(args[i]);
+    }
+  }
+  rest.push_back("--train-iters");  // the bench decides the length; flags given after the name still win
+  rest.push_back(std::to_string(warmup + steps));
+  rest.insert(rest.end(), overrides.begin(), overrides.end());
+  ModelConfig model;
+  TrainConfig train;
+  parse_train_args(rest, model, train, nullptr);
+  const std::string label = std::filesystem::path(name).stem().string();
+  BenchResult r = run_bench(label, model, train, warmup, steps, std::cout);
+  std::cout << "hytra bench: " << r.num_params << " parameters, " << r.flops_per_token / 1e9
+            << " GFLOP per token (6 x matmul parameters + 6 x L x S x H), " << steps << " measured steps after "
+            << warmup << " warm-up\n"
+            << format_bench_record(r) << "\n";
+  return 0;
+}
+
+}  // namespace hytra
