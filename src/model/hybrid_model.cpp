@@ -4,6 +4,7 @@
 #include "model/builder.h"
 #include "model/naming.h"
 #include "model/pattern.h"
+#include "nn/pre_norm.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -63,23 +64,41 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
     Tensor p = position_embedding_->forward(ctx, pos_ids.to(ids.device()));
     ops::add(ex, h, h, p);
   }
+  // Each residual add h + f is fused with the next input norm where that norm is the next
+  // sub-layer's own (PreNormModule) or the final norm.
+  Tensor f;  // the previous sub-layer's output, not yet added to h
   for (auto& layer : sublayers_) {
-    Tensor f = layer->forward(ctx, h);
-    Tensor next = Tensor::empty(h.shape(), h.dtype(), h.device());
-    ops::add(ex, next, h, f);  // residual: h = h + f(h)
-    h = next;
+    auto* pre = dynamic_cast<PreNormModule*>(layer.get());
+    if (!f.defined()) {
+      f = layer->forward(ctx, h);
+    } else if (pre) {
+      Tensor sum;
+      Tensor y = pre->input_norm().forward_add(ctx, h, f, sum);
+      h = sum;
+      f = pre->forward_body(ctx, y);
+    } else {
+      Tensor next = Tensor::empty(h.shape(), h.dtype(), h.device());
+      ops::add(ex, next, h, f);
+      h = next;
+      f = layer->forward(ctx, h);
+    }
   }
-  h = final_norm_->forward(ctx, h);
-  return output_->forward(ctx, h, labels);
+  Tensor sum;
+  Tensor y = final_norm_->forward_add(ctx, h, f, sum);
+  return output_->forward(ctx, y, labels);
 }
 
 void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
   Exec& ex = ctx.ex();
-  Tensor dh = output_->backward(ctx, dloss);
-  dh = final_norm_->backward(ctx, dh);
+  Tensor dh = final_norm_->backward(ctx, output_->backward(ctx, dloss));  // d(the last sum)
+  // h_next = h + f(h): dh = dh_next + df/dh, the add fused into the input norm's backward.
   for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) {
-    Tensor df = (*it)->backward(ctx, dh);
-    ops::axpy(ex, dh, df, 1.0);  // residual: dh += df/dh
+    if (auto* pre = dynamic_cast<PreNormModule*>(it->get())) {
+      dh = pre->input_norm().backward_add(ctx, pre->backward_body(ctx, dh), dh);
+    } else {
+      Tensor dx = (*it)->backward(ctx, dh);
+      ops::axpy(ex, dh, dx, 1.0);
+    }
   }
   if (position_embedding_) position_embedding_->backward(ctx, dh);
   embedding_->backward(ctx, dh);

@@ -30,13 +30,13 @@ SelfAttention::SelfAttention(const AttentionOptions& o, const std::string& prefi
 
 int64_t SelfAttention::rotary_dim() const { return int64_t(double(opt_.head_dim) * opt_.rotary_percent); }
 
-Tensor SelfAttention::forward(StepContext& ctx, const Tensor& x) {
+Tensor SelfAttention::forward_body(StepContext& ctx, const Tensor& x) {
   Exec& ex = ctx.ex();
   HYTRA_CHECK(x.dim() == 3 && x.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden,
               "), got ", x.desc());
   const int64_t B = x.size(0), T = x.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
   const int64_t R = H / G;  // query heads per KV group
-  Tensor qkv = qkv_->forward(ctx, norm_->forward(ctx, x)).view({B * T * G, R + 2, D});
+  Tensor qkv = qkv_->forward(ctx, x).view({B * T * G, R + 2, D});
   Saved& s = ctx.saved<Saved>(this);
   // Per KV group the rows are [R query heads; k; v]: slicing dim 1 gives q in (B,T,G*R = H,D) order.
   s.q = Tensor::empty({B * T * G, R, D}, x.dtype(), x.device());
@@ -65,7 +65,7 @@ Tensor SelfAttention::forward(StepContext& ctx, const Tensor& x) {
   return proj_->forward(ctx, s.out.view({B, T, H * D}));
 }
 
-Tensor SelfAttention::backward(StepContext& ctx, const Tensor& dy) {
+Tensor SelfAttention::backward_body(StepContext& ctx, const Tensor& dy) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
   const int64_t B = s.q.size(0), T = s.q.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
@@ -87,7 +87,7 @@ Tensor SelfAttention::backward(StepContext& ctx, const Tensor& dy) {
   ops::slice_scatter(ex, dqkv, dq.view({B * T * G, R, D}), 1, 0);
   ops::slice_scatter(ex, dqkv, dk.view({B * T * G, 1, D}), 1, R);
   ops::slice_scatter(ex, dqkv, dv.view({B * T * G, 1, D}), 1, R + 1);
-  return norm_->backward(ctx, qkv_->backward(ctx, dqkv.view({B, T, (H + 2 * G) * D})));
+  return qkv_->backward(ctx, dqkv.view({B, T, (H + 2 * G) * D}));
 }
 
 void SelfAttention::backward_dw(StepContext& ctx) {

@@ -12,6 +12,7 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/norm.h"
+#include "nn/pre_norm.h"
 
 namespace hytra {
 
@@ -28,12 +29,13 @@ struct AttentionOptions {
   double output_init_std = 0.02;        // linear_proj (Megatron: std / sqrt(2 L))
 };
 
-class SelfAttention : public Module {
+class SelfAttention : public PreNormModule {
  public:
   SelfAttention(const AttentionOptions& opt, const std::string& prefix, ParamStore& store);
 
-  Tensor forward(StepContext& ctx, const Tensor& x) override;    // x (B,T,C) -> (B,T,C)
-  Tensor backward(StepContext& ctx, const Tensor& dy) override;
+  Norm& input_norm() override { return *norm_; }
+  Tensor forward_body(StepContext& ctx, const Tensor& y) override;  // y = norm(x) (B,T,C) -> (B,T,C)
+  Tensor backward_body(StepContext& ctx, const Tensor& df) override;
   void backward_dw(StepContext& ctx) override;
 
  private:

@@ -12,10 +12,10 @@ Mlp::Mlp(const MlpOptions& o, const std::string& prefix, ParamStore& store) : op
   fc2_ = std::make_unique<Linear>(p + "linear_fc2.", o.ffn, o.hidden, o.bias, o.output_init_std, store);
 }
 
-Tensor Mlp::forward(StepContext& ctx, const Tensor& x) {
+Tensor Mlp::forward_body(StepContext& ctx, const Tensor& x) {
   Exec& ex = ctx.ex();
   const int64_t N = x.numel() / opt_.hidden;
-  Tensor h = fc1_->forward(ctx, norm_->forward(ctx, x));
+  Tensor h = fc1_->forward(ctx, x);
   h = h.view({N, h.size(-1)});
   ctx.saved<Saved>(this).h = h;
   Tensor a = Tensor::empty({N, opt_.ffn}, x.dtype(), x.device());  // (N, F)
@@ -27,7 +27,7 @@ Tensor Mlp::forward(StepContext& ctx, const Tensor& x) {
   return fc2_->forward(ctx, a.view({x.size(0), x.size(1), opt_.ffn}));
 }
 
-Tensor Mlp::backward(StepContext& ctx, const Tensor& dy) {
+Tensor Mlp::backward_body(StepContext& ctx, const Tensor& dy) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
   Tensor da = fc2_->backward(ctx, dy);
@@ -40,7 +40,7 @@ Tensor Mlp::backward(StepContext& ctx, const Tensor& dy) {
   }
   Shape hs = dy.shape();
   hs.back() = s.h.size(1);
-  return norm_->backward(ctx, fc1_->backward(ctx, dh.view(hs)));
+  return fc1_->backward(ctx, dh.view(hs));
 }
 
 void Mlp::backward_dw(StepContext& ctx) {

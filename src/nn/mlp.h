@@ -9,6 +9,7 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/norm.h"
+#include "nn/pre_norm.h"
 
 namespace hytra {
 
@@ -24,12 +25,13 @@ struct MlpOptions {
   double output_init_std = 0.02;  // linear_fc2 (Megatron: std / sqrt(2 L))
 };
 
-class Mlp : public Module {
+class Mlp : public PreNormModule {
  public:
   Mlp(const MlpOptions& opt, const std::string& prefix, ParamStore& store);
 
-  Tensor forward(StepContext& ctx, const Tensor& x) override;    // x (B,T,C) -> (B,T,C)
-  Tensor backward(StepContext& ctx, const Tensor& dy) override;
+  Norm& input_norm() override { return *norm_; }
+  Tensor forward_body(StepContext& ctx, const Tensor& y) override;  // y = norm(x) (B,T,C) -> (B,T,C)
+  Tensor backward_body(StepContext& ctx, const Tensor& df) override;
   void backward_dw(StepContext& ctx) override;
 
  private:

@@ -37,4 +37,16 @@ Tensor Norm::backward(StepContext& ctx, const Tensor& dy) {
   return dx.view(dy.shape());
 }
 
+Tensor Norm::forward_add(StepContext& ctx, const Tensor& a, const Tensor& b, Tensor& sum) {
+  sum = Tensor::empty(a.shape(), a.dtype(), a.device());
+  ops::add(ctx.ex(), sum, a, b);
+  return forward(ctx, sum);
+}
+
+Tensor Norm::backward_add(StepContext& ctx, const Tensor& dy, const Tensor& dres) {
+  Tensor dx = backward(ctx, dy);
+  ops::axpy(ctx.ex(), dx, dres, 1.0);
+  return dx;
+}
+
 }  // namespace hytra

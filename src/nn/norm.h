@@ -24,6 +24,11 @@ class Norm : public Module {
 
   Tensor forward(StepContext& ctx, const Tensor& x) override;    // x (..., dim)
   Tensor backward(StepContext& ctx, const Tensor& dy) override;
+  // The residual add fused in: sum = a + b (written), y = norm(sum) returned; backward of it is
+  // backward_add. One kernel each way for RMSNorm (ops::add_rmsnorm_fwd, ops::rmsnorm_bwd_add).
+  Tensor forward_add(StepContext& ctx, const Tensor& a, const Tensor& b, Tensor& sum);
+  // dsum = dres + (dL/dsum through the norm, from dy): the residual stream's gradient.
+  Tensor backward_add(StepContext& ctx, const Tensor& dy, const Tensor& dres);
 
  private:
   struct Saved {
