@@ -164,27 +164,38 @@ std::vector<Entry> entries(const Env& e) {
                    return std::function<void()>([=]() mutable { ops::rope_fwd(*ex, y, x, D, 10000.0, false); });
                  }});
 
-  const int64_t aT = e.big ? 2048 : 64, aH = e.big ? 16 : 2, aHkv = e.big ? 4 : 1;
-  const double attn_flops = 4.0 * aT * aT * aH * D / 2;  // two causal matmuls, B = 1
-  const std::string ashape = "B=1 T=" + dims({aT}) + " H=" + dims({aH}) + "/" + dims({aHkv}) + " D=" + dims({D});
-  out.push_back({"attention_fwd", ashape, act, attn_flops, 0, [=] {
-                   Tensor q = uniform({1, aT, aH, D}, act, dev, 1), k = uniform({1, aT, aHkv, D}, act, dev, 2);
-                   Tensor v = uniform({1, aT, aHkv, D}, act, dev, 3), o = uniform({1, aT, aH, D}, act, dev, 4);
-                   Tensor l = uniform({1, aH, aT}, DType::F32, dev, 5);
-                   const double sc = 1.0 / std::sqrt(double(D));
-                   return std::function<void()>([=]() mutable { ops::attention_fwd(*ex, o, l, q, k, v, sc); });
-                 }});
-  out.push_back({"attention_bwd", ashape, act, 2.5 * attn_flops, 0, [=] {
-                   Tensor q = uniform({1, aT, aH, D}, act, dev, 1), k = uniform({1, aT, aHkv, D}, act, dev, 2);
-                   Tensor v = uniform({1, aT, aHkv, D}, act, dev, 3), o = uniform({1, aT, aH, D}, act, dev, 4);
-                   Tensor l = uniform({1, aH, aT}, DType::F32, dev, 5);
-                   const double sc = 1.0 / std::sqrt(double(D));
-                   ops::attention_fwd(*ex, o, l, q, k, v, sc);
-                   Tensor dout = uniform({1, aT, aH, D}, act, dev, 6), dq = uniform({1, aT, aH, D}, act, dev, 7);
-                   Tensor dk = uniform({1, aT, aHkv, D}, act, dev, 8), dv = uniform({1, aT, aHkv, D}, act, dev, 9);
-                   return std::function<void()>(
-                       [=]() mutable { ops::attention_bwd(*ex, dq, dk, dv, dout, q, k, v, o, l, sc); });
-                 }});
+  // Causal attention: FLOPs actually done, two matmuls over the lower triangle (fwd 4*B*H*T*T*D/2,
+  // bwd 2.5x fwd). bf16 with D 64/128 runs cuDNN's fused flash attention where the build has cuDNN.
+  auto attention = [&](int64_t aB, int64_t aT, int64_t aH, int64_t aHkv, int64_t aD) {
+    const double attn_flops = 4.0 * aB * aH * aT * aT * aD / 2;
+    const std::string ashape = "B=" + dims({aB}) + " T=" + dims({aT}) + " H=" + dims({aH}) + "/" + dims({aHkv}) +
+                               " D=" + dims({aD});
+    const Shape qs{aB, aT, aH, aD}, ks{aB, aT, aHkv, aD}, ls{aB, aH, aT};
+    const double sc = 1.0 / std::sqrt(double(aD));
+    out.push_back({"attention_fwd", ashape, act, attn_flops, 0, [=] {
+                     Tensor q = uniform(qs, act, dev, 1), k = uniform(ks, act, dev, 2);
+                     Tensor v = uniform(ks, act, dev, 3), o = uniform(qs, act, dev, 4);
+                     Tensor l = uniform(ls, DType::F32, dev, 5);
+                     return std::function<void()>([=]() mutable { ops::attention_fwd(*ex, o, l, q, k, v, sc); });
+                   }});
+    out.push_back({"attention_bwd", ashape, act, 2.5 * attn_flops, 0, [=] {
+                     Tensor q = uniform(qs, act, dev, 1), k = uniform(ks, act, dev, 2);
+                     Tensor v = uniform(ks, act, dev, 3), o = uniform(qs, act, dev, 4);
+                     Tensor l = uniform(ls, DType::F32, dev, 5);
+                     ops::attention_fwd(*ex, o, l, q, k, v, sc);
+                     Tensor dout = uniform(qs, act, dev, 6), dq = uniform(qs, act, dev, 7);
+                     Tensor dk = uniform(ks, act, dev, 8), dv = uniform(ks, act, dev, 9);
+                     return std::function<void()>(
+                         [=]() mutable { ops::attention_bwd(*ex, dq, dk, dv, dout, q, k, v, o, l, sc); });
+                   }});
+  };
+  if (e.big) {
+    attention(1, 2048, 16, 4, 128);
+    attention(2, 4096, 32, 8, 64);
+    attention(2, 4096, 16, 8, 128);
+  } else {
+    attention(1, 64, 2, 1, D);
+  }
 
   const int64_t cN = e.big ? 8192 : 256, cC = e.big ? 4096 : 128, cV = e.big ? 50304 : 2048;
   const std::string cshape = "N=" + dims({cN}) + " C=" + dims({cC}) + " V=" + dims({cV});

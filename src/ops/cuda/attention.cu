@@ -1,5 +1,6 @@
 // Causal GQA softmax attention, forward and backward (ops.h "attention"): the plain reference
-// kernels, correct and deterministic, not tuned (a cuDNN / wgmma path replaces them for speed).
+// kernels, correct and deterministic, not tuned. bf16 with head dim 64/128 goes to cuDNN's fused
+// flash attention instead (attention_cudnn.cpp) when the build has cuDNN.
 // q, out, dq, dout (B,T,H,D); k, v, dk, dv (B,T,Hkv,D); query head h reads kv head h / (H/Hkv).
 //   s_ij = scale * q_i . k_j (j <= i),  lse_i = log sum_j exp(s_ij),  out_i = sum_j exp(s_ij - lse_i) v_j
 // Forward: one block per (query row i, head h, batch b) walks the keys in tiles of kThreads, one
@@ -15,6 +16,9 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#if defined(HYTRA_HAVE_CUDNN)
+#include "ops/cuda/attention_cudnn.h"
+#endif
 
 namespace hytra::cuda {
 namespace {
@@ -197,6 +201,12 @@ dim3 row_grid(const char* op, int64_t B, int64_t T, int64_t heads, int64_t D, in
 
 void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                    double softmax_scale) {
+#if defined(HYTRA_HAVE_CUDNN)
+  if (cudnn_attention_fwd_supported(out, lse, q, k, v)) {  // cuDNN's fused flash attention (bf16, D 64/128)
+    cudnn_attention_fwd(ex, out, lse, q, k, v, softmax_scale);
+    return;
+  }
+#endif
   HYTRA_CHECK(q.dtype() == DType::F32 || q.dtype() == DType::BF16, "attention_fwd on CUDA: unsupported dtype ",
               q.desc());
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3);
@@ -209,6 +219,12 @@ void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Te
 
 void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale) {
+#if defined(HYTRA_HAVE_CUDNN)
+  if (cudnn_attention_bwd_supported(dq, dk, dv, dout, q, k, v, out, lse)) {
+    cudnn_attention_bwd(ex, dq, dk, dv, dout, q, k, v, out, lse, softmax_scale);
+    return;
+  }
+#endif
   const DType dt = q.dtype();
   HYTRA_CHECK(dt == DType::F32 || dt == DType::BF16, "attention_bwd on CUDA: unsupported dtype ", q.desc());
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dq, &dk, &dv, &dout})

@@ -58,6 +58,11 @@ HYTRA_PARITY_CASES(attention) {
       {1, 300, 2, 2, 64, DType::F32},
       {1, 200, 8, 1, 64, DType::BF16},
       {2, 130, 4, 2, 128, DType::BF16},
+      // bf16, head dim 64/128: cuDNN's fused attention where the build has it. GQA with B=2 and T
+      // not a multiple of the 64/128 tiles, one MHA case (no GQA reduction), one longer sequence.
+      {2, 333, 8, 2, 64, DType::BF16},
+      {1, 100, 4, 4, 64, DType::BF16},
+      {2, 777, 8, 2, 128, DType::BF16},
   };
   for (const AttnSpec& s : specs) {
     add_fwd(s);
