@@ -36,28 +36,28 @@ Tensor SelfAttention::forward_body(StepContext& ctx, const Tensor& x) {
               "), got ", x.desc());
   const int64_t B = x.size(0), T = x.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
   const int64_t R = H / G;  // query heads per KV group
-  Tensor qkv = qkv_->forward(ctx, x).view({B * T * G, R + 2, D});
+  Tensor qkv = qkv_->forward(ctx, x);  // (B,T,G*(R+2)*D)
   Saved& s = ctx.saved<Saved>(this);
-  // Per KV group the rows are [R query heads; k; v]: slicing dim 1 gives q in (B,T,G*R = H,D) order.
-  s.q = Tensor::empty({B * T * G, R, D}, x.dtype(), x.device());
-  s.k = Tensor::empty({B * T * G, 1, D}, x.dtype(), x.device());
-  s.v = Tensor::empty({B * T * G, 1, D}, x.dtype(), x.device());
-  ops::slice_copy(ex, s.q, qkv, 1, 0);
-  ops::slice_copy(ex, s.k, qkv, 1, R);
-  ops::slice_copy(ex, s.v, qkv, 1, R + 1);
-  s.q = s.q.view({B, T, H, D});
-  s.k = s.k.view({B, T, G, D});
-  s.v = s.v.view({B, T, G, D});
-  if (q_norm_) {
-    s.q = q_norm_->forward(ctx, s.q);
-    s.k = k_norm_->forward(ctx, s.k);
-  }
-  if (opt_.use_rope) {
-    Tensor q = Tensor::empty(s.q.shape(), s.q.dtype(), s.q.device()), k = Tensor::empty(s.k.shape(), s.k.dtype(), s.k.device());
-    ops::rope_fwd(ex, q, s.q, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
-    ops::rope_fwd(ex, k, s.k, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
-    s.q = q;
-    s.k = k;
+  s.q = Tensor::empty({B, T, H, D}, x.dtype(), x.device());
+  s.k = Tensor::empty({B, T, G, D}, x.dtype(), x.device());
+  s.v = Tensor::empty({B, T, G, D}, x.dtype(), x.device());
+  if (fused_split_rope()) {
+    ops::qkv_rope_fwd(ex, s.q, s.k, s.v, qkv, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+  } else {
+    // Per KV group the rows are [R query heads; k; v]: slicing dim 1 gives q in (B,T,G*R = H,D) order.
+    Tensor grouped = qkv.view({B * T * G, R + 2, D});
+    Tensor q = s.q.view({B * T * G, R, D}), k = s.k.view({B * T * G, 1, D}), v = s.v.view({B * T * G, 1, D});
+    ops::slice_copy(ex, q, grouped, 1, 0);
+    ops::slice_copy(ex, k, grouped, 1, R);
+    ops::slice_copy(ex, v, grouped, 1, R + 1);
+    if (q_norm_) {
+      s.q = q_norm_->forward(ctx, s.q);
+      s.k = k_norm_->forward(ctx, s.k);
+    }
+    if (opt_.use_rope) {
+      ops::rope_fwd(ex, s.q, s.q, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+      ops::rope_fwd(ex, s.k, s.k, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+    }
   }
   s.out = Tensor::empty({B, T, H, D}, x.dtype(), x.device());
   s.lse = Tensor::empty({B, H, T}, stat_dtype(x.dtype()), x.device());
@@ -75,18 +75,23 @@ Tensor SelfAttention::backward_body(StepContext& ctx, const Tensor& dy) {
   Tensor dk = Tensor::empty(s.k.shape(), dy.dtype(), dy.device());
   Tensor dv = Tensor::empty(s.v.shape(), dy.dtype(), dy.device());
   ops::attention_bwd(ex, dq, dk, dv, dout, s.q, s.k, s.v, s.out, s.lse, 1.0 / std::sqrt(double(D)));
-  if (opt_.use_rope) {
-    ops::rope_bwd(ex, dq, dq, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
-    ops::rope_bwd(ex, dk, dk, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+  Tensor dqkv = Tensor::empty({B, T, (H + 2 * G) * D}, dy.dtype(), dy.device());
+  if (fused_split_rope()) {
+    ops::qkv_rope_bwd(ex, dqkv, dq, dk, dv, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+  } else {
+    if (opt_.use_rope) {
+      ops::rope_bwd(ex, dq, dq, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+      ops::rope_bwd(ex, dk, dk, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
+    }
+    if (q_norm_) {
+      dq = q_norm_->backward(ctx, dq);
+      dk = k_norm_->backward(ctx, dk);
+    }
+    Tensor grouped = dqkv.view({B * T * G, R + 2, D});
+    ops::slice_scatter(ex, grouped, dq.view({B * T * G, R, D}), 1, 0);
+    ops::slice_scatter(ex, grouped, dk.view({B * T * G, 1, D}), 1, R);
+    ops::slice_scatter(ex, grouped, dv.view({B * T * G, 1, D}), 1, R + 1);
   }
-  if (q_norm_) {
-    dq = q_norm_->backward(ctx, dq);
-    dk = k_norm_->backward(ctx, dk);
-  }
-  Tensor dqkv = Tensor::empty({B * T * G, R + 2, D}, dy.dtype(), dy.device());
-  ops::slice_scatter(ex, dqkv, dq.view({B * T * G, R, D}), 1, 0);
-  ops::slice_scatter(ex, dqkv, dk.view({B * T * G, 1, D}), 1, R);
-  ops::slice_scatter(ex, dqkv, dv.view({B * T * G, 1, D}), 1, R + 1);
   return qkv_->backward(ctx, dqkv.view({B, T, (H + 2 * G) * D}));
 }
 

@@ -45,6 +45,8 @@ class SelfAttention : public PreNormModule {
     Tensor lse;      // (B,H,T)
   };
   int64_t rotary_dim() const;
+  // Split and RoPE in one op (ops::qkv_rope_fwd); with QK-norm the norm sits between them.
+  bool fused_split_rope() const { return opt_.use_rope && !opt_.qk_norm; }
   AttentionOptions opt_;
   std::unique_ptr<Norm> norm_, q_norm_, k_norm_;
   std::unique_ptr<Linear> qkv_, proj_;

@@ -21,6 +21,8 @@
   X(layernorm_bwd, norm)          \
   X(rope_fwd, rope)               \
   X(rope_bwd, rope)               \
+  X(qkv_rope_fwd, rope)           \
+  X(qkv_rope_bwd, rope)           \
   X(attention_fwd, attention)     \
   X(attention_bwd, attention)     \
   X(swiglu_fwd, activation)       \
@@ -43,5 +45,5 @@ struct OpInfo {
 inline constexpr OpInfo kOpList[] = {HYTRA_OP_LIST(HYTRA_OP_INFO)};
 #undef HYTRA_OP_INFO
 inline constexpr int kNumOps = int(sizeof(kOpList) / sizeof(kOpList[0]));
-static_assert(kNumOps == 30, "update the op count when adding an op to HYTRA_OP_LIST");
+static_assert(kNumOps == 32, "update the op count when adding an op to HYTRA_OP_LIST");
 }  // namespace hytra::ops

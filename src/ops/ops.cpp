@@ -286,6 +286,37 @@ void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double
 }
 
 namespace {
+// q (B,T,H,D), k and v (B,T,Hkv,D), qkv (B,T,Hkv*(H/Hkv+2)*D), one dtype; rotary_dim as rope.
+void check_qkv_rope(Exec& ex, const char* op, const char* qkv_name, const Tensor& qkv, const Tensor& q,
+                    const Tensor& k, const Tensor& v, int64_t rotary_dim) {
+  for (auto [n, t] : {Arg{qkv_name, &qkv}, {"q", &q}, {"k", &k}, {"v", &v}}) check_arg(ex, op, n, *t);
+  check_float(op, qkv_name, qkv);
+  HYTRA_CHECK(q.dim() == 4 && k.dim() == 4, op, ": q and k must be (B,T,H,D) and (B,T,Hkv,D), got ", q.desc(), ", ",
+              k.desc());
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2);
+  HYTRA_CHECK(Hkv > 0 && H % Hkv == 0, op, ": query heads (", H, ") must be a multiple of kv heads (", Hkv, ")");
+  check_shape(op, "k", k, {B, T, Hkv, D});
+  check_shape(op, "v", v, {B, T, Hkv, D});
+  check_shape(op, qkv_name, qkv, {B, T, (H + 2 * Hkv) * D});
+  for (auto [n, t] : {Arg{"q", &q}, {"k", &k}, {"v", &v}}) check_same_dtype(op, n, *t, qkv);
+  HYTRA_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= D, op,
+              ": rotary_dim must be even and in (0, D=", D, "], got ", rotary_dim);
+}
+}  // namespace
+
+void qkv_rope_fwd(Exec& ex, Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t rotary_dim, double base,
+                  bool interleaved) {
+  check_qkv_rope(ex, "qkv_rope_fwd", "qkv", qkv, q, k, v, rotary_dim);
+  ex.backend().qkv_rope_fwd(ex, q, k, v, qkv, rotary_dim, base, interleaved);
+}
+
+void qkv_rope_bwd(Exec& ex, Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t rotary_dim,
+                  double base, bool interleaved) {
+  check_qkv_rope(ex, "qkv_rope_bwd", "dqkv", dqkv, dq, dk, dv, rotary_dim);
+  ex.backend().qkv_rope_bwd(ex, dqkv, dq, dk, dv, rotary_dim, base, interleaved);
+}
+
+namespace {
 void check_attention(Exec& ex, const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                      const Tensor& o, const Tensor& lse) {
   for (auto [n, t] : {Arg{"q", &q}, {"k", &k}, {"v", &v}, {"out", &o}, {"lse", &lse}})

@@ -66,6 +66,16 @@ void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double b
 // The inverse rotation: dx (B,T,H,D) =. dx may alias dy.
 void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved);
 
+// ---- fused QKV split + rotary (one pass over the QKV projection) ---------------------------------
+// qkv (B,T,Hkv*(R+2)*D) in Megatron's grouped layout (per token and KV group g: R = H/Hkv query
+// heads, then k, then v, each D wide) -> q (B,T,H,D) with q[.., g*R + r, :] = rope(query r of g),
+// k (B,T,Hkv,D) = rope(k of g), v (B,T,Hkv,D) = v of g; rope as rope_fwd (positions 0..T-1).
+void qkv_rope_fwd(Exec& ex, Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t rotary_dim, double base,
+                  bool interleaved);
+// The backward: dqkv (B,T,Hkv*(R+2)*D) = the grouped layout of rope_bwd(dq), rope_bwd(dk), dv.
+void qkv_rope_bwd(Exec& ex, Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t rotary_dim,
+                  double base, bool interleaved);
+
 // ---- attention -----------------------------------------------------------------------------------
 // Causal GQA softmax attention. q, out (B,T,H,D); k, v (B,T,Hkv,D), H % Hkv == 0, query head h
 // reads kv head h / (H/Hkv); lse (B,H,T) = log-sum-exp of the scaled scores of each query row.

@@ -26,6 +26,8 @@ class CpuBackend final : public Backend {
   void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd) override { cpu::layernorm_bwd(ex, dx, dw, db, dy, x, w, mean, rstd); }
   void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) override { cpu::rope_fwd(ex, y, x, rotary_dim, base, interleaved); }
   void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved) override { cpu::rope_bwd(ex, dx, dy, rotary_dim, base, interleaved); }
+  void qkv_rope_fwd(Exec& ex, Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t rotary_dim, double base, bool interleaved) override { cpu::qkv_rope_fwd(ex, q, k, v, qkv, rotary_dim, base, interleaved); }
+  void qkv_rope_bwd(Exec& ex, Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t rotary_dim, double base, bool interleaved) override { cpu::qkv_rope_bwd(ex, dqkv, dq, dk, dv, rotary_dim, base, interleaved); }
   void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale) override { cpu::attention_fwd(ex, out, lse, q, k, v, softmax_scale); }
   void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale) override { cpu::attention_bwd(ex, dq, dk, dv, dout, q, k, v, out, lse, softmax_scale); }
   void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x) override { cpu::swiglu_fwd(ex, y, x); }
