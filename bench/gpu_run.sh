@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine (bench/NOTES.md): the CUDA parity suite, the GPU end-to-end test,
+# `hytra bench llama3.2-1b` at global batch 2 and 8, and optionally the PyTorch peer (PEER=1) and an
+# ncu per-kernel breakdown of one step (NCU=1). Binaries come from BIN (a build folder or a copy of
+# its hytra, test_parity, test_e2e); logs go to $OUT.   Usage: [PEER=1] [NCU=1] bench/gpu_run.sh BIN
+set -uo pipefail
+BIN=${1:-build}
+OUT=${OUT:-/tmp/hytra_out}
+mkdir -p "$OUT"
+P=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+export LD_LIBRARY_PATH=$P/cu13/lib:$P/nccl/lib:$P/cudnn/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
+git log -1 --format='commit %h %s' 2>/dev/null
+echo "== parity"; "$BIN/test_parity" ${PARITY_ARGS:-} >"$OUT/parity.log" 2>&1; echo "rc $?"; tail -3 "$OUT/parity.log"
+echo "== e2e (GPU)"; "$BIN/test_e2e" --gtest_filter='TrainCuda.*' 2>&1 | tee "$OUT/e2e.log" | grep -E "worst|OK|FAIL|PASSED"
+for gbs in ${GBS_LIST:-2 8}; do
+  echo "== hytra bench gbs $gbs"
+  "$BIN/hytra" bench llama3.2-1b --steps ${STEPS:-10} --warmup 3 --global-batch-size "$gbs" >"$OUT/bench_gbs$gbs.log" 2>&1
+  echo "rc $?"; tail -2 "$OUT/bench_gbs$gbs.log"
+done
+if [ "${PEER:-0}" = 1 ]; then
+  for gbs in ${GBS_LIST:-2 8}; do
+    echo "== peer gbs $gbs"
+    (cd bench/peer && PYTHONUNBUFFERED=1 /opt/torch/.venv/bin/python3 dense_peer.py --mode both \
+      --config-name llama3.2-1b --rotary-base 500000 --global-batch-size "$gbs" --steps ${STEPS:-10} >"$OUT/peer_gbs$gbs.log" 2>&1)
+    grep "^peer=" "$OUT/peer_gbs$gbs.log" || tail -5 "$OUT/peer_gbs$gbs.log"
+  done
+fi
+if [ "${NCU:-0}" = 1 ]; then
+  echo "== ncu, one step"
+  ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu.csv" \
+    "$BIN/hytra" bench llama3.2-1b --steps 1 --warmup 0 >"$OUT/ncu_run.log" 2>&1
+  python3 bench/kernel_breakdown.py "$OUT/ncu.csv" --top 25 | tee "$OUT/breakdown.txt"
+fi
