@@ -17,6 +17,8 @@
   X(embedding_bwd, embedding)     \
   X(rmsnorm_fwd, norm)            \
   X(rmsnorm_bwd, norm)            \
+  X(add_rmsnorm_fwd, norm)        \
+  X(rmsnorm_bwd_add, norm)        \
   X(layernorm_fwd, norm)          \
   X(layernorm_bwd, norm)          \
   X(rope_fwd, rope)               \
@@ -43,5 +45,5 @@ struct OpInfo {
 inline constexpr OpInfo kOpList[] = {HYTRA_OP_LIST(HYTRA_OP_INFO)};
 #undef HYTRA_OP_INFO
 inline constexpr int kNumOps = int(sizeof(kOpList) / sizeof(kOpList[0]));
-static_assert(kNumOps == 30, "update the op count when adding an op to HYTRA_OP_LIST");
+static_assert(kNumOps == 32, "update the op count when adding an op to HYTRA_OP_LIST");
 }  // namespace hytra::ops
