@@ -306,7 +306,8 @@ void norm_wgrad(Exec& ex, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor
 
 // ---- RMSNorm launchers --------------------------------------------------------------------------
 constexpr int kMaxVecThreads = 256;   // the fast path's block size target
-constexpr int64_t kMaxRmsChunks = 512;  // backward row chunks (fixed by N alone)
+// Backward row chunks, set by N alone (measured on H100: 512 beat ~1000 at N 8192, C 2048).
+constexpr int64_t kMaxRmsChunks = 512;
 
 // Vectors per thread NV (1, 2, 4 or 8) and block size for nvec vectors per row; false when the
 // row does not fit the fast path.

@@ -5,10 +5,10 @@
 // One thread per pair reads both inputs before writing, so y may alias x; channels >= R are
 // copied when y is a different buffer.
 // Vector path (rotated channels in groups of 8 per half, or of 8 for interleaved, D % 8 == 0,
-// aligned): a (T, R/2) cos/sin table is built first with the same fp32 formulas, then each thread
-// rotates 8 pairs (rotate-half: 16 bytes from each half) or 4 (interleaved: 8 adjacent channels)
-// with the same arithmetic, so results equal the scalar kernel's bitwise; pass-through channels
-// move 8 at a time.
+// aligned): one block per token (b, t) computes its R/2 cos/sin pairs once into shared memory with
+// the same fp32 formulas, then each thread rotates 8 pairs (rotate-half: 16 bytes from each half)
+// or 4 (interleaved: 8 adjacent channels) of one head with the same arithmetic; pass-through
+// channels move 8 at a time.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -42,24 +42,24 @@ __global__ void rope_passthrough_kernel(void* y, const void* x, DType t, int64_t
   }
 }
 
-// cs[t * half + i] = (cos, sign * sin) of angle t * inv_freq[i].
-__global__ void rope_table_kernel(float2* cs, int64_t T, int64_t R, float base, float sign) {
+// Vector path. Block = one (b, t): its cos/sin of the R/2 frequencies go to shared memory (same
+// formulas as the scalar kernel), then items (head, group) of that token: groups [0, g_rot) rotate,
+// [g_rot, g_all) copy 8 pass-through channels.
+template <class T>
+__global__ void rope_vec_kernel(T* y, const T* x, int64_t T_len, int64_t H, int64_t D, int64_t R, float base,
+                                float sign, bool interleaved, int64_t g_rot, int64_t g_all) {
+  extern __shared__ float2 cs[];  // (R/2)
   const int64_t half = R / 2;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < T * half; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t pos = e / half, i = e % half;
+  const int64_t pos = blockIdx.x % T_len;
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     const float inv_freq = 1.0f / powf(base, float(2 * i) / float(R));
     const float angle = float(pos) * inv_freq;
-    cs[e] = make_float2(cosf(angle), sign * sinf(angle));
+    cs[i] = make_float2(cosf(angle), sign * sinf(angle));
   }
-}
-
-// Item (row, group): groups [0, G_rot) rotate, [G_rot, G_rot + G_pass) copy 8 pass-through channels.
-template <class T>
-__global__ void rope_vec_kernel(T* y, const T* x, const float2* cs, int64_t rows, int64_t T_len, int64_t H,
-                                int64_t D, int64_t R, bool interleaved, int64_t g_rot, int64_t g_all) {
-  const int64_t half = R / 2, total = rows * g_all;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = e / g_all, g = e % g_all;
+  __syncthreads();
+  const int64_t base_row = int64_t(blockIdx.x) * H;
+  for (int64_t e = threadIdx.x; e < H * g_all; e += blockDim.x) {
+    const int64_t row = base_row + e / g_all, g = e % g_all;
     const T* xr = x + row * D;
     T* yr = y + row * D;
     if (g >= g_rot) {  // pass-through
@@ -69,13 +69,12 @@ __global__ void rope_vec_kernel(T* y, const T* x, const float2* cs, int64_t rows
       store_n<8>(yr + c, v);
       continue;
     }
-    const float2* t = cs + ((row / H) % T_len) * half;
     if (interleaved) {  // channels 8g .. 8g+7 = pairs 4g .. 4g+3
       float v[8];
       load_n_rw<8>(xr + 8 * g, v);
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
-        const float2 c = t[4 * g + p];
+        const float2 c = cs[4 * g + p];
         const float xa = v[2 * p], xb = v[2 * p + 1];
         v[2 * p] = xa * c.x - xb * c.y;
         v[2 * p + 1] = xb * c.x + xa * c.y;
@@ -87,7 +86,7 @@ __global__ void rope_vec_kernel(T* y, const T* x, const float2* cs, int64_t rows
       load_n_rw<8>(xr + half + 8 * g, b);
 #pragma unroll
       for (int p = 0; p < 8; ++p) {
-        const float2 c = t[8 * g + p];
+        const float2 c = cs[8 * g + p];
         const float xa = a[p], xb = b[p];
         a[p] = xa * c.x - xb * c.y;
         b[p] = xb * c.x + xa * c.y;
@@ -107,20 +106,20 @@ void rope(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base,
   const int64_t R = rotary_dim, half = R / 2;
   const bool vec = (interleaved ? R % 8 == 0 : half % 8 == 0) && D % 8 == 0 && aligned16(x.raw()) &&
                    aligned16(y.raw());
-  if (vec && half > 0) {
-    Tensor cs = Tensor::empty({T * half * 2}, DType::F32, Device::CUDA);  // (T, R/2) of (cos, sin)
-    auto* csp = reinterpret_cast<float2*>(cs.data<float>());
-    rope_table_kernel<<<grid_for(T * half, kThreads), kThreads, 0, s>>>(csp, T, R, float(base), sign);
-    check_launch("rope_table_kernel");
+  if (vec && half > 0 && x.size(0) * T < (int64_t(1) << 31)) {
     const int64_t g_rot = interleaved ? R / 8 : half / 8;
     const int64_t g_all = g_rot + (y.raw() != x.raw() ? (D - R) / 8 : 0);
+    const int64_t items = H * g_all;
+    const int threads = int(items >= 256 ? 256 : (items + 31) / 32 * 32);
+    const unsigned blocks = unsigned(x.size(0) * T);
+    const size_t smem = size_t(half) * sizeof(float2);
     if (x.dtype() == DType::BF16)
-      rope_vec_kernel<<<grid_for(rows * g_all, kThreads), kThreads, 0, s>>>(
-          static_cast<__nv_bfloat16*>(y.raw()), static_cast<const __nv_bfloat16*>(x.raw()), csp, rows, T, H, D, R,
-          interleaved, g_rot, g_all);
+      rope_vec_kernel<<<blocks, threads, smem, s>>>(static_cast<__nv_bfloat16*>(y.raw()),
+                                                   static_cast<const __nv_bfloat16*>(x.raw()), T, H, D, R,
+                                                   float(base), sign, interleaved, g_rot, g_all);
     else
-      rope_vec_kernel<<<grid_for(rows * g_all, kThreads), kThreads, 0, s>>>(
-          y.data<float>(), x.data<float>(), csp, rows, T, H, D, R, interleaved, g_rot, g_all);
+      rope_vec_kernel<<<blocks, threads, smem, s>>>(y.data<float>(), x.data<float>(), T, H, D, R, float(base), sign,
+                                                   interleaved, g_rot, g_all);
     check_launch("rope_vec_kernel");
     return;
   }
