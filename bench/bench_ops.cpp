@@ -66,6 +66,113 @@ std::string dims(std::initializer_list<int64_t> d) {
   return s;
 }
 
+// The dense target model: N = 8192 tokens (B 4 x T 2048), C 2048, F 8192, H 32, Hkv 8, D 64,
+// V 50304; bf16 activations, fp32 norm weights and gradients.
+void target_model_entries(std::vector<Entry>& out, const Env& e) {
+  Exec* ex = e.ex;
+  const Device dev = e.dev;
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const int64_t N = 8192, C = 2048, F = 8192, B = 4, T = 2048, H = 32, Hkv = 8, D = 64, V = 50304;
+  const std::string nc = "N=" + dims({N}) + " C=" + dims({C}) + " w=fp32";
+  const double act = double(N * C) * 2;  // bytes of one (N,C) bf16 tensor
+  out.push_back({"rmsnorm_fwd", nc, bf, 0, 2 * act, [=] {
+                   Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({C}, f32, dev, 2), y = uniform({N, C}, bf, dev, 3);
+                   Tensor r = uniform({N}, f32, dev, 4);
+                   return std::function<void()>([=]() mutable { ops::rmsnorm_fwd(*ex, y, r, x, w, 1e-5); });
+                 }});
+  out.push_back({"add_rmsnorm_fwd", nc, bf, 0, 4 * act, [=] {
+                   Tensor a = uniform({N, C}, bf, dev, 1), b = uniform({N, C}, bf, dev, 2), w = uniform({C}, f32, dev, 3);
+                   Tensor y = uniform({N, C}, bf, dev, 4), r = uniform({N}, f32, dev, 5);
+                   return std::function<void()>([=]() mutable { ops::add_rmsnorm_fwd(*ex, a, y, r, a, b, w, 1e-5); });
+                 }});
+  out.push_back({"rmsnorm_bwd", nc, bf, 0, 3 * act, [=] {
+                   Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({C}, f32, dev, 2), dy = uniform({N, C}, bf, dev, 3);
+                   Tensor dx = uniform({N, C}, bf, dev, 4), dw = uniform({C}, f32, dev, 5);
+                   Tensor r = uniform({N}, f32, dev, 6, 0.5f, 1.5f);
+                   return std::function<void()>([=]() mutable { ops::rmsnorm_bwd(*ex, dx, dw, dy, x, w, r); });
+                 }});
+  out.push_back({"rmsnorm_bwd_add", nc, bf, 0, 4 * act, [=] {
+                   Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({C}, f32, dev, 2), dy = uniform({N, C}, bf, dev, 3);
+                   Tensor dres = uniform({N, C}, bf, dev, 4), dw = uniform({C}, f32, dev, 5);
+                   Tensor r = uniform({N}, f32, dev, 6, 0.5f, 1.5f);
+                   return std::function<void()>([=]() mutable { ops::rmsnorm_bwd_add(*ex, dres, dw, dy, x, w, r, dres); });
+                 }});
+  const std::string nf = "N=" + dims({N}) + " F=" + dims({F});
+  out.push_back({"swiglu_fwd", nf, bf, 0, 3.0 * N * F * 2, [=] {
+                   Tensor x = uniform({N, 2 * F}, bf, dev, 1), y = uniform({N, F}, bf, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::swiglu_fwd(*ex, y, x); });
+                 }});
+  out.push_back({"swiglu_bwd", nf, bf, 0, 5.0 * N * F * 2, [=] {
+                   Tensor x = uniform({N, 2 * F}, bf, dev, 1), dy = uniform({N, F}, bf, dev, 2);
+                   Tensor dx = uniform({N, 2 * F}, bf, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::swiglu_bwd(*ex, dx, dy, x); });
+                 }});
+  for (int64_t h : {H, Hkv}) {
+    for (bool fwd : {true, false}) {
+      out.push_back({fwd ? "rope_fwd" : "rope_bwd", dims({B, T, h, D}), bf, 0, 2.0 * B * T * h * D * 2, [=] {
+                       Tensor x = uniform({B, T, h, D}, bf, dev, 1), y = uniform({B, T, h, D}, bf, dev, 2);
+                       return std::function<void()>([=]() mutable {
+                         if (fwd)
+                           ops::rope_fwd(*ex, y, x, D, 10000.0, false);
+                         else
+                           ops::rope_bwd(*ex, y, x, D, 10000.0, false);
+                       });
+                     }});
+    }
+  }
+  const std::string ncv = "N=" + dims({N}) + " C=" + dims({C}) + " V=" + dims({V});
+  out.push_back({"embedding_fwd", ncv, bf, 0, 2 * act, [=] {
+                   Tensor t = uniform({V, C}, bf, dev, 1), y = uniform({N, C}, bf, dev, 2);
+                   Tensor i = ids(N, V, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::embedding_fwd(*ex, y, i, t); });
+                 }});
+  // bytes: dy once, and each touched dtable row read and written (at most N rows).
+  out.push_back({"embedding_bwd", ncv + " dy=bf16", f32, 0, act + 2.0 * N * C * 4, [=] {
+                   Tensor dt = uniform({V, C}, f32, dev, 1), dy = uniform({N, C}, bf, dev, 2);
+                   Tensor i = ids(N, V, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::embedding_bwd(*ex, dt, dy, i); });
+                 }});
+  // LM head: the logits GEMM alone (whole vocabulary, fp32 out) is the floor of the fused forward.
+  out.push_back({"gemm", dims({N, V, C}) + " nt C=fp32 (lm head)", bf, 2.0 * N * V * C, 0, [=] {
+                   Tensor A = uniform({N, C}, bf, dev, 1), Bm = uniform({V, C}, bf, dev, 2), Cm = uniform({N, V}, f32, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::gemm(*ex, Cm, A, Bm, false, true); });
+                 }});
+  for (int64_t chunk : {int64_t(4096), int64_t(8192), int64_t(16384)}) {
+    const std::string cs = ncv + " chunk=" + dims({chunk});
+    out.push_back({"lm_head_ce_fwd", cs, bf, 2.0 * N * C * V, 0, [=] {
+                     Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({V, C}, bf, dev, 2);
+                     Tensor lab = ids(N, V, dev, 3), loss = uniform({N}, f32, dev, 4), lse = uniform({N}, f32, dev, 5);
+                     return std::function<void()>([=]() mutable { ops::lm_head_ce_fwd(*ex, loss, lse, x, w, lab, chunk); });
+                   }});
+    out.push_back({"lm_head_ce_bwd", cs + " dw=fp32", bf, 6.0 * N * C * V, 0, [=] {
+                     Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({V, C}, bf, dev, 2);
+                     Tensor lab = ids(N, V, dev, 3), loss = uniform({N}, f32, dev, 4), lse = uniform({N}, f32, dev, 5);
+                     ops::lm_head_ce_fwd(*ex, loss, lse, x, w, lab, chunk);
+                     Tensor dloss = uniform({N}, f32, dev, 6), dx = uniform({N, C}, bf, dev, 7);
+                     Tensor dw = uniform({V, C}, f32, dev, 8);
+                     return std::function<void()>(
+                         [=]() mutable { ops::lm_head_ce_bwd(*ex, dx, dw, dloss, x, w, lab, lse, chunk); });
+                   }});
+  }
+  const int64_t n = int64_t(1) << 26;
+  out.push_back({"add", dims({n}) + " bf16+bf16", bf, 0, 3.0 * n * 2, [=] {
+                   Tensor a = uniform({n}, bf, dev, 1), b = uniform({n}, bf, dev, 2), y = uniform({n}, bf, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::add(*ex, y, a, b); });
+                 }});
+  out.push_back({"add", dims({n}) + " fp32", f32, 0, 3.0 * n * 4, [=] {
+                   Tensor a = uniform({n}, f32, dev, 1), b = uniform({n}, f32, dev, 2), y = uniform({n}, f32, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::add(*ex, y, a, b); });
+                 }});
+  out.push_back({"copy", dims({n}) + " fp32->fp32", f32, 0, 2.0 * n * 4, [=] {
+                   Tensor x = uniform({n}, f32, dev, 1), y = uniform({n}, f32, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::copy(*ex, y, x); });
+                 }});
+  out.push_back({"axpy", dims({n}) + " fp32 += bf16", f32, 0, n * (2.0 * 4 + 2), [=] {
+                   Tensor x = uniform({n}, bf, dev, 1), y = uniform({n}, f32, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::axpy(*ex, y, x, 1e-3); });
+                 }});
+}
+
 std::vector<Entry> entries(const Env& e) {
   std::vector<Entry> out;
   Exec* ex = e.ex;
@@ -136,6 +243,17 @@ std::vector<Entry> entries(const Env& e) {
                    Tensor r = uniform({N}, DType::F32, dev, 6, 0.5f, 1.5f);
                    return std::function<void()>([=]() mutable { ops::rmsnorm_bwd(*ex, dx, dw, dy, x, w, r); });
                  }});
+  out.push_back({"add_rmsnorm_fwd", nc, act, 0, 4 * N * C * act_b, [=] {
+                   Tensor a = uniform({N, C}, act, dev, 1), b = uniform({N, C}, act, dev, 2), w = uniform({C}, act, dev, 3);
+                   Tensor y = uniform({N, C}, act, dev, 4), r = uniform({N}, DType::F32, dev, 5);
+                   return std::function<void()>([=]() mutable { ops::add_rmsnorm_fwd(*ex, a, y, r, a, b, w, 1e-5); });
+                 }});
+  out.push_back({"rmsnorm_bwd_add", nc, act, 0, 4 * N * C * act_b, [=] {
+                   Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), dy = uniform({N, C}, act, dev, 3);
+                   Tensor dres = uniform({N, C}, act, dev, 4), dw = uniform({C}, DType::F32, dev, 5);
+                   Tensor r = uniform({N}, DType::F32, dev, 6, 0.5f, 1.5f);
+                   return std::function<void()>([=]() mutable { ops::rmsnorm_bwd_add(*ex, dres, dw, dy, x, w, r, dres); });
+                 }});
   out.push_back({"layernorm_fwd", nc, act, 0, 2 * N * C * act_b, [=] {
                    Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), b = uniform({C}, act, dev, 3);
                    Tensor y = uniform({N, C}, act, dev, 4), m = uniform({N}, DType::F32, dev, 5);
@@ -162,6 +280,10 @@ std::vector<Entry> entries(const Env& e) {
   out.push_back({"rope_fwd", dims({B, T, H, D}), act, 0, 2.0 * B * T * H * D * act_b, [=] {
                    Tensor x = uniform({B, T, H, D}, act, dev, 1), y = uniform({B, T, H, D}, act, dev, 2);
                    return std::function<void()>([=]() mutable { ops::rope_fwd(*ex, y, x, D, 10000.0, false); });
+                 }});
+  out.push_back({"rope_bwd", dims({B, T, H, D}), act, 0, 2.0 * B * T * H * D * act_b, [=] {
+                   Tensor x = uniform({B, T, H, D}, act, dev, 1), y = uniform({B, T, H, D}, act, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::rope_bwd(*ex, y, x, D, 10000.0, false); });
                  }});
 
   // Causal attention: FLOPs actually done, two matmuls over the lower triangle (fwd 4*B*H*T*T*D/2,
@@ -224,6 +346,7 @@ std::vector<Entry> entries(const Env& e) {
                    return std::function<void()>(
                        [=]() mutable { ops::adamw(*ex, p, m, v, g, pc, 1e-4, 0.9, 0.95, 1e-8, 0.1, 10); });
                  }});
+  if (e.big) target_model_entries(out, e);
   return out;
 }
 

@@ -17,6 +17,8 @@
   X(embedding_bwd, embedding)     \
   X(rmsnorm_fwd, norm)            \
   X(rmsnorm_bwd, norm)            \
+  X(add_rmsnorm_fwd, norm)        \
+  X(rmsnorm_bwd_add, norm)        \
   X(layernorm_fwd, norm)          \
   X(layernorm_bwd, norm)          \
   X(rope_fwd, rope)               \

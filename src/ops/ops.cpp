@@ -221,6 +221,52 @@ void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tenso
   ex.backend().rmsnorm_bwd(ex, dx, dw, dy, x, w, rstd);
 }
 
+void add_rmsnorm_fwd(Exec& ex, Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b,
+                     const Tensor& w, double eps) {
+  const char* op = "add_rmsnorm_fwd";
+  for (auto [n, t] : {Arg{"sum", &sum}, {"y", &y}, {"rstd", &rstd}, {"a", &a}, {"b", &b}, {"w", &w}})
+    check_arg(ex, op, n, *t);
+  int64_t N, C;
+  HYTRA_CHECK(a.dim() == 2, op, ": a must be (N,C), got ", a.desc());
+  check_rows(op, a, N, C);
+  check_float(op, "a", a);
+  for (auto [n, t] : {Arg{"b", &b}, {"sum", &sum}, {"y", &y}}) {
+    check_shape(op, n, *t, {N, C});
+    check_same_dtype(op, n, *t, a);
+  }
+  check_shape(op, "w", w, {C});
+  check_float(op, "w", w);
+  check_stat(op, "rstd", rstd, a, {N});
+  for (auto [n, t] : {Arg{"sum", &sum}, {"a", &a}, {"b", &b}})
+    HYTRA_CHECK(y.raw() != t->raw() || N * C == 0, op, ": y must not alias '", n, "'");
+  HYTRA_CHECK(sum.raw() != b.raw() || a.raw() == b.raw() || N * C == 0, op,
+              ": sum may alias a, not b (pass the aliased operand as a)");
+  ex.backend().add_rmsnorm_fwd(ex, sum, y, rstd, a, b, w, eps);
+}
+
+void rmsnorm_bwd_add(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                     const Tensor& rstd, const Tensor& dres) {
+  const char* op = "rmsnorm_bwd_add";
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"rstd", &rstd},
+                      {"dres", &dres}})
+    check_arg(ex, op, n, *t);
+  int64_t N, C;
+  check_rows(op, x, N, C);
+  check_float(op, "x", x);
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dy", &dy}, {"dres", &dres}}) {
+    check_shape(op, n, *t, {N, C});
+    check_float(op, n, *t);
+  }
+  check_shape(op, "w", w, {C});
+  check_float(op, "w", w);
+  check_shape(op, "dw", dw, {C});
+  check_float(op, "dw", dw);
+  check_stat(op, "rstd", rstd, x, {N});
+  for (auto [n, t] : {Arg{"dy", &dy}, {"x", &x}})
+    HYTRA_CHECK(dx.raw() != t->raw() || N * C == 0, op, ": dx must not alias '", n, "' (it may alias dres)");
+  ex.backend().rmsnorm_bwd_add(ex, dx, dw, dy, x, w, rstd, dres);
+}
+
 void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w,
                    const Tensor& b, double eps) {
   const char* op = "layernorm_fwd";

@@ -51,6 +51,16 @@ void rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tenso
 // dx (N,C) =; dw (C) +=.
 void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
                  const Tensor& rstd);
+// Residual add fused with the next sub-layer's RMSNorm: sum = a + b (rounded to sum's dtype), then
+// exactly rmsnorm_fwd(y, rstd, sum, w, eps) on the ROUNDED sum, so the result equals `add` followed
+// by `rmsnorm_fwd` bitwise on each backend. sum, y, a, b (N,C) one dtype; w (C); rstd (N).
+// sum may alias a (in-place residual stream); y aliases none of the others.
+void add_rmsnorm_fwd(Exec& ex, Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b,
+                     const Tensor& w, double eps);
+// rmsnorm_bwd with the residual-stream gradient added: dx (N,C) = dres + (the RMSNorm input
+// gradient), rounded once; dw (C) += as in rmsnorm_bwd. dres (N,C); dx may alias dres (not dy, x).
+void rmsnorm_bwd_add(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                     const Tensor& rstd, const Tensor& dres);
 // LayerNorm: y = (x - mean) * rstd * w + b; b may be undefined (no bias). mean, rstd (N).
 void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w,
                    const Tensor& b, double eps);

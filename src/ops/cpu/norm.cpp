@@ -1,6 +1,7 @@
 // RMSNorm and LayerNorm over the rows of x (N, C), CPU reference (ops.h "norms"):
 //   rmsnorm:   r = 1/sqrt(mean(x^2) + eps), y = x*r*w;
 //              g = dy*w, dx = r*(g - x*r^2*mean(g*x)), dw += sum_n dy*x*r
+//   add_rmsnorm_fwd: x = round(a + b) stored to sum, then rmsnorm;  rmsnorm_bwd_add: dx += dres
 //   layernorm: mu = mean(x), r = 1/sqrt(mean((x-mu)^2) + eps), xh = (x-mu)*r, y = xh*w + b;
 //              g = dy*w, dx = r*(g - mean(g) - xh*mean(g*xh)), dw += sum_n dy*xh, db += sum_n dy
 // Rows run in parallel in the compute type (float, double for fp64). Weight gradients stay
@@ -35,16 +36,25 @@ void add_block_partials(Tensor& g, const std::vector<T>& part, int64_t nb, int64
   });
 }
 
+// With `sum` defined, row n of x is first a[n] + b[n], stored to sum (rounded to its dtype) and
+// read back, so the norm sees exactly what add + rmsnorm_fwd would.
 template <class T>
-void rmsnorm_fwd_impl(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, T eps) {
+void rmsnorm_fwd_impl(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, T eps, Tensor* sum = nullptr,
+                      const Tensor* b = nullptr) {
   const int64_t N = x.size(0), C = x.size(1);
   std::vector<T> wv(C);  // (C)
   load(w, 0, C, wv.data());
   T* rs = rstd.data<T>();  // (N)
   parallel_for(N, row_grain(C), [&](int64_t n0, int64_t n1) {
-    std::vector<T> row(C);  // (C)
+    std::vector<T> row(C), other(sum ? C : 0);  // (C) each
     for (int64_t n = n0; n < n1; ++n) {
       load(x, n * C, C, row.data());
+      if (sum) {
+        load(*b, n * C, C, other.data());
+        for (int64_t c = 0; c < C; ++c) row[c] += other[c];
+        store(*sum, n * C, C, row.data());
+        load(*sum, n * C, C, row.data());
+      }
       T ss = 0;
       for (int64_t c = 0; c < C; ++c) ss += row[c] * row[c];
       T r = T(1) / std::sqrt(ss / T(C) + eps);
@@ -55,20 +65,22 @@ void rmsnorm_fwd_impl(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w,
   });
 }
 
+// With dres defined, dx = dres + the norm's input gradient, rounded once.
 template <class T>
 void rmsnorm_bwd_impl(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd) {
+                      const Tensor& rstd, const Tensor* dres = nullptr) {
   const int64_t N = x.size(0), C = x.size(1), nb = num_blocks(N);
   std::vector<T> wv(C), dw_part(nb * C, T(0));  // (C), (nb, C)
   load(w, 0, C, wv.data());
   const T* rs = rstd.data<T>();  // (N)
   parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> xr(C), dyr(C), g(C);  // (C) each
+    std::vector<T> xr(C), dyr(C), g(C), res(dres ? C : 0);  // (C) each
     for (int64_t b = b0; b < b1; ++b) {
       T* dwp = dw_part.data() + b * C;
       for (int64_t n = b * kRowBlock; n < std::min(N, (b + 1) * kRowBlock); ++n) {
         load(x, n * C, C, xr.data());
         load(dy, n * C, C, dyr.data());
+        if (dres) load(*dres, n * C, C, res.data());
         const T r = rs[n];
         T gx = 0;
         for (int64_t c = 0; c < C; ++c) {
@@ -79,6 +91,7 @@ void rmsnorm_bwd_impl(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x,
         for (int64_t c = 0; c < C; ++c) {
           dwp[c] += dyr[c] * xr[c] * r;
           g[c] = r * (g[c] - xr[c] * k);
+          if (dres) g[c] += res[c];
         }
         store(dx, n * C, C, g.data());
       }
@@ -162,6 +175,17 @@ void rmsnorm_fwd(Exec&, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& 
 void rmsnorm_bwd(Exec&, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
                  const Tensor& rstd) {
   with_compute_type(x.dtype(), [&](auto t) { rmsnorm_bwd_impl<decltype(t)>(dx, dw, dy, x, w, rstd); });
+}
+
+void add_rmsnorm_fwd(Exec&, Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b, const Tensor& w,
+                     double eps) {
+  with_compute_type(a.dtype(),
+                    [&](auto t) { rmsnorm_fwd_impl<decltype(t)>(y, rstd, a, w, decltype(t)(eps), &sum, &b); });
+}
+
+void rmsnorm_bwd_add(Exec&, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                     const Tensor& rstd, const Tensor& dres) {
+  with_compute_type(x.dtype(), [&](auto t) { rmsnorm_bwd_impl<decltype(t)>(dx, dw, dy, x, w, rstd, &dres); });
 }
 
 void layernorm_fwd(Exec&, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w,

@@ -42,6 +42,87 @@ __device__ __forceinline__ void store_f(void* p, DType t, int64_t i, float v) {
     static_cast<float*>(p)[i] = v;
 }
 
+// ---- 16-byte vector I/O (the fast paths of the memory-bound kernels) ------------------------------
+// kVec<T>: elements of T in 16 bytes. load_n / store_n move N elements (N * sizeof(T) a multiple of
+// 16; p 16-byte aligned) between memory and fp32 registers; bf16 stores round to nearest even,
+// like store_f.
+template <class T>
+inline constexpr int kVec = int(16 / sizeof(T));
+
+__device__ __forceinline__ void unpack16(const uint4& u, float* out, const float*) {
+  out[0] = __uint_as_float(u.x);
+  out[1] = __uint_as_float(u.y);
+  out[2] = __uint_as_float(u.z);
+  out[3] = __uint_as_float(u.w);
+}
+__device__ __forceinline__ void unpack16(const uint4& u, float* out, const __nv_bfloat16*) {
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    out[2 * k] = __uint_as_float(w[k] << 16);
+    out[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ uint4 pack16(const float* in, const float*) {
+  return make_uint4(__float_as_uint(in[0]), __float_as_uint(in[1]), __float_as_uint(in[2]), __float_as_uint(in[3]));
+}
+__device__ __forceinline__ uint4 pack16(const float* in, const __nv_bfloat16*) {
+  unsigned w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(in[2 * k], in[2 * k + 1]);
+    w[k] = *reinterpret_cast<const unsigned*>(&h);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <int N, class T>
+__device__ __forceinline__ void load_n(const T* p, float* out) {
+  static_assert((N * sizeof(T)) % 16 == 0, "load_n moves whole 16-byte vectors");
+#pragma unroll
+  for (int k = 0; k < N / kVec<T>; ++k) unpack16(__ldg(reinterpret_cast<const uint4*>(p) + k), out + k * kVec<T>, p);
+}
+
+// As load_n, without the read-only cache path (for buffers the same kernel may also write).
+template <int N, class T>
+__device__ __forceinline__ void load_n_rw(const T* p, float* out) {
+  static_assert((N * sizeof(T)) % 16 == 0, "load_n moves whole 16-byte vectors");
+#pragma unroll
+  for (int k = 0; k < N / kVec<T>; ++k) unpack16(reinterpret_cast<const uint4*>(p)[k], out + k * kVec<T>, p);
+}
+
+template <int N, class T>
+__device__ __forceinline__ void store_n(T* p, const float* in) {
+  static_assert((N * sizeof(T)) % 16 == 0, "store_n moves whole 16-byte vectors");
+#pragma unroll
+  for (int k = 0; k < N / kVec<T>; ++k) reinterpret_cast<uint4*>(p)[k] = pack16(in + k * kVec<T>, p);
+}
+
+// Raw 16-byte words of N elements (for prefetching into registers), and their conversion.
+template <class T, int N>
+inline constexpr int kWords = int(N * sizeof(T) / 16);
+template <int N, class T>
+__device__ __forceinline__ void load_raw(const T* p, uint4* words) {
+#pragma unroll
+  for (int k = 0; k < kWords<T, N>; ++k) words[k] = __ldg(reinterpret_cast<const uint4*>(p) + k);
+}
+template <int N, class T>
+__device__ __forceinline__ void unpack_raw(const uint4* words, float* out, const T* tag) {
+#pragma unroll
+  for (int k = 0; k < kWords<T, N>; ++k) unpack16(words[k], out + k * kVec<T>, tag);
+}
+
+// v rounded to T and back (the value a store_n + load_n round trip gives).
+template <int N, class T>
+__device__ __forceinline__ void round_n(float* v) {
+  if constexpr (sizeof(T) == 2) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = __bfloat162float(__float2bfloat16_rn(v[i]));
+  }
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

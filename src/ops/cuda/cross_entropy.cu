@@ -2,7 +2,7 @@
 // The logits are never stored whole: for each vocabulary chunk [v0, v0 + vc), a cuBLASLt GEMM
 // writes logits = x @ w[v0:v0+vc]^T into an fp32 scratch [N, vc], then
 //   forward:  one block per row updates the online log-sum-exp (running max m, running sum l,
-//             chunks in order) and picks the label's logit; at the end lse = m + log l and
+//             chunks in order; one read of the chunk) and picks the label's logit; at the end lse = m + log l and
 //             loss = lse - logit[label] (0 for a label < 0);
 //   backward: dlogits = (exp(logit - lse) - onehot(label)) * dloss (0 for ignored rows), stored in
 //             x's dtype, then dx (+)= dlogits @ w_chunk and dw_chunk += dlogits^T @ x by GEMMs.
@@ -17,23 +17,60 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Online log-sum-exp state (m, l): l = sum exp(v - m) over the values seen; l == 0 means none.
+__device__ __forceinline__ void lse_push(float& m, float& l, float v) {
+  if (v > m) {
+    l = l * expf(m - v) + 1.0f;  // l == 0 when m == -inf: stays exact
+    m = v;
+  } else {
+    l += expf(v - m);
+  }
+}
+
+__device__ __forceinline__ void lse_merge(float& m, float& l, float m2, float l2) {
+  const float mn = fmaxf(m, m2);
+  const float a = l == 0.0f ? 0.0f : l * expf(m - mn);
+  const float b = l2 == 0.0f ? 0.0f : l2 * expf(m2 - mn);
+  m = mn;
+  l = a + b;
+}
+
+// One block per row: a single pass over the chunk's logits (16-byte loads when vc % 4 == 0) keeps
+// a per-thread online (max, sum), merged over the warp by a fixed shuffle tree and over the warps
+// in warp order, then into the running state of the previous chunks.
 __global__ void ce_chunk_stats_kernel(float* run_max, float* run_sum, float* target, const float* logits,
                                       const int32_t* labels, int64_t v0, int64_t vc, bool first) {
-  __shared__ float red[32];
+  __shared__ float red_m[32], red_l[32];
   const int64_t n = blockIdx.x;
   const float* row = logits + n * vc;
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < vc; j += blockDim.x) mx = fmaxf(mx, row[j]);
-  mx = block_max(mx, red);
-  const float m_old = first ? -INFINITY : run_max[n];
-  const float m_new = fmaxf(m_old, mx);
-  float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < vc; j += blockDim.x) s += expf(row[j] - m_new);
-  s = block_sum(s, red);
+  float m = -INFINITY, l = 0.0f;
+  if (vc % 4 == 0) {
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+    for (int64_t j = threadIdx.x; j < vc / 4; j += blockDim.x) {
+      const float4 v = __ldg(row4 + j);
+      lse_push(m, l, v.x);
+      lse_push(m, l, v.y);
+      lse_push(m, l, v.z);
+      lse_push(m, l, v.w);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < vc; j += blockDim.x) lse_push(m, l, row[j]);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
+    lse_merge(m, l, m2, l2);
+  }
+  if (threadIdx.x % 32 == 0) {
+    red_m[threadIdx.x / 32] = m;
+    red_l[threadIdx.x / 32] = l;
+  }
+  __syncthreads();
   if (threadIdx.x == 0) {
-    const float l_old = first ? 0.0f : run_sum[n] * expf(m_old - m_new);
-    run_max[n] = m_new;
-    run_sum[n] = l_old + s;
+    float bm = red_m[0], bl = red_l[0];
+    for (int w = 1; w < int(blockDim.x / 32); ++w) lse_merge(bm, bl, red_m[w], red_l[w]);
+    if (!first) lse_merge(bm, bl, run_max[n], run_sum[n]);
+    run_max[n] = bm;
+    run_sum[n] = bl;
     if (first) target[n] = NAN;  // stays NaN for a label >= V
     const int64_t label = labels[n];
     if (label >= v0 && label < v0 + vc) target[n] = row[label - v0];
@@ -49,17 +86,42 @@ __global__ void ce_finalize_kernel(float* loss, float* lse, const float* run_max
   }
 }
 
-__global__ void ce_grad_kernel(void* dlogits, DType dt, const float* logits, const int32_t* labels, const float* lse,
-                               const float* dloss, int64_t v0, int64_t N, int64_t vc) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < N * vc; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t n = e / vc, j = e % vc;
-    const int64_t label = labels[n];
-    float g = 0.0f;
-    if (label >= 0) {
-      const float onehot = label == v0 + j ? 1.0f : 0.0f;
-      g = (expf(logits[e] - lse[n]) - onehot) * dloss[n];
-    }
-    store_f(dlogits, dt, e, g);
+// grid (N, column blocks): thread handles 4 consecutive logits of row blockIdx.x (vc % 4 == 0 and
+// a 16-byte aligned buffer; else one logit).
+template <class T, bool VEC>
+__global__ void ce_grad_kernel(T* dlogits, const float* logits, const int32_t* labels, const float* lse,
+                               const float* dloss, int64_t v0, int64_t vc) {
+  const int64_t n = blockIdx.x;
+  const int64_t label = labels[n];
+  const float l = lse[n], d = label >= 0 ? dloss[n] : 0.0f;
+  constexpr int K = VEC ? 4 : 1;
+  const int64_t j = (int64_t(blockIdx.y) * blockDim.x + threadIdx.x) * K;
+  if (j >= vc) return;
+  float v[K], g[K];
+  if constexpr (VEC) {
+    const float4 q = __ldg(reinterpret_cast<const float4*>(logits + n * vc + j));
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    v[0] = logits[n * vc + j];
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const float onehot = label == v0 + j + k ? 1.0f : 0.0f;
+    g[k] = label >= 0 ? (expf(v[k] - l) - onehot) * d : 0.0f;
+  }
+  if constexpr (VEC && sizeof(T) == 2) {
+    const __nv_bfloat162 a = __floats2bfloat162_rn(g[0], g[1]), b = __floats2bfloat162_rn(g[2], g[3]);
+    uint2 u;
+    u.x = *reinterpret_cast<const unsigned*>(&a);
+    u.y = *reinterpret_cast<const unsigned*>(&b);
+    *reinterpret_cast<uint2*>(dlogits + n * vc + j) = u;
+  } else if constexpr (VEC) {
+    *reinterpret_cast<float4*>(dlogits + n * vc + j) = make_float4(g[0], g[1], g[2], g[3]);
+  } else {
+    if constexpr (sizeof(T) == 2)
+      dlogits[n * vc + j] = __float2bfloat16_rn(g[0]);
+    else
+      dlogits[n * vc + j] = g[0];
   }
 }
 
@@ -119,9 +181,22 @@ void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const
     Tensor logits = front(logits_buf, N, vc);      // (N, vc)
     Tensor dlogits = front(dlogits_buf, N, vc);    // (N, vc)
     gemm(ex, logits, x, w_chunk, false, true, 1.0f, 0.0f);
-    ce_grad_kernel<<<grid_for(N * vc, kThreads), kThreads, 0, s>>>(dlogits.raw(), dlogits.dtype(),
-                                                                    logits.data<float>(), labels.data<int32_t>(),
-                                                                    lse.data<float>(), dloss.data<float>(), v0, N, vc);
+    const bool vec = vc % 4 == 0;
+    const dim3 grid{unsigned(N), unsigned((vc / (vec ? 4 : 1) + kThreads - 1) / kThreads)};
+    auto launch = [&](auto t) {
+      using T = decltype(t);
+      T* out = static_cast<T*>(dlogits.raw());
+      if (vec)
+        ce_grad_kernel<T, true><<<grid, kThreads, 0, s>>>(out, logits.data<float>(), labels.data<int32_t>(),
+                                                          lse.data<float>(), dloss.data<float>(), v0, vc);
+      else
+        ce_grad_kernel<T, false><<<grid, kThreads, 0, s>>>(out, logits.data<float>(), labels.data<int32_t>(),
+                                                           lse.data<float>(), dloss.data<float>(), v0, vc);
+    };
+    if (dlogits.dtype() == DType::BF16)
+      launch(__nv_bfloat16{});
+    else
+      launch(float{});
     check_launch("ce_grad_kernel");
     gemm(ex, dx_acc, dlogits, w_chunk, false, false, 1.0f, v0 == 0 ? 0.0f : 1.0f);
     Tensor dw_chunk = dw.narrow(0, v0, vc);  // (vc, C)

@@ -22,6 +22,8 @@ class CudaBackend final : public Backend {
   void embedding_bwd(Exec& ex, Tensor& dtable, const Tensor& dy, const Tensor& ids) override { cuda::embedding_bwd(ex, dtable, dy, ids); }
   void rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, double eps) override { cuda::rmsnorm_fwd(ex, y, rstd, x, w, eps); }
   void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd) override { cuda::rmsnorm_bwd(ex, dx, dw, dy, x, w, rstd); }
+  void add_rmsnorm_fwd(Exec& ex, Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b, const Tensor& w, double eps) override { cuda::add_rmsnorm_fwd(ex, sum, y, rstd, a, b, w, eps); }
+  void rmsnorm_bwd_add(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dres) override { cuda::rmsnorm_bwd_add(ex, dx, dw, dy, x, w, rstd, dres); }
   void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w, const Tensor& b, double eps) override { cuda::layernorm_fwd(ex, y, mean, rstd, x, w, b, eps); }
   void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd) override { cuda::layernorm_bwd(ex, dx, dw, db, dy, x, w, mean, rstd); }
   void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) override { cuda::rope_fwd(ex, y, x, rotary_dim, base, interleaved); }

@@ -4,6 +4,11 @@
 //   y_a = x_a cos - x_b sin,  y_b = x_b cos + x_a sin   (backward: the same with -sin).
 // One thread per pair reads both inputs before writing, so y may alias x; channels >= R are
 // copied when y is a different buffer.
+// Vector path (rotated channels in groups of 8 per half, or of 8 for interleaved, D % 8 == 0,
+// aligned): one block per token (b, t) computes its R/2 cos/sin pairs once into shared memory with
+// the same fp32 formulas, then each thread rotates 8 pairs (rotate-half: 16 bytes from each half)
+// or 4 (interleaved: 8 adjacent channels) of one head with the same arithmetic; pass-through
+// channels move 8 at a time.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -37,12 +42,87 @@ __global__ void rope_passthrough_kernel(void* y, const void* x, DType t, int64_t
   }
 }
 
+// Vector path. Block = one (b, t): its cos/sin of the R/2 frequencies go to shared memory (same
+// formulas as the scalar kernel), then items (head, group) of that token: groups [0, g_rot) rotate,
+// [g_rot, g_all) copy 8 pass-through channels.
+template <class T>
+__global__ void rope_vec_kernel(T* y, const T* x, int64_t T_len, int64_t H, int64_t D, int64_t R, float base,
+                                float sign, bool interleaved, int64_t g_rot, int64_t g_all) {
+  extern __shared__ float2 cs[];  // (R/2)
+  const int64_t half = R / 2;
+  const int64_t pos = blockIdx.x % T_len;
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    const float inv_freq = 1.0f / powf(base, float(2 * i) / float(R));
+    const float angle = float(pos) * inv_freq;
+    cs[i] = make_float2(cosf(angle), sign * sinf(angle));
+  }
+  __syncthreads();
+  const int64_t base_row = int64_t(blockIdx.x) * H;
+  for (int64_t e = threadIdx.x; e < H * g_all; e += blockDim.x) {
+    const int64_t row = base_row + e / g_all, g = e % g_all;
+    const T* xr = x + row * D;
+    T* yr = y + row * D;
+    if (g >= g_rot) {  // pass-through
+      float v[8];
+      const int64_t c = R + (g - g_rot) * 8;
+      load_n_rw<8>(xr + c, v);
+      store_n<8>(yr + c, v);
+      continue;
+    }
+    if (interleaved) {  // channels 8g .. 8g+7 = pairs 4g .. 4g+3
+      float v[8];
+      load_n_rw<8>(xr + 8 * g, v);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const float2 c = cs[4 * g + p];
+        const float xa = v[2 * p], xb = v[2 * p + 1];
+        v[2 * p] = xa * c.x - xb * c.y;
+        v[2 * p + 1] = xb * c.x + xa * c.y;
+      }
+      store_n<8>(yr + 8 * g, v);
+    } else {  // pairs (i, i + half), i = 8g .. 8g+7
+      float a[8], b[8];
+      load_n_rw<8>(xr + 8 * g, a);
+      load_n_rw<8>(xr + half + 8 * g, b);
+#pragma unroll
+      for (int p = 0; p < 8; ++p) {
+        const float2 c = cs[8 * g + p];
+        const float xa = a[p], xb = b[p];
+        a[p] = xa * c.x - xb * c.y;
+        b[p] = xb * c.x + xa * c.y;
+      }
+      store_n<8>(yr + 8 * g, a);
+      store_n<8>(yr + half + 8 * g, b);
+    }
+  }
+}
+
 void rope(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved, float sign) {
   HYTRA_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::BF16, "rope on CUDA: unsupported dtype ", x.desc());
   const int64_t T = x.size(1), H = x.size(2), D = x.size(3);
   const int64_t rows = x.size(0) * T * H;
   if (rows == 0) return;
   cudaStream_t s = stream_of(ex);
+  const int64_t R = rotary_dim, half = R / 2;
+  const bool vec = (interleaved ? R % 8 == 0 : half % 8 == 0) && D % 8 == 0 && aligned16(x.raw()) &&
+                   aligned16(y.raw());
+  if (vec && half > 0 && x.size(0) * T < (int64_t(1) << 31)) {
+    const int64_t g_rot = interleaved ? R / 8 : half / 8;
+    const int64_t g_all = g_rot + (y.raw() != x.raw() ? (D - R) / 8 : 0);
+    const int64_t items = H * g_all;
+    const int threads = int(items >= 256 ? 256 : (items + 31) / 32 * 32);
+    const unsigned blocks = unsigned(x.size(0) * T);
+    const size_t smem = size_t(half) * sizeof(float2);
+    if (x.dtype() == DType::BF16)
+      rope_vec_kernel<<<blocks, threads, smem, s>>>(static_cast<__nv_bfloat16*>(y.raw()),
+                                                   static_cast<const __nv_bfloat16*>(x.raw()), T, H, D, R,
+                                                   float(base), sign, interleaved, g_rot, g_all);
+    else
+      rope_vec_kernel<<<blocks, threads, smem, s>>>(y.data<float>(), x.data<float>(), T, H, D, R, float(base), sign,
+                                                   interleaved, g_rot, g_all);
+    check_launch("rope_vec_kernel");
+    return;
+  }
   rope_kernel<<<grid_for(rows * rotary_dim / 2, kThreads), kThreads, 0, s>>>(
       y.raw(), x.raw(), x.dtype(), rows, T, H, D, rotary_dim, float(base), interleaved, sign);
   check_launch("rope_kernel");

@@ -57,6 +57,8 @@ HYTRA_PARITY_CASES(activation) {
   for (bool fwd : {true, false}) {
     add_swiglu(fwd, 37, 300, DType::F32);
     add_swiglu(fwd, 64, 1024, DType::BF16);
+    add_swiglu(fwd, 37, 296, DType::F32);   // vector path, fp32
+    add_swiglu(fwd, 33, 100, DType::BF16);  // scalar path, bf16
     for (const char* kind : {"gelu", "sqrelu"}) {
       add_pointwise(kind, fwd, 37, 301, DType::F32);
       add_pointwise(kind, fwd, 64, 1024, DType::BF16);

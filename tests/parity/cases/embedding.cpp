@@ -37,6 +37,8 @@ HYTRA_PARITY_CASES(embedding) {
   add_bwd(1000, 37, 300, DType::F32, DType::F32);
   add_bwd(513, 1000, 64, DType::F32, DType::BF16);
   add_bwd(700, 20, 130, DType::BF16, DType::BF16);
+  add_bwd(4000, 30, 512, DType::F32, DType::BF16);  // long runs of one id, vector path
+  add_bwd(2049, 5000, 1024, DType::F32, DType::F32);
 }
 
 }  // namespace hytra::parity

@@ -34,6 +34,10 @@ HYTRA_PARITY_CASES(rope) {
     add_rope(fwd, 1, 50, 2, 96, 48, false, false, DType::F32);
     add_rope(fwd, 2, 128, 8, 128, 128, false, false, DType::BF16);
     add_rope(fwd, 1, 40, 4, 64, 64, true, true, DType::BF16);
+    add_rope(fwd, 2, 64, 4, 128, 64, false, false, DType::BF16);  // vector path with pass-through
+    add_rope(fwd, 1, 64, 8, 64, 48, true, false, DType::BF16);   // interleaved, R % 8 == 0 with pass-through
+    add_rope(fwd, 1, 30, 3, 64, 64, false, true, DType::F32);     // vector path, fp32, in place
+    add_rope(fwd, 1, 20, 2, 40, 20, false, false, DType::BF16);   // scalar path (R/2 % 8 != 0)
   }
 }
 
