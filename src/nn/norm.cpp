@@ -39,14 +39,29 @@ Tensor Norm::backward(StepContext& ctx, const Tensor& dy) {
 
 Tensor Norm::forward_add(StepContext& ctx, const Tensor& a, const Tensor& b, Tensor& sum) {
   sum = Tensor::empty(a.shape(), a.dtype(), a.device());
-  ops::add(ctx.ex(), sum, a, b);
-  return forward(ctx, sum);
+  if (opt_.kind != NormKind::RMSNorm) {
+    ops::add(ctx.ex(), sum, a, b);
+    return forward(ctx, sum);
+  }
+  const int64_t C = opt_.dim, N = a.numel() / C;
+  Saved& s = ctx.saved<Saved>(this);
+  s.x = sum.view({N, C});
+  s.rstd = Tensor::empty({N}, stat_dtype(a.dtype()), a.device());
+  Tensor y = Tensor::empty({N, C}, a.dtype(), a.device());
+  ops::add_rmsnorm_fwd(ctx.ex(), s.x, y, s.rstd, a.view({N, C}), b.view({N, C}), w_->value, opt_.eps);
+  return y.view(a.shape());
 }
 
 Tensor Norm::backward_add(StepContext& ctx, const Tensor& dy, const Tensor& dres) {
-  Tensor dx = backward(ctx, dy);
-  ops::axpy(ctx.ex(), dx, dres, 1.0);
-  return dx;
+  if (opt_.kind != NormKind::RMSNorm) {
+    Tensor dx = backward(ctx, dy);
+    ops::axpy(ctx.ex(), dx, dres, 1.0);
+    return dx;
+  }
+  Saved& s = ctx.saved<Saved>(this);
+  Tensor dx = Tensor::empty(s.x.shape(), dy.dtype(), dy.device());
+  ops::rmsnorm_bwd_add(ctx.ex(), dx, w_->grad, dy.view(s.x.shape()), s.x, w_->value, s.rstd, dres.view(s.x.shape()));
+  return dx.view(dy.shape());
 }
 
 }  // namespace hytra

@@ -47,5 +47,5 @@ struct OpInfo {
 inline constexpr OpInfo kOpList[] = {HYTRA_OP_LIST(HYTRA_OP_INFO)};
 #undef HYTRA_OP_INFO
 inline constexpr int kNumOps = int(sizeof(kOpList) / sizeof(kOpList[0]));
-static_assert(kNumOps == 32, "update the op count when adding an op to HYTRA_OP_LIST");
+static_assert(kNumOps == 34, "update the op count when adding an op to HYTRA_OP_LIST");
 }  // namespace hytra::ops
