@@ -344,7 +344,7 @@ std::vector<Entry> entries(const Env& e) {
                    Tensor v = uniform({n}, DType::F32, dev, 3, 0.0f, 1.0f), g = uniform({n}, DType::F32, dev, 4);
                    Tensor pc = uniform({n}, act, dev, 5);
                    return std::function<void()>(
-                       [=]() mutable { ops::adamw(*ex, p, m, v, g, pc, 1e-4, 0.9, 0.95, 1e-8, 0.1, 10); });
+                       [=]() mutable { ops::adamw(*ex, p, m, v, g, pc, 1e-4, 0.9, 0.95, 1e-8, 0.1, 1.0, 10); });
                  }});
   if (e.big) target_model_entries(out, e);
   return out;

@@ -62,7 +62,8 @@ int cmd_bench(int argc, char** argv) {
   ModelConfig model;
   TrainConfig train;
   parse_train_args(rest, model, train, nullptr);
-  const std::string label = std::filesystem::path(name).stem().string();
+  std::string label = std::filesystem::path(name).filename().string();
+  if (label.size() > 5 && label.ends_with(".yaml")) label.resize(label.size() - 5);
   BenchResult r = run_bench(label, model, train, warmup, steps, std::cout);
   std::cout << "hytra bench: " << r.num_params << " parameters, " << r.flops_per_token / 1e9
             << " GFLOP per token (6 x matmul parameters + 6 x L x S x H), " << steps << " measured steps after "

@@ -484,7 +484,7 @@ void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double m
 }
 
 void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1,
-           double beta2, double eps, double weight_decay, int64_t step) {
+           double beta2, double eps, double weight_decay, double grad_scale, int64_t step) {
   const char* op = "adamw";
   for (auto [n, t] : {Arg{"p", &p}, {"m", &m}, {"v", &v}, {"g", &g}}) {
     check_arg(ex, op, n, *t);
@@ -498,7 +498,7 @@ void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p
     check_same_numel(op, "p_copy", p_copy, p);
   }
   HYTRA_CHECK(step >= 1, op, ": step must be >= 1, got ", step);
-  ex.backend().adamw(ex, p, m, v, g, p_copy, lr, beta1, beta2, eps, weight_decay, step);
+  ex.backend().adamw(ex, p, m, v, g, p_copy, lr, beta1, beta2, eps, weight_decay, grad_scale, step);
 }
 
 }  // namespace hytra::ops

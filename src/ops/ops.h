@@ -124,12 +124,14 @@ void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const
 void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std);
 
 // ---- optimizer -----------------------------------------------------------------------------------
-// AdamW (decoupled weight decay, PyTorch/Megatron order) on fp32 master weights, step >= 1:
-//   p -= lr*wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
+// AdamW (decoupled weight decay, PyTorch/Megatron order) on fp32 master weights, step >= 1, with
+// the gradient first multiplied by grad_scale (the global-norm clip coefficient, fused here so
+// clipping costs no pass of its own; 1 = unclipped):
+//   g = grad_scale*g; p -= lr*wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
 //   p -= lr * (m/(1-b1^step)) / (sqrt(v/(1-b2^step)) + eps).
 // p, m, v, g same shape, fp32 (fp64 on CPU allowed). p_copy, when defined, receives the updated p
 // converted to its own dtype (the bf16 model weights).
 void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr,
-           double beta1, double beta2, double eps, double weight_decay, int64_t step);
+           double beta1, double beta2, double eps, double weight_decay, double grad_scale, int64_t step);
 
 }  // namespace hytra::ops

@@ -25,7 +25,7 @@ AdamW::AdamW(ParamStore& params, const AdamWConfig& cfg) : params_(params), cfg_
   }
 }
 
-void AdamW::step(Exec& ex, double lr) {
+void AdamW::step(Exec& ex, double lr, double grad_scale) {
   ++step_;
   Tensor& master = params_.flat_master();
   Tensor& grads = params_.flat_grads();
@@ -34,7 +34,7 @@ void AdamW::step(Exec& ex, double lr) {
     Tensor p = master.narrow(0, s.offset, s.len), m = m_flat_.narrow(0, s.offset, s.len);
     Tensor v = v_flat_.narrow(0, s.offset, s.len), g = grads.narrow(0, s.offset, s.len);
     Tensor p_copy = copy ? params_.flat_values().narrow(0, s.offset, s.len) : Tensor();
-    ops::adamw(ex, p, m, v, g, p_copy, lr, cfg_.beta1, cfg_.beta2, cfg_.eps, s.weight_decay, step_);
+    ops::adamw(ex, p, m, v, g, p_copy, lr, cfg_.beta1, cfg_.beta2, cfg_.eps, s.weight_decay, grad_scale, step_);
   }
 }
 
@@ -45,11 +45,10 @@ double grad_global_norm(Exec& ex, ParamStore& params) {
   return std::sqrt(out.to_f64_vector()[0]);
 }
 
-void clip_grads(Exec& ex, ParamStore& params, double norm, double clip) {
-  if (clip <= 0) return;
+double clip_coefficient(double norm, double clip) {
+  if (clip <= 0) return 1.0;
   const double coeff = clip / (norm + 1e-6);
-  if (coeff >= 1.0) return;
-  ops::scale(ex, params.flat_grads(), coeff);
+  return coeff < 1.0 ? coeff : 1.0;
 }
 
 }  // namespace hytra

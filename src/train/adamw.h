@@ -19,8 +19,9 @@ struct AdamWConfig {
 class AdamW {
  public:
   AdamW(ParamStore& params, const AdamWConfig& cfg);
-  // One update at learning rate lr; step counts from 1.
-  void step(Exec& ex, double lr);
+  // One update at learning rate lr with the gradients multiplied by grad_scale (the clip
+  // coefficient); step counts from 1.
+  void step(Exec& ex, double lr, double grad_scale = 1.0);
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t steps) { step_ = steps; }  // resuming from a checkpoint
   // Per-parameter moments, in ParamStore::all() order (views into flat fp32 buffers).
@@ -42,7 +43,8 @@ class AdamW {
 
 // Global L2 norm of all gradients: one fixed-order sum of squares over the flat gradient buffer.
 double grad_global_norm(Exec& ex, ParamStore& params);
-// Megatron's clip: if clip > 0 and norm > clip, scale every gradient by clip / (norm + 1e-6).
-void clip_grads(Exec& ex, ParamStore& params, double norm, double clip);
+// Megatron's clip coefficient: clip / (norm + 1e-6) when clip > 0 and that is below 1, else 1
+// (AdamW::step applies it while reading the gradients).
+double clip_coefficient(double norm, double clip);
 
 }  // namespace hytra

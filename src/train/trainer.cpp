@@ -157,8 +157,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
                 std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,
                 "); stopping. Try a lower --lr or check the data.");
-    clip_grads(ex, store, gnorm, tc.clip_grad);
-    opt.step(ex, lr);
+    opt.step(ex, lr, clip_coefficient(gnorm, tc.clip_grad));
     consumed += gbs;
     ex.synchronize();  // the step's device work is done: its wall time is exact (bench reads it)
     result.iter_seconds.push_back(std::chrono::duration<double>(Clock::now() - t_iter).count());

@@ -1,5 +1,5 @@
 // AdamW on fp32 master weights (ops.h "optimizer"), one thread per element, fp32 math:
-//   p -= lr*wd*p;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
+//   g *= grad_scale;  p -= lr*wd*p;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
 //   p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
 // The bias corrections are computed once on the host in double. p_copy, when defined, receives
 // the updated p in its own dtype (the bf16 model weights).
@@ -16,14 +16,14 @@ namespace {
 constexpr int kThreads = 256;
 
 struct AdamwHyper {
-  float lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2;
+  float lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale;
 };
 
 __global__ void adamw_kernel(float* p, float* m, float* v, const float* g, void* p_copy, DType copy_t, AdamwHyper hp,
                              int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     float pi = p[i];
-    const float gi = g[i];
+    const float gi = hp.grad_scale == 1.0f ? g[i] : hp.grad_scale * g[i];
     pi -= hp.lr * hp.weight_decay * pi;
     const float mi = hp.beta1 * m[i] + (1.0f - hp.beta1) * gi;
     const float vi = hp.beta2 * v[i] + (1.0f - hp.beta2) * gi * gi;
@@ -38,7 +38,7 @@ __global__ void adamw_kernel(float* p, float* m, float* v, const float* g, void*
 }  // namespace
 
 void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1,
-           double beta2, double eps, double weight_decay, int64_t step) {
+           double beta2, double eps, double weight_decay, double grad_scale, int64_t step) {
   for (const Tensor* t : std::initializer_list<const Tensor*>{&p, &m, &v, &g})
     HYTRA_CHECK(t->dtype() == DType::F32, "adamw on CUDA: state must be fp32, got ", t->desc());
   if (p_copy.defined())
@@ -52,7 +52,8 @@ void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p
                       float(eps),
                       float(weight_decay),
                       float(1.0 - std::pow(beta1, double(step))),
-                      float(1.0 - std::pow(beta2, double(step)))};
+                      float(1.0 - std::pow(beta2, double(step))),
+                      float(grad_scale)};
   adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_of(ex)>>>(
       p.data<float>(), m.data<float>(), v.data<float>(), g.data<float>(), p_copy.defined() ? p_copy.raw() : nullptr,
       p_copy.defined() ? p_copy.dtype() : DType::F32, hp, n);

@@ -39,6 +39,6 @@ void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
 void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels, int64_t vocab_chunk);
 void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& lse, int64_t vocab_chunk);
 void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std);
-void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step);
+void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale, int64_t step);
 
 }  // namespace hytra::cuda
