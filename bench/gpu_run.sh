@@ -29,6 +29,6 @@ fi
 if [ "${NCU:-0}" = 1 ]; then
   echo "== ncu, one step"
   ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu.csv" \
-    "$BIN/hytra" bench llama3.2-1b --steps 1 --warmup 0 >"$OUT/ncu_run.log" 2>&1
-  python3 bench/kernel_breakdown.py "$OUT/ncu.csv" --top 25 | tee "$OUT/breakdown.txt"
+    "$BIN/hytra" bench llama3.2-1b --steps 1 --warmup 0 --lr-warmup-iters 0 >"$OUT/ncu_run.log" 2>&1
+  python3 bench/kernel_breakdown.py "$OUT/ncu.csv" --top 40 | tee "$OUT/breakdown.txt"
 fi

@@ -11,8 +11,9 @@ import argparse, collections, csv, re, sys
 
 
 def short(name):
-    name = re.sub(r"<.*", "", name)       # template arguments
-    name = re.sub(r"\(.*", "", name)      # parameter list
+    name = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    name = re.sub(r"^void ", "", name)
+    name = re.sub(r"[<(].*", "", name)    # template arguments, parameter list
     return name.strip()[:70]
 
 
