@@ -10,20 +10,11 @@
 #include "commands.h"
 #include "core/error.h"
 #include "train/bench.h"
+#include "train/flag_table.h"
 #include "train/flags.h"
 
 namespace hytra {
 namespace {
-
-int64_t parse_count(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    const long long n = std::stoll(v, &used);
-    if (used == v.size()) return n;
-  } catch (const std::exception&) {
-  }
-  throw Error(str(flag, ": expected an integer, got '", v, "'"));
-}
 
 std::string config_path(const std::string& name) {
   namespace fs = std::filesystem;
@@ -50,7 +41,7 @@ int cmd_bench(int argc, char** argv) {
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--warmup" || args[i] == "--steps") {
       HYTRA_CHECK(i + 1 < args.size(), args[i], ": expected a count after it");
-      (args[i] == "--warmup" ? warmup : steps) = parse_count(args[i], args[i + 1]);
+      (args[i] == "--warmup" ? warmup : steps) = parse_int_value(args[i], args[i + 1]);
       ++i;
     } else {
       overrides.push_back(args[i]);
