@@ -21,12 +21,20 @@
   X(rmsnorm_bwd_add, norm)        \
   X(layernorm_fwd, norm)          \
   X(layernorm_bwd, norm)          \
+  X(gated_rmsnorm_fwd, norm)      \
+  X(gated_rmsnorm_bwd, norm)      \
   X(rope_fwd, rope)               \
   X(rope_bwd, rope)               \
   X(qkv_rope_fwd, rope)           \
   X(qkv_rope_bwd, rope)           \
   X(attention_fwd, attention)     \
   X(attention_bwd, attention)     \
+  X(conv1d_fwd, conv1d)           \
+  X(conv1d_bwd, conv1d)           \
+  X(ssd_chunk_scan_fwd, ssd)      \
+  X(ssd_chunk_scan_bwd, ssd)      \
+  X(gated_delta_rule_fwd, gdn)    \
+  X(gated_delta_rule_bwd, gdn)    \
   X(swiglu_fwd, activation)       \
   X(swiglu_bwd, activation)       \
   X(gelu_fwd, activation)         \
@@ -47,5 +55,5 @@ struct OpInfo {
 inline constexpr OpInfo kOpList[] = {HYTRA_OP_LIST(HYTRA_OP_INFO)};
 #undef HYTRA_OP_INFO
 inline constexpr int kNumOps = int(sizeof(kOpList) / sizeof(kOpList[0]));
-static_assert(kNumOps == 34, "update the op count when adding an op to HYTRA_OP_LIST");
+static_assert(kNumOps == 42, "update the op count when adding an op to HYTRA_OP_LIST");
 }  // namespace hytra::ops

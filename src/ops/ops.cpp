@@ -321,6 +321,50 @@ void check_rope(Exec& ex, const char* op, const Tensor& out, const Tensor& in, i
 }
 }  // namespace
 
+// ---- gated RMSNorm --------------------------------------------------------------------------------
+
+void gated_rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& z, const Tensor& w,
+                       int64_t group_size, double eps, bool norm_before_gate) {
+  const char* op = "gated_rmsnorm_fwd";
+  for (auto [n, t] : {Arg{"y", &y}, {"rstd", &rstd}, {"x", &x}, {"z", &z}, {"w", &w}}) check_arg(ex, op, n, *t);
+  int64_t N, C;
+  check_rows(op, x, N, C);
+  check_float(op, "x", x);
+  HYTRA_CHECK(group_size > 0 && C % group_size == 0, op, ": group_size must divide C = ", C, ", got ", group_size);
+  for (auto [n, t] : {Arg{"z", &z}, {"y", &y}}) {
+    check_shape(op, n, *t, {N, C});
+    check_same_dtype(op, n, *t, x);
+  }
+  HYTRA_CHECK(w.shape() == Shape{C} || w.shape() == Shape{group_size}, op, ": w must be (", C, ") or (",
+              group_size, "), got ", w.desc());
+  check_same_dtype(op, "w", w, x);
+  check_stat(op, "rstd", rstd, x, {N, C / group_size});
+  ex.backend().gated_rmsnorm_fwd(ex, y, rstd, x, z, w, group_size, eps, norm_before_gate);
+}
+
+void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tensor& dy, const Tensor& x,
+                       const Tensor& z, const Tensor& w, const Tensor& rstd, int64_t group_size,
+                       bool norm_before_gate) {
+  const char* op = "gated_rmsnorm_bwd";
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dz", &dz}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"z", &z}, {"w", &w},
+                      {"rstd", &rstd}})
+    check_arg(ex, op, n, *t);
+  int64_t N, C;
+  check_rows(op, x, N, C);
+  check_float(op, "x", x);
+  HYTRA_CHECK(group_size > 0 && C % group_size == 0, op, ": group_size must divide C = ", C, ", got ", group_size);
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dz", &dz}, {"dy", &dy}, {"z", &z}}) {
+    check_shape(op, n, *t, {N, C});
+    check_same_dtype(op, n, *t, x);
+  }
+  HYTRA_CHECK(w.shape() == Shape{C} || w.shape() == Shape{group_size}, op, ": w must be (", C, ") or (",
+              group_size, "), got ", w.desc());
+  check_same_dtype(op, "w", w, x);
+  check_stat(op, "dw", dw, x, w.shape());
+  check_stat(op, "rstd", rstd, x, {N, C / group_size});
+  ex.backend().gated_rmsnorm_bwd(ex, dx, dz, dw, dy, x, z, w, rstd, group_size, norm_before_gate);
+}
+
 void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) {
   check_rope(ex, "rope_fwd", y, x, rotary_dim);
   ex.backend().rope_fwd(ex, y, x, rotary_dim, base, interleaved);
@@ -395,6 +439,129 @@ void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& d
   check_shape(op, "dk", dk, k.shape());
   check_shape(op, "dv", dv, v.shape());
   ex.backend().attention_bwd(ex, dq, dk, dv, dout, q, k, v, out, lse, softmax_scale);
+}
+
+// ---- conv1d, SSD scan, gated delta rule -----------------------------------------------------------
+namespace {
+void check_act(Exec& ex, const char* op, const char* n, const Tensor& t, const Tensor& like, const Shape& shape) {
+  check_arg(ex, op, n, t);
+  check_shape(op, n, t, shape);
+  check_same_dtype(op, n, t, like);
+}
+// Small fp32 parameters of the scans (fp64 alongside fp64 activations).
+void check_small_param(Exec& ex, const char* op, const char* n, const Tensor& t, const Tensor& like, int64_t len) {
+  check_arg(ex, op, n, t);
+  check_stat(op, n, t, like, {len});
+}
+void check_conv1d(Exec& ex, const char* op, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  check_arg(ex, op, "x", x);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 3, op, ": x must be (B,T,C), got ", x.desc());
+  HYTRA_CHECK(w.dim() == 2 && w.size(0) == x.size(2) && w.size(1) >= 1, op, ": w must be (", x.size(2),
+              ",K), got ", w.desc());
+  check_act(ex, op, "w", w, x, w.shape());
+  check_act(ex, op, "bias", bias, x, {x.size(2)});
+}
+// x (B,T,H,P), dt_raw (B,T,H), Bm/Cm (B,T,G,N) with H % G == 0; the fp32 parameters (H).
+void check_ssd(Exec& ex, const char* op, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
+               const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size) {
+  check_arg(ex, op, "x", x);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 4, op, ": x must be (B,T,H,P), got ", x.desc());
+  HYTRA_CHECK(Bm.dim() == 4, op, ": Bm must be (B,T,G,N), got ", Bm.desc());
+  const int64_t B = x.size(0), T = x.size(1), H = x.size(2), G = Bm.size(2), N = Bm.size(3);
+  HYTRA_CHECK(G > 0 && H % G == 0, op, ": heads H = ", H, " must be a multiple of groups G = ", G);
+  HYTRA_CHECK(chunk_size > 0, op, ": chunk_size must be positive, got ", chunk_size);
+  check_act(ex, op, "dt_raw", dt_raw, x, {B, T, H});
+  check_act(ex, op, "Bm", Bm, x, {B, T, G, N});
+  check_act(ex, op, "Cm", Cm, x, {B, T, G, N});
+  for (auto [n, t] : {Arg{"dt_bias", &dt_bias}, {"A_log", &A_log}, {"D", &D}}) check_small_param(ex, op, n, *t, x, H);
+}
+// q, k (B,T,Hk,dk), v (B,T,Hv,dv) with Hv % Hk == 0, alpha/beta_raw (B,T,Hv); A_log, dt_bias (Hv).
+void check_gdn(Exec& ex, const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& alpha,
+               const Tensor& beta_raw, const Tensor& A_log, const Tensor& dt_bias, int64_t chunk_size) {
+  check_arg(ex, op, "q", q);
+  check_float(op, "q", q);
+  HYTRA_CHECK(q.dim() == 4, op, ": q must be (B,T,Hk,dk), got ", q.desc());
+  HYTRA_CHECK(v.dim() == 4, op, ": v must be (B,T,Hv,dv), got ", v.desc());
+  const int64_t B = q.size(0), T = q.size(1), Hk = q.size(2), Hv = v.size(2);
+  HYTRA_CHECK(Hv % Hk == 0, op, ": value heads Hv = ", Hv, " must be a multiple of key heads Hk = ", Hk);
+  HYTRA_CHECK(chunk_size > 0, op, ": chunk_size must be positive, got ", chunk_size);
+  check_act(ex, op, "k", k, q, q.shape());
+  check_act(ex, op, "v", v, q, {B, T, Hv, v.size(3)});
+  check_act(ex, op, "alpha", alpha, q, {B, T, Hv});
+  check_act(ex, op, "beta_raw", beta_raw, q, {B, T, Hv});
+  check_small_param(ex, op, "A_log", A_log, q, Hv);
+  check_small_param(ex, op, "dt_bias", dt_bias, q, Hv);
+}
+}  // namespace
+
+void conv1d_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, bool silu) {
+  check_conv1d(ex, "conv1d_fwd", x, w, bias);
+  check_act(ex, "conv1d_fwd", "y", y, x, x.shape());
+  ex.backend().conv1d_fwd(ex, y, x, w, bias, silu);
+}
+
+void conv1d_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x, const Tensor& w,
+                const Tensor& bias, bool silu) {
+  const char* op = "conv1d_bwd";
+  check_conv1d(ex, op, x, w, bias);
+  check_act(ex, op, "dx", dx, x, x.shape());
+  check_act(ex, op, "dy", dy, x, x.shape());
+  check_arg(ex, op, "dw", dw);
+  check_stat(op, "dw", dw, x, w.shape());
+  check_arg(ex, op, "dbias", dbias);
+  check_stat(op, "dbias", dbias, x, bias.shape());
+  ex.backend().conv1d_bwd(ex, dx, dw, dbias, dy, x, w, bias, silu);
+}
+
+void ssd_chunk_scan_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
+                        const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size) {
+  check_ssd(ex, "ssd_chunk_scan_fwd", x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
+  check_act(ex, "ssd_chunk_scan_fwd", "y", y, x, x.shape());
+  ex.backend().ssd_chunk_scan_fwd(ex, y, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
+}
+
+void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias,
+                        Tensor& dA_log, Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw,
+                        const Tensor& Bm, const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log,
+                        const Tensor& D, int64_t chunk_size) {
+  const char* op = "ssd_chunk_scan_bwd";
+  check_ssd(ex, op, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
+  check_act(ex, op, "dy", dy, x, x.shape());
+  check_act(ex, op, "dx", dx, x, x.shape());
+  check_act(ex, op, "ddt_raw", ddt_raw, x, dt_raw.shape());
+  check_act(ex, op, "dB", dB, x, Bm.shape());
+  check_act(ex, op, "dC", dC, x, Cm.shape());
+  for (auto [n, t] : {Arg{"ddt_bias", &ddt_bias}, {"dA_log", &dA_log}, {"dD", &dD}})
+    check_small_param(ex, op, n, *t, x, x.size(2));
+  ex.backend().ssd_chunk_scan_bwd(ex, dx, ddt_raw, dB, dC, ddt_bias, dA_log, dD, dy, x, dt_raw, Bm, Cm, dt_bias, A_log,
+                                  D, chunk_size);
+}
+
+void gated_delta_rule_fwd(Exec& ex, Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& alpha,
+                          const Tensor& beta_raw, const Tensor& A_log, const Tensor& dt_bias, int64_t chunk_size) {
+  check_gdn(ex, "gated_delta_rule_fwd", q, k, v, alpha, beta_raw, A_log, dt_bias, chunk_size);
+  check_act(ex, "gated_delta_rule_fwd", "o", o, q, v.shape());
+  ex.backend().gated_delta_rule_fwd(ex, o, q, k, v, alpha, beta_raw, A_log, dt_bias, chunk_size);
+}
+
+void gated_delta_rule_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dalpha, Tensor& dbeta_raw,
+                          Tensor& dA_log, Tensor& ddt_bias, const Tensor& dout, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& alpha, const Tensor& beta_raw, const Tensor& A_log,
+                          const Tensor& dt_bias, int64_t chunk_size) {
+  const char* op = "gated_delta_rule_bwd";
+  check_gdn(ex, op, q, k, v, alpha, beta_raw, A_log, dt_bias, chunk_size);
+  check_act(ex, op, "dout", dout, q, v.shape());
+  check_act(ex, op, "dq", dq, q, q.shape());
+  check_act(ex, op, "dk", dk, q, k.shape());
+  check_act(ex, op, "dv", dv, q, v.shape());
+  check_act(ex, op, "dalpha", dalpha, q, alpha.shape());
+  check_act(ex, op, "dbeta_raw", dbeta_raw, q, beta_raw.shape());
+  check_small_param(ex, op, "dA_log", dA_log, q, v.size(2));
+  check_small_param(ex, op, "ddt_bias", ddt_bias, q, v.size(2));
+  ex.backend().gated_delta_rule_bwd(ex, dq, dk, dv, dalpha, dbeta_raw, dA_log, ddt_bias, dout, q, k, v, alpha,
+                                    beta_raw, A_log, dt_bias, chunk_size);
 }
 
 namespace {

@@ -68,6 +68,20 @@ void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor
 void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
                    const Tensor& w, const Tensor& mean, const Tensor& rstd);
 
+// Gated RMSNorm over groups of `group_size` channels (C % group_size == 0); w is (C), or
+// (group_size) shared by every group. rstd (N, C/group_size) fp32 (fp64 with fp64 x).
+//   norm_before_gate = false (Mamba-2 mixer.norm, SPEC A8.1 step 5): u = x * silu(z),
+//     y = u * rstd * w with rstd = 1/sqrt(mean_group(u^2) + eps);
+//   norm_before_gate = true (gated delta net out_norm, A8.2 step 6): y = x * rstd * w * silu(z)
+//     with rstd = 1/sqrt(mean_group(x^2) + eps).
+// x, z, y (N,C) one dtype; w in x's dtype.
+void gated_rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& z, const Tensor& w,
+                       int64_t group_size, double eps, bool norm_before_gate);
+// dx, dz (N,C) =; dw += (fp32, fp64 with fp64 x; fixed-order sum over rows).
+void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tensor& dy, const Tensor& x,
+                       const Tensor& z, const Tensor& w, const Tensor& rstd, int64_t group_size,
+                       bool norm_before_gate);
+
 // ---- rotary position embedding -------------------------------------------------------------------
 // x, y (B,T,H,D); positions 0..T-1. The first rotary_dim (even, <= D) channels rotate with
 // inv_freq[i] = base^(-2i/rotary_dim) computed in fp32 (Megatron). Rotate-half pairs (i, i+R/2), or
@@ -95,6 +109,48 @@ void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Te
 void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                    double softmax_scale);
+
+// ---- causal depthwise conv1d (Mamba-2 and gated delta net, SPEC.md A8) ----------------------------
+// y[b,t,c] = act(bias[c] + sum_{j<K} w[c,j] * x[b, t-(K-1)+j, c]) with x = 0 before t = 0; act is
+// SiLU when `silu`, else the identity. x, y (B,T,C); w (C,K) (the checkpoint's [C,1,K] viewed 2-D)
+// and bias (C) in x's dtype.
+void conv1d_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, bool silu);
+// dx (B,T,C) =; dw (C,K) +=, dbias (C) += (fp32, fp64 for fp64 x; fixed-order sums over B and T).
+void conv1d_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x, const Tensor& w,
+                const Tensor& bias, bool silu);
+
+// ---- Mamba-2 SSD scan (SPEC.md A8.1 steps 3-4) -------------------------------------------------
+// Per batch b and head h (group g = h / (H/G)), in fp32: dt_t = softplus(dt_raw_t + dt_bias[h]),
+// A = -exp(A_log[h]), state S (P,N) from 0:
+//   S_t = exp(dt_t A) S_{t-1} + dt_t x_t B_t^T;   y_t = S_t C_t + D[h] x_t.
+// Computed chunk by chunk (chunk_size tokens; T need not be a multiple), equal to the sequential
+// recurrence up to rounding. x, y (B,T,H,P); dt_raw (B,T,H); Bm, Cm (B,T,G,N), all in x's dtype;
+// dt_bias, A_log, D (H) fp32 (fp64 with fp64 x).
+void ssd_chunk_scan_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
+                        const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size);
+// dx (B,T,H,P), ddt_raw (B,T,H), dB, dC (B,T,G,N) = (x's dtype); ddt_bias, dA_log, dD (H) += (fp32,
+// fp64 with fp64 x; fixed-order sums).
+void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias,
+                        Tensor& dA_log, Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw,
+                        const Tensor& Bm, const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log,
+                        const Tensor& D, int64_t chunk_size);
+
+// ---- gated delta rule (gated delta net, SPEC.md A8.2 steps 3-5) --------------------------------
+// Per batch b and value head h (key head h / (Hv/Hk): q and k repeat_interleave'd), in fp32:
+// q, k L2-normalised over dk (u * rsqrt(sum u^2 + 1e-6)); g_t = -exp(A_log[h]) * softplus(alpha_t +
+// dt_bias[h]); beta_t = sigmoid(beta_raw_t); state S (dv,dk) from 0:
+//   S_t = exp(g_t) S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T;   o_t = S_t q_t / sqrt(dk).
+// Computed chunk by chunk (chunk_size tokens; T need not be a multiple), equal to the sequential
+// recurrence up to rounding. q, k (B,T,Hk,dk); v, o (B,T,Hv,dv); alpha, beta_raw (B,T,Hv), all in
+// q's dtype; A_log, dt_bias (Hv) fp32 (fp64 with fp64 q).
+void gated_delta_rule_fwd(Exec& ex, Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& alpha,
+                          const Tensor& beta_raw, const Tensor& A_log, const Tensor& dt_bias, int64_t chunk_size);
+// dq, dk (B,T,Hk,dk), dv (B,T,Hv,dv), dalpha, dbeta_raw (B,T,Hv) = (q's dtype); dA_log, ddt_bias
+// (Hv) += (fp32, fp64 with fp64 q; fixed-order sums).
+void gated_delta_rule_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dalpha, Tensor& dbeta_raw,
+                          Tensor& dA_log, Tensor& ddt_bias, const Tensor& dout, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& alpha, const Tensor& beta_raw, const Tensor& A_log,
+                          const Tensor& dt_bias, int64_t chunk_size);
 
 // ---- activations (rows N) ------------------------------------------------------------------------
 // SwiGLU: y (N,F) = silu(x[:, :F]) * x[:, F:] for x (N,2F): the gate is the FIRST half (SPEC A2.1).

@@ -30,6 +30,14 @@ void qkv_rope_fwd(Exec& ex, Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, 
 void qkv_rope_bwd(Exec& ex, Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t rotary_dim, double base, bool interleaved);
 void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double softmax_scale);
 void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale);
+void gated_rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& z, const Tensor& w, int64_t group_size, double eps, bool norm_before_gate);
+void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& z, const Tensor& w, const Tensor& rstd, int64_t group_size, bool norm_before_gate);
+void conv1d_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, bool silu);
+void conv1d_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& bias, bool silu);
+void ssd_chunk_scan_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size);
+void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias, Tensor& dA_log, Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size);
+void gated_delta_rule_fwd(Exec& ex, Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& alpha, const Tensor& beta_raw, const Tensor& A_log, const Tensor& dt_bias, int64_t chunk_size);
+void gated_delta_rule_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dalpha, Tensor& dbeta_raw, Tensor& dA_log, Tensor& ddt_bias, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& alpha, const Tensor& beta_raw, const Tensor& A_log, const Tensor& dt_bias, int64_t chunk_size);
 void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x);
 void swiglu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
 void gelu_fwd(Exec& ex, Tensor& y, const Tensor& x);

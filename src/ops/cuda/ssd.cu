@@ -1,0 +1,15 @@
+// STUB: ssd ops, to be written.
+#include "ops/cuda/cuda_ops.h"
+#include "core/error.h"
+
+namespace hytra::cuda {
+
+void ssd_chunk_scan_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size) {
+  HYTRA_CHECK(false, "ssd_chunk_scan_fwd: not implemented on cuda yet");
+}
+
+void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias, Tensor& dA_log, Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size) {
+  HYTRA_CHECK(false, "ssd_chunk_scan_bwd: not implemented on cuda yet");
+}
+
+}  // namespace hytra::cuda
