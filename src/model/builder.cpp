@@ -5,6 +5,8 @@
 
 #include "core/error.h"
 #include "nn/attention.h"
+#include "nn/gated_delta_net.h"
+#include "nn/mamba2.h"
 #include "nn/mlp.h"
 
 namespace hytra {
@@ -49,13 +51,49 @@ std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, Pa
   return std::make_unique<Mlp>(o, s.prefix, store);
 }
 
+std::unique_ptr<Module> make_mamba2(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
+  Mamba2Options o;
+  o.hidden = c.hidden_size;
+  o.num_heads = c.mamba_heads();
+  o.head_dim = c.mamba_head_dim;
+  o.state_dim = c.mamba_state_dim;
+  o.num_groups = c.mamba_num_groups;
+  o.chunk_size = c.mamba_chunk_size;
+  o.norm = norm_kind(c);
+  o.norm_eps = c.norm_epsilon;
+  o.init_std = c.init_method_std;
+  o.output_init_std = output_std(c);
+  return std::make_unique<Mamba2Mixer>(o, s.prefix, store);
+}
+
+std::unique_ptr<Module> make_gdn(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
+  // out_norm is an RMSNorm over dv in every released gated delta net model; hytra builds only that.
+  HYTRA_CHECK(c.normalization == "RMSNorm", "--normalization: gated delta net layers ('G', physical layer ",
+              s.layer_number, ") need RMSNorm (their out_norm is an RMSNorm), got ", c.normalization);
+  GatedDeltaNetOptions o;
+  o.hidden = c.hidden_size;
+  o.key_heads = c.linear_num_key_heads;
+  o.value_heads = c.linear_num_value_heads;
+  o.key_head_dim = c.linear_key_head_dim;
+  o.value_head_dim = c.linear_value_head_dim;
+  o.conv_kernel = c.linear_conv_kernel_dim;
+  o.bias = c.add_bias_linear;
+  o.norm = norm_kind(c);
+  o.norm_eps = c.norm_epsilon;
+  o.init_std = c.init_method_std;
+  o.output_init_std = output_std(c);
+  return std::make_unique<GatedDeltaNet>(o, s.prefix, store);
+}
+
 using Factory = std::unique_ptr<Module> (*)(const ModelConfig&, const SubLayerSpec&, ParamStore&);
 
 // One row per symbol (SPEC.md A1.1). Symbols without a row parse but do not build yet.
 const std::map<char, Factory>& symbol_table() {
   static const std::map<char, Factory> table = {
+      {'M', make_mamba2},
       {'*', make_attention},
       {'-', make_mlp},
+      {'G', make_gdn},
   };
   return table;
 }

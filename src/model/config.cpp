@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -58,6 +59,28 @@ void ModelConfig::validate() const {
   if (position_embedding_type == "learned_absolute")
     need(max_positions() >= seq_length, str("--max-position-embeddings: expected >= --seq-length (", seq_length,
                                             "), got ", max_position_embeddings));
+  for (auto [flag, v] : {std::pair<const char*, int64_t>{"--mamba-state-dim", mamba_state_dim},
+                         {"--mamba-head-dim", mamba_head_dim},
+                         {"--mamba-num-groups", mamba_num_groups},
+                         {"--mamba-chunk-size", mamba_chunk_size},
+                         {"--linear-conv-kernel-dim", linear_conv_kernel_dim},
+                         {"--linear-key-head-dim", linear_key_head_dim},
+                         {"--linear-value-head-dim", linear_value_head_dim},
+                         {"--linear-num-key-heads", linear_num_key_heads},
+                         {"--linear-num-value-heads", linear_num_value_heads}})
+    need(v > 0, str(flag, ": expected a positive integer, got ", v));
+  need(mamba_num_heads >= 0, str("--mamba-num-heads: expected a positive integer, got ", mamba_num_heads));
+  if (mamba_head_dim > 0 && mamba_num_heads == 0 && hidden_size > 0)
+    need(2 * hidden_size % mamba_head_dim == 0,
+         str("--mamba-head-dim: must divide the Mamba inner width 2 x --hidden-size (", 2 * hidden_size,
+             ") when --mamba-num-heads is not given, got ", mamba_head_dim));
+  if (mamba_head_dim > 0 && mamba_num_groups > 0 && hidden_size > 0 && mamba_heads() > 0)
+    need(mamba_heads() % mamba_num_groups == 0,
+         str("--mamba-num-groups: must divide the Mamba heads (", mamba_heads(), "), got ", mamba_num_groups));
+  if (linear_num_key_heads > 0)
+    need(linear_num_value_heads % linear_num_key_heads == 0,
+         str("--linear-num-value-heads: must be a multiple of --linear-num-key-heads (", linear_num_key_heads,
+             "), got ", linear_num_value_heads));
   need(ffn_hidden_size >= 0, str("--ffn-hidden-size: expected a positive integer, got ", ffn_hidden_size));
   if (!errs.empty()) {
     std::string msg = "invalid model configuration:";

@@ -40,11 +40,26 @@ struct ModelConfig {
   int64_t make_vocab_size_divisible_by = 128;  // --make-vocab-size-divisible-by
   int64_t seq_length = 0;               // --seq-length: training sequence length T
 
+  // Mamba-2 mixer (`M`, SPEC.md A8.1). d_conv 4, expand 2, conv bias, no linear bias (Megatron's).
+  int64_t mamba_state_dim = 128;        // --mamba-state-dim: SSM state N
+  int64_t mamba_head_dim = 64;          // --mamba-head-dim: P
+  int64_t mamba_num_groups = 8;         // --mamba-num-groups: B/C groups G (H % G == 0)
+  int64_t mamba_num_heads = 0;          // --mamba-num-heads: H; 0 = 2 * hidden / P
+  int64_t mamba_chunk_size = 128;       // --mamba-chunk-size: SSD chunk length (Megatron's chunk_size)
+  // Gated delta net (`G`, SPEC.md A8.2). Chunk size 64 (Megatron's).
+  int64_t linear_conv_kernel_dim = 4;   // --linear-conv-kernel-dim: causal conv width
+  int64_t linear_key_head_dim = 128;    // --linear-key-head-dim: dk
+  int64_t linear_value_head_dim = 128;  // --linear-value-head-dim: dv
+  int64_t linear_num_key_heads = 16;    // --linear-num-key-heads: Hk
+  int64_t linear_num_value_heads = 32;  // --linear-num-value-heads: Hv (a multiple of Hk)
+
   // Derived values (valid after validate()).
   int64_t padded_vocab_size() const;
   int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   int64_t kv_heads() const { return group_query_attention ? num_query_groups : num_attention_heads; }
   int64_t ffn_size() const;
+  int64_t mamba_heads() const { return mamba_num_heads > 0 ? mamba_num_heads : 2 * hidden_size / mamba_head_dim; }
+  int64_t mamba_d_inner() const { return mamba_heads() * mamba_head_dim; }
   int64_t max_positions() const { return max_position_embeddings > 0 ? max_position_embeddings : seq_length; }
 
   // Throws hytra::Error listing every violation.

@@ -7,14 +7,22 @@ int64_t matmul_params(const ModelConfig& cfg, const LayerCounts& counts) {
   const int64_t F = cfg.ffn_size();
   const int64_t attn = C * (H + 2 * Hkv) * D + H * D * C;          // linear_qkv + linear_proj
   const int64_t mlp = C * F * (cfg.activation == "swiglu" ? 2 : 1) + F * C;  // linear_fc1 + linear_fc2
+  const int64_t Di = cfg.mamba_d_inner(), GN = cfg.mamba_num_groups * cfg.mamba_state_dim;
+  const int64_t mamba = C * (2 * Di + 2 * GN + cfg.mamba_heads()) + Di * C;  // in_proj + out_proj
+  const int64_t qk = cfg.linear_num_key_heads * cfg.linear_key_head_dim;
+  const int64_t v = cfg.linear_num_value_heads * cfg.linear_value_head_dim;
+  const int64_t gdn = C * (2 * qk + 2 * v + 2 * cfg.linear_num_value_heads) + v * C;  // in_proj + out_proj
   const int64_t head = cfg.padded_vocab_size() * C;                // output layer (tied or not)
-  return counts.attention * attn + counts.mlp * mlp + head;
+  return counts.attention * attn + counts.mlp * mlp + counts.mamba * mamba + counts.gdn * gdn + head;
 }
 
 double flops_per_token(const ModelConfig& cfg, const LayerCounts& counts) {
   const double attn_core = 6.0 * double(counts.attention) * double(cfg.seq_length) *
                            double(cfg.num_attention_heads * cfg.head_dim());
-  return 6.0 * double(matmul_params(cfg, counts)) + attn_core;
+  const double ssd = 6.0 * double(counts.mamba) * 2.0 * double(cfg.mamba_d_inner() * cfg.mamba_state_dim);
+  const double delta = 6.0 * double(counts.gdn) * 3.0 *
+                       double(cfg.linear_num_value_heads * cfg.linear_value_head_dim * cfg.linear_key_head_dim);
+  return 6.0 * double(matmul_params(cfg, counts)) + attn_core + ssd + delta;
 }
 
 }  // namespace hytra

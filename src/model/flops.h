@@ -1,6 +1,8 @@
 // Model FLOPs and parameter counts for throughput and MFU (llm.c's mfu.h idea):
 //   FLOPs per token = 6 x (parameters of every matmul, LM head included)
 //                   + 6 x (attention layers) x seq_length x (heads x head_dim)   [causal QK^T and PV]
+//                   + 6 x (Mamba layers) x 2 x d_inner x N     [SSD: state update and readout]
+//                   + 6 x (GDN layers) x 3 x Hv x dv x dk      [delta rule: S k, update, S q]
 // i.e. forward 2 FLOPs per multiply-add, backward twice the forward. MTP and non-matmul work
 // (norms, activations, softmax) are not counted, as in the usual MFU convention.
 #pragma once
@@ -13,6 +15,8 @@ namespace hytra {
 struct LayerCounts {
   int64_t attention = 0;  // '*' sub-layers
   int64_t mlp = 0;        // '-' sub-layers
+  int64_t mamba = 0;      // 'M' sub-layers
+  int64_t gdn = 0;        // 'G' sub-layers
 };
 
 int64_t matmul_params(const ModelConfig& cfg, const LayerCounts& counts);

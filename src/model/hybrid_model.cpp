@@ -44,6 +44,8 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
       sublayers_.push_back(build_sublayer(cfg_, spec, store_));
       counts_.attention += spec.symbol == '*';
       counts_.mlp += spec.symbol == '-';
+      counts_.mamba += spec.symbol == 'M';
+      counts_.gdn += spec.symbol == 'G';
     }
   }
   NormOptions norm{cfg_.normalization == "RMSNorm" ? NormKind::RMSNorm : NormKind::LayerNorm, C, cfg_.norm_epsilon};

@@ -1,5 +1,9 @@
 #include "nn/param.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "core/error.h"
 #include "core/philox.h"
 #include "ops/ops.h"
@@ -58,6 +62,31 @@ void ParamStore::sync_values_from_master() {
 
 void ParamStore::zero_grad() { memset_any(grads_.raw(), grads_.device(), 0, grads_.nbytes()); }
 
+namespace {
+// The uniform kinds, element by element in double (then rounded once to the master's dtype).
+void init_uniform_kind(const Param& p, uint64_t seed) {
+  const uint64_t stream = stream_id(p.name.c_str());
+  std::vector<double> v(size_t(shape_numel(p.shape)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double u = double(philox_uniform01(seed, stream, uint64_t(i)));
+    switch (p.init) {
+      case InitKind::Uniform: v[i] = p.init_lo + u * (p.init_hi - p.init_lo); break;
+      case InitKind::LogUniform: v[i] = std::log(p.init_lo + u * (p.init_hi - p.init_lo)); break;
+      case InitKind::MambaDtBias: {
+        const double dt = std::max(std::exp(std::log(p.init_lo) + u * (std::log(p.init_hi) - std::log(p.init_lo))), 1e-4);
+        v[i] = dt + std::log(-std::expm1(-dt));  // softplus^-1(dt)
+        break;
+      }
+      default: HYTRA_ASSERT(false, "not a uniform init kind");
+    }
+  }
+  Tensor host = Tensor::empty(p.shape, p.master.dtype());
+  host.copy_from_f64(v);
+  Tensor master = p.master;  // a handle on the same storage
+  ops::copy(Exec::for_device(master.device()), master, host.to(master.device()));
+}
+}  // namespace
+
 void init_params(ParamStore& store, uint64_t seed) {
   for (Param* p : store.all()) {
     Exec& ex = Exec::for_device(p->master.device());
@@ -65,6 +94,9 @@ void init_params(ParamStore& store, uint64_t seed) {
       case InitKind::Normal: ops::random_normal(ex, p->master, seed, stream_id(p->name.c_str()), 0.0, p->init_std); break;
       case InitKind::Zeros: ops::fill(ex, p->master, 0.0); break;
       case InitKind::Ones: ops::fill(ex, p->master, 1.0); break;
+      case InitKind::Uniform:
+      case InitKind::LogUniform:
+      case InitKind::MambaDtBias: init_uniform_kind(*p, seed); break;
     }
   }
   store.sync_values_from_master();

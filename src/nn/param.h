@@ -16,13 +16,22 @@
 
 namespace hytra {
 
-enum class InitKind { Normal, Zeros, Ones };
+// How init_params fills a parameter. Uniform kinds draw u ~ U(0,1) from Philox keyed like Normal.
+enum class InitKind {
+  Normal,       // N(0, init_std)
+  Zeros,
+  Ones,
+  Uniform,      // U(lo, hi)
+  LogUniform,   // ln U(lo, hi): Mamba/GDN A_log (SPEC.md A8)
+  MambaDtBias,  // dt = exp(U(ln lo, ln hi)) clamped >= 1e-4, then softplus^-1(dt) (SPEC.md A8.1)
+};
 
 struct Param {
   std::string name;        // canonical Megatron-Core key, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
   Shape shape;
   InitKind init = InitKind::Normal;
   double init_std = 0.02;  // Normal only
+  double init_lo = 0.0, init_hi = 1.0;  // the uniform kinds' range
   bool no_decay = false;   // norms and biases: no weight decay
   Tensor value;            // view into the flat value buffer (after finalize): what layers compute with
   Tensor master;           // fp32 master weights (bf16 runs); the same tensor as value otherwise
@@ -58,7 +67,8 @@ class ParamStore {
 
 // Fills every parameter's master from its init: Normal(0, std) from Philox keyed by (seed, the
 // parameter's name, element index), so values do not depend on creation order or device; Zeros;
-// Ones. Then refreshes the (bf16) values from the masters.
+// Ones; the uniform kinds from philox_uniform01 with the same key (drawn on the host: they are
+// small tensors). Then refreshes the (bf16) values from the masters.
 void init_params(ParamStore& store, uint64_t seed);
 
 }  // namespace hytra

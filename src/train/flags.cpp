@@ -69,6 +69,18 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--make-vocab-size-divisible-by", K::Int, "128", "vocabulary padding multiple",
             store(c.make_vocab_size_divisible_by));
   t.add("--seq-length", K::Int, "None", "training sequence length", store(c.seq_length));
+  t.add("--mamba-state-dim", K::Int, "128", "Mamba-2 SSM state size N", store(c.mamba_state_dim));
+  t.add("--mamba-head-dim", K::Int, "64", "Mamba-2 head dim P", store(c.mamba_head_dim));
+  t.add("--mamba-num-groups", K::Int, "8", "Mamba-2 B/C groups G", store(c.mamba_num_groups));
+  t.add("--mamba-num-heads", K::Int, "2*hidden/head-dim", "Mamba-2 heads H", store(c.mamba_num_heads));
+  t.add("--mamba-chunk-size", K::Int, "128", "Mamba-2 SSD chunk length (hytra; Megatron's fixed chunk_size)",
+        store(c.mamba_chunk_size));
+  t.add("--linear-conv-kernel-dim", K::Int, "4", "gated delta net causal conv width",
+        store(c.linear_conv_kernel_dim));
+  t.add("--linear-key-head-dim", K::Int, "128", "gated delta net key head dim", store(c.linear_key_head_dim));
+  t.add("--linear-value-head-dim", K::Int, "128", "gated delta net value head dim", store(c.linear_value_head_dim));
+  t.add("--linear-num-key-heads", K::Int, "16", "gated delta net key heads", store(c.linear_num_key_heads));
+  t.add("--linear-num-value-heads", K::Int, "32", "gated delta net value heads", store(c.linear_num_value_heads));
 }
 
 void add_train_flags(FlagTable& t, TrainConfig& c) {

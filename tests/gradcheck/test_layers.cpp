@@ -6,7 +6,9 @@
 #include "common/random.h"
 #include "nn/attention.h"
 #include "nn/embedding.h"
+#include "nn/gated_delta_net.h"
 #include "nn/linear.h"
+#include "nn/mamba2.h"
 #include "nn/lm_head.h"
 #include "nn/mlp.h"
 #include "nn/norm.h"
@@ -156,6 +158,62 @@ TEST(Gradcheck, Mlp) {
         opt.rel_tol = 1e-5;
       }
       gradcheck(store, input(6, seed + 1), mlp, opt);
+      seed += 2;
+    }
+  }
+}
+
+// Mamba-2 mixer (T = 5 with chunk 2: a partial last chunk), one and two B/C groups, LayerNorm and
+// RMSNorm pre-norms, immediate and delayed wgrad.
+TEST(Gradcheck, Mamba2Mixer) {
+  uint64_t seed = 90;
+  for (int64_t groups : {1, 2}) {
+    for (bool delay : {false, true}) {
+      Mamba2Options o;
+      o.hidden = 6;
+      o.num_heads = 4;
+      o.head_dim = 2;
+      o.state_dim = 3;
+      o.num_groups = groups;
+      o.chunk_size = 2;
+      o.norm = delay ? NormKind::LayerNorm : NormKind::RMSNorm;
+      o.init_std = 0.5;
+      o.output_init_std = 0.5;
+      ParamStore store;
+      Mamba2Mixer mixer(o, "decoder.layers.2.", store);
+      prepare(store, seed);
+      GradcheckOptions opt;
+      opt.delay_wgrad = delay;
+      SCOPED_TRACE(testing::Message() << "groups " << groups << " delay " << delay);
+      gradcheck(store, input(6, seed + 1), mixer, opt);
+      seed += 2;
+    }
+  }
+}
+
+// Gated delta net: value heads equal to and twice the key heads, dk != dv, chunk 2 over T = 5,
+// with and without linear biases (delayed wgrad on the biased case).
+TEST(Gradcheck, GatedDeltaNet) {
+  uint64_t seed = 110;
+  for (int64_t key_heads : {2, 1}) {
+    for (bool bias : {false, true}) {
+      GatedDeltaNetOptions o;
+      o.hidden = 6;
+      o.key_heads = key_heads;
+      o.value_heads = 2;
+      o.key_head_dim = 3;
+      o.value_head_dim = 2;
+      o.chunk_size = 2;
+      o.bias = bias;
+      o.init_std = 0.5;
+      o.output_init_std = 0.5;
+      ParamStore store;
+      GatedDeltaNet gdn(o, "decoder.layers.3.", store);
+      prepare(store, seed);
+      GradcheckOptions opt;
+      opt.delay_wgrad = bias;
+      SCOPED_TRACE(testing::Message() << "key heads " << key_heads << " bias " << bias);
+      gradcheck(store, input(6, seed + 1), gdn, opt);
       seed += 2;
     }
   }

@@ -27,6 +27,14 @@ ModelConfig tiny(const std::string& pattern) {
   c.vocab_size = 30;
   c.make_vocab_size_divisible_by = 16;
   c.seq_length = 6;
+  c.mamba_head_dim = 4;  // H = 2 * 8 / 4 = 4 heads
+  c.mamba_num_groups = 2;
+  c.mamba_state_dim = 4;
+  c.mamba_chunk_size = 4;  // T = 6: one full and one partial chunk
+  c.linear_num_key_heads = 1;
+  c.linear_num_value_heads = 2;
+  c.linear_key_head_dim = 4;
+  c.linear_value_head_dim = 3;
   c.validate();
   return c;
 }
@@ -79,7 +87,7 @@ TEST(HybridModel, GptStackWithoutPattern) {
 }
 
 TEST(HybridModel, UnbuiltSymbolsAreNamedErrors) {
-  for (const char* pattern : {"M*", "*E", "G-", "/**"}) {
+  for (const char* pattern : {"M*E", "D-", "M+", "/**"}) {
     ModelConfig c = tiny(pattern);
     std::string msg;
     try {
@@ -89,6 +97,74 @@ TEST(HybridModel, UnbuiltSymbolsAreNamedErrors) {
     }
     EXPECT_NE(msg.find("not built yet"), std::string::npos) << pattern << ": " << msg;
   }
+}
+
+// SPEC.md A2.2: Mamba-2 and gated delta net keys and shapes, Megatron's order within a layer.
+TEST(HybridModel, MambaAndGatedDeltaNetKeys) {
+  ModelConfig c = tiny("MG");
+  HybridModel m(c, plan_for(c));
+  // Mamba: d_inner 16, H 4, G*N 8; GDN: q/k 1*4, v/z 2*3, beta/alpha 2.
+  const std::vector<std::pair<std::string, Shape>> want = {
+      {"embedding.word_embeddings.weight", {32, 8}},
+      {"decoder.layers.0.mixer.in_proj.layer_norm_weight", {8}},
+      {"decoder.layers.0.mixer.in_proj.weight", {2 * 16 + 2 * 8 + 4, 8}},
+      {"decoder.layers.0.mixer.conv1d.weight", {16 + 2 * 8, 1, 4}},
+      {"decoder.layers.0.mixer.conv1d.bias", {16 + 2 * 8}},
+      {"decoder.layers.0.mixer.A_log", {4}},
+      {"decoder.layers.0.mixer.D", {4}},
+      {"decoder.layers.0.mixer.dt_bias", {4}},
+      {"decoder.layers.0.mixer.norm.weight", {16}},
+      {"decoder.layers.0.mixer.out_proj.weight", {8, 16}},
+      {"decoder.layers.1.self_attention.in_proj.layer_norm_weight", {8}},
+      {"decoder.layers.1.self_attention.in_proj.weight", {2 * 4 + 2 * 6 + 2 * 2, 8}},
+      {"decoder.layers.1.self_attention.conv1d.weight", {2 * 4 + 6, 1, 4}},
+      {"decoder.layers.1.self_attention.conv1d.bias", {2 * 4 + 6}},
+      {"decoder.layers.1.self_attention.A_log", {2}},
+      {"decoder.layers.1.self_attention.dt_bias", {2}},
+      {"decoder.layers.1.self_attention.out_norm.weight", {3}},
+      {"decoder.layers.1.self_attention.out_proj.weight", {8, 6}},
+      {"decoder.final_norm.weight", {8}},
+  };
+  ASSERT_EQ(m.params().all().size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(m.params().all()[i]->name, want[i].first);
+    EXPECT_EQ(m.params().all()[i]->shape, want[i].second) << want[i].first;
+  }
+  EXPECT_EQ(m.layer_counts().mamba, 1);
+  EXPECT_EQ(m.layer_counts().gdn, 1);
+}
+
+// Megatron's initialisation of the Mamba and GDN parameters (SPEC.md A8): ranges, constants, and
+// per-layer draws (the Philox stream is keyed by the parameter name).
+TEST(HybridModel, MambaAndGatedDeltaNetInit) {
+  ModelConfig c = tiny("MMG");
+  HybridModel m(c, plan_for(c));
+  m.params().finalize(DType::F32, Device::CPU);
+  init_params(m.params(), 7);
+  auto vals = [&](const std::string& k) { return m.params().find(k)->value.to_f64_vector(); };
+  for (const char* layer : {"decoder.layers.0.mixer.", "decoder.layers.1.mixer."}) {
+    const std::string p = layer;
+    for (double a : vals(p + "A_log")) EXPECT_TRUE(a >= 0.0 && a <= std::log(16.0)) << a;
+    for (double b : vals(p + "dt_bias")) {
+      const double dt = std::log1p(std::exp(b));  // softplus(dt_bias) is the initial dt
+      EXPECT_TRUE(dt >= 1e-3 * (1 - 1e-5) && dt <= 0.1 * (1 + 1e-5)) << dt;
+    }
+    for (double d : vals(p + "D")) EXPECT_EQ(d, 1.0);
+    for (double w : vals(p + "norm.weight")) EXPECT_EQ(w, 1.0);
+    for (const char* conv : {"conv1d.weight", "conv1d.bias"})
+      for (double w : vals(p + conv)) EXPECT_TRUE(std::abs(w) <= 0.5) << conv << " " << w;  // 1/sqrt(d_conv)
+  }
+  EXPECT_NE(vals("decoder.layers.0.mixer.A_log"), vals("decoder.layers.1.mixer.A_log"));
+  for (double b : vals("decoder.layers.2.self_attention.dt_bias")) EXPECT_EQ(b, 1.0);
+  for (double a : vals("decoder.layers.2.self_attention.A_log")) EXPECT_TRUE(a >= 0.0 && a <= std::log(16.0));
+  // out_proj: N(0, std / sqrt(2 L)) with L = 3 physical layers; in_proj N(0, std).
+  auto stddev = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x * x;
+    return std::sqrt(s / double(v.size()));
+  };
+  EXPECT_NEAR(stddev(vals("decoder.layers.0.mixer.in_proj.weight")), 0.02, 0.003);
+  EXPECT_NEAR(stddev(vals("decoder.layers.0.mixer.out_proj.weight")), 0.02 / std::sqrt(6.0), 0.0015);
 }
 
 // Forward and backward on fixed data with the given flat weights; returns (losses, flat gradients).
@@ -119,6 +195,23 @@ TEST(HybridModel, GroupEqualsUngroupedBitwise) {
   EXPECT_TRUE(test::bitwise_equal(grad_g, grad_u));
   // And the losses are real numbers near ln(V) for a fresh model.
   for (double l : loss_g.to_f64_vector()) EXPECT_NEAR(l, std::log(32.0), 1.0);
+}
+
+// The same rule for groups holding a Mamba mixer and a gated delta net.
+TEST(HybridModel, MambaAndGdnGroupsEqualUngroupedBitwise) {
+  for (const char* pattern : {"M-G*", "G-M*"}) {
+    ModelConfig c = tiny(pattern);
+    HybridModel init(c, plan_for(c));
+    init.params().finalize(DType::F32, Device::CPU);
+    init_params(init.params(), 21);
+    const std::string p = pattern;
+    const std::string grouped = "[" + p.substr(0, 2) + "][" + p.substr(2, 2) + "]";
+    auto [loss_g, grad_g] = run(grouped, init.params().flat_values());
+    auto [loss_u, grad_u] = run(p, init.params().flat_values());
+    EXPECT_TRUE(test::bitwise_equal(loss_g, loss_u)) << pattern;
+    EXPECT_TRUE(test::bitwise_equal(grad_g, grad_u)) << pattern;
+    for (double l : loss_g.to_f64_vector()) EXPECT_NEAR(l, std::log(32.0), 1.0);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,114 @@
+#include "nn/gated_delta_net.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace hytra {
+
+GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
+  HYTRA_CHECK(o.hidden > 0 && o.key_heads > 0 && o.value_heads > 0 && o.key_head_dim > 0 && o.value_head_dim > 0 &&
+                  o.conv_kernel > 0,
+              prefix, "self_attention: gated delta net sizes must be positive");
+  HYTRA_CHECK(o.value_heads % o.key_heads == 0, prefix, "self_attention: --linear-num-value-heads (", o.value_heads,
+              ") must be a multiple of --linear-num-key-heads (", o.key_heads, ")");
+  const std::string p = prefix + "self_attention.";
+  const int64_t Hv = o.value_heads, K = o.conv_kernel;
+  norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "in_proj.", store, "layer_norm_");
+  in_proj_ = std::make_unique<Linear>(p + "in_proj.", o.hidden, proj_dim(), o.bias, o.init_std, store);
+  const double conv_bound = 1.0 / std::sqrt(double(K));  // nn.Conv1d's default init for fan-in K
+  conv_w_ = &store.create(p + "conv1d.weight", {conv_dim(), 1, K}, InitKind::Uniform, 0.0, false);
+  conv_b_ = &store.create(p + "conv1d.bias", {conv_dim()}, InitKind::Uniform, 0.0, true);
+  for (Param* c : {conv_w_, conv_b_}) {
+    c->init_lo = -conv_bound;
+    c->init_hi = conv_bound;
+  }
+  a_log_ = &store.create(p + "A_log", {Hv}, InitKind::LogUniform, 0.0, true);
+  a_log_->init_lo = 1.0;
+  a_log_->init_hi = 16.0;
+  dt_bias_ = &store.create(p + "dt_bias", {Hv}, InitKind::Ones, 0.0, true);
+  out_norm_w_ = &store.create(p + "out_norm.weight", {o.value_head_dim}, InitKind::Ones, 0.0, true);
+  out_proj_ = std::make_unique<Linear>(p + "out_proj.", v_dim(), o.hidden, o.bias, o.output_init_std, store);
+}
+
+Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
+  Exec& ex = ctx.ex();
+  HYTRA_CHECK(in.dim() == 3 && in.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden,
+              "), got ", in.desc());
+  const int64_t B = in.size(0), T = in.size(1), Hk = opt_.key_heads, Hv = opt_.value_heads, dk = opt_.key_head_dim,
+                dv = opt_.value_head_dim, V = v_dim(), Q = qk_dim();
+  const DType dt = in.dtype();
+  const Device dev = in.device();
+  Tensor proj = in_proj_->forward(ctx, in);  // (B,T,proj_dim): [q k v | z | beta | alpha]
+  Saved& s = ctx.saved<Saved>(this);
+  s.qkv_in = Tensor::empty({B, T, conv_dim()}, dt, dev);
+  s.z = Tensor::empty({B, T, V}, dt, dev);
+  s.beta = Tensor::empty({B, T, Hv}, dt, dev);
+  s.alpha = Tensor::empty({B, T, Hv}, dt, dev);
+  ops::slice_copy(ex, s.qkv_in, proj, 2, 0);
+  ops::slice_copy(ex, s.z, proj, 2, conv_dim());
+  ops::slice_copy(ex, s.beta, proj, 2, conv_dim() + V);
+  ops::slice_copy(ex, s.alpha, proj, 2, conv_dim() + V + Hv);
+
+  Tensor qkv = Tensor::empty(s.qkv_in.shape(), dt, dev);  // after conv + SiLU
+  ops::conv1d_fwd(ex, qkv, s.qkv_in, conv_w_->value.view({conv_dim(), opt_.conv_kernel}), conv_b_->value, true);
+  s.q = Tensor::empty({B, T, Hk, dk}, dt, dev);
+  s.k = Tensor::empty({B, T, Hk, dk}, dt, dev);
+  s.v = Tensor::empty({B, T, Hv, dv}, dt, dev);
+  Tensor q3 = s.q.view({B, T, Q}), k3 = s.k.view({B, T, Q}), v3 = s.v.view({B, T, V});
+  ops::slice_copy(ex, q3, qkv, 2, 0);
+  ops::slice_copy(ex, k3, qkv, 2, Q);
+  ops::slice_copy(ex, v3, qkv, 2, 2 * Q);
+
+  Tensor o = Tensor::empty({B, T, Hv, dv}, dt, dev);
+  ops::gated_delta_rule_fwd(ex, o, s.q, s.k, s.v, s.alpha, s.beta, a_log_->master, dt_bias_->master,
+                            opt_.chunk_size);
+  s.o = o.view({B * T, V});
+  s.rstd = Tensor::empty({B * T, Hv}, stat_dtype(dt), dev);
+  Tensor gated = Tensor::empty({B, T, V}, dt, dev);
+  Tensor gated2 = gated.view({B * T, V});
+  ops::gated_rmsnorm_fwd(ex, gated2, s.rstd, s.o, s.z.view({B * T, V}), out_norm_w_->value, dv, opt_.norm_eps, true);
+  return out_proj_->forward(ctx, gated);
+}
+
+Tensor GatedDeltaNet::backward_body(StepContext& ctx, const Tensor& df) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  const int64_t B = df.size(0), T = df.size(1), Hv = opt_.value_heads, V = v_dim(), Q = qk_dim();
+  const DType dt = df.dtype();
+  const Device dev = df.device();
+  Tensor dgated = out_proj_->backward(ctx, df).view({B * T, V});
+  Tensor dout = Tensor::empty({B * T, V}, dt, dev), dz = Tensor::empty({B * T, V}, dt, dev);
+  ops::gated_rmsnorm_bwd(ex, dout, dz, out_norm_w_->grad, dgated, s.o, s.z.view({B * T, V}), out_norm_w_->value,
+                         s.rstd, opt_.value_head_dim, true);
+
+  Tensor dq = Tensor::empty(s.q.shape(), dt, dev), dk = Tensor::empty(s.k.shape(), dt, dev);
+  Tensor dv = Tensor::empty(s.v.shape(), dt, dev);
+  Tensor dalpha = Tensor::empty(s.alpha.shape(), dt, dev), dbeta = Tensor::empty(s.beta.shape(), dt, dev);
+  ops::gated_delta_rule_bwd(ex, dq, dk, dv, dalpha, dbeta, a_log_->grad, dt_bias_->grad, dout.view(s.v.shape()), s.q,
+                            s.k, s.v, s.alpha, s.beta, a_log_->master, dt_bias_->master, opt_.chunk_size);
+
+  Tensor dqkv = Tensor::empty({B, T, conv_dim()}, dt, dev);  // d(conv output)
+  ops::slice_scatter(ex, dqkv, dq.view({B, T, Q}), 2, 0);
+  ops::slice_scatter(ex, dqkv, dk.view({B, T, Q}), 2, Q);
+  ops::slice_scatter(ex, dqkv, dv.view({B, T, V}), 2, 2 * Q);
+  Tensor dqkv_in = Tensor::empty(dqkv.shape(), dt, dev);
+  Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
+  ops::conv1d_bwd(ex, dqkv_in, dw, conv_b_->grad, dqkv, s.qkv_in, conv_w_->value.view(dw.shape()), conv_b_->value, true);
+
+  Tensor dproj = Tensor::empty({B, T, proj_dim()}, dt, dev);
+  ops::slice_scatter(ex, dproj, dqkv_in, 2, 0);
+  ops::slice_scatter(ex, dproj, dz.view({B, T, V}), 2, conv_dim());
+  ops::slice_scatter(ex, dproj, dbeta, 2, conv_dim() + V);
+  ops::slice_scatter(ex, dproj, dalpha, 2, conv_dim() + V + Hv);
+  s = Saved{};
+  return in_proj_->backward(ctx, dproj);
+}
+
+void GatedDeltaNet::backward_dw(StepContext& ctx) {
+  out_proj_->backward_dw(ctx);
+  in_proj_->backward_dw(ctx);
+}
+
+}  // namespace hytra

@@ -1,0 +1,116 @@
+#include "nn/mamba2.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace hytra {
+
+Mamba2Mixer::Mamba2Mixer(const Mamba2Options& o, const std::string& prefix, ParamStore& store) : opt_(o) {
+  HYTRA_CHECK(o.hidden > 0 && o.num_heads > 0 && o.head_dim > 0 && o.state_dim > 0 && o.num_groups > 0, prefix,
+              "mixer: hidden, --mamba-num-heads, --mamba-head-dim, --mamba-state-dim and --mamba-num-groups must be "
+              "positive, got ",
+              o.hidden, ", ", o.num_heads, ", ", o.head_dim, ", ", o.state_dim, ", ", o.num_groups);
+  HYTRA_CHECK(o.num_heads % o.num_groups == 0, prefix, "mixer: --mamba-num-groups (", o.num_groups,
+              ") must divide the Mamba heads (", o.num_heads, ")");
+  const std::string p = prefix + "mixer.";
+  const int64_t H = o.num_heads, K = o.conv_kernel;
+  norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "in_proj.", store, "layer_norm_");
+  in_proj_ = std::make_unique<Linear>(p + "in_proj.", o.hidden, 2 * d_inner() + 2 * o.num_groups * o.state_dim + H,
+                                      false, o.init_std, store);
+  const double conv_bound = 1.0 / std::sqrt(double(K));  // kaiming-uniform(a=sqrt 5) bound for fan-in K
+  conv_w_ = &store.create(p + "conv1d.weight", {conv_dim(), 1, K}, InitKind::Uniform, 0.0, false);
+  conv_b_ = &store.create(p + "conv1d.bias", {conv_dim()}, InitKind::Uniform, 0.0, true);
+  for (Param* c : {conv_w_, conv_b_}) {
+    c->init_lo = -conv_bound;
+    c->init_hi = conv_bound;
+  }
+  a_log_ = &store.create(p + "A_log", {H}, InitKind::LogUniform, 0.0, true);
+  a_log_->init_lo = 1.0;
+  a_log_->init_hi = 16.0;
+  d_ = &store.create(p + "D", {H}, InitKind::Ones, 0.0, true);
+  dt_bias_ = &store.create(p + "dt_bias", {H}, InitKind::MambaDtBias, 0.0, true);
+  dt_bias_->init_lo = 1e-3;  // dt_min
+  dt_bias_->init_hi = 0.1;   // dt_max
+  norm_w_ = &store.create(p + "norm.weight", {d_inner()}, InitKind::Ones, 0.0, true);
+  out_proj_ = std::make_unique<Linear>(p + "out_proj.", d_inner(), o.hidden, false, o.output_init_std, store);
+}
+
+Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
+  Exec& ex = ctx.ex();
+  HYTRA_CHECK(in.dim() == 3 && in.size(2) == opt_.hidden, "mixer: input must be (B,T,", opt_.hidden, "), got ",
+              in.desc());
+  const int64_t B = in.size(0), T = in.size(1), H = opt_.num_heads, P = opt_.head_dim, G = opt_.num_groups,
+                N = opt_.state_dim, Di = d_inner();
+  const DType dt = in.dtype();
+  const Device dev = in.device();
+  Tensor zxbcdt = in_proj_->forward(ctx, in);  // (B,T,2 Di + 2GN + H)
+  Saved& s = ctx.saved<Saved>(this);
+  s.z = Tensor::empty({B, T, Di}, dt, dev);
+  s.xbc = Tensor::empty({B, T, conv_dim()}, dt, dev);
+  s.dt = Tensor::empty({B, T, H}, dt, dev);
+  ops::slice_copy(ex, s.z, zxbcdt, 2, 0);
+  ops::slice_copy(ex, s.xbc, zxbcdt, 2, Di);
+  ops::slice_copy(ex, s.dt, zxbcdt, 2, Di + conv_dim());
+
+  Tensor xbc = Tensor::empty(s.xbc.shape(), dt, dev);  // (B,T,conv_dim) after conv + SiLU
+  ops::conv1d_fwd(ex, xbc, s.xbc, conv_w_->value.view({conv_dim(), opt_.conv_kernel}), conv_b_->value, true);
+  s.x = Tensor::empty({B, T, H, P}, dt, dev);
+  s.b = Tensor::empty({B, T, G, N}, dt, dev);
+  s.c = Tensor::empty({B, T, G, N}, dt, dev);
+  Tensor x3 = s.x.view({B, T, Di}), b3 = s.b.view({B, T, G * N}), c3 = s.c.view({B, T, G * N});
+  ops::slice_copy(ex, x3, xbc, 2, 0);
+  ops::slice_copy(ex, b3, xbc, 2, Di);
+  ops::slice_copy(ex, c3, xbc, 2, Di + G * N);
+
+  Tensor y = Tensor::empty({B, T, H, P}, dt, dev);
+  ops::ssd_chunk_scan_fwd(ex, y, s.x, s.dt, s.b, s.c, dt_bias_->master, a_log_->master, d_->master,
+                          opt_.chunk_size);
+  s.y = y.view({B * T, Di});
+  s.rstd = Tensor::empty({B * T, G}, stat_dtype(dt), dev);
+  Tensor gated = Tensor::empty({B, T, Di}, dt, dev);
+  Tensor gated2 = gated.view({B * T, Di});
+  ops::gated_rmsnorm_fwd(ex, gated2, s.rstd, s.y, s.z.view({B * T, Di}), norm_w_->value, Di / G, 1e-5, false);
+  return out_proj_->forward(ctx, gated);
+}
+
+Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  const int64_t B = df.size(0), T = df.size(1), H = opt_.num_heads, G = opt_.num_groups, N = opt_.state_dim,
+                Di = d_inner();
+  const DType dt = df.dtype();
+  const Device dev = df.device();
+  Tensor dgated = out_proj_->backward(ctx, df).view({B * T, Di});
+  Tensor dy = Tensor::empty({B * T, Di}, dt, dev), dz = Tensor::empty({B * T, Di}, dt, dev);
+  ops::gated_rmsnorm_bwd(ex, dy, dz, norm_w_->grad, dgated, s.y, s.z.view({B * T, Di}), norm_w_->value, s.rstd,
+                         Di / G, false);
+
+  Tensor dx = Tensor::empty(s.x.shape(), dt, dev), ddt = Tensor::empty(s.dt.shape(), dt, dev);
+  Tensor dB = Tensor::empty(s.b.shape(), dt, dev), dC = Tensor::empty(s.c.shape(), dt, dev);
+  ops::ssd_chunk_scan_bwd(ex, dx, ddt, dB, dC, dt_bias_->grad, a_log_->grad, d_->grad, dy.view(s.x.shape()), s.x,
+                          s.dt, s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
+
+  Tensor dxbc = Tensor::empty({B, T, conv_dim()}, dt, dev);  // d(conv output)
+  ops::slice_scatter(ex, dxbc, dx.view({B, T, Di}), 2, 0);
+  ops::slice_scatter(ex, dxbc, dB.view({B, T, G * N}), 2, Di);
+  ops::slice_scatter(ex, dxbc, dC.view({B, T, G * N}), 2, Di + G * N);
+  Tensor dxbc_in = Tensor::empty(dxbc.shape(), dt, dev);
+  Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
+  ops::conv1d_bwd(ex, dxbc_in, dw, conv_b_->grad, dxbc, s.xbc, conv_w_->value.view(dw.shape()), conv_b_->value, true);
+
+  Tensor dzxbcdt = Tensor::empty({B, T, 2 * Di + 2 * G * N + H}, dt, dev);
+  ops::slice_scatter(ex, dzxbcdt, dz.view({B, T, Di}), 2, 0);
+  ops::slice_scatter(ex, dzxbcdt, dxbc_in, 2, Di);
+  ops::slice_scatter(ex, dzxbcdt, ddt, 2, Di + conv_dim());
+  s = Saved{};
+  return in_proj_->backward(ctx, dzxbcdt);
+}
+
+void Mamba2Mixer::backward_dw(StepContext& ctx) {
+  out_proj_->backward_dw(ctx);
+  in_proj_->backward_dw(ctx);
+}
+
+}  // namespace hytra

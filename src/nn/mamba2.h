@@ -1,0 +1,70 @@
+// Mamba-2 mixer (`M`, SPEC.md A8.1): f(x) = out_proj(gated_norm(ssd(conv(in_proj(norm(x)))), z)).
+//   zxBCdt = in_proj(norm(x)), split along features into z (d_inner), xBC (d_inner + 2GN), dt (H);
+//   xBC = silu(causal depthwise conv1d(xBC) + bias), split into x (H,P), B (G,N), C (G,N);
+//   y = SSD scan (softplus(dt + dt_bias), A = -exp(A_log), D skip), chunk by chunk;
+//   out = out_proj(rmsnorm_groups(y * silu(z)) * norm.weight)  (gate first; eps 1e-5, G groups).
+// Keys under `<prefix>mixer.` (hytra decision 2): in_proj.layer_norm_weight, in_proj.weight
+// [2 d_inner + 2GN + H, C], conv1d.weight [d_inner + 2GN, 1, d_conv], conv1d.bias, A_log [H],
+// D [H], dt_bias [H], norm.weight [d_inner], out_proj.weight [C, d_inner]. No linear biases.
+// Init (Megatron): in_proj N(0, std), out_proj N(0, std / sqrt(2 L)), conv weight and bias
+// U(+-1/sqrt(d_conv)) (kaiming-uniform a=sqrt(5) of fan-in d_conv), dt_bias = softplus^-1 of a
+// log-uniform dt in [1e-3, 0.1] (floor 1e-4), A_log = ln U(1, 16), D = 1, norm weight 1.
+// The SSD scan reads the fp32 masters of dt_bias, A_log and D (DESIGN.md: SSM maths in fp32).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "nn/linear.h"
+#include "nn/norm.h"
+#include "nn/pre_norm.h"
+
+namespace hytra {
+
+struct Mamba2Options {
+  int64_t hidden = 0;       // C (d_model)
+  int64_t num_heads = 0;    // H (--mamba-num-heads)
+  int64_t head_dim = 64;    // P (--mamba-head-dim)
+  int64_t state_dim = 128;  // N (--mamba-state-dim)
+  int64_t num_groups = 8;   // G (--mamba-num-groups)
+  int64_t conv_kernel = 4;  // d_conv
+  int64_t chunk_size = 128; // --mamba-chunk-size
+  NormKind norm = NormKind::RMSNorm;  // the fused pre-norm of in_proj
+  double norm_eps = 1e-5;
+  double init_std = 0.02;         // in_proj
+  double output_init_std = 0.02;  // out_proj (Megatron: std / sqrt(2 L))
+};
+
+class Mamba2Mixer : public PreNormModule {
+ public:
+  Mamba2Mixer(const Mamba2Options& opt, const std::string& prefix, ParamStore& store);
+
+  Norm& input_norm() override { return *norm_; }
+  Tensor forward_body(StepContext& ctx, const Tensor& y) override;  // y = norm(x) (B,T,C) -> (B,T,C)
+  Tensor backward_body(StepContext& ctx, const Tensor& df) override;
+  void backward_dw(StepContext& ctx) override;
+
+ private:
+  int64_t d_inner() const { return opt_.num_heads * opt_.head_dim; }
+  int64_t conv_dim() const { return d_inner() + 2 * opt_.num_groups * opt_.state_dim; }
+
+  struct Saved {
+    Tensor z;     // (B,T,d_inner) gate
+    Tensor xbc;   // (B,T,conv_dim) conv input
+    Tensor x;     // (B,T,H,P) conv output, x part
+    Tensor b, c;  // (B,T,G,N) conv output, B and C parts
+    Tensor dt;    // (B,T,H) raw dt
+    Tensor y;     // (B,T,d_inner) SSD output
+    Tensor rstd;  // (B*T, G) gated norm statistics
+  };
+  Mamba2Options opt_;
+  std::unique_ptr<Norm> norm_;
+  std::unique_ptr<Linear> in_proj_, out_proj_;
+  Param* conv_w_;   // (conv_dim, 1, d_conv)
+  Param* conv_b_;   // (conv_dim)
+  Param* a_log_;    // (H)
+  Param* d_;        // (H)
+  Param* dt_bias_;  // (H)
+  Param* norm_w_;   // (d_inner)
+};
+
+}  // namespace hytra
