@@ -1,5 +1,6 @@
-// End-to-end training on the CPU: a tiny `*-*-` model on --mock-data learns (loss falls by more than
-// 2 nats) and two identical runs give bitwise-identical losses and gradient norms at every iteration.
+// End-to-end training on the CPU: a tiny `*-*-` model and an `M*G-` hybrid on --mock-data learn (loss
+// falls by more than 2 nats) and two identical runs give bitwise-identical losses and gradient norms
+// at every iteration.
 // With a GPU visible (skipped otherwise): the CUDA run tracks the CPU run (fp32: to rounding; bf16
 // mixed precision: within bf16 tolerance) and two bf16 GPU runs are bitwise identical.
 #include <gtest/gtest.h>
@@ -32,6 +33,13 @@ void tiny_config(ModelConfig& m, TrainConfig& t, const std::vector<std::string>&
   ASSERT_TRUE(parse_train_args(args, m, t, nullptr));
 }
 
+// The tiny model as a hybrid of all four built sub-layer kinds (Mamba-2, attention, gated delta
+// net, MLP), chunk sizes that split the 32-token sequences into several chunks.
+const std::vector<std::string> kHybrid = {
+    "--hybrid-layer-pattern", "M*G-", "--mamba-num-heads", "4", "--mamba-head-dim", "16", "--mamba-num-groups", "2",
+    "--mamba-state-dim", "16", "--mamba-chunk-size", "8", "--linear-num-key-heads", "2", "--linear-num-value-heads",
+    "4", "--linear-key-head-dim", "8", "--linear-value-head-dim", "8"};
+
 TEST(Train, LossFallsAndRunsAreBitwiseIdentical) {
   ModelConfig m;
   TrainConfig t;
@@ -51,6 +59,24 @@ TEST(Train, LossFallsAndRunsAreBitwiseIdentical) {
   EXPECT_LT(a.val_losses.back(), a.val_losses.front() + 1e-9);
   EXPECT_NE(log1.str().find("lm loss:"), std::string::npos);
   EXPECT_NE(log1.str().find("validation loss at iteration 20"), std::string::npos);
+}
+
+TEST(Train, HybridMambaGdnLearnsAndRunsAreBitwiseIdentical) {
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t, kHybrid);
+  std::ostringstream log1, log2;
+  TrainResult a = train(m, t, log1);
+  TrainResult b = train(m, t, log2);
+  ASSERT_EQ(a.losses.size(), 40u);
+  EXPECT_GT(a.losses.front() - a.losses.back(), 2.0) << "first " << a.losses.front() << " last " << a.losses.back();
+  EXPECT_NEAR(a.losses.front(), std::log(96.0), 0.5);
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a.losses[i], &b.losses[i], sizeof(double)), 0) << "iteration " << i + 1;
+    EXPECT_EQ(std::memcmp(&a.grad_norms[i], &b.grad_norms[i], sizeof(double)), 0) << "iteration " << i + 1;
+  }
+  ASSERT_EQ(a.val_losses.size(), 2u);
+  EXPECT_LT(a.val_losses.back(), a.val_losses.front());
 }
 
 TEST(Train, SeedChangesTheRun) {
@@ -79,11 +105,11 @@ TEST(Train, BadFlagsAreNamedErrors) {
   expect_error({"--lr-decay-stile", "cosine"}, "--lr-decay-style");
   ModelConfig m3;
   TrainConfig t3;
-  tiny_config(m3, t3, {"--hybrid-layer-pattern", "M*-"});
+  tiny_config(m3, t3, {"--hybrid-layer-pattern", "M*E"});
   std::ostringstream log;
   try {
     train(m3, t3, log);
-    ADD_FAILURE() << "M built";
+    ADD_FAILURE() << "E built";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not built yet"), std::string::npos) << e.what();
   }
@@ -160,13 +186,17 @@ TEST(Train, BenchMeasuresTheStepsAfterWarmup) {
     EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
 }
 
-TEST(TrainCuda, GpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
-  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+// The dense `*-*-` stack and the M*G- hybrid.
+void check_gpu_tracks_cpu(const std::vector<std::string>& model) {
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), model.begin(), model.end());
+    return extra;
+  };
   ModelConfig mc, mg, mb;
   TrainConfig tc, tg, tb;
-  tiny_config(mc, tc);
-  tiny_config(mg, tg, {"--device", "cuda"});
-  tiny_config(mb, tb, {"--device", "cuda", "--bf16"});
+  tiny_config(mc, tc, with({}));
+  tiny_config(mg, tg, with({"--device", "cuda"}));
+  tiny_config(mb, tb, with({"--device", "cuda", "--bf16"}));
   std::ostringstream log;
   const TrainResult cpu = train(mc, tc, log);
   const TrainResult gpu = train(mg, tg, log);
@@ -183,6 +213,16 @@ TEST(TrainCuda, GpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
   EXPECT_LT(worst_fp32, 1e-4);
   EXPECT_LT(worst_bf16, 2e-2);
   EXPECT_GT(bf1.losses.front() - bf1.losses.back(), 2.0);
+}
+
+TEST(TrainCuda, GpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+  check_gpu_tracks_cpu({});
+}
+
+TEST(TrainCuda, HybridGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+  check_gpu_tracks_cpu(kHybrid);
 }
 
 }  // namespace
