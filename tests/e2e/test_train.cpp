@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "model/hybrid_model.h"
 #include "train/bench.h"
 #include "train/flags.h"
 #include "train/trainer.h"
@@ -152,6 +153,29 @@ TEST(Train, JsonlMetricsAndTheExampleConfig) {
   EXPECT_NE(lines[0].find("\"iteration\": 2"), std::string::npos) << lines[0];
   EXPECT_NE(lines[1].find("\"consumed_samples\": 64"), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("validation"), std::string::npos) << lines[2];
+}
+
+// The Nemotron-H-like examples parse and build the stacks their comments describe.
+TEST(Train, NemotronExamplesBuild) {
+  struct Want {
+    const char* file;
+    int64_t mamba, attention, mlp;
+    double params_min, params_max;
+  };
+  for (const Want& w : {Want{"examples/nemotron-h-tiny/config.yaml", 3, 1, 3, 6.0e6, 7.5e6},
+                        Want{"examples/nemotron-h-1b/config.yaml", 11, 3, 11, 0.9e9, 1.0e9}}) {
+    ModelConfig m;
+    TrainConfig t;
+    ASSERT_TRUE(parse_train_args({"--config", std::string(HYTRA_SOURCE_DIR) + "/" + w.file, "--vocab-size", "50257"},
+                                 m, t, nullptr));
+    m.validate();
+    HybridModel model(m, plan_for(m));
+    EXPECT_EQ(model.layer_counts().mamba, w.mamba) << w.file;
+    EXPECT_EQ(model.layer_counts().attention, w.attention) << w.file;
+    EXPECT_EQ(model.layer_counts().mlp, w.mlp) << w.file;
+    const double n = double(model.params().num_elements());
+    EXPECT_TRUE(n > w.params_min && n < w.params_max) << w.file << ": " << n << " parameters";
+  }
 }
 
 TEST(Train, Bf16OnTheCpuIsANamedError) {
