@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One call on the lent GPU machine (bench/NOTES.md): the CUDA parity suite, the GPU end-to-end test,
-# `hytra bench llama3.2-1b` at global batch 2 and 8, and optionally the PyTorch peer (PEER=1) and an
-# ncu per-kernel breakdown of one step (NCU=1). Binaries come from BIN (a build folder or a copy of
-# its hytra, test_parity, test_e2e); logs go to $OUT.   Usage: [PEER=1] [NCU=1] bench/gpu_run.sh BIN
+# One call on the lent GPU machine (bench/NOTES.md): the CUDA parity suite, the GPU end-to-end tests,
+# `hytra bench` of each config in BENCH (default llama3.2-1b) at each global batch in GBS_LIST
+# (default 2 8), and optionally the PyTorch peer (PEER=1) and an ncu per-kernel breakdown of one step
+# (NCU=1). Binaries come from BIN (a build folder or a copy of its hytra, test_parity, test_e2e);
+# logs go to $OUT.   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [PEER=1] [NCU=1] bench/gpu_run.sh BIN
 set -uo pipefail
 BIN=${1:-build}
 OUT=${OUT:-/tmp/hytra_out}
@@ -13,10 +14,13 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw -
 git log -1 --format='commit %h %s' 2>/dev/null
 echo "== parity"; "$BIN/test_parity" ${PARITY_ARGS:-} >"$OUT/parity.log" 2>&1; echo "rc $?"; tail -3 "$OUT/parity.log"
 echo "== e2e (GPU)"; "$BIN/test_e2e" --gtest_filter='TrainCuda.*' 2>&1 | tee "$OUT/e2e.log" | grep -E "worst|OK|FAIL|PASSED"
-for gbs in ${GBS_LIST:-2 8}; do
-  echo "== hytra bench gbs $gbs"
-  "$BIN/hytra" bench llama3.2-1b --steps ${STEPS:-10} --warmup 3 --global-batch-size "$gbs" >"$OUT/bench_gbs$gbs.log" 2>&1
-  echo "rc $?"; tail -2 "$OUT/bench_gbs$gbs.log"
+for cfg in ${BENCH:-llama3.2-1b}; do
+  for gbs in ${GBS_LIST:-2 8}; do
+    log="$OUT/bench_$(basename "$(dirname "$cfg")")_$(basename "$cfg" .yaml)_gbs$gbs.log"
+    echo "== hytra bench $cfg gbs $gbs"
+    "$BIN/hytra" bench "$cfg" --steps ${STEPS:-10} --warmup 3 --global-batch-size "$gbs" >"$log" 2>&1
+    echo "rc $?"; tail -2 "$log"
+  done
 done
 if [ "${PEER:-0}" = 1 ]; then
   for gbs in ${GBS_LIST:-2 8}; do

@@ -3,6 +3,7 @@
 #pragma once
 #include "core/tensor.h"
 #include "ops/exec.h"
+#include "ops/ops.h"
 
 namespace hytra {
 
@@ -49,6 +50,14 @@ class Backend {
   virtual void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) = 0;
   virtual void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x) = 0;
   virtual void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) = 0;
+  virtual void moe_router_fwd(Exec& ex, Tensor& probs, Tensor& top, const Tensor& logits, const Tensor& expert_bias, int64_t k, ops::RouterScore score, bool pre_softmax, int64_t num_groups, int64_t group_topk, double scaling) = 0;
+  virtual void moe_router_bwd(Exec& ex, Tensor& dlogits, const Tensor& dprobs, const Tensor& logits, const Tensor& top, ops::RouterScore score, bool pre_softmax, double scaling) = 0;
+  virtual void moe_aux_loss(Exec& ex, Tensor& loss, Tensor& counts, Tensor& dlogits, const Tensor& logits, const Tensor& global_counts, int64_t k, ops::RouterScore score, int64_t num_seqs, double coeff, double grad_scale) = 0;
+  virtual void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, double coeff, double grad_scale) = 0;
+  virtual void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx) = 0;
+  virtual void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offsets, const Tensor& rows) = 0;
+  virtual void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, ops::ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp) = 0;
+  virtual void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& h, const Tensor& probs, ops::ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp) = 0;
   virtual void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels, int64_t vocab_chunk) = 0;
   virtual void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& lse, int64_t vocab_chunk) = 0;
   virtual void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std) = 0;

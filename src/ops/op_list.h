@@ -41,6 +41,14 @@
   X(gelu_bwd, activation)         \
   X(sqrelu_fwd, activation)       \
   X(sqrelu_bwd, activation)       \
+  X(moe_router_fwd, moe_router)    \
+  X(moe_router_bwd, moe_router)    \
+  X(moe_aux_loss, moe_router)      \
+  X(moe_z_loss, moe_router)        \
+  X(gather_rows, moe_dispatch)     \
+  X(scatter_add_rows, moe_dispatch) \
+  X(moe_act_fwd, moe_dispatch)     \
+  X(moe_act_bwd, moe_dispatch)     \
   X(lm_head_ce_fwd, cross_entropy) \
   X(lm_head_ce_bwd, cross_entropy) \
   X(random_normal, random)         \
@@ -55,5 +63,5 @@ struct OpInfo {
 inline constexpr OpInfo kOpList[] = {HYTRA_OP_LIST(HYTRA_OP_INFO)};
 #undef HYTRA_OP_INFO
 inline constexpr int kNumOps = int(sizeof(kOpList) / sizeof(kOpList[0]));
-static_assert(kNumOps == 42, "update the op count when adding an op to HYTRA_OP_LIST");
+static_assert(kNumOps == 50, "update the op count when adding an op to HYTRA_OP_LIST");
 }  // namespace hytra::ops

@@ -564,6 +564,158 @@ void gated_delta_rule_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& 
                                     beta_raw, A_log, dt_bias, chunk_size);
 }
 
+// ---- mixture-of-experts ---------------------------------------------------------------------------
+namespace {
+void check_logits(Exec& ex, const char* op, const Tensor& logits) {
+  check_arg(ex, op, "logits", logits);
+  HYTRA_CHECK(logits.dtype() == DType::F32 || logits.dtype() == DType::F64, op,
+              ": logits must be fp32 (fp64 on CPU), got ", logits.desc());
+  HYTRA_CHECK(logits.dim() == 2, op, ": logits must be (N,E), got ", logits.desc());
+}
+void check_i32(Exec& ex, const char* op, const char* n, const Tensor& t, const Shape& shape) {
+  check_arg(ex, op, n, t);
+  HYTRA_CHECK(t.dtype() == DType::I32, op, ": argument '", n, "' must be int32, got ", t.desc());
+  check_shape(op, n, t, shape);
+}
+void check_act_kind(const char* op, const Tensor& h, const Tensor& y, ops::ExpertActivation act,
+                    int64_t glu_interleave) {
+  const bool glu = act == ExpertActivation::SwiGLU || act == ExpertActivation::QuickGeGLU;
+  HYTRA_CHECK(h.dim() == 2 && y.dim() == 2 && h.size(0) == y.size(0) && h.size(1) == (glu ? 2 : 1) * y.size(1), op,
+              ": h must be (R,", glu ? "2F" : "F", ") for y (R,F), got h ", h.desc(), " and y ", y.desc());
+  HYTRA_CHECK(glu_interleave >= 0 && (glu_interleave == 0 || (glu && y.size(1) % glu_interleave == 0)), op,
+              ": glu_interleave must be 0, or (GLU activations only) a divisor of F = ", y.size(1), ", got ",
+              glu_interleave);
+}
+}  // namespace
+
+void moe_router_fwd(Exec& ex, Tensor& probs, Tensor& top, const Tensor& logits, const Tensor& expert_bias, int64_t k,
+                    RouterScore score, bool pre_softmax, int64_t num_groups, int64_t group_topk, double scaling) {
+  const char* op = "moe_router_fwd";
+  check_logits(ex, op, logits);
+  const int64_t N = logits.size(0), E = logits.size(1);
+  HYTRA_CHECK(k >= 1 && k <= E, op, ": k must be in [1, E = ", E, "], got ", k);
+  HYTRA_CHECK(num_groups == 0 || (num_groups > 0 && E % num_groups == 0 && group_topk >= 1 &&
+                                  group_topk <= num_groups && k >= group_topk && k / group_topk <= E / num_groups &&
+                                  k <= group_topk * (E / num_groups)),
+              op, ": group-limited routing needs E (", E, ") divisible by num_groups (", num_groups,
+              "), 1 <= group_topk (", group_topk, ") <= min(num_groups, k = ", k,
+              ") and k <= group_topk x experts per group");
+  check_arg(ex, op, "probs", probs);
+  check_shape(op, "probs", probs, {N, k});
+  check_same_dtype(op, "probs", probs, logits);
+  check_i32(ex, op, "top", top, {N, k});
+  if (expert_bias.defined()) {
+    HYTRA_CHECK(score == RouterScore::Sigmoid, op, ": an expert bias needs the sigmoid score function");
+    check_arg(ex, op, "expert_bias", expert_bias);
+    check_stat(op, "expert_bias", expert_bias, logits, {E});
+  }
+  ex.backend().moe_router_fwd(ex, probs, top, logits, expert_bias, k, score, pre_softmax, num_groups, group_topk,
+                              scaling);
+}
+
+void moe_router_bwd(Exec& ex, Tensor& dlogits, const Tensor& dprobs, const Tensor& logits, const Tensor& top,
+                    RouterScore score, bool pre_softmax, double scaling) {
+  const char* op = "moe_router_bwd";
+  check_logits(ex, op, logits);
+  const int64_t N = logits.size(0);
+  HYTRA_CHECK(top.dim() == 2 && top.size(0) == N, op, ": top must be (N,K), got ", top.desc());
+  check_i32(ex, op, "top", top, top.shape());
+  for (auto [n, t] : {Arg{"dlogits", &dlogits}, {"dprobs", &dprobs}}) {
+    check_arg(ex, op, n, *t);
+    check_same_dtype(op, n, *t, logits);
+  }
+  check_shape(op, "dlogits", dlogits, logits.shape());
+  check_shape(op, "dprobs", dprobs, top.shape());
+  ex.backend().moe_router_bwd(ex, dlogits, dprobs, logits, top, score, pre_softmax, scaling);
+}
+
+void moe_aux_loss(Exec& ex, Tensor& loss, Tensor& counts, Tensor& dlogits, const Tensor& logits,
+                  const Tensor& global_counts, int64_t k, RouterScore score, int64_t num_seqs, double coeff,
+                  double grad_scale) {
+  const char* op = "moe_aux_loss";
+  check_logits(ex, op, logits);
+  const int64_t N = logits.size(0), E = logits.size(1);
+  HYTRA_CHECK(k >= 1 && k <= E, op, ": k must be in [1, E = ", E, "], got ", k);
+  HYTRA_CHECK(num_seqs >= 1 && N % num_seqs == 0, op, ": num_seqs must divide N = ", N, ", got ", num_seqs);
+  check_arg(ex, op, "loss", loss);
+  check_stat(op, "loss", loss, logits, {1});
+  check_arg(ex, op, "counts", counts);
+  check_stat(op, "counts", counts, logits, {num_seqs, E});
+  if (global_counts.defined()) {
+    HYTRA_CHECK(num_seqs == 1, op, ": global_counts needs num_seqs == 1, got ", num_seqs);
+    check_arg(ex, op, "global_counts", global_counts);
+    check_stat(op, "global_counts", global_counts, logits, {1, E});
+  }
+  if (dlogits.defined()) {
+    check_arg(ex, op, "dlogits", dlogits);
+    check_shape(op, "dlogits", dlogits, logits.shape());
+    check_same_dtype(op, "dlogits", dlogits, logits);
+  }
+  ex.backend().moe_aux_loss(ex, loss, counts, dlogits, logits, global_counts, k, score, num_seqs, coeff, grad_scale);
+}
+
+void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, double coeff, double grad_scale) {
+  const char* op = "moe_z_loss";
+  check_logits(ex, op, logits);
+  check_arg(ex, op, "loss", loss);
+  check_stat(op, "loss", loss, logits, {1});
+  check_arg(ex, op, "dlogits", dlogits);
+  check_shape(op, "dlogits", dlogits, logits.shape());
+  check_same_dtype(op, "dlogits", dlogits, logits);
+  ex.backend().moe_z_loss(ex, loss, dlogits, logits, coeff, grad_scale);
+}
+
+void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx) {
+  const char* op = "gather_rows";
+  check_arg(ex, op, "x", x);
+  HYTRA_CHECK(x.dim() == 2, op, ": x must be (N,C), got ", x.desc());
+  HYTRA_CHECK(idx.dim() == 1, op, ": idx must be (R), got ", idx.desc());
+  check_i32(ex, op, "idx", idx, idx.shape());
+  check_act(ex, op, "y", y, x, {idx.size(0), x.size(1)});
+  ex.backend().gather_rows(ex, y, x, idx);
+}
+
+void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offsets, const Tensor& rows) {
+  const char* op = "scatter_add_rows";
+  check_arg(ex, op, "x", x);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 2 && y.dim() == 2, op, ": x and y must be (R,C) and (N,C), got ", x.desc(), " and ",
+              y.desc());
+  check_act(ex, op, "y", y, x, {y.size(0), x.size(1)});
+  check_i32(ex, op, "offsets", offsets, {y.size(0) + 1});
+  check_i32(ex, op, "rows", rows, {x.size(0)});
+  ex.backend().scatter_add_rows(ex, y, x, offsets, rows);
+}
+
+void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, ExpertActivation act,
+                 int64_t glu_interleave, double linear_offset, double clamp) {
+  const char* op = "moe_act_fwd";
+  check_arg(ex, op, "h", h);
+  check_float(op, "h", h);
+  check_arg(ex, op, "y", y);
+  check_same_dtype(op, "y", y, h);
+  check_act_kind(op, h, y, act, glu_interleave);
+  check_arg(ex, op, "probs", probs);
+  check_stat(op, "probs", probs, h, {h.size(0)});
+  ex.backend().moe_act_fwd(ex, y, h, probs, act, glu_interleave, linear_offset, clamp);
+}
+
+void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& h, const Tensor& probs,
+                 ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp) {
+  const char* op = "moe_act_bwd";
+  check_arg(ex, op, "h", h);
+  check_float(op, "h", h);
+  check_arg(ex, op, "dy", dy);
+  check_same_dtype(op, "dy", dy, h);
+  check_act_kind(op, h, dy, act, glu_interleave);
+  check_act(ex, op, "dh", dh, h, h.shape());
+  check_arg(ex, op, "probs", probs);
+  check_stat(op, "probs", probs, h, {h.size(0)});
+  check_arg(ex, op, "dprobs", dprobs);
+  check_stat(op, "dprobs", dprobs, h, {h.size(0)});
+  ex.backend().moe_act_bwd(ex, dh, dprobs, dy, h, probs, act, glu_interleave, linear_offset, clamp);
+}
+
 namespace {
 void check_glu(Exec& ex, const char* op, const Tensor& half, const char* half_name, const Tensor& full,
                const char* full_name) {

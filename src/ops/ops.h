@@ -163,6 +163,54 @@ void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
 void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x);
 void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
 
+// ---- mixture-of-experts (SPEC.md A3) -----------------------------------------------------------
+enum class RouterScore { Softmax, Sigmoid };
+// Top-k routing of N tokens over E experts (A3.1), in fp32 from logits (N,E) fp32 (fp64 on CPU):
+//  - Softmax, !pre_softmax: select on the raw logits; probs = softmax over the k selected logits.
+//  - Softmax, pre_softmax: s = softmax over all E; select on s; probs = the selected s.
+//  - Sigmoid: s = sigmoid(logits); select on s + expert_bias (when defined, (E) fp32); probs = the
+//    selected UNBIASED s, divided by (their sum + 1e-20) when k > 1.
+//  - Group-limited (num_groups > 0): experts viewed as [num_groups, E/num_groups]; a group's score
+//    is the sum of its top (k / group_topk, integer division) selection scores; only the group_topk
+//    best groups stay selectable (ties to the lower group index).
+//  Then probs *= scaling. Selection is top-k in descending order, ties to the lower index.
+// probs (N,K) in logits' dtype; top (N,K) int32 expert ids, best first.
+void moe_router_fwd(Exec& ex, Tensor& probs, Tensor& top, const Tensor& logits, const Tensor& expert_bias,
+                    int64_t k, RouterScore score, bool pre_softmax, int64_t num_groups, int64_t group_topk,
+                    double scaling);
+// dlogits (N,E) = (d probs / d logits)^T dprobs with the selection `top` held fixed.
+void moe_router_bwd(Exec& ex, Tensor& dlogits, const Tensor& dprobs, const Tensor& logits, const Tensor& top,
+                    RouterScore score, bool pre_softmax, double scaling);
+// Switch load-balancing loss (A3.2) over num_seqs consecutive groups of N/num_seqs tokens (1 group:
+// aux_loss and global_aux_loss; one per sequence: seq_aux_loss). scores (N,E): softmax over E, or
+// sigmoid normalised to sum 1 per token; counts (num_seqs,E) fp32 = how many tokens of each group
+// have expert e among the top k of their scores. With tokens = global_counts ((1,E) fp32, the
+// running mean over the global batch) when defined, else counts, and T = N/num_seqs:
+//   loss (1) fp32 = coeff * E / (k T^2) * sum_s sum_e (sum_{t in s} scores[t,e]) tokens[s,e] / num_seqs;
+// dlogits (N,E) += grad_scale * dloss/dlogits when dlogits is defined (counts held constant).
+void moe_aux_loss(Exec& ex, Tensor& loss, Tensor& counts, Tensor& dlogits, const Tensor& logits,
+                  const Tensor& global_counts, int64_t k, RouterScore score, int64_t num_seqs, double coeff,
+                  double grad_scale);
+// z-loss (A3.2): loss (1) fp32 = coeff * mean_t logsumexp(logits_t)^2; dlogits (N,E) += grad_scale * dloss/dlogits.
+void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, double coeff, double grad_scale);
+// Token permutation (A3.4): y[r,:] = x[idx[r],:]; y (R,C), x (N,C), idx (R) int32 in [0,N).
+void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx);
+// Un-permutation as a plain scatter-add (A3.4 step 8), deterministic: y[n,:] = sum over
+// j in [offsets[n], offsets[n+1]) of x[rows[j],:], in that order (0 when empty). y (N,C) =,
+// x (R,C), offsets (N+1) int32 from 0 to R, rows (R) int32 in [0,R).
+void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offsets, const Tensor& rows);
+// Expert activation with the routing probability applied after it (A3.5): y (R,F) = act(h) * probs.
+// GLU kinds (SwiGLU: silu; QuickGeGLU: g * sigmoid(1.702 g)) read h (R,2F) as gate and linear halves
+// (plain: [gate F | linear F]; glu_interleave I > 0: alternating blocks of I gate and I linear
+// columns, A2.7) and compute act(min(gate, clamp)) * (min(max(lin, -clamp), clamp) + linear_offset)
+// (clamp <= 0: no clamping); GeLU and SquaredReLU read h (R,F). probs (R) fp32.
+enum class ExpertActivation { SwiGLU, QuickGeGLU, GeLU, SquaredReLU };
+void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, ExpertActivation act,
+                 int64_t glu_interleave, double linear_offset, double clamp);
+// dh (R,2F or F) =; dprobs (R) fp32 = sum_f act(h)[r,f] * dy[r,f].
+void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& h, const Tensor& probs,
+                 ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp);
+
 // ---- LM head + vocabulary cross-entropy ----------------------------------------------------------
 // logits = x @ w^T, computed `vocab_chunk` columns at a time and never stored whole (online
 // log-sum-exp). loss[n] = lse[n] - logits[n, labels[n]]; a label < 0 is ignored (loss 0).

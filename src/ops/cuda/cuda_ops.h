@@ -3,6 +3,7 @@
 #pragma once
 #include "core/tensor.h"
 #include "ops/exec.h"
+#include "ops/ops.h"
 
 namespace hytra::cuda {
 
@@ -44,6 +45,14 @@ void gelu_fwd(Exec& ex, Tensor& y, const Tensor& x);
 void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
 void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x);
 void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
+void moe_router_fwd(Exec& ex, Tensor& probs, Tensor& top, const Tensor& logits, const Tensor& expert_bias, int64_t k, ops::RouterScore score, bool pre_softmax, int64_t num_groups, int64_t group_topk, double scaling);
+void moe_router_bwd(Exec& ex, Tensor& dlogits, const Tensor& dprobs, const Tensor& logits, const Tensor& top, ops::RouterScore score, bool pre_softmax, double scaling);
+void moe_aux_loss(Exec& ex, Tensor& loss, Tensor& counts, Tensor& dlogits, const Tensor& logits, const Tensor& global_counts, int64_t k, ops::RouterScore score, int64_t num_seqs, double coeff, double grad_scale);
+void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, double coeff, double grad_scale);
+void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx);
+void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offsets, const Tensor& rows);
+void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, ops::ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp);
+void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& h, const Tensor& probs, ops::ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp);
 void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels, int64_t vocab_chunk);
 void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& lse, int64_t vocab_chunk);
 void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std);
