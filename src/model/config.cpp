@@ -37,8 +37,8 @@ void ModelConfig::validate() const {
   need(normalization == "LayerNorm" || normalization == "RMSNorm",
        str("--normalization: expected LayerNorm or RMSNorm, got '", normalization, "'"));
   need(norm_epsilon > 0, str("--norm-epsilon: expected a positive number, got ", norm_epsilon));
-  need(activation == "gelu" || activation == "swiglu" || activation == "squared_relu",
-       str("activation: expected gelu, swiglu or squared_relu, got '", activation, "'"));
+  need(activation == "gelu" || activation == "swiglu" || activation == "squared_relu" || activation == "quick_geglu",
+       str("activation: expected gelu, swiglu, squared_relu or quick_geglu, got '", activation, "'"));
   need(position_embedding_type == "learned_absolute" || position_embedding_type == "rope" ||
            position_embedding_type == "none",
        str("--position-embedding-type: expected learned_absolute, rope or none, got '", position_embedding_type,
@@ -81,6 +81,47 @@ void ModelConfig::validate() const {
     need(linear_num_value_heads % linear_num_key_heads == 0,
          str("--linear-num-value-heads: must be a multiple of --linear-num-key-heads (", linear_num_key_heads,
              "), got ", linear_num_value_heads));
+  if (num_experts > 0) {
+    const bool sigmoid = moe_router_score_function == "sigmoid";
+    need(moe_router_score_function == "softmax" || sigmoid,
+         str("--moe-router-score-function: expected softmax or sigmoid, got '", moe_router_score_function, "'"));
+    need(moe_router_topk >= 1 && moe_router_topk <= num_experts,
+         str("--moe-router-topk: expected 1..--num-experts (", num_experts, "), got ", moe_router_topk));
+    need(sigmoid || moe_router_topk != 1 || moe_router_pre_softmax,
+         "--moe-router-pre-softmax: Megatron requires it with softmax routing and --moe-router-topk 1");
+    need(!moe_router_enable_expert_bias || sigmoid,
+         "--moe-router-enable-expert-bias: needs --moe-router-score-function sigmoid");
+    if (moe_router_num_groups > 0) {
+      need(num_experts % moe_router_num_groups == 0,
+           str("--moe-router-num-groups: must divide --num-experts (", num_experts, "), got ", moe_router_num_groups));
+      need(moe_router_group_topk >= 1 && moe_router_group_topk <= moe_router_num_groups &&
+               moe_router_group_topk <= moe_router_topk,
+           str("--moe-router-group-topk: expected 1..min(--moe-router-num-groups, --moe-router-topk), got ",
+               moe_router_group_topk));
+    }
+    need(moe_router_dtype.empty() || moe_router_dtype == "fp32" || moe_router_dtype == "fp64",
+         str("--moe-router-dtype: expected fp32 or fp64, got '", moe_router_dtype, "'"));
+    need(moe_router_load_balancing_type == "aux_loss" || moe_router_load_balancing_type == "seq_aux_loss" ||
+             moe_router_load_balancing_type == "global_aux_loss" || moe_router_load_balancing_type == "none",
+         str("--moe-router-load-balancing-type: expected aux_loss, seq_aux_loss, global_aux_loss or none, got '",
+             moe_router_load_balancing_type, "'"));
+    need(moe_token_drop_policy == "probs" || moe_token_drop_policy == "position",
+         str("--moe-token-drop-policy: expected probs or position, got '", moe_token_drop_policy, "'"));
+    need(!moe_pad_expert_input_to_capacity || moe_expert_capacity_factor > 0,
+         "--moe-pad-expert-input-to-capacity: needs --moe-expert-capacity-factor");
+    const bool glu = activation == "swiglu" || activation == "quick_geglu";
+    need(moe_mlp_glu_interleave_size >= 0 && (moe_mlp_glu_interleave_size == 0 ||
+                                              (glu && moe_ffn_size() % moe_mlp_glu_interleave_size == 0)),
+         str("--moe-mlp-glu-interleave-size: expected a divisor of the expert width (", moe_ffn_size(),
+             ") with a GLU activation, got ", moe_mlp_glu_interleave_size));
+    need(activation_func_clamp_value >= 0,
+         str("--activation-func-clamp-value: expected a positive number, got ", activation_func_clamp_value));
+    need(activation_func_clamp_value == 0 || activation != "swiglu" || glu_linear_offset == 0,
+         "--glu-linear-offset: must be 0 with --swiglu and --activation-func-clamp-value (Megatron)");
+    need(moe_shared_expert_intermediate_size >= 0,
+         str("--moe-shared-expert-intermediate-size: expected a positive integer, got ",
+             moe_shared_expert_intermediate_size));
+  }
   need(ffn_hidden_size >= 0, str("--ffn-hidden-size: expected a positive integer, got ", ffn_hidden_size));
   if (!errs.empty()) {
     std::string msg = "invalid model configuration:";

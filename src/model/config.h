@@ -26,7 +26,7 @@ struct ModelConfig {
   bool add_bias_linear = true;          // cleared by --disable-bias-linear
   std::string normalization = "LayerNorm";  // --normalization: LayerNorm | RMSNorm
   double norm_epsilon = 1e-5;           // --norm-epsilon
-  std::string activation = "gelu";      // --swiglu -> swiglu, --squared-relu -> squared_relu, else gelu
+  std::string activation = "gelu";      // --swiglu -> swiglu, --squared-relu -> squared_relu, --quick-geglu -> quick_geglu, else gelu
   std::string position_embedding_type = "learned_absolute";  // --position-embedding-type: learned_absolute | rope | none
   int64_t max_position_embeddings = 0;  // --max-position-embeddings: 0 = seq_length
   double rotary_base = 10000.0;         // --rotary-base
@@ -53,6 +53,33 @@ struct ModelConfig {
   int64_t linear_num_key_heads = 16;    // --linear-num-key-heads: Hk
   int64_t linear_num_value_heads = 32;  // --linear-num-value-heads: Hv (a multiple of Hk)
 
+  // Mixture-of-experts (`E`, SPEC.md A3). Experts use --swiglu / --squared-relu / --quick-geglu / GeLU.
+  int64_t num_experts = 0;              // --num-experts: routed experts E (0 = None)
+  int64_t moe_ffn_hidden_size = 0;      // --moe-ffn-hidden-size: expert width; 0 = --ffn-hidden-size
+  int64_t moe_router_topk = 2;          // --moe-router-topk: k
+  std::string moe_router_score_function = "softmax";  // --moe-router-score-function: softmax | sigmoid
+  bool moe_router_pre_softmax = false;  // --moe-router-pre-softmax
+  int64_t moe_router_num_groups = 0;    // --moe-router-num-groups: group-limited routing (0 = None)
+  int64_t moe_router_group_topk = 0;    // --moe-router-group-topk
+  double moe_router_topk_scaling_factor = 0.0;  // --moe-router-topk-scaling-factor (0 = None)
+  std::string moe_router_dtype;         // --moe-router-dtype: fp32 | fp64 | "" (None: the activation dtype)
+  bool moe_router_enable_expert_bias = false;   // --moe-router-enable-expert-bias (sigmoid only)
+  double moe_router_bias_update_rate = 1e-3;    // --moe-router-bias-update-rate
+  std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | global_aux_loss | none
+  double moe_aux_loss_coeff = 0.0;      // --moe-aux-loss-coeff
+  double moe_z_loss_coeff = 0.0;        // --moe-z-loss-coeff (0 = None)
+  double moe_expert_capacity_factor = -1.0;  // --moe-expert-capacity-factor (< 0 = None: dropless)
+  std::string moe_token_drop_policy = "probs";  // --moe-token-drop-policy: probs | position
+  bool moe_pad_expert_input_to_capacity = false;  // --moe-pad-expert-input-to-capacity
+  bool moe_router_padding_for_quantization = false;  // --moe-router-padding-for-quantization (multiple of 16)
+  int64_t moe_shared_expert_intermediate_size = 0;   // --moe-shared-expert-intermediate-size (0 = None)
+  bool moe_shared_expert_gate = false;  // --moe-shared-expert-gate: sigmoid(x . gate_weight) on the shared output
+  int64_t moe_mlp_glu_interleave_size = 0;  // --moe-mlp-glu-interleave-size (0 = plain [gate; linear])
+  bool moe_single_grouped_weight = false;   // --moe-single-grouped-weight: one [E,out,in] tensor per projection
+  bool moe_single_grouped_bias = false;     // --moe-single-grouped-bias: one [E,out] bias per projection
+  double glu_linear_offset = 0.0;       // --glu-linear-offset: added to the GLU linear half
+  double activation_func_clamp_value = 0.0;  // --activation-func-clamp-value (0 = None; MoE experts)
+
   // Derived values (valid after validate()).
   int64_t padded_vocab_size() const;
   int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
@@ -60,6 +87,7 @@ struct ModelConfig {
   int64_t ffn_size() const;
   int64_t mamba_heads() const { return mamba_num_heads > 0 ? mamba_num_heads : 2 * hidden_size / mamba_head_dim; }
   int64_t mamba_d_inner() const { return mamba_heads() * mamba_head_dim; }
+  int64_t moe_ffn_size() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_size(); }
   int64_t max_positions() const { return max_position_embeddings > 0 ? max_position_embeddings : seq_length; }
 
   // Throws hytra::Error listing every violation.

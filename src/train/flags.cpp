@@ -49,6 +49,11 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--norm-epsilon", K::Float, "1e-5", "norm epsilon", store(c.norm_epsilon));
   t.add("--swiglu", K::Bool, "false", "gated SiLU MLP", set_if(c.activation, "swiglu"));
   t.add("--squared-relu", K::Bool, "false", "squared-ReLU MLP", set_if(c.activation, "squared_relu"));
+  t.add("--quick-geglu", K::Bool, "false", "quick-GeGLU MLP: g * sigmoid(1.702 g) * (lin + --glu-linear-offset)",
+        set_if(c.activation, "quick_geglu"));
+  t.add("--glu-linear-offset", K::Float, "0.0", "added to the GLU linear half", store(c.glu_linear_offset));
+  t.add("--activation-func-clamp-value", K::Float, "None", "MoE GLU clamp: gate <= L, linear in [-L, L]",
+        store(c.activation_func_clamp_value));
   t.add("--position-embedding-type", K::String, "learned_absolute", "learned_absolute, rope or none",
             store(c.position_embedding_type), {"learned_absolute", "rope", "none"});
   t.add("--max-position-embeddings", K::Int, "seq-length", "position table size",
@@ -81,6 +86,52 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--linear-value-head-dim", K::Int, "128", "gated delta net value head dim", store(c.linear_value_head_dim));
   t.add("--linear-num-key-heads", K::Int, "16", "gated delta net key heads", store(c.linear_num_key_heads));
   t.add("--linear-num-value-heads", K::Int, "32", "gated delta net value heads", store(c.linear_num_value_heads));
+  t.add("--num-experts", K::Int, "None", "routed experts per MoE layer", store(c.num_experts));
+  t.add("--moe-ffn-hidden-size", K::Int, "ffn-hidden-size", "expert width", store(c.moe_ffn_hidden_size));
+  t.add("--moe-router-topk", K::Int, "2", "experts per token", store(c.moe_router_topk));
+  t.add("--moe-router-score-function", K::String, "softmax", "softmax or sigmoid", store(c.moe_router_score_function),
+        {"softmax", "sigmoid"});
+  t.add("--moe-router-pre-softmax", K::Bool, "false", "softmax over all experts before top-k",
+        store(c.moe_router_pre_softmax));
+  t.add("--moe-router-num-groups", K::Int, "None", "group-limited routing: expert groups",
+        store(c.moe_router_num_groups));
+  t.add("--moe-router-group-topk", K::Int, "None", "group-limited routing: groups kept", store(c.moe_router_group_topk));
+  t.add("--moe-router-topk-scaling-factor", K::Float, "None", "routing probabilities scale",
+        store(c.moe_router_topk_scaling_factor));
+  t.add("--moe-router-dtype", K::String, "None", "router logits dtype: fp32 or fp64", store(c.moe_router_dtype),
+        {"fp32", "fp64"});
+  t.add("--moe-router-enable-expert-bias", K::Bool, "false", "aux-loss-free balancing bias (sigmoid routing)",
+        store(c.moe_router_enable_expert_bias));
+  t.add("--moe-router-bias-update-rate", K::Float, "1e-3", "expert bias step per global batch",
+        store(c.moe_router_bias_update_rate));
+  t.add("--moe-router-load-balancing-type", K::String, "aux_loss", "aux_loss, seq_aux_loss, global_aux_loss or none",
+        store(c.moe_router_load_balancing_type), {"aux_loss", "seq_aux_loss", "global_aux_loss", "none"});
+  t.add("--moe-aux-loss-coeff", K::Float, "0.0", "load-balancing loss weight", store(c.moe_aux_loss_coeff));
+  t.add("--moe-z-loss-coeff", K::Float, "None", "router z-loss weight", store(c.moe_z_loss_coeff));
+  t.add("--moe-expert-capacity-factor", K::Float, "None", "expert capacity factor (None: dropless)",
+        store(c.moe_expert_capacity_factor));
+  t.add("--moe-token-drop-policy", K::String, "probs", "probs or position", store(c.moe_token_drop_policy),
+        {"probs", "position"});
+  t.add("--moe-pad-expert-input-to-capacity", K::Bool, "false", "pad every expert to its capacity",
+        store(c.moe_pad_expert_input_to_capacity));
+  FlagSpec pad;
+  pad.name = "--moe-router-padding-for-quantization";
+  pad.aliases = {"--moe-router-padding-for-fp8"};
+  pad.kind = K::Bool;
+  pad.default_text = "false";
+  pad.help = "pad per-expert token counts to a multiple of 16 (extra tokens routed with probability 0)";
+  pad.set = store(c.moe_router_padding_for_quantization);
+  t.add(pad);
+  t.add("--moe-shared-expert-intermediate-size", K::Int, "None", "shared expert width",
+        store(c.moe_shared_expert_intermediate_size));
+  t.add("--moe-shared-expert-gate", K::Bool, "false", "sigmoid gate on the shared expert output",
+        store(c.moe_shared_expert_gate));
+  t.add("--moe-mlp-glu-interleave-size", K::Int, "None", "GLU rows interleaved in blocks of this size",
+        store(c.moe_mlp_glu_interleave_size));
+  t.add("--moe-single-grouped-weight", K::Bool, "false", "one [E,out,in] weight per expert projection",
+        store(c.moe_single_grouped_weight));
+  t.add("--moe-single-grouped-bias", K::Bool, "false", "one [E,out] bias per expert projection",
+        store(c.moe_single_grouped_bias));
 }
 
 void add_train_flags(FlagTable& t, TrainConfig& c) {
@@ -125,6 +176,9 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)",
             store(c.tokenizer_model));
   t.add("--device", K::String, "auto", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"});
+  t.add("--delay-wgrad-compute", K::Bool, "false",
+        "queue weight-gradient GEMMs and run them after each micro-batch's backward (identical gradients)",
+        store(c.delay_wgrad_compute));
   t.add("--bf16", K::Bool, "false", "bf16 weights and activations with fp32 master weights, gradients and optimizer state (CUDA)", store(c.bf16));
   t.add("--save", K::String, "None", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save));
   t.add("--load", K::String, "None", "resume from the latest checkpoint of this directory", store(c.load));

@@ -44,6 +44,8 @@ struct TrainConfig {
   std::string tokenizer_model;          // --tokenizer-model: HF tokenizer.json (or its directory)
   std::string device = "auto";          // --device: cpu | cuda | auto (cuda when a GPU is visible)
   bool bf16 = false;                    // --bf16: bf16 activations/weights with fp32 master (CUDA)
+  bool delay_wgrad_compute = false;     // --delay-wgrad-compute: weight-gradient GEMMs run after each
+                                        // micro-batch's backward (backward_dw), same gradients
   std::string log_jsonl;                // --log-jsonl FILE: one JSON object per logged iteration (hytra)
   std::string save;                     // --save DIR: checkpoint directory
   std::string load;                     // --load DIR: resume (or --finetune) from its latest checkpoint
