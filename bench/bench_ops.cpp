@@ -319,6 +319,34 @@ std::vector<Entry> entries(const Env& e) {
     attention(1, 64, 2, 1, D);
   }
 
+  // Gated delta rule at the SPEC A8.2 head layout (Hv 32, Hk 16, dk = dv = 128). FLOPs of the
+  // recurrence per state element and step: 6 forward (S k, S q, update), 16 backward (recompute
+  // not counted).
+  const int64_t gB = e.big ? 2 : 4, gT = e.big ? 4096 : 128, gHv = e.big ? 32 : 4, gHk = gHv / 2;
+  const int64_t gd = e.big ? 128 : 64;
+  const std::string gshape = "B=" + dims({gB}) + " T=" + dims({gT}) + " H=" + dims({gHv}) + "/" + dims({gHk}) +
+                             " d=" + dims({gd});
+  const double gdn_elems = double(gB * gT * gHv) * double(gd * gd);
+  const Shape gqs{gB, gT, gHk, gd}, gvs{gB, gT, gHv, gd}, ggs{gB, gT, gHv};
+  out.push_back({"gated_delta_rule_fwd", gshape, act, 6 * gdn_elems, 0, [=] {
+                   Tensor q = uniform(gqs, act, dev, 1), k = uniform(gqs, act, dev, 2), v = uniform(gvs, act, dev, 3);
+                   Tensor al = uniform(ggs, act, dev, 4), br = uniform(ggs, act, dev, 5), o = uniform(gvs, act, dev, 6);
+                   Tensor A = uniform({gHv}, DType::F32, dev, 7, 0.0f, 2.7f), dtb = uniform({gHv}, DType::F32, dev, 8);
+                   return std::function<void()>(
+                       [=]() mutable { ops::gated_delta_rule_fwd(*ex, o, q, k, v, al, br, A, dtb, 64); });
+                 }});
+  out.push_back({"gated_delta_rule_bwd", gshape, act, 16 * gdn_elems, 0, [=] {
+                   Tensor q = uniform(gqs, act, dev, 1), k = uniform(gqs, act, dev, 2), v = uniform(gvs, act, dev, 3);
+                   Tensor al = uniform(ggs, act, dev, 4), br = uniform(ggs, act, dev, 5), d = uniform(gvs, act, dev, 6);
+                   Tensor A = uniform({gHv}, DType::F32, dev, 7, 0.0f, 2.7f), dtb = uniform({gHv}, DType::F32, dev, 8);
+                   Tensor dq = uniform(gqs, act, dev, 9), dk = uniform(gqs, act, dev, 10), dv = uniform(gvs, act, dev, 11);
+                   Tensor da = uniform(ggs, act, dev, 12), db = uniform(ggs, act, dev, 13);
+                   Tensor dA = uniform({gHv}, DType::F32, dev, 14), ddt = uniform({gHv}, DType::F32, dev, 15);
+                   return std::function<void()>([=]() mutable {
+                     ops::gated_delta_rule_bwd(*ex, dq, dk, dv, da, db, dA, ddt, d, q, k, v, al, br, A, dtb, 64);
+                   });
+                 }});
+
   const int64_t cN = e.big ? 8192 : 256, cC = e.big ? 4096 : 128, cV = e.big ? 50304 : 2048;
   const std::string cshape = "N=" + dims({cN}) + " C=" + dims({cC}) + " V=" + dims({cV});
   out.push_back({"lm_head_ce_fwd", cshape, act, 2.0 * cN * cC * cV, 0, [=] {
