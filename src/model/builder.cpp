@@ -40,9 +40,8 @@ std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, Pa
   MlpOptions o;
   o.hidden = c.hidden_size;
   o.ffn = c.ffn_size();
-  o.activation = c.activation == "swiglu" ? Activation::SwiGLU
-                 : c.activation == "squared_relu" ? Activation::SquaredReLU
-                                                  : Activation::GeLU;
+  o.activation = activation_from_name(c.activation);
+  o.glu_linear_offset = c.glu_linear_offset;
   o.bias = c.add_bias_linear;
   o.norm = norm_kind(c);
   o.norm_eps = c.norm_epsilon;

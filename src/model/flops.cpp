@@ -6,7 +6,8 @@ int64_t matmul_params(const ModelConfig& cfg, const LayerCounts& counts) {
   const int64_t C = cfg.hidden_size, H = cfg.num_attention_heads, Hkv = cfg.kv_heads(), D = cfg.head_dim();
   const int64_t F = cfg.ffn_size();
   const int64_t attn = C * (H + 2 * Hkv) * D + H * D * C;          // linear_qkv + linear_proj
-  const int64_t mlp = C * F * (cfg.activation == "swiglu" ? 2 : 1) + F * C;  // linear_fc1 + linear_fc2
+  const bool glu = cfg.activation == "swiglu" || cfg.activation == "quick_geglu";
+  const int64_t mlp = C * F * (glu ? 2 : 1) + F * C;  // linear_fc1 + linear_fc2
   const int64_t Di = cfg.mamba_d_inner(), GN = cfg.mamba_num_groups * cfg.mamba_state_dim;
   const int64_t mamba = C * (2 * Di + 2 * GN + cfg.mamba_heads()) + Di * C;  // in_proj + out_proj
   const int64_t qk = cfg.linear_num_key_heads * cfg.linear_key_head_dim;

@@ -106,4 +106,9 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
   embedding_->backward(ctx, dh);
 }
 
+void HybridModel::backward_dw(StepContext& ctx) {
+  for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) (*it)->backward_dw(ctx);
+  ctx.run_wgrad();
+}
+
 }  // namespace hytra

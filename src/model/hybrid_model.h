@@ -37,6 +37,9 @@ class HybridModel {
   Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& labels);
   // Backpropagates dloss (B,T), accumulating parameter gradients.
   void backward(StepContext& ctx, const Tensor& dloss);
+  // Runs the weight-gradient work backward() queued under ctx.delay_wgrad, layer by layer from the
+  // last (SPEC.md A3.7), then anything still queued (the output layer and embeddings never queue).
+  void backward_dw(StepContext& ctx);
 
  private:
   ModelConfig cfg_;

@@ -33,6 +33,12 @@ class StepContext {
   // Drops every saved tensor (the start of a new micro-batch's forward).
   void clear() { slots_.clear(); }
 
+  // Set by the trainer per micro-batch: whether backward follows (training; auxiliary MoE losses
+  // and expert-load counters only then) and the scale of auxiliary-loss gradients (the main loss's
+  // 1/micro-batches, as Megatron's MoEAuxLossAutoScaler).
+  bool grad_enabled = true;
+  double aux_loss_scale = 1.0;
+
   bool delay_wgrad = false;
   void push_wgrad(const void* owner, std::function<void()> task) { wgrad_.push_back({owner, std::move(task)}); }
   // Runs and removes the queued tasks of `owner`, in push order.

@@ -1,18 +1,34 @@
 #include "nn/mlp.h"
 
+#include "core/error.h"
 #include "ops/ops.h"
 
 namespace hytra {
 
-Mlp::Mlp(const MlpOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
-  const std::string p = prefix + "mlp.";
-  const int64_t fc1_out = o.activation == Activation::SwiGLU ? 2 * o.ffn : o.ffn;
-  norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "linear_fc1.", store, "layer_norm_");
-  fc1_ = std::make_unique<Linear>(p + "linear_fc1.", o.hidden, fc1_out, o.bias, o.init_std, store);
-  fc2_ = std::make_unique<Linear>(p + "linear_fc2.", o.ffn, o.hidden, o.bias, o.output_init_std, store);
+Activation activation_from_name(const std::string& name) {
+  if (name == "swiglu") return Activation::SwiGLU;
+  if (name == "squared_relu") return Activation::SquaredReLU;
+  if (name == "quick_geglu") return Activation::QuickGeGLU;
+  HYTRA_CHECK(name == "gelu", "activation: expected gelu, swiglu, squared_relu or quick_geglu, got '", name, "'");
+  return Activation::GeLU;
 }
 
-Tensor Mlp::forward_body(StepContext& ctx, const Tensor& x) {
+FeedForward::FeedForward(const MlpOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
+  fc1_ = std::make_unique<Linear>(prefix + "linear_fc1.", o.hidden, is_glu(o.activation) ? 2 * o.ffn : o.ffn, o.bias,
+                                  o.init_std, store);
+  fc2_ = std::make_unique<Linear>(prefix + "linear_fc2.", o.ffn, o.hidden, o.bias, o.output_init_std, store);
+}
+
+namespace {
+// QuickGeGLU runs the expert activation op with probability 1 on every row.
+Tensor ones_probs(int64_t n, const Tensor& like) {
+  Tensor p = Tensor::empty({n}, stat_dtype(like.dtype()), like.device());
+  ops::fill(Exec::for_device(like.device()), p, 1.0);
+  return p;
+}
+}  // namespace
+
+Tensor FeedForward::forward(StepContext& ctx, const Tensor& x) {
   Exec& ex = ctx.ex();
   const int64_t N = x.numel() / opt_.hidden;
   Tensor h = fc1_->forward(ctx, x);
@@ -23,11 +39,16 @@ Tensor Mlp::forward_body(StepContext& ctx, const Tensor& x) {
     case Activation::SwiGLU: ops::swiglu_fwd(ex, a, h); break;
     case Activation::GeLU: ops::gelu_fwd(ex, a, h); break;
     case Activation::SquaredReLU: ops::sqrelu_fwd(ex, a, h); break;
+    case Activation::QuickGeGLU:
+      ops::moe_act_fwd(ex, a, h, ones_probs(N, h), ops::ExpertActivation::QuickGeGLU, 0, opt_.glu_linear_offset, 0.0);
+      break;
   }
-  return fc2_->forward(ctx, a.view({x.size(0), x.size(1), opt_.ffn}));
+  Shape shape = x.shape();
+  shape.back() = opt_.ffn;
+  return fc2_->forward(ctx, a.view(shape));
 }
 
-Tensor Mlp::backward_body(StepContext& ctx, const Tensor& dy) {
+Tensor FeedForward::backward(StepContext& ctx, const Tensor& dy) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
   Tensor da = fc2_->backward(ctx, dy);
@@ -37,15 +58,27 @@ Tensor Mlp::backward_body(StepContext& ctx, const Tensor& dy) {
     case Activation::SwiGLU: ops::swiglu_bwd(ex, dh, da, s.h); break;
     case Activation::GeLU: ops::gelu_bwd(ex, dh, da, s.h); break;
     case Activation::SquaredReLU: ops::sqrelu_bwd(ex, dh, da, s.h); break;
+    case Activation::QuickGeGLU: {
+      Tensor dprobs = ones_probs(s.h.size(0), s.h);  // (N) the unused probability gradient
+      ops::moe_act_bwd(ex, dh, dprobs, da, s.h, ones_probs(s.h.size(0), s.h), ops::ExpertActivation::QuickGeGLU, 0,
+                       opt_.glu_linear_offset, 0.0);
+      break;
+    }
   }
   Shape hs = dy.shape();
   hs.back() = s.h.size(1);
   return fc1_->backward(ctx, dh.view(hs));
 }
 
-void Mlp::backward_dw(StepContext& ctx) {
+void FeedForward::backward_dw(StepContext& ctx) {
   fc2_->backward_dw(ctx);
   fc1_->backward_dw(ctx);
+}
+
+Mlp::Mlp(const MlpOptions& o, const std::string& prefix, ParamStore& store) {
+  const std::string p = prefix + "mlp.";
+  norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "linear_fc1.", store, "layer_norm_");
+  ff_ = std::make_unique<FeedForward>(o, p, store);
 }
 
 }  // namespace hytra

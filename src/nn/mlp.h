@@ -1,7 +1,10 @@
-// MLP (`-`): f(x) = linear_fc2(act(linear_fc1(norm(x)))). Keys under the layer prefix (SPEC.md A2.1):
-// mlp.linear_fc1.layer_norm_weight (fused pre-norm), mlp.linear_fc1.weight — (2F, C) for SwiGLU with
-// rows 0..F-1 the gate (activated) half and F..2F-1 the linear half, (F, C) otherwise —
-// mlp.linear_fc2.weight (C, F), biases with add_bias_linear.
+// Dense feed-forward blocks.
+// FeedForward: f(y) = linear_fc2(act(linear_fc1(y))), keys `<prefix>linear_fc1.weight` — (2F, C) for
+// GLU activations with rows 0..F-1 the gate (activated) half and F..2F-1 the linear half, (F, C)
+// otherwise — and `<prefix>linear_fc2.weight` (C, F), biases with add_bias_linear. MoE shared
+// experts use it directly (prefix "...mlp.shared_experts.").
+// MLP (`-`): f(x) = FeedForward(norm(x)) under the layer prefix (SPEC.md A2.1):
+// mlp.linear_fc1.layer_norm_weight (fused pre-norm), mlp.linear_fc1.weight, mlp.linear_fc2.weight.
 #pragma once
 #include <memory>
 #include <string>
@@ -13,11 +16,13 @@
 
 namespace hytra {
 
-enum class Activation { SwiGLU, GeLU, SquaredReLU };
+enum class Activation { SwiGLU, GeLU, SquaredReLU, QuickGeGLU };
+inline bool is_glu(Activation a) { return a == Activation::SwiGLU || a == Activation::QuickGeGLU; }
 
 struct MlpOptions {
   int64_t hidden = 0, ffn = 0;  // C, F
   Activation activation = Activation::GeLU;
+  double glu_linear_offset = 0.0;  // QuickGeGLU: added to the linear half (--glu-linear-offset)
   bool bias = false;
   NormKind norm = NormKind::RMSNorm;
   double norm_eps = 1e-5;
@@ -25,13 +30,12 @@ struct MlpOptions {
   double output_init_std = 0.02;  // linear_fc2 (Megatron: std / sqrt(2 L))
 };
 
-class Mlp : public PreNormModule {
+class FeedForward : public Module {
  public:
-  Mlp(const MlpOptions& opt, const std::string& prefix, ParamStore& store);
+  FeedForward(const MlpOptions& opt, const std::string& prefix, ParamStore& store);
 
-  Norm& input_norm() override { return *norm_; }
-  Tensor forward_body(StepContext& ctx, const Tensor& y) override;  // y = norm(x) (B,T,C) -> (B,T,C)
-  Tensor backward_body(StepContext& ctx, const Tensor& df) override;
+  Tensor forward(StepContext& ctx, const Tensor& y) override;  // (B,T,C) -> (B,T,C)
+  Tensor backward(StepContext& ctx, const Tensor& df) override;
   void backward_dw(StepContext& ctx) override;
 
  private:
@@ -39,8 +43,24 @@ class Mlp : public PreNormModule {
     Tensor h;  // (N, 2F or F): fc1 output, the activation's input
   };
   MlpOptions opt_;
-  std::unique_ptr<Norm> norm_;
   std::unique_ptr<Linear> fc1_, fc2_;
 };
+
+class Mlp : public PreNormModule {
+ public:
+  Mlp(const MlpOptions& opt, const std::string& prefix, ParamStore& store);
+
+  Norm& input_norm() override { return *norm_; }
+  Tensor forward_body(StepContext& ctx, const Tensor& y) override { return ff_->forward(ctx, y); }
+  Tensor backward_body(StepContext& ctx, const Tensor& df) override { return ff_->backward(ctx, df); }
+  void backward_dw(StepContext& ctx) override { ff_->backward_dw(ctx); }
+
+ private:
+  std::unique_ptr<Norm> norm_;
+  std::unique_ptr<FeedForward> ff_;
+};
+
+// The activation the config names (--swiglu, --squared-relu, --quick-geglu, else GeLU).
+Activation activation_from_name(const std::string& name);
 
 }  // namespace hytra

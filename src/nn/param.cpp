@@ -91,7 +91,16 @@ void init_params(ParamStore& store, uint64_t seed) {
   for (Param* p : store.all()) {
     Exec& ex = Exec::for_device(p->master.device());
     switch (p->init) {
-      case InitKind::Normal: ops::random_normal(ex, p->master, seed, stream_id(p->name.c_str()), 0.0, p->init_std); break;
+      case InitKind::Normal:
+        if (p->init_groups == 1) {
+          ops::random_normal(ex, p->master, seed, stream_id(p->name.c_str()), 0.0, p->init_std);
+        } else {
+          for (int64_t g = 0; g < p->init_groups; ++g) {
+            Tensor slice = p->master.narrow(0, g, 1);
+            ops::random_normal(ex, slice, seed, stream_id((p->name + std::to_string(g)).c_str()), 0.0, p->init_std);
+          }
+        }
+        break;
       case InitKind::Zeros: ops::fill(ex, p->master, 0.0); break;
       case InitKind::Ones: ops::fill(ex, p->master, 1.0); break;
       case InitKind::Uniform:

@@ -32,6 +32,10 @@ struct Param {
   InitKind init = InitKind::Normal;
   double init_std = 0.02;  // Normal only
   double init_lo = 0.0, init_hi = 1.0;  // the uniform kinds' range
+  // Normal init in init_groups equal slices of dim 0, slice g drawn from the stream of name + g: a
+  // single grouped expert tensor [E,out,in] ("...weight") then holds exactly the values the per-expert
+  // tensors "...weight0".."...weight{E-1}" would (both layouts start identical).
+  int64_t init_groups = 1;
   bool no_decay = false;   // norms and biases: no weight decay
   Tensor value;            // view into the flat value buffer (after finalize): what layers compute with
   Tensor master;           // fp32 master weights (bf16 runs); the same tensor as value otherwise

@@ -54,6 +54,8 @@ double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Bat
   Device dev = ex.device();
   Tensor ids = b.ids.to(dev), labels = b.labels.to(dev);
   ctx.clear();
+  ctx.grad_enabled = backward;
+  ctx.aux_loss_scale = 1.0 / double(num_micro);
   Tensor losses = model.forward(ctx, ids, labels);  // (B,T)
   Tensor total = Tensor::empty({1}, losses.dtype(), dev);
   ops::sum(ex, total, losses);
@@ -65,6 +67,7 @@ double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Bat
     Tensor dloss = Tensor::empty(losses.shape(), losses.dtype(), dev);
     dloss.copy_from_f64(d);
     model.backward(ctx, dloss);
+    if (ctx.delay_wgrad) model.backward_dw(ctx);
   }
   return loss;
 }
@@ -133,6 +136,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   std::unique_ptr<JsonlWriter> jsonl;
   if (!tc.log_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
   StepContext ctx(ex);
+  ctx.delay_wgrad = tc.delay_wgrad_compute;
   ProgressBar progress("train", tc.train_iters);
 
   using Clock = std::chrono::steady_clock;

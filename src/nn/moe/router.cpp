@@ -1,0 +1,130 @@
+#include "nn/moe/router.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "nn/module.h"
+
+namespace hytra {
+
+TopKRouter::TopKRouter(const RouterOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
+  w_ = &store.create(prefix + "mlp.router.weight", {o.num_experts, o.hidden}, InitKind::Normal, o.init_std, false);
+  if (o.expert_bias) bias_ = &store.create(prefix + "mlp.router.expert_bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
+  stats_.tokens_per_expert.assign(size_t(o.num_experts), 0);
+  global_counts_.assign(size_t(o.num_experts), 0.0);
+}
+
+namespace {
+double scalar(const Tensor& t) { return t.to_f64_vector()[0]; }
+}  // namespace
+
+TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64_t num_seqs) {
+  Exec& ex = ctx.ex();
+  const int64_t C = opt_.hidden, E = opt_.num_experts, K = opt_.topk, N = x.numel() / C;
+  const DType sd = stat_dtype(x.dtype());
+  const Device dev = x.device();
+  Saved& s = ctx.saved<Saved>(this);
+  s.x = x.view({N, C});
+  s.logits = Tensor::empty({N, E}, sd, dev);
+  if (x.dtype() == sd || opt_.fp32_logits) {
+    ops::gemm(ex, s.logits, s.x, w_->value, false, true);
+  } else {  // Megatron without --moe-router-dtype: logits in the activation dtype
+    Tensor low = Tensor::empty({N, E}, x.dtype(), dev);
+    ops::gemm(ex, low, s.x, w_->value, false, true);
+    ops::copy(ex, s.logits, low);
+  }
+  Routing r;
+  r.probs = Tensor::empty({N, K}, sd, dev);
+  r.top = Tensor::empty({N, K}, DType::I32, dev);
+  Tensor no_bias;
+  ops::moe_router_fwd(ex, r.probs, r.top, s.logits, bias_ ? bias_->master : no_bias, K, opt_.score, opt_.pre_softmax,
+                      opt_.num_groups, opt_.group_topk, opt_.scaling);
+  s.top = r.top;
+  s.daux = Tensor();
+  if (!ctx.grad_enabled) return r;
+
+  const bool aux = opt_.balancing != "none" && opt_.aux_coeff > 0;
+  if (aux || opt_.z_coeff > 0) s.daux = Tensor::zeros({N, E}, sd, dev);
+  if (aux) {
+    Tensor loss = Tensor::empty({1}, sd, dev);
+    Tensor none;
+    if (opt_.balancing == "global_aux_loss") {
+      // Counts of this micro-batch first, then the loss against their running mean over the step.
+      Tensor counts = Tensor::empty({1, E}, sd, dev);
+      ops::moe_aux_loss(ex, loss, counts, none, s.logits, none, K, opt_.score, 1, opt_.aux_coeff, 0.0);
+      const std::vector<double> c = counts.to_f64_vector();
+      std::vector<double> mean(size_t(E));
+      for (int64_t e = 0; e < E; ++e) {
+        global_counts_[size_t(e)] += c[size_t(e)];
+        mean[size_t(e)] = global_counts_[size_t(e)] / double(stats_.micro_batches + 1);
+      }
+      Tensor host = Tensor::empty({1, E}, sd);
+      host.copy_from_f64(mean);
+      ops::moe_aux_loss(ex, loss, counts, s.daux, s.logits, host.to(dev), K, opt_.score, 1, opt_.aux_coeff,
+                        ctx.aux_loss_scale);
+    } else {
+      const int64_t S = opt_.balancing == "seq_aux_loss" ? num_seqs : 1;
+      Tensor counts = Tensor::empty({S, E}, sd, dev);
+      ops::moe_aux_loss(ex, loss, counts, s.daux, s.logits, none, K, opt_.score, S, opt_.aux_coeff,
+                        ctx.aux_loss_scale);
+    }
+    stats_.aux_loss += scalar(loss);
+  }
+  if (opt_.z_coeff > 0) {
+    Tensor loss = Tensor::empty({1}, sd, dev);
+    ops::moe_z_loss(ex, loss, s.daux, s.logits, opt_.z_coeff, ctx.aux_loss_scale);
+    stats_.z_loss += scalar(loss);
+  }
+  ++stats_.micro_batches;
+  return r;
+}
+
+Tensor TopKRouter::backward(StepContext& ctx, const Tensor& dprobs) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  const DType xt = s.x.dtype();
+  Tensor dlogits = Tensor::empty(s.logits.shape(), s.logits.dtype(), s.logits.device());  // (N,E)
+  ops::moe_router_bwd(ex, dlogits, dprobs, s.logits, s.top, opt_.score, opt_.pre_softmax, opt_.scaling);
+  if (s.daux.defined()) ops::axpy(ex, dlogits, s.daux, 1.0);
+  Tensor dl = dlogits;
+  if (xt != dlogits.dtype()) {  // bf16 runs: the GEMMs take the gradient in the weights' dtype
+    dl = Tensor::empty(dlogits.shape(), xt, dlogits.device());
+    ops::copy(ex, dl, dlogits);
+  }
+  Tensor dx = Tensor::empty(s.x.shape(), xt, s.x.device());
+  ops::gemm(ex, dx, dl, w_->value, false, false);
+  ops::gemm(ex, w_->grad, dl, s.x, true, false, 1.0f, 1.0f);
+  s = Saved{};
+  return dx;
+}
+
+void TopKRouter::count_tokens(const std::vector<int64_t>& per_expert) {
+  for (size_t e = 0; e < per_expert.size(); ++e) stats_.tokens_per_expert[e] += per_expert[e];
+}
+
+void TopKRouter::finish_step() {
+  if (bias_) {
+    // Aux-loss-free balancing (SPEC.md A3.1): bias += rate * sign(mean count - count).
+    const std::vector<int64_t>& c = stats_.tokens_per_expert;
+    double mean = 0;
+    for (int64_t v : c) mean += double(v);
+    mean /= double(c.size());
+    std::vector<double> b = bias_->master.to_f64_vector();
+    for (size_t e = 0; e < b.size(); ++e) {
+      const double d = mean - double(c[e]);
+      b[e] += opt_.bias_update_rate * double((d > 0) - (d < 0));
+    }
+    Tensor host = Tensor::empty(bias_->shape, bias_->master.dtype());
+    host.copy_from_f64(b);
+    Exec& ex = Exec::for_device(bias_->master.device());
+    ops::copy(ex, bias_->master, host.to(bias_->master.device()));
+    if (bias_->value.raw() != bias_->master.raw()) ops::copy(ex, bias_->value, bias_->master);
+  }
+  const int64_t layer = stats_.layer_number;
+  stats_ = MoeStats{};
+  stats_.layer_number = layer;
+  stats_.tokens_per_expert.assign(size_t(opt_.num_experts), 0);
+  global_counts_.assign(size_t(opt_.num_experts), 0.0);
+}
+
+}  // namespace hytra

@@ -1,0 +1,77 @@
+// TopKRouter (SPEC.md A3.1-A3.2): logits = x W^T in fp32, top-k routing (ops::moe_router_fwd), the
+// load-balancing and z losses, and the aux-loss-free expert bias.
+// Keys: `<prefix>mlp.router.weight` [E, C] (N(0, std)), `<prefix>mlp.router.expert_bias` [E]
+// (with --moe-router-enable-expert-bias; a buffer: it gets no gradient, AdamW leaves it as it is,
+// and the router reads its fp32 master, so it stays fp32 in bf16 runs as in Megatron).
+// Logits are fp32; without --moe-router-dtype they are first rounded to the activation dtype, as
+// Megatron computes them in that dtype. The auxiliary losses are not part of the LM loss: their
+// gradients (scaled by ctx.aux_loss_scale, the main loss's 1/micro-batches) are added to dlogits in
+// backward, and their values are kept for logging (MoeStats).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "nn/context.h"
+#include "nn/param.h"
+#include "ops/ops.h"
+
+namespace hytra {
+
+struct RouterOptions {
+  int64_t hidden = 0, num_experts = 0, topk = 2;
+  ops::RouterScore score = ops::RouterScore::Softmax;
+  bool pre_softmax = false;
+  int64_t num_groups = 0, group_topk = 0;  // group-limited routing (0 = off)
+  double scaling = 1.0;                    // --moe-router-topk-scaling-factor
+  bool fp32_logits = false;                // --moe-router-dtype fp32
+  bool expert_bias = false;
+  double bias_update_rate = 1e-3;
+  std::string balancing = "aux_loss";      // aux_loss | seq_aux_loss | global_aux_loss | none
+  double aux_coeff = 0.0, z_coeff = 0.0;
+  double init_std = 0.02;
+};
+
+// One MoE layer's routing statistics over the micro-batches of the current step.
+struct MoeStats {
+  int64_t layer_number = 0;
+  double aux_loss = 0, z_loss = 0;         // summed over micro-batches
+  int64_t micro_batches = 0;
+  std::vector<int64_t> tokens_per_expert;  // routed tokens (after dropping, before padding)
+};
+
+class TopKRouter {
+ public:
+  TopKRouter(const RouterOptions& opt, const std::string& prefix, ParamStore& store);
+
+  struct Routing {
+    Tensor probs;  // (N,K) fp32 (fp64 in fp64 runs)
+    Tensor top;    // (N,K) int32 expert ids
+  };
+  // x (B,T,C) viewed (N,C); num_seqs = B (seq_aux_loss).
+  Routing forward(StepContext& ctx, const Tensor& x, int64_t num_seqs);
+  // dx (N,C) in x's dtype from dprobs (N,K) (plus the auxiliary losses' gradients); accumulates dW.
+  Tensor backward(StepContext& ctx, const Tensor& dprobs);
+
+  // Adds this micro-batch's routed-token counts (training passes: the expert bias and the stats).
+  void count_tokens(const std::vector<int64_t>& per_expert);
+  // Once per global batch, after the micro-batches: bias += rate * sign(mean count - count) when
+  // the expert bias is on; then the step's counters restart.
+  void finish_step();
+  const MoeStats& stats() const { return stats_; }
+  void set_layer_number(int64_t n) { stats_.layer_number = n; }
+
+ private:
+  struct Saved {
+    Tensor x;        // (N,C)
+    Tensor logits;   // (N,E) fp32
+    Tensor top;      // (N,K)
+    Tensor daux;     // (N,E) fp32: the auxiliary losses' gradient (undefined when none)
+  };
+  RouterOptions opt_;
+  Param* w_;
+  Param* bias_ = nullptr;
+  MoeStats stats_;
+  std::vector<double> global_counts_;  // global_aux_loss: counts summed over this step's micro-batches
+};
+
+}  // namespace hytra
