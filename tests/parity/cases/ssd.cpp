@@ -1,0 +1,100 @@
+// Parity cases for the SSD chunk scan, forward and backward: fp32 and bf16, T a multiple of the
+// chunk and not, a chunk longer than T, one group and several (H/G heads each), odd P and N, and
+// P, N at the CUDA kernels' slot boundaries (N = 200 uses 8 slots per lane, P = 128 the most rows
+// per warp). Inputs in Mamba's ranges: dt_raw in [-4, 0], dt_bias in [-1, 0.5], A_log = ln U(1, 16),
+// D near 1. Every output is compared; the parameter gradients start from random values (`+=`).
+#include <cmath>
+#include <vector>
+
+#include "ops/ops.h"
+#include "parity/harness.h"
+
+namespace hytra::parity {
+namespace {
+
+struct SsdShape {
+  int64_t B, T, H, G, P, N, chunk;
+};
+
+std::string text(const SsdShape& s) {
+  return "B=" + dims({s.B}) + " T=" + dims({s.T}) + " H=" + dims({s.H}) + " G=" + dims({s.G}) + " P=" + dims({s.P}) +
+         " N=" + dims({s.N}) + " chunk=" + dims({s.chunk});
+}
+
+struct Inputs {
+  Tensor x, dt_raw, Bm, Cm;     // (B,T,H,P), (B,T,H), (B,T,G,N) x2; in the case's dtype
+  Tensor dt_bias, A_log, D;     // (H) fp32
+};
+
+Inputs make_inputs(const SsdShape& s, DType dt, uint64_t seed) {
+  Tensor a = rand({s.H}, DType::F32, seed + 5, 1.0, 16.0);
+  std::vector<double> v = a.to_f64_vector();
+  for (double& e : v) e = std::log(e);
+  a.copy_from_f64(v);
+  return Inputs{rand({s.B, s.T, s.H, s.P}, dt, seed),
+                rand({s.B, s.T, s.H}, dt, seed + 1, -4.0, 0.0),
+                rand({s.B, s.T, s.G, s.N}, dt, seed + 2),
+                rand({s.B, s.T, s.G, s.N}, dt, seed + 3),
+                rand({s.H}, DType::F32, seed + 4, -1.0, 0.5),
+                a,
+                rand({s.H}, DType::F32, seed + 6, 0.5, 1.5)};
+}
+
+void add_fwd(const SsdShape& s, DType dt) {
+  register_case(make_case("ssd_chunk_scan_fwd", text(s), dt, [=](uint64_t seed) {
+    const Inputs in = make_inputs(s, dt, seed);
+    Tensor yg = dev_empty(in.x.shape(), dt), yc = cpu_empty(in.x.shape());
+    ops::ssd_chunk_scan_fwd(gpu(), yg, dev(in.x), dev(in.dt_raw), dev(in.Bm), dev(in.Cm), dev(in.dt_bias),
+                            dev(in.A_log), dev(in.D), s.chunk);
+    ops::ssd_chunk_scan_fwd(cpu(), yc, ref(in.x), ref(in.dt_raw), ref(in.Bm), ref(in.Cm), in.dt_bias, in.A_log, in.D,
+                            s.chunk);
+    return std::vector<Output>{{"y", yg, yc}};
+  }));
+}
+
+void add_bwd(const SsdShape& s, DType dt) {
+  register_case(make_case("ssd_chunk_scan_bwd", text(s), dt, [=](uint64_t seed) {
+    const Inputs in = make_inputs(s, dt, seed);
+    const Tensor dy = rand(in.x.shape(), dt, seed + 7);
+    const Tensor g0 = rand({s.H}, DType::F32, seed + 8), a0 = rand({s.H}, DType::F32, seed + 9);
+    const Tensor d0 = rand({s.H}, DType::F32, seed + 10);
+    Tensor dxg = dev_empty(in.x.shape(), dt), dtg = dev_empty(in.dt_raw.shape(), dt);
+    Tensor dBg = dev_empty(in.Bm.shape(), dt), dCg = dev_empty(in.Cm.shape(), dt);
+    Tensor dbg = dev(g0), dag = dev(a0), ddg = dev(d0);
+    Tensor dxc = cpu_empty(in.x.shape()), dtc = cpu_empty(in.dt_raw.shape());
+    Tensor dBc = cpu_empty(in.Bm.shape()), dCc = cpu_empty(in.Cm.shape());
+    Tensor dbc = g0.clone(), dac = a0.clone(), ddc = d0.clone();
+    ops::ssd_chunk_scan_bwd(gpu(), dxg, dtg, dBg, dCg, dbg, dag, ddg, dev(dy), dev(in.x), dev(in.dt_raw), dev(in.Bm),
+                            dev(in.Cm), dev(in.dt_bias), dev(in.A_log), dev(in.D), s.chunk);
+    ops::ssd_chunk_scan_bwd(cpu(), dxc, dtc, dBc, dCc, dbc, dac, ddc, ref(dy), ref(in.x), ref(in.dt_raw), ref(in.Bm),
+                            ref(in.Cm), in.dt_bias, in.A_log, in.D, s.chunk);
+    return std::vector<Output>{{"dx", dxg, dxc},       {"ddt_raw", dtg, dtc}, {"dB", dBg, dBc},
+                               {"dC", dCg, dCc},       {"ddt_bias", dbg, dbc}, {"dA_log", dag, dac},
+                               {"dD", ddg, ddc}};
+  }));
+}
+
+}  // namespace
+
+HYTRA_PARITY_CASES(ssd) {
+  const DType f32 = DType::F32, bf16 = DType::BF16;
+  const SsdShape shapes[] = {
+      {2, 100, 4, 2, 16, 32, 32},    // T not a multiple of the chunk, 2 heads per group
+      {1, 64, 3, 1, 64, 128, 16},    // one group, T a multiple of the chunk
+      {2, 50, 2, 2, 5, 7, 128},      // chunk longer than T, odd P and N, one head per group
+      {1, 300, 8, 2, 64, 128, 64},   // several shared-memory tiles per sweep
+      {1, 41, 2, 1, 128, 200, 8},    // the largest P, 8 slots per lane over N
+      {1, 1000, 2, 1, 32, 64, 128},  // long sequence
+  };
+  for (const SsdShape& s : shapes) {
+    add_fwd(s, f32);
+    add_bwd(s, f32);
+  }
+  add_fwd(shapes[0], bf16);
+  add_bwd(shapes[0], bf16);
+  add_fwd(shapes[3], bf16);
+  add_bwd(shapes[3], bf16);
+  add_bwd(shapes[4], bf16);
+}
+
+}  // namespace hytra::parity
