@@ -53,7 +53,7 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
       Tensor counts = Tensor::empty({1, E}, sd, dev);
       ops::moe_aux_loss(ex, loss, counts, none, s.logits, none, K, opt_.score, 1, opt_.aux_coeff, 0.0);
       const std::vector<double> c = counts.to_f64_vector();
-      std::vector<double> mean(size_t(E));
+      std::vector<double> mean(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
         global_counts_[size_t(e)] += c[size_t(e)];
         mean[size_t(e)] = global_counts_[size_t(e)] / double(stats_.micro_batches + 1);
