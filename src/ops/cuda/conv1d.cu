@@ -4,14 +4,15 @@
 //   g = dy * silu'(p) (or dy);   dx[b,s,c] = sum_{j<K} w[c,j] * g[b, s+(K-1)-j, c]
 //   dw[c,j] += sum_{b,t} g[b,t,c] * x[b, t-(K-1)+j, c];   dbias[c] += sum_{b,t} g[b,t,c]
 // Thread layout (both kernels): a block is kLanes threads along channels (each owning V adjacent
-// channels: one 16-byte vector when C and the pointers allow, else V = 1) times kSteps threads
-// along time, each walking `steps` consecutive time steps with the last K-1 inputs (and, backward,
+// channels: one 16-byte vector when C and the pointers allow, else V = 1) times k*Steps threads
+// along time, each walking k*Tile consecutive time steps with the last K-1 inputs (and, backward,
 // the last K-1 values of g) in registers, so every x and dy is read from memory about once.
 // The backward walks K-1 steps past its tile to finish dx at the tile's end (g recomputed from x
 // and dy: no saved pre-activation). Its weight gradients are deterministic without atomics: each
 // block adds its threads' sums over time in thread order into one fp32 partial per (batch, time
 // tile) chunk, and a second kernel adds the chunks in chunk order. K is a template parameter
-// (2..4, causal-conv1d's range) so the windows stay in registers.
+// (2..4, causal-conv1d's range) so the windows stay in registers; other widths are a named error
+// here (the CPU reference takes any K).
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
