@@ -374,6 +374,40 @@ std::vector<Entry> entries(const Env& e) {
                    return std::function<void()>(
                        [=]() mutable { ops::adamw(*ex, p, m, v, g, pc, 1e-4, 0.9, 0.95, 1e-8, 0.1, 1.0, 10); });
                  }});
+  // Mamba-2 mixer shapes (SPEC.md A8.1): conv over the 2*d_inner + 2*G*N = 10240 xBC channels of
+  // d_model 4096; the gated norm over d_inner 8192 in G = 8 groups.
+  const int64_t Bc = 2, Tc = e.big ? 4096 : 256, Cc = e.big ? 10240 : 256, Kc = 4;
+  const std::string btc = "B=" + dims({Bc}) + " T=" + dims({Tc}) + " C=" + dims({Cc}) + " K=4 silu";
+  out.push_back({"conv1d_fwd", btc, act, 0, 2.0 * Bc * Tc * Cc * act_b, [=] {
+                   Tensor x = uniform({Bc, Tc, Cc}, act, dev, 1), w = uniform({Cc, Kc}, act, dev, 2);
+                   Tensor b = uniform({Cc}, act, dev, 3), y = uniform({Bc, Tc, Cc}, act, dev, 4);
+                   return std::function<void()>([=]() mutable { ops::conv1d_fwd(*ex, y, x, w, b, true); });
+                 }});
+  out.push_back({"conv1d_bwd", btc, act, 0, 3.0 * Bc * Tc * Cc * act_b, [=] {
+                   Tensor x = uniform({Bc, Tc, Cc}, act, dev, 1), w = uniform({Cc, Kc}, act, dev, 2);
+                   Tensor b = uniform({Cc}, act, dev, 3), dy = uniform({Bc, Tc, Cc}, act, dev, 4);
+                   Tensor dx = uniform({Bc, Tc, Cc}, act, dev, 5), dw = uniform({Cc, Kc}, DType::F32, dev, 6);
+                   Tensor db = uniform({Cc}, DType::F32, dev, 7);
+                   return std::function<void()>([=]() mutable { ops::conv1d_bwd(*ex, dx, dw, db, dy, x, w, b, true); });
+                 }});
+  const int64_t Ng = e.big ? 8192 : 512, Cg = e.big ? 8192 : 256, gs = Cg / 8;
+  const std::string ncg = "N=" + dims({Ng}) + " C=" + dims({Cg}) + " gs=" + dims({gs});
+  out.push_back({"gated_rmsnorm_fwd", ncg, act, 0, 3.0 * Ng * Cg * act_b, [=] {
+                   Tensor x = uniform({Ng, Cg}, act, dev, 1), z = uniform({Ng, Cg}, act, dev, 2);
+                   Tensor w = uniform({Cg}, act, dev, 3), y = uniform({Ng, Cg}, act, dev, 4);
+                   Tensor r = uniform({Ng, Cg / gs}, DType::F32, dev, 5);
+                   return std::function<void()>(
+                       [=]() mutable { ops::gated_rmsnorm_fwd(*ex, y, r, x, z, w, gs, 1e-5, false); });
+                 }});
+  out.push_back({"gated_rmsnorm_bwd", ncg, act, 0, 5.0 * Ng * Cg * act_b, [=] {
+                   Tensor x = uniform({Ng, Cg}, act, dev, 1), z = uniform({Ng, Cg}, act, dev, 2);
+                   Tensor w = uniform({Cg}, act, dev, 3), dy = uniform({Ng, Cg}, act, dev, 4);
+                   Tensor dx = uniform({Ng, Cg}, act, dev, 5), dz = uniform({Ng, Cg}, act, dev, 6);
+                   Tensor dw = uniform({Cg}, DType::F32, dev, 7);
+                   Tensor r = uniform({Ng, Cg / gs}, DType::F32, dev, 8, 0.5f, 1.5f);
+                   return std::function<void()>(
+                       [=]() mutable { ops::gated_rmsnorm_bwd(*ex, dx, dz, dw, dy, x, z, w, r, gs, false); });
+                 }});
   if (e.big) target_model_entries(out, e);
   return out;
 }
