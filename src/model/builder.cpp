@@ -51,6 +51,9 @@ std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, Pa
 }
 
 std::unique_ptr<Module> make_mamba2(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
+  HYTRA_CHECK(c.mamba_num_heads > 0 || (2 * c.hidden_size) % c.mamba_head_dim == 0,
+              "--mamba-head-dim: must divide the Mamba inner width 2 x --hidden-size (", 2 * c.hidden_size,
+              ") when --mamba-num-heads is not given, got ", c.mamba_head_dim);
   Mamba2Options o;
   o.hidden = c.hidden_size;
   o.num_heads = c.mamba_heads();

@@ -70,13 +70,6 @@ void ModelConfig::validate() const {
                          {"--linear-num-value-heads", linear_num_value_heads}})
     need(v > 0, str(flag, ": expected a positive integer, got ", v));
   need(mamba_num_heads >= 0, str("--mamba-num-heads: expected a positive integer, got ", mamba_num_heads));
-  if (mamba_head_dim > 0 && mamba_num_heads == 0 && hidden_size > 0)
-    need(2 * hidden_size % mamba_head_dim == 0,
-         str("--mamba-head-dim: must divide the Mamba inner width 2 x --hidden-size (", 2 * hidden_size,
-             ") when --mamba-num-heads is not given, got ", mamba_head_dim));
-  if (mamba_head_dim > 0 && mamba_num_groups > 0 && hidden_size > 0 && mamba_heads() > 0)
-    need(mamba_heads() % mamba_num_groups == 0,
-         str("--mamba-num-groups: must divide the Mamba heads (", mamba_heads(), "), got ", mamba_num_groups));
   if (linear_num_key_heads > 0)
     need(linear_num_value_heads % linear_num_key_heads == 0,
          str("--linear-num-value-heads: must be a multiple of --linear-num-key-heads (", linear_num_key_heads,

@@ -104,16 +104,22 @@ TEST(Train, BadFlagsAreNamedErrors) {
   expect_error({"--global-batch-size", "6"}, "--global-batch-size");
   expect_error({"--num-query-groups", "3"}, "--num-query-groups");
   expect_error({"--lr-decay-stile", "cosine"}, "--lr-decay-style");
-  ModelConfig m3;
-  TrainConfig t3;
-  tiny_config(m3, t3, {"--hybrid-layer-pattern", "M*E"});
-  std::ostringstream log;
-  try {
-    train(m3, t3, log);
-    ADD_FAILURE() << "E built";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not built yet"), std::string::npos) << e.what();
-  }
+  auto expect_train_error = [](const std::vector<std::string>& extra, const std::string& needle) {
+    ModelConfig m;
+    TrainConfig t;
+    tiny_config(m, t, extra);
+    std::ostringstream log;
+    try {
+      train(m, t, log);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_train_error({"--hybrid-layer-pattern", "*-E"}, "not built yet");
+  // Megatron's Mamba defaults (head dim 64, 8 groups) do not fit a 32-wide model: 1 head.
+  expect_train_error({"--hybrid-layer-pattern", "M*-"}, "--mamba-num-groups");
+  expect_train_error({"--hybrid-layer-pattern", "M*-", "--mamba-head-dim", "48"}, "--mamba-head-dim");
 }
 
 TEST(Train, NonFiniteLossStopsWithAClearError) {
