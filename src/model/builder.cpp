@@ -7,6 +7,7 @@
 #include "nn/attention.h"
 #include "nn/gated_delta_net.h"
 #include "nn/mamba2.h"
+#include "nn/moe/moe_layer.h"
 #include "nn/mlp.h"
 
 namespace hytra {
@@ -87,6 +88,62 @@ std::unique_ptr<Module> make_gdn(const ModelConfig& c, const SubLayerSpec& s, Pa
   return std::make_unique<GatedDeltaNet>(o, s.prefix, store);
 }
 
+ops::ExpertActivation expert_activation(const std::string& name) {
+  if (name == "swiglu") return ops::ExpertActivation::SwiGLU;
+  if (name == "quick_geglu") return ops::ExpertActivation::QuickGeGLU;
+  if (name == "squared_relu") return ops::ExpertActivation::SquaredReLU;
+  return ops::ExpertActivation::GeLU;
+}
+
+std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
+  HYTRA_CHECK(c.num_experts > 0, "--num-experts: the pattern has a mixture-of-experts layer ('E', physical layer ",
+              s.layer_number, ") but --num-experts is not set");
+  MoeOptions o;
+  o.hidden = c.hidden_size;
+  o.norm = norm_kind(c);
+  o.norm_eps = c.norm_epsilon;
+  RouterOptions& r = o.router;
+  r.hidden = c.hidden_size;
+  r.num_experts = c.num_experts;
+  r.topk = c.moe_router_topk;
+  r.score = c.moe_router_score_function == "sigmoid" ? ops::RouterScore::Sigmoid : ops::RouterScore::Softmax;
+  r.pre_softmax = c.moe_router_pre_softmax;
+  r.num_groups = c.moe_router_num_groups;
+  r.group_topk = c.moe_router_group_topk;
+  r.scaling = c.moe_router_topk_scaling_factor > 0 ? c.moe_router_topk_scaling_factor : 1.0;
+  r.fp32_logits = !c.moe_router_dtype.empty();
+  r.expert_bias = c.moe_router_enable_expert_bias;
+  r.bias_update_rate = c.moe_router_bias_update_rate;
+  r.balancing = c.moe_router_load_balancing_type;
+  r.aux_coeff = c.moe_aux_loss_coeff;
+  r.z_coeff = c.moe_z_loss_coeff;
+  r.init_std = c.init_method_std;
+  DispatchOptions& d = o.dispatch;
+  d.num_experts = c.num_experts;
+  d.topk = c.moe_router_topk;
+  d.capacity_factor = c.moe_expert_capacity_factor;
+  d.drop_by_position = c.moe_token_drop_policy == "position";
+  d.pad_to_capacity = c.moe_pad_expert_input_to_capacity;
+  d.pad_multiple = c.moe_router_padding_for_quantization ? 16 : 0;
+  ExpertsOptions& e = o.experts;
+  e.hidden = c.hidden_size;
+  e.ffn = c.moe_ffn_size();
+  e.num_experts = c.num_experts;
+  e.activation = expert_activation(c.activation);
+  e.glu_interleave = c.moe_mlp_glu_interleave_size;
+  e.linear_offset = c.glu_linear_offset;
+  e.clamp = c.activation_func_clamp_value;
+  e.bias = c.add_bias_linear;
+  e.weight_layout = c.moe_single_grouped_weight ? ExpertLayout::Grouped : ExpertLayout::Indexed;
+  e.bias_layout = c.moe_single_grouped_bias ? ExpertLayout::Grouped : ExpertLayout::Indexed;
+  e.init_std = c.init_method_std;
+  e.output_init_std = output_std(c);
+  o.shared_ffn = c.moe_shared_expert_intermediate_size;
+  o.shared_gate = c.moe_shared_expert_gate;
+  o.shared_activation = e.activation;
+  return std::make_unique<MoeLayer>(o, s.prefix, s.layer_number, store);
+}
+
 using Factory = std::unique_ptr<Module> (*)(const ModelConfig&, const SubLayerSpec&, ParamStore&);
 
 // One row per symbol (SPEC.md A1.1). Symbols without a row parse but do not build yet.
@@ -95,6 +152,7 @@ const std::map<char, Factory>& symbol_table() {
       {'M', make_mamba2},
       {'*', make_attention},
       {'-', make_mlp},
+      {'E', make_moe},
       {'G', make_gdn},
   };
   return table;

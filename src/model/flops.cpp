@@ -13,8 +13,12 @@ int64_t matmul_params(const ModelConfig& cfg, const LayerCounts& counts) {
   const int64_t qk = cfg.linear_num_key_heads * cfg.linear_key_head_dim;
   const int64_t v = cfg.linear_num_value_heads * cfg.linear_value_head_dim;
   const int64_t gdn = C * (2 * qk + 2 * v + 2 * cfg.linear_num_value_heads) + v * C;  // in_proj + out_proj
+  const int64_t Fe = cfg.moe_ffn_size(), Fs = cfg.moe_shared_expert_intermediate_size;
+  const int64_t moe = cfg.num_experts * C + cfg.moe_router_topk * (C * Fe * (glu ? 2 : 1) + Fe * C) +
+                      (C * Fs * (glu ? 2 : 1) + Fs * C) + (cfg.moe_shared_expert_gate ? C : 0);
   const int64_t head = cfg.padded_vocab_size() * C;                // output layer (tied or not)
-  return counts.attention * attn + counts.mlp * mlp + counts.mamba * mamba + counts.gdn * gdn + head;
+  return counts.attention * attn + counts.mlp * mlp + counts.mamba * mamba + counts.gdn * gdn + counts.moe * moe +
+         head;
 }
 
 double flops_per_token(const ModelConfig& cfg, const LayerCounts& counts) {

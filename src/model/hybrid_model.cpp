@@ -4,6 +4,7 @@
 #include "model/builder.h"
 #include "model/naming.h"
 #include "model/pattern.h"
+#include "nn/moe/moe_layer.h"
 #include "nn/pre_norm.h"
 #include "ops/ops.h"
 
@@ -46,6 +47,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
       counts_.mlp += spec.symbol == '-';
       counts_.mamba += spec.symbol == 'M';
       counts_.gdn += spec.symbol == 'G';
+      counts_.moe += spec.symbol == 'E';
     }
   }
   NormOptions norm{cfg_.normalization == "RMSNorm" ? NormKind::RMSNorm : NormKind::LayerNorm, C, cfg_.norm_epsilon};
@@ -104,6 +106,18 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
   }
   if (position_embedding_) position_embedding_->backward(ctx, dh);
   embedding_->backward(ctx, dh);
+}
+
+std::vector<MoeStats> HybridModel::moe_stats() const {
+  std::vector<MoeStats> out;
+  for (const auto& l : sublayers_)
+    if (const auto* moe = dynamic_cast<const MoeLayer*>(l.get())) out.push_back(moe->stats());
+  return out;
+}
+
+void HybridModel::finish_step() {
+  for (auto& l : sublayers_)
+    if (auto* moe = dynamic_cast<MoeLayer*>(l.get())) moe->finish_step();
 }
 
 void HybridModel::backward_dw(StepContext& ctx) {

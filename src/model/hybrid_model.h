@@ -13,6 +13,7 @@
 #include "nn/context.h"
 #include "nn/embedding.h"
 #include "nn/lm_head.h"
+#include "nn/moe/router.h"
 #include "nn/module.h"
 #include "nn/norm.h"
 #include "nn/param.h"
@@ -40,6 +41,11 @@ class HybridModel {
   // Runs the weight-gradient work backward() queued under ctx.delay_wgrad, layer by layer from the
   // last (SPEC.md A3.7), then anything still queued (the output layer and embeddings never queue).
   void backward_dw(StepContext& ctx);
+
+  // The MoE layers' routing statistics over this step's micro-batches (aux/z losses, tokens per
+  // expert), in layer order; then finish_step() once per global batch (expert-bias updates).
+  std::vector<MoeStats> moe_stats() const;
+  void finish_step();
 
  private:
   ModelConfig cfg_;

@@ -683,7 +683,8 @@ void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offset
               y.desc());
   check_act(ex, op, "y", y, x, {y.size(0), x.size(1)});
   check_i32(ex, op, "offsets", offsets, {y.size(0) + 1});
-  check_i32(ex, op, "rows", rows, {x.size(0)});
+  HYTRA_CHECK(rows.dim() == 1, op, ": rows must be (M), got ", rows.desc());
+  check_i32(ex, op, "rows", rows, rows.shape());
   ex.backend().scatter_add_rows(ex, y, x, offsets, rows);
 }
 

@@ -197,7 +197,8 @@ void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, d
 void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx);
 // Un-permutation as a plain scatter-add (A3.4 step 8), deterministic: y[n,:] = sum over
 // j in [offsets[n], offsets[n+1]) of x[rows[j],:], in that order (0 when empty). y (N,C) =,
-// x (R,C), offsets (N+1) int32 from 0 to R, rows (R) int32 in [0,R).
+// x (R,C), offsets (N+1) int32 from 0 to M, rows (M) int32 in [0,R) (M = R for the un-permutation;
+// fewer when some rows feed no output, e.g. padding rows in the probability gradient).
 void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offsets, const Tensor& rows);
 // Expert activation with the routing probability applied after it (A3.5): y (R,F) = act(h) * probs.
 // GLU kinds (SwiGLU: silu; QuickGeGLU: g * sigmoid(1.702 g)) read h (R,2F) as gate and linear halves

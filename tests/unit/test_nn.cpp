@@ -186,7 +186,7 @@ TEST(Linear, ForwardMatchesNaiveLoop) {
 TEST(Mlp, ForwardMatchesNaiveLoopForEachActivation) {
   const int64_t Bn = 2, T = 3, C = 4, F = 5, N = Bn * T;
   uint64_t seed = 30;
-  for (Activation act : {Activation::SwiGLU, Activation::GeLU, Activation::SquaredReLU}) {
+  for (Activation act : {Activation::SwiGLU, Activation::GeLU, Activation::SquaredReLU, Activation::QuickGeGLU}) {
     MlpOptions o;
     o.hidden = C;
     o.ffn = F;
@@ -221,6 +221,7 @@ TEST(Mlp, ForwardMatchesNaiveLoopForEachActivation) {
           case Activation::SwiGLU: a = g / (1.0 + std::exp(-g)) * fc1(F + f); break;
           case Activation::GeLU: a = 0.5 * g * (1.0 + std::erf(g / std::sqrt(2.0))); break;
           case Activation::SquaredReLU: a = g > 0 ? g * g : 0.0; break;
+          case Activation::QuickGeGLU: a = g / (1.0 + std::exp(-1.702 * g)) * (fc1(F + f) + 0.5); break;
         }
         for (int64_t c = 0; c < C; ++c) want[size_t(n * C + c)] += W2[size_t(c * F + f)] * a;
       }

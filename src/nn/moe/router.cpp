@@ -8,7 +8,7 @@
 namespace hytra {
 
 TopKRouter::TopKRouter(const RouterOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
-  w_ = &store.create(prefix + "mlp.router.weight", {o.num_experts, o.hidden}, InitKind::Normal, o.init_std, false);
+  w_ = &store.create(prefix + o.weight_key, {o.num_experts, o.hidden}, InitKind::Normal, o.init_std, false);
   if (o.expert_bias) bias_ = &store.create(prefix + "mlp.router.expert_bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
   stats_.tokens_per_expert.assign(size_t(o.num_experts), 0);
   global_counts_.assign(size_t(o.num_experts), 0.0);

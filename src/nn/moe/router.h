@@ -29,6 +29,7 @@ struct RouterOptions {
   std::string balancing = "aux_loss";      // aux_loss | seq_aux_loss | global_aux_loss | none
   double aux_coeff = 0.0, z_coeff = 0.0;
   double init_std = 0.02;
+  std::string weight_key = "mlp.router.weight";  // after the layer prefix (shared-expert gate: its own)
 };
 
 // One MoE layer's routing statistics over the micro-batches of the current step.

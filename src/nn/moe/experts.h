@@ -1,0 +1,69 @@
+// GroupedExperts (SPEC.md A3.5): for each expert e, on its contiguous block of dispatched rows,
+//   y_e = fc2_e( act(fc1_e(x_e)) * p ) (+ p * b2_e)
+// with p the row's routing probability, applied after the activation and before fc2
+// (ops::moe_act_fwd, which also reads the GLU interleave layout of A2.7 natively). The GEMMs run
+// expert by expert over the row blocks (a straightforward grouped GEMM; the fused sm90 kernel is a
+// later issue). Weights, by layout (A2.6, hytra decision 2), under `<prefix>` = "...mlp.experts.":
+//   Indexed: linear_fc1.weight0..weight{E-1} [F1, C], linear_fc2.weight<e> [C, F] (biases bias<e>)
+//   Grouped: linear_fc1.weight [E, F1, C], linear_fc2.weight [E, C, F] (biases [E, out])
+//   Single (E = 1; shared experts, prefix "...mlp.shared_experts."): linear_fc1.weight [F1, C] ...
+// F1 = 2F for GLU activations. Indexed and grouped tensors draw identical initial values
+// (Param::init_groups). fc1 ~ N(0, std), fc2 ~ N(0, std / sqrt(2 L)) as Megatron.
+// Weight gradients accumulate at once or, under ctx.delay_wgrad, as queued tasks run by
+// backward_dw() (fc2 then fc1 per expert, SPEC.md A3.7): the same GEMMs, identical gradients.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/context.h"
+#include "nn/param.h"
+#include "ops/ops.h"
+
+namespace hytra {
+
+enum class ExpertLayout { Indexed, Grouped, Single };
+
+struct ExpertsOptions {
+  int64_t hidden = 0, ffn = 0, num_experts = 1;  // C, F, E
+  ops::ExpertActivation activation = ops::ExpertActivation::SwiGLU;
+  int64_t glu_interleave = 0;
+  double linear_offset = 0.0, clamp = 0.0;
+  bool bias = false;
+  ExpertLayout weight_layout = ExpertLayout::Indexed, bias_layout = ExpertLayout::Indexed;
+  double init_std = 0.02, output_init_std = 0.02;
+};
+
+class GroupedExperts {
+ public:
+  GroupedExperts(const ExpertsOptions& opt, const std::string& prefix, ParamStore& store);
+
+  // x (R,C) rows in expert order, probs (R) fp32 (fp64 in fp64 runs), rows_per_expert (E) summing
+  // to R -> y (R,C).
+  Tensor forward(StepContext& ctx, const Tensor& x, const Tensor& probs, const std::vector<int64_t>& rows_per_expert);
+  // dy (R,C) -> dx (R,C); dprobs (R) = dL/dprobs.
+  Tensor backward(StepContext& ctx, const Tensor& dy, Tensor& dprobs);
+  void backward_dw(StepContext& ctx) { ctx.run_wgrad(this); }
+
+ private:
+  bool glu() const;
+  int64_t fc1_out() const { return glu() ? 2 * opt_.ffn : opt_.ffn; }
+  // Expert e's views: weight (out, in), its gradient, bias (out) and its gradient.
+  struct Proj {
+    std::vector<Param*> w, b;  // one Param per expert (Indexed) or one for all
+    Tensor weight(int64_t e, int64_t out, int64_t in, bool grad) const;
+    Tensor bias(int64_t e, int64_t out, bool grad) const;
+  };
+  struct Saved {
+    Tensor x;      // (R,C)
+    Tensor h;      // (R,F1) fc1 output
+    Tensor a;      // (R,F) act(h) * p
+    Tensor probs;  // (R)
+    Tensor p;      // (R,1) probs in x's dtype (fc2 bias term)
+    std::vector<int64_t> rows;
+  };
+  ExpertsOptions opt_;
+  Proj fc1_, fc2_;
+};
+
+}  // namespace hytra

@@ -1,0 +1,112 @@
+#include "nn/moe/moe_layer.h"
+
+#include "core/error.h"
+#include "nn/module.h"
+
+namespace hytra {
+
+MoeLayer::MoeLayer(const MoeOptions& o, const std::string& prefix, int64_t layer_number, ParamStore& store)
+    : opt_(o) {
+  norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, prefix + "pre_mlp_layernorm.", store);
+  router_ = std::make_unique<TopKRouter>(o.router, prefix, store);
+  router_->set_layer_number(layer_number);
+  experts_ = std::make_unique<GroupedExperts>(o.experts, prefix + "mlp.experts.", store);
+  if (o.shared_ffn > 0) {
+    ExpertsOptions s = o.experts;
+    s.ffn = o.shared_ffn;
+    s.num_experts = 1;
+    s.activation = o.shared_activation;
+    s.glu_interleave = 0;
+    s.clamp = 0.0;
+    s.weight_layout = s.bias_layout = ExpertLayout::Single;
+    shared_ = std::make_unique<GroupedExperts>(s, prefix + "mlp.shared_experts.", store);
+    if (o.shared_gate) {
+      RouterOptions g;
+      g.hidden = o.hidden;
+      g.num_experts = 1;
+      g.topk = 1;
+      g.score = ops::RouterScore::Sigmoid;
+      g.fp32_logits = o.router.fp32_logits;
+      g.balancing = "none";
+      g.init_std = o.router.init_std;
+      g.weight_key = "mlp.shared_experts.gate_weight";
+      gate_ = std::make_unique<TopKRouter>(g, prefix, store);
+    }
+  }
+}
+
+Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
+  Exec& ex = ctx.ex();
+  HYTRA_CHECK(y.dim() == 3 && y.size(2) == opt_.hidden, "mlp: input must be (B,T,", opt_.hidden, "), got ", y.desc());
+  const int64_t B = y.size(0), N = y.numel() / opt_.hidden, C = opt_.hidden, K = opt_.router.topk;
+  const Device dev = y.device();
+  const Tensor y2 = y.view({N, C});
+  TopKRouter::Routing r = router_->forward(ctx, y, B);
+  const std::vector<double> probs = r.probs.to_f64_vector();
+  const Tensor top_host = r.top.to(Device::CPU);
+  const std::vector<int32_t> top(top_host.data<int32_t>(), top_host.data<int32_t>() + N * K);
+  Saved& s = ctx.saved<Saved>(this);
+  s.tokens = N;
+  s.plan = plan_dispatch(top, probs, N, opt_.dispatch, dev);
+  if (ctx.grad_enabled) router_->count_tokens(s.plan.routed_per_expert);
+  const int64_t R = s.plan.rows;
+
+  Tensor x_perm = Tensor::empty({R, C}, y.dtype(), dev);
+  ops::gather_rows(ex, x_perm, y2, s.plan.row_token);
+  // Row probabilities: the choice's, or 0 for padding rows (index N*K of an extended table).
+  Tensor table = Tensor::zeros({N * K + 1, 1}, r.probs.dtype(), dev);
+  ops::slice_scatter(ex, table, r.probs.view({N * K, 1}), 0, 0);
+  Tensor p_perm = Tensor::empty({R, 1}, r.probs.dtype(), dev);
+  ops::gather_rows(ex, p_perm, table, s.plan.row_prob);
+  Tensor out_perm = experts_->forward(ctx, x_perm, p_perm.view({R}), s.plan.rows_per_expert);
+  Tensor out = Tensor::empty({N, C}, y.dtype(), dev);
+  ops::scatter_add_rows(ex, out, out_perm, s.plan.token_offsets, s.plan.token_rows);
+  if (shared_) {
+    Tensor g;
+    if (gate_) {
+      g = gate_->forward(ctx, y, B).probs.view({N});
+    } else {
+      g = Tensor::empty({N}, r.probs.dtype(), dev);
+      ops::fill(ex, g, 1.0);
+    }
+    ops::axpy(ex, out, shared_->forward(ctx, y2, g, {N}), 1.0);
+  }
+  return out.view(y.shape());
+}
+
+Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  const int64_t N = s.tokens, C = opt_.hidden, K = opt_.router.topk, R = s.plan.rows;
+  const Device dev = df.device();
+  const DType sd = stat_dtype(df.dtype());
+  const Tensor df2 = df.view({N, C});
+  Tensor dout_perm = Tensor::empty({R, C}, df.dtype(), dev);
+  ops::gather_rows(ex, dout_perm, df2, s.plan.row_token);
+  Tensor dp_perm = Tensor::empty({R}, sd, dev);
+  Tensor dx_perm = experts_->backward(ctx, dout_perm, dp_perm);
+  Tensor dy = Tensor::empty({N, C}, df.dtype(), dev);
+  ops::scatter_add_rows(ex, dy, dx_perm, s.plan.token_offsets, s.plan.token_rows);
+  Tensor dprobs = Tensor::empty({N * K, 1}, sd, dev);
+  ops::scatter_add_rows(ex, dprobs, dp_perm.view({R, 1}), s.plan.prob_offsets, s.plan.prob_rows);
+  ops::axpy(ex, dy, router_->backward(ctx, dprobs.view({N, K})), 1.0);
+  if (shared_) {
+    Tensor dg = Tensor::empty({N}, sd, dev);
+    ops::axpy(ex, dy, shared_->backward(ctx, df2, dg), 1.0);
+    if (gate_) ops::axpy(ex, dy, gate_->backward(ctx, dg.view({N, 1})), 1.0);
+  }
+  s = Saved{};
+  return dy.view(df.shape());
+}
+
+void MoeLayer::backward_dw(StepContext& ctx) {
+  if (shared_) shared_->backward_dw(ctx);
+  experts_->backward_dw(ctx);
+}
+
+void MoeLayer::finish_step() {
+  router_->finish_step();
+  if (gate_) gate_->finish_step();
+}
+
+}  // namespace hytra

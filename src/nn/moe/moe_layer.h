@@ -1,0 +1,60 @@
+// MoE layer (`E`, SPEC.md A3): f(x) = unpermute(experts(permute(norm(x)), probs)) + shared(norm(x))
+// with the norm `<prefix>pre_mlp_layernorm.weight` (a separate norm in MoE layers, A2.1), the
+// TopKRouter, the one-rank token dispatcher (token_dispatcher.h: the seam for expert parallelism),
+// GroupedExperts under `<prefix>mlp.experts.`, and optional shared experts
+// (`<prefix>mlp.shared_experts.linear_fc1/fc2.weight`) whose output is scaled, with
+// --moe-shared-expert-gate, by sigmoid(x . gate_weight) (`mlp.shared_experts.gate_weight` [1, C]):
+// the gate is a one-expert sigmoid router and the scale its probability, applied like a routing
+// probability (after the activation, before fc2 — the same product when there are no biases).
+// Shared experts have no clamp or GLU interleave (Megatron's separate shared-expert knobs).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "nn/moe/experts.h"
+#include "nn/moe/router.h"
+#include "nn/moe/token_dispatcher.h"
+#include "nn/norm.h"
+#include "nn/pre_norm.h"
+
+namespace hytra {
+
+struct MoeOptions {
+  int64_t hidden = 0;
+  RouterOptions router;
+  DispatchOptions dispatch;
+  ExpertsOptions experts;
+  int64_t shared_ffn = 0;  // --moe-shared-expert-intermediate-size (0: none)
+  bool shared_gate = false;
+  ops::ExpertActivation shared_activation = ops::ExpertActivation::SwiGLU;
+  NormKind norm = NormKind::RMSNorm;
+  double norm_eps = 1e-5;
+};
+
+class MoeLayer : public PreNormModule {
+ public:
+  MoeLayer(const MoeOptions& opt, const std::string& prefix, int64_t layer_number, ParamStore& store);
+
+  Norm& input_norm() override { return *norm_; }
+  Tensor forward_body(StepContext& ctx, const Tensor& y) override;  // y = norm(x) (B,T,C) -> (B,T,C)
+  Tensor backward_body(StepContext& ctx, const Tensor& df) override;
+  void backward_dw(StepContext& ctx) override;
+
+  const MoeStats& stats() const { return router_->stats(); }
+  // End of a global batch: the expert-bias update and a fresh set of counters.
+  void finish_step();
+
+ private:
+  struct Saved {
+    DispatchPlan plan;
+    int64_t tokens = 0;  // N
+  };
+  MoeOptions opt_;
+  std::unique_ptr<Norm> norm_;
+  std::unique_ptr<TopKRouter> router_;
+  std::unique_ptr<GroupedExperts> experts_;
+  std::unique_ptr<GroupedExperts> shared_;
+  std::unique_ptr<TopKRouter> gate_;
+};
+
+}  // namespace hytra

@@ -1,0 +1,44 @@
+// Token dispatch for one rank (SPEC.md A3.3-A3.4; the seam where expert parallelism's all-to-all
+// goes): the router's top-k choices become a DispatchPlan on the host — capacity dropping,
+// padding, and a permutation of rows in expert order with token order kept inside each expert —
+// whose index tensors drive ops::gather_rows (permute) and ops::scatter_add_rows (un-permute as a
+// plain scatter-add, and every backward). Building the plan reads the routing back to the host.
+//   capacity (factor c > 0): ceil(N k / E * c) rows per expert; an expert routed more tokens keeps
+//     the capacity best by probability (drop policy probs; ties to the lower token) or the first by
+//     position; with pad_to_capacity every expert gets exactly `capacity` rows, the missing ones
+//     filled with the lowest-index tokens not routed to it (probability 0);
+//   pad_multiple > 0 (--moe-router-padding-for-quantization): each expert's row count is padded to
+//     a multiple by adding its lowest-index unrouted tokens, with probability 0.
+// Padding rows compute act(h) * 0 = 0 and add nothing; dropped choices get probability gradient 0.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hytra {
+
+struct DispatchOptions {
+  int64_t num_experts = 0, topk = 2;
+  double capacity_factor = -1.0;  // < 0: dropless
+  bool drop_by_position = false;  // --moe-token-drop-policy position
+  bool pad_to_capacity = false;
+  int64_t pad_multiple = 0;       // 0: no padding for quantization
+};
+
+struct DispatchPlan {
+  int64_t rows = 0;                         // R
+  std::vector<int64_t> rows_per_expert;     // (E) dispatched rows, padding included
+  std::vector<int64_t> routed_per_expert;   // (E) routed tokens kept (after dropping, before padding)
+  Tensor row_token;                         // (R) int32: the token each row carries
+  Tensor row_prob;                          // (R) int32: t*K + j of the row's choice, N*K for padding
+  Tensor token_offsets, token_rows;         // CSR (N+1), (R): each token's rows, ascending
+  Tensor prob_offsets, prob_rows;           // CSR (N*K+1), (kept): the row of each kept choice
+};
+
+// top (N*K) expert ids and probs (N*K) of the router, row-major (token t's choices at t*K..).
+// The plan's tensors are on `device`.
+DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<double>& probs, int64_t num_tokens,
+                           const DispatchOptions& opt, Device device);
+
+}  // namespace hytra
