@@ -367,6 +367,41 @@ std::vector<Entry> entries(const Env& e) {
                        [=]() mutable { ops::lm_head_ce_bwd(*ex, dx, dw, dloss, x, w, lab, lse, 4096); });
                  }});
 
+  // MoE token movement and expert activation: mN tokens routed to top-4 experts (mR = 4 mN rows).
+  const int64_t mN = e.big ? 8192 : 256, mR = 4 * mN, mC = e.big ? 4096 : 256, mF = e.big ? 2048 : 256;
+  const std::string mrc = "R=" + dims({mR}) + " C=" + dims({mC});
+  out.push_back({"gather_rows", mrc + " N=" + dims({mN}), act, 0, 2.0 * mR * mC * act_b, [=] {
+                   Tensor x = uniform({mN, mC}, act, dev, 1), y = uniform({mR, mC}, act, dev, 2);
+                   Tensor i = ids(mR, mN, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::gather_rows(*ex, y, x, i); });
+                 }});
+  out.push_back({"scatter_add_rows", mrc + " N=" + dims({mN}), act, 0, (mR + mN) * mC * act_b, [=] {
+                   Tensor x = uniform({mR, mC}, act, dev, 1), y = uniform({mN, mC}, act, dev, 2);
+                   Tensor off = Tensor::empty({mN + 1}, DType::I32), rows = Tensor::empty({mR}, DType::I32);
+                   for (int64_t t = 0; t <= mN; ++t) off.data<int32_t>()[t] = int32_t(4 * t);
+                   for (int64_t j = 0; j < mR; ++j) rows.data<int32_t>()[j] = int32_t(j * 7919 % mR);  // a permutation
+                   Tensor o = off.to(dev), r = rows.to(dev);
+                   return std::function<void()>([=]() mutable { ops::scatter_add_rows(*ex, y, x, o, r); });
+                 }});
+  for (bool fwd : {true, false})
+    for (int64_t I : {int64_t(0), int64_t(2)}) {
+      // SwiGLU plain without clamp; QuickGeGLU interleaved with the GPT-OSS offset 1 and clamp 7.
+      const ops::ExpertActivation k = I == 0 ? ops::ExpertActivation::SwiGLU : ops::ExpertActivation::QuickGeGLU;
+      const double offset = I == 0 ? 0.0 : 1.0, clamp = I == 0 ? 0.0 : 7.0;
+      const std::string shape = "R=" + dims({mR}) + " F=" + dims({mF}) + (I == 0 ? " swiglu" : " qgeglu I=2 L=7");
+      out.push_back({fwd ? "moe_act_fwd" : "moe_act_bwd", shape, act, 0, (fwd ? 3.0 : 5.0) * mR * mF * act_b, [=] {
+                       Tensor h = uniform({mR, 2 * mF}, act, dev, 1), p = uniform({mR}, DType::F32, dev, 2, 0.0f, 1.0f);
+                       Tensor y = uniform({mR, mF}, act, dev, 3), dh = uniform({mR, 2 * mF}, act, dev, 4);
+                       Tensor dp = uniform({mR}, DType::F32, dev, 5);
+                       return std::function<void()>([=]() mutable {
+                         if (fwd)
+                           ops::moe_act_fwd(*ex, y, h, p, k, I, offset, clamp);
+                         else
+                           ops::moe_act_bwd(*ex, dh, dp, y, h, p, k, I, offset, clamp);
+                       });
+                     }});
+    }
+
   out.push_back({"adamw", dims({n}) + " copy=" + dtype_name(act), DType::F32, 0, n * (7 * 4.0 + act_b), [=] {
                    Tensor p = uniform({n}, DType::F32, dev, 1), m = uniform({n}, DType::F32, dev, 2);
                    Tensor v = uniform({n}, DType::F32, dev, 3, 0.0f, 1.0f), g = uniform({n}, DType::F32, dev, 4);
