@@ -2,7 +2,8 @@
 // and backward, the Switch load-balancing loss and the z-loss, fp32 throughout. The formulas, the
 // selection order (value descending, ties to the lower index) and the aux loss's top k on the
 // logits are those of the CPU reference, ops/cpu/moe_router.cpp.
-// One warp per token row (kWarps rows per block); each lane holds one selected expert, so k <= 32.
+// One warp per token row (kWarps rows per block); each lane holds one selected expert, so k <= 32
+// (a named error otherwise), and E + num_groups <= 3072 (the fwd's shared memory).
 // Top k is k warp-wide argmax passes: pass j takes the best element ranking after pass j-1's pick
 // (a strict total order, so nothing is marked). moe_router_fwd keeps the row's selection values
 // in shared memory (E + num_groups floats per warp), masking dropped groups with -inf; a lane
