@@ -191,6 +191,7 @@ TEST(Mlp, ForwardMatchesNaiveLoopForEachActivation) {
     o.hidden = C;
     o.ffn = F;
     o.activation = act;
+    o.glu_linear_offset = 0.5;  // read by QuickGeGLU only
     o.init_std = o.output_init_std = 0.5;
     ParamStore s;
     Mlp mlp(o, "m.", s);
