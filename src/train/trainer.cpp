@@ -72,6 +72,26 @@ double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Bat
   return loss;
 }
 
+// The MoE entries of the log (Megatron's track_moe_metrics names): per-layer values in JSONL, their
+// means over the layers among the losses of the line; each a mean over the step's micro-batches.
+void add_moe_log(IterationLog& rec, const std::vector<MoeStats>& moe, const ModelConfig& mc) {
+  double aux = 0, z = 0;
+  for (const MoeStats& m : moe) {
+    const double mb = double(std::max<int64_t>(m.micro_batches, 1));
+    rec.moe_layers.push_back({m.layer_number, m.aux_loss / mb, m.z_loss / mb, m.tokens_per_expert});
+    aux += m.aux_loss / mb;
+    z += m.z_loss / mb;
+  }
+  const std::string& type = mc.moe_router_load_balancing_type;
+  if (type != "none" && mc.moe_aux_loss_coeff > 0) {
+    const char* name = type == "seq_aux_loss"      ? "seq_load_balancing_loss"
+                       : type == "global_aux_loss" ? "global_load_balancing_loss"
+                                                   : "load_balancing_loss";
+    rec.losses.push_back({name, aux / double(moe.size())});
+  }
+  if (mc.moe_z_loss_coeff > 0) rec.losses.push_back({"z_loss", z / double(moe.size())});
+}
+
 // Megatron's evaluate(): eval_iters steps of a global batch each, continuing through the
 // validation samples from `first` (the next evaluation starts where this one stopped).
 double validate_loss(Exec& ex, HybridModel& model, StepContext& ctx, const SampleSource& data, int64_t first,
@@ -157,6 +177,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     for (int64_t m = 0; m < num_micro; ++m)
       loss += run_micro_batch(ex, model, ctx, load_batch(*train_data, consumed + m * mbs, mbs), num_micro, true);
     loss /= double(num_micro);
+    // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
+    const std::vector<MoeStats> moe = model.moe_stats();
+    model.finish_step();
     const double gnorm = grad_global_norm(ex, store);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
                 std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,
@@ -188,6 +211,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       rec.lr = lr_at(lr_cfg, it);  // Megatron logs the rate after this iteration's scheduler step
       rec.global_batch_size = gbs;
       rec.losses = {{"lm loss", interval_loss / double(interval_iters)}};
+      if (!moe.empty()) add_moe_log(rec, moe, mc);
       rec.grad_norm = interval_gnorm;
       if (progress.enabled()) std::fputs("\r\033[K", stderr);
       log << format_iteration_line(rec) << "\n" << std::flush;

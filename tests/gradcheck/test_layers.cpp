@@ -11,6 +11,7 @@
 #include "nn/mamba2.h"
 #include "nn/lm_head.h"
 #include "nn/mlp.h"
+#include "nn/moe/moe_layer.h"
 #include "nn/norm.h"
 #include "ops/ops.h"
 
@@ -216,6 +217,99 @@ TEST(Gradcheck, GatedDeltaNet) {
       gradcheck(store, input(6, seed + 1), gdn, opt);
       seed += 2;
     }
+  }
+}
+
+// MoE layer (router, dispatch, grouped experts, shared experts) over T*B = 10 tokens, 4 experts:
+// the routing choice is piecewise constant, so the checks sit at points where no finite-difference
+// step flips a choice (the fixed seeds give well-separated scores).
+struct MoeCase {
+  const char* name;
+  ops::RouterScore score;
+  bool pre_softmax, expert_bias;
+  int64_t topk, groups, group_topk;
+  ops::ExpertActivation act;
+  int64_t interleave;
+  double offset, clamp;
+  bool bias;
+  ExpertLayout layout;
+  double capacity;  // < 0: dropless
+  int64_t pad_multiple;
+  int64_t shared;   // shared expert width (0: none)
+  bool gate, delay;
+};
+
+void check_moe(const MoeCase& c, uint64_t seed) {
+  MoeOptions o;
+  o.hidden = 6;
+  o.router.hidden = 6;
+  o.router.num_experts = 4;
+  o.router.topk = c.topk;
+  o.router.score = c.score;
+  o.router.pre_softmax = c.pre_softmax;
+  o.router.expert_bias = c.expert_bias;
+  o.router.num_groups = c.groups;
+  o.router.group_topk = c.group_topk;
+  o.router.scaling = 1.5;
+  o.router.init_std = 0.5;
+  o.dispatch.num_experts = 4;
+  o.dispatch.topk = c.topk;
+  o.dispatch.capacity_factor = c.capacity;
+  o.dispatch.pad_multiple = c.pad_multiple;
+  o.experts.hidden = 6;
+  o.experts.ffn = 4;
+  o.experts.num_experts = 4;
+  o.experts.activation = c.act;
+  o.experts.glu_interleave = c.interleave;
+  o.experts.linear_offset = c.offset;
+  o.experts.clamp = c.clamp;
+  o.experts.bias = c.bias;
+  o.experts.weight_layout = o.experts.bias_layout = c.layout;
+  o.experts.init_std = o.experts.output_init_std = 0.5;
+  o.shared_ffn = c.shared;
+  o.shared_gate = c.gate;
+  o.shared_activation = c.act;
+  ParamStore store;
+  MoeLayer moe(o, "decoder.layers.4.", 5, store);
+  prepare(store, seed);
+  GradcheckOptions opt;
+  opt.delay_wgrad = c.delay;
+  SCOPED_TRACE(c.name);
+  gradcheck(store, input(6, seed + 1), moe, opt);
+}
+
+TEST(Gradcheck, MoeRouterScoresAndGroups) {
+  using S = ops::RouterScore;
+  using A = ops::ExpertActivation;
+  const MoeCase cases[] = {
+      {"softmax top-2", S::Softmax, false, false, 2, 0, 0, A::SwiGLU, 0, 0, 0, false, ExpertLayout::Indexed, -1, 0, 0, false, false},
+      {"pre-softmax top-1", S::Softmax, true, false, 1, 0, 0, A::SwiGLU, 0, 0, 0, false, ExpertLayout::Indexed, -1, 0, 0, false, false},
+      {"softmax, groups 2 keep 1", S::Softmax, false, false, 2, 2, 1, A::SwiGLU, 0, 0, 0, false, ExpertLayout::Indexed, -1, 0, 0, false, false},
+      {"sigmoid top-2", S::Sigmoid, false, false, 2, 0, 0, A::SwiGLU, 0, 0, 0, false, ExpertLayout::Indexed, -1, 0, 0, false, false},
+      {"sigmoid + expert bias, groups", S::Sigmoid, false, true, 2, 2, 1, A::SwiGLU, 0, 0, 0, false, ExpertLayout::Grouped, -1, 0, 0, false, false},
+  };
+  uint64_t seed = 130;
+  for (const auto& c : cases) {
+    check_moe(c, seed);
+    seed += 2;
+  }
+}
+
+TEST(Gradcheck, MoeExpertsActivationsLayoutsAndShared) {
+  using S = ops::RouterScore;
+  using A = ops::ExpertActivation;
+  const MoeCase cases[] = {
+      {"gelu, biases, grouped", S::Softmax, false, false, 2, 0, 0, A::GeLU, 0, 0, 0, true, ExpertLayout::Grouped, -1, 0, 0, false, false},
+      {"squared relu, biases", S::Softmax, false, false, 2, 0, 0, A::SquaredReLU, 0, 0, 0, true, ExpertLayout::Indexed, -1, 0, 0, false, true},
+      {"swiglu interleave 2", S::Softmax, false, false, 2, 0, 0, A::SwiGLU, 2, 0, 0, false, ExpertLayout::Indexed, -1, 0, 0, false, false},
+      {"quick-geglu interleave 1, clamp, offset", S::Sigmoid, false, false, 2, 0, 0, A::QuickGeGLU, 1, 1.0, 0.7, false, ExpertLayout::Indexed, -1, 0, 0, false, false},
+      {"capacity 0.5 (drops), shared", S::Softmax, false, false, 2, 0, 0, A::SwiGLU, 0, 0, 0, false, ExpertLayout::Indexed, 0.5, 0, 3, false, false},
+      {"padding 16, gated shared, delayed", S::Softmax, false, false, 2, 0, 0, A::SwiGLU, 0, 0, 0, true, ExpertLayout::Indexed, -1, 16, 3, true, true},
+  };
+  uint64_t seed = 150;
+  for (const auto& c : cases) {
+    check_moe(c, seed);
+    seed += 2;
   }
 }
 

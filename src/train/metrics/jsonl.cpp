@@ -53,6 +53,19 @@ std::string iteration_json(const IterationLog& g) {
   if (g.num_zeros) o.num("num_zeros", *g.num_zeros);
   if (g.params_norm) o.num("params_norm", *g.params_norm);
   o.num("skipped_iterations", g.skipped_iterations).num("nan_iterations", g.nan_iterations);
+  if (!g.moe_layers.empty()) {
+    std::string layers = "[";
+    for (const MoeLayerLog& m : g.moe_layers) {
+      Object l;
+      l.num("layer", m.layer).num("load_balancing_loss", m.load_balancing_loss).num("z_loss", m.z_loss);
+      std::string tokens = "[";
+      for (size_t e = 0; e < m.tokens_per_expert.size(); ++e)
+        tokens += (e ? ", " : "") + std::to_string(m.tokens_per_expert[e]);
+      l.put("tokens_per_expert", tokens + "]");
+      layers += (layers.size() > 1 ? ", " : "") + l.done();
+    }
+    o.put("moe_layers", layers + "]");
+  }
   return o.done();
 }
 

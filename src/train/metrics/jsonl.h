@@ -4,7 +4,8 @@
 // Iteration record keys, in order: "time" (as in the log line), "iteration", "train_iters",
 // "consumed_samples", "skipped_samples", "ms_per_iter", "tflops_per_gpu", "tokens_per_s", "lr",
 // "global_batch_size", one key per loss under its Megatron name ("lm loss", "mtp_1 loss", ...),
-// "loss_scale", "grad_norm", "num_zeros", "params_norm", "skipped_iterations", "nan_iterations".
+// "loss_scale", "grad_norm", "num_zeros", "params_norm", "skipped_iterations", "nan_iterations",
+// and with MoE layers "moe_layers": [{"layer", "load_balancing_loss", "z_loss", "tokens_per_expert"}].
 // Optional fields that are unset are left out. Validation records:
 // {"validation_iteration": i, "<name>": loss, "<name> ppl": exp(min(20, loss)), ...}.
 // Floats are written with %.17g (round-trip exact); NaN and infinities, which JSON lacks, as null.
