@@ -80,6 +80,41 @@ TEST(Train, HybridMambaGdnLearnsAndRunsAreBitwiseIdentical) {
   EXPECT_LT(a.val_losses.back(), a.val_losses.front());
 }
 
+// Two MoE layers (softmax top-2 of 4 experts, aux and z losses, a shared expert) between attention
+// and an MLP: the model learns, logs its MoE losses (line and JSONL), and --delay-wgrad-compute
+// reproduces the run bit for bit.
+TEST(Train, MoeLearnsLogsItsLossesAndDelayedWgradIsBitwiseIdentical) {
+  const std::string path = testing::TempDir() + "hytra_moe.jsonl";
+  std::remove(path.c_str());
+  const std::vector<std::string> moe = {"--hybrid-layer-pattern", "*E-E", "--num-experts", "4", "--moe-ffn-hidden-size",
+                                        "32", "--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3",
+                                        "--moe-shared-expert-intermediate-size", "32"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), moe.begin(), moe.end());
+    return extra;
+  };
+  ModelConfig m1, m2;
+  TrainConfig t1, t2;
+  tiny_config(m1, t1, with({"--log-jsonl", path}));
+  tiny_config(m2, t2, with({"--delay-wgrad-compute"}));
+  std::ostringstream log1, log2;
+  TrainResult a = train(m1, t1, log1);
+  TrainResult b = train(m2, t2, log2);
+  ASSERT_EQ(a.losses.size(), 40u);
+  EXPECT_GT(a.losses.front() - a.losses.back(), 2.0) << "first " << a.losses.front() << " last " << a.losses.back();
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a.losses[i], &b.losses[i], sizeof(double)), 0) << "iteration " << i + 1;
+    EXPECT_EQ(std::memcmp(&a.grad_norms[i], &b.grad_norms[i], sizeof(double)), 0) << "iteration " << i + 1;
+  }
+  EXPECT_NE(log1.str().find("load_balancing_loss: "), std::string::npos);
+  EXPECT_NE(log1.str().find("z_loss: "), std::string::npos);
+  std::ifstream in(path);
+  std::string first;
+  std::getline(in, first);
+  for (const char* key : {"\"load_balancing_loss\": ", "\"moe_layers\": [{\"layer\": 2, ", "\"tokens_per_expert\": ["})
+    EXPECT_NE(first.find(key), std::string::npos) << key << " in " << first;
+}
+
 TEST(Train, SeedChangesTheRun) {
   ModelConfig m1, m2;
   TrainConfig t1, t2;
@@ -267,6 +302,16 @@ TEST(TrainCuda, GpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
 TEST(TrainCuda, HybridGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU";
   check_gpu_tracks_cpu(kHybrid);
+}
+
+TEST(TrainCuda, MoeGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+  check_gpu_tracks_cpu({"--hybrid-layer-pattern", "M*EE", "--mamba-num-heads", "4", "--mamba-head-dim", "16",
+                        "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--num-experts", "8",
+                        "--moe-ffn-hidden-size", "32", "--moe-router-topk", "2", "--moe-router-score-function",
+                        "sigmoid", "--moe-router-enable-expert-bias", "--moe-router-dtype", "fp32",
+                        "--moe-aux-loss-coeff", "1e-2", "--moe-shared-expert-intermediate-size", "32",
+                        "--moe-shared-expert-gate", "--moe-mlp-glu-interleave-size", "8"});
 }
 
 }  // namespace
