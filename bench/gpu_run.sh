@@ -18,7 +18,7 @@ for cfg in ${BENCH:-llama3.2-1b}; do
   for gbs in ${GBS_LIST:-2 8}; do
     log="$OUT/bench_$(basename "$(dirname "$cfg")")_$(basename "$cfg" .yaml)_gbs$gbs.log"
     echo "== hytra bench $cfg gbs $gbs"
-    "$BIN/hytra" bench "$cfg" --steps ${STEPS:-10} --warmup 3 --global-batch-size "$gbs" >"$log" 2>&1
+    "$BIN/hytra" bench "$cfg" --steps ${STEPS:-10} --warmup 3 --global-batch-size "$gbs" --lr-warmup-iters 2 >"$log" 2>&1
     echo "rc $?"; tail -2 "$log"
   done
 done

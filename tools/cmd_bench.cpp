@@ -53,11 +53,13 @@ int cmd_bench(int argc, char** argv) {
   ModelConfig model;
   TrainConfig train;
   parse_train_args(rest, model, train, nullptr);
-  std::string label = std::filesystem::path(name).filename().string();
-  if (label.size() > 5 && label.ends_with(".yaml")) label.resize(label.size() - 5);
+  // The record's name: the file stem, or its folder for examples/<name>/config.yaml.
+  const std::filesystem::path path(name);
+  std::string label = path.stem().string();
+  if (label == "config" && path.has_parent_path()) label = path.parent_path().filename().string();
   BenchResult r = run_bench(label, model, train, warmup, steps, std::cout);
   std::cout << "hytra bench: " << r.num_params << " parameters, " << r.flops_per_token / 1e9
-            << " GFLOP per token (6 x matmul parameters + 6 x L x S x H), " << steps << " measured steps after "
+            << " GFLOP per token (docs/configuration.md, model FLOPs), " << steps << " measured steps after "
             << warmup << " warm-up\n"
             << format_bench_record(r) << "\n";
   return 0;
