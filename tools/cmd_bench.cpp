@@ -55,7 +55,8 @@ int cmd_bench(int argc, char** argv) {
   parse_train_args(rest, model, train, nullptr);
   // The record's name: the file stem, or its folder for examples/<name>/config.yaml.
   const std::filesystem::path path(name);
-  std::string label = path.stem().string();
+  std::string label = path.filename().string();  // not stem(): "llama3.2-1b" has a dot
+  if (label.size() > 5 && label.ends_with(".yaml")) label.resize(label.size() - 5);
   if (label == "config" && path.has_parent_path()) label = path.parent_path().filename().string();
   BenchResult r = run_bench(label, model, train, warmup, steps, std::cout);
   std::cout << "hytra bench: " << r.num_params << " parameters, " << r.flops_per_token / 1e9
