@@ -1,5 +1,7 @@
 #include "train/checkpointing.h"
 
+#include <cctype>
+#include <map>
 #include <set>
 
 #include "checkpoint/checkpoint.h"
@@ -48,11 +50,15 @@ void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW&
 namespace {
 
 // Fills each (expected key -> tensor) from the file, through the aliases and the strictness rules.
-void load_tensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& targets,
+void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::string, Tensor>>& targets,
+                         std::vector<std::string>& file_keys, const std::string& path);
+
+void load_tensors(const std::string& path, std::vector<std::pair<std::string, Tensor>> targets,
                   Strictness strictness) {
   SafetensorsFile f(path);
   std::vector<std::string> file_keys;
   for (const auto& e : f.entries()) file_keys.push_back(e.name);
+  load_expert_layouts(f, targets, file_keys, path);
   std::set<std::string> expected;
   for (const auto& [k, t] : targets) expected.insert(k);
   // Names the file keys take in this model's layout (GPT layers into an ungrouped hybrid model).
@@ -66,6 +72,94 @@ void load_tensors(const std::string& path, const std::vector<std::pair<std::stri
     auto it = fill.find(k);
     if (it != fill.end()) from_file(f, original.at(it->second), t, path);
   }
+}
+
+// Grouped expert tensors load into per-expert parameters and back (SPEC.md A2.6, hytra decision 2):
+// a model key "<p>experts.linear_fcX.<kind><e><suffix>" absent from the file takes slice e of the
+// file's "<p>experts.linear_fcX.<kind><suffix>" ([E, ...] unbound on dim 0, or the packed [E*out, ...]
+// form in E equal chunks), and a grouped model key absent from the file stacks the file's complete
+// per-expert set. kind is "weight" or "bias"; suffix "" or an optimizer moment (".exp_avg", ...).
+// Handled targets are removed from `targets` and the file keys they used from `file_keys`.
+void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::string, Tensor>>& targets,
+                         std::vector<std::string>& file_keys, const std::string& path) {
+  std::set<std::string> in_file(file_keys.begin(), file_keys.end()), used;
+  // Per-expert counts of the model: how many indexed targets share one grouped name.
+  std::map<std::string, int64_t> experts_of;
+  struct Parts {
+    std::string grouped;  // "<p>linear_fcX.<kind><suffix>"
+    int64_t index = -1;   // e, or -1 for a grouped key
+  };
+  auto parse = [](const std::string& key, Parts& out) {
+    const size_t at = key.find("mlp.experts.linear_fc");
+    if (at == std::string::npos) return false;
+    for (const char* kind : {".weight", ".bias"}) {
+      const size_t k = key.find(kind, at);
+      if (k == std::string::npos) continue;
+      const size_t digits = k + std::string(kind).size();
+      size_t end = digits;
+      while (end < key.size() && std::isdigit(static_cast<unsigned char>(key[end]))) ++end;
+      const std::string suffix = key.substr(end);
+      if (!suffix.empty() && suffix[0] != '.') return false;
+      out.grouped = key.substr(0, digits) + suffix;
+      out.index = end > digits ? std::stoll(key.substr(digits, end - digits)) : -1;
+      return true;
+    }
+    return false;
+  };
+  auto indexed_key = [](const std::string& grouped, int64_t e) {  // insert e before the suffix
+    for (const char* kind : {".weight", ".bias"}) {
+      const size_t k = grouped.rfind(kind);
+      if (k != std::string::npos) {
+        const size_t cut = k + std::string(kind).size();
+        return grouped.substr(0, cut) + std::to_string(e) + grouped.substr(cut);
+      }
+    }
+    return grouped;
+  };
+  for (const auto& [k, t] : targets) {
+    Parts q;
+    if (parse(k, q) && q.index >= 0) ++experts_of[q.grouped];
+  }
+  std::vector<std::pair<std::string, Tensor>> rest;
+  for (const auto& [k, t] : targets) {
+    Parts q;
+    if (in_file.count(k) || !parse(k, q)) {
+      rest.emplace_back(k, t);
+      continue;
+    }
+    if (q.index >= 0 && in_file.count(q.grouped)) {  // one expert's slice of a grouped file tensor
+      const SafetensorsEntry* e = f.find(q.grouped);
+      const int64_t E = experts_of[q.grouped];
+      const int64_t total = shape_numel(e->shape);
+      HYTRA_CHECK(e->dtype == "F32" && total == E * t.numel() && !e->shape.empty() &&
+                      (e->shape[0] == E || e->shape[0] % E == 0),
+                  path, ": cannot split checkpoint tensor '", q.grouped, "' of shape ", shape_str(e->shape), " into ",
+                  E, " experts of shape ", shape_str(t.shape()));
+      memcpy_any(t.raw(), t.device(), f.data(*e) + size_t(q.index) * t.nbytes(), Device::CPU, t.nbytes());
+      used.insert(q.grouped);
+      continue;
+    }
+    if (q.index < 0 && t.dim() >= 2) {  // a grouped model tensor from the file's per-expert set
+      const int64_t E = t.size(0);
+      bool complete = true;
+      for (int64_t i = 0; i < E; ++i) complete = complete && in_file.count(indexed_key(k, i)) > 0;
+      if (complete) {
+        Shape one = t.shape();
+        one.erase(one.begin());
+        for (int64_t i = 0; i < E; ++i) {
+          from_file(f, indexed_key(k, i), t.narrow(0, i, 1).view(one), path);
+          used.insert(indexed_key(k, i));
+        }
+        continue;
+      }
+    }
+    rest.emplace_back(k, t);
+  }
+  targets = std::move(rest);
+  std::vector<std::string> left;
+  for (const std::string& k : file_keys)
+    if (!used.count(k)) left.push_back(k);
+  file_keys = std::move(left);
 }
 
 }  // namespace

@@ -74,6 +74,40 @@ TEST(Checkpoint, ResumeIsBitwiseIdentical) {
   EXPECT_EQ(model.metadata().at("format"), "pt");
 }
 
+// Experts saved per expert (weight<e>, bias<e>) resume bit for bit in the single grouped layout
+// ([E, out, in] weight, [E, out] bias) and back, optimizer moments and the expert bias included.
+TEST(Checkpoint, MoeResumesAcrossExpertLayouts) {
+  const std::vector<std::string> moe = {"--hybrid-layer-pattern", "*E", "--num-experts", "4", "--moe-ffn-hidden-size",
+                                        "16", "--moe-router-score-function", "sigmoid",
+                                        "--moe-router-enable-expert-bias", "--moe-router-bias-update-rate", "1e-2",
+                                        "--ckpt-strictness", "raise_all"};
+  const std::vector<std::string> grouped = {"--moe-single-grouped-weight", "--moe-single-grouped-bias"};
+  auto with = [&](std::vector<std::string> a, const std::vector<std::string>& b = {}) {
+    a.insert(a.begin(), moe.begin(), moe.end());
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const TrainResult full = run(with({}));
+  for (bool save_grouped : {false, true}) {
+    const std::string dir = testing::TempDir() + "hytra_ckpt_moe";
+    fs::remove_all(dir);
+    const TrainResult first =
+        run(with({"--save", dir, "--exit-interval", "6"}, save_grouped ? grouped : std::vector<std::string>{}));
+    const TrainResult second = run(with({"--load", dir}, save_grouped ? std::vector<std::string>{} : grouped));
+    ASSERT_EQ(second.losses.size(), 6u);
+    for (size_t i = 0; i < 12; ++i) {
+      const TrainResult& part = i < 6 ? first : second;
+      EXPECT_TRUE(same_bits(full.losses[i], part.losses[i % 6])) << "iteration " << i + 1 << " grouped " << save_grouped;
+      EXPECT_TRUE(same_bits(full.grad_norms[i], part.grad_norms[i % 6])) << "iteration " << i + 1;
+    }
+    SafetensorsFile model(dir + "/iter_0000006/model.safetensors");
+    const std::string fc1 = "decoder.layers.1.mlp.experts.linear_fc1.";
+    EXPECT_NE(model.find(save_grouped ? fc1 + "weight" : fc1 + "weight3"), nullptr);
+    EXPECT_NE(model.find(save_grouped ? fc1 + "bias" : fc1 + "bias3"), nullptr);
+    EXPECT_NE(model.find("decoder.layers.1.mlp.router.expert_bias"), nullptr);
+  }
+}
+
 TEST(Checkpoint, CorruptionFinetuneAndFreshOptimizer) {
   const std::string dir = testing::TempDir() + "hytra_ckpt_misc";
   fs::remove_all(dir);
