@@ -92,8 +92,9 @@ void ModelConfig::validate() const {
            str("--moe-router-group-topk: expected 1..min(--moe-router-num-groups, --moe-router-topk), got ",
                moe_router_group_topk));
     }
-    need(moe_router_dtype.empty() || moe_router_dtype == "fp32" || moe_router_dtype == "fp64",
-         str("--moe-router-dtype: expected fp32 or fp64, got '", moe_router_dtype, "'"));
+    need(moe_router_dtype.empty() || moe_router_dtype == "fp32",
+         str("--moe-router-dtype: expected fp32 (fp64 routing is not implemented in hytra), got '", moe_router_dtype,
+             "'"));
     need(moe_router_load_balancing_type == "aux_loss" || moe_router_load_balancing_type == "seq_aux_loss" ||
              moe_router_load_balancing_type == "global_aux_loss" || moe_router_load_balancing_type == "none",
          str("--moe-router-load-balancing-type: expected aux_loss, seq_aux_loss, global_aux_loss or none, got '",

@@ -62,7 +62,7 @@ struct ModelConfig {
   int64_t moe_router_num_groups = 0;    // --moe-router-num-groups: group-limited routing (0 = None)
   int64_t moe_router_group_topk = 0;    // --moe-router-group-topk
   double moe_router_topk_scaling_factor = 0.0;  // --moe-router-topk-scaling-factor (0 = None)
-  std::string moe_router_dtype;         // --moe-router-dtype: fp32 | fp64 | "" (None: the activation dtype)
+  std::string moe_router_dtype;         // --moe-router-dtype: fp32 | "" (None: logits in the activation dtype)
   bool moe_router_enable_expert_bias = false;   // --moe-router-enable-expert-bias (sigmoid only)
   double moe_router_bias_update_rate = 1e-3;    // --moe-router-bias-update-rate
   std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | global_aux_loss | none

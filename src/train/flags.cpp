@@ -98,8 +98,7 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--moe-router-group-topk", K::Int, "None", "group-limited routing: groups kept", store(c.moe_router_group_topk));
   t.add("--moe-router-topk-scaling-factor", K::Float, "None", "routing probabilities scale",
         store(c.moe_router_topk_scaling_factor));
-  t.add("--moe-router-dtype", K::String, "None", "router logits dtype: fp32 or fp64", store(c.moe_router_dtype),
-        {"fp32", "fp64"});
+  t.add("--moe-router-dtype", K::String, "None", "router logits dtype: fp32", store(c.moe_router_dtype), {"fp32"});
   t.add("--moe-router-enable-expert-bias", K::Bool, "false", "aux-loss-free balancing bias (sigmoid routing)",
         store(c.moe_router_enable_expert_bias));
   t.add("--moe-router-bias-update-rate", K::Float, "1e-3", "expert bias step per global batch",
