@@ -49,6 +49,14 @@
   X(scatter_add_rows, moe_dispatch) \
   X(moe_act_fwd, moe_dispatch)     \
   X(moe_act_bwd, moe_dispatch)     \
+  X(sinkhorn_fwd, mhc)             \
+  X(sinkhorn_bwd, mhc)             \
+  X(mhc_coeffs_fwd, mhc)           \
+  X(mhc_coeffs_bwd, mhc)           \
+  X(mhc_aggregate_fwd, mhc_mix)    \
+  X(mhc_aggregate_bwd, mhc_mix)    \
+  X(mhc_combine_fwd, mhc_mix)      \
+  X(mhc_combine_bwd, mhc_mix)      \
   X(lm_head_ce_fwd, cross_entropy) \
   X(lm_head_ce_bwd, cross_entropy) \
   X(random_normal, random)         \
@@ -63,5 +71,5 @@ struct OpInfo {
 inline constexpr OpInfo kOpList[] = {HYTRA_OP_LIST(HYTRA_OP_INFO)};
 #undef HYTRA_OP_INFO
 inline constexpr int kNumOps = int(sizeof(kOpList) / sizeof(kOpList[0]));
-static_assert(kNumOps == 50, "update the op count when adding an op to HYTRA_OP_LIST");
+static_assert(kNumOps == 58, "update the op count when adding an op to HYTRA_OP_LIST");
 }  // namespace hytra::ops

@@ -717,6 +717,149 @@ void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const T
   ex.backend().moe_act_bwd(ex, dh, dprobs, dy, h, probs, act, glu_interleave, linear_offset, clamp);
 }
 
+// ---- mHC ------------------------------------------------------------------------------------------
+namespace {
+void check_fp32(Exec& ex, const char* op, const char* n, const Tensor& t, const Shape& shape) {
+  check_arg(ex, op, n, t);
+  HYTRA_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F64, op, ": argument '", n,
+              "' must be fp32 (fp64 on CPU), got ", t.desc());
+  check_shape(op, n, t, shape);
+}
+void check_square(const char* op, const Tensor& t) {
+  HYTRA_CHECK(t.dim() == 3 && t.size(1) == t.size(2) && t.size(1) >= 1, op, ": expected (R,n,n), got ", t.desc());
+}
+// X (N,n,C) and the coefficient shapes.
+void check_streams(Exec& ex, const char* op, const Tensor& X) {
+  check_arg(ex, op, "X", X);
+  check_float(op, "X", X);
+  HYTRA_CHECK(X.dim() == 3, op, ": X must be (N,n,C), got ", X.desc());
+}
+}  // namespace
+
+void sinkhorn_fwd(Exec& ex, Tensor& M, const Tensor& logits, int64_t iterations, MhcVariant variant) {
+  const char* op = "sinkhorn_fwd";
+  check_square(op, logits);
+  HYTRA_CHECK(iterations >= 1, op, ": iterations must be >= 1, got ", iterations);
+  check_fp32(ex, op, "logits", logits, logits.shape());
+  check_fp32(ex, op, "M", M, logits.shape());
+  check_same_dtype(op, "M", M, logits);
+  ex.backend().sinkhorn_fwd(ex, M, logits, iterations, variant);
+}
+
+void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& logits, int64_t iterations,
+                  MhcVariant variant) {
+  const char* op = "sinkhorn_bwd";
+  check_square(op, logits);
+  HYTRA_CHECK(iterations >= 1, op, ": iterations must be >= 1, got ", iterations);
+  for (auto [n, t] : {Arg{"logits", &logits}, {"dM", &dM}, {"dlogits", &dlogits}}) {
+    check_fp32(ex, op, n, *t, logits.shape());
+    check_same_dtype(op, n, *t, logits);
+  }
+  ex.backend().sinkhorn_bwd(ex, dlogits, dM, logits, iterations, variant);
+}
+
+namespace {
+// x (N, n*C) and proj (N, n^2+2n): n from h_res (N,n,n).
+void check_coeffs(Exec& ex, const char* op, const Tensor& x, const Tensor& proj, const Tensor& alpha, const Tensor& bias,
+                  int64_t n, int64_t iterations) {
+  check_arg(ex, op, "x", x);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 2 && n >= 1 && x.size(1) % n == 0, op, ": x must be (N, n*C) with n = ", n, ", got ",
+              x.desc());
+  HYTRA_CHECK(iterations >= 1, op, ": iterations must be >= 1, got ", iterations);
+  const int64_t N = x.size(0), P = n * n + 2 * n;
+  check_fp32(ex, op, "proj", proj, {N, P});
+  check_fp32(ex, op, "alpha", alpha, {3});
+  check_fp32(ex, op, "bias", bias, {P});
+  for (auto [nm, t] : {Arg{"alpha", &alpha}, {"bias", &bias}}) check_same_dtype(op, nm, *t, proj);
+}
+}  // namespace
+
+void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& x,
+                    const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
+                    MhcVariant variant) {
+  const char* op = "mhc_coeffs_fwd";
+  check_square(op, h_res);
+  const int64_t n = h_res.size(1);
+  check_coeffs(ex, op, x, proj, alpha, bias, n, iterations);
+  const int64_t N = x.size(0);
+  check_fp32(ex, op, "h_pre", h_pre, {N, n});
+  check_fp32(ex, op, "h_post", h_post, {N, n});
+  check_fp32(ex, op, "h_res", h_res, {N, n, n});
+  check_fp32(ex, op, "r", r, {N});
+  for (auto [nm, t] : {Arg{"h_pre", &h_pre}, {"h_post", &h_post}, {"h_res", &h_res}, {"r", &r}})
+    check_same_dtype(op, nm, *t, proj);
+  ex.backend().mhc_coeffs_fwd(ex, h_pre, h_post, h_res, r, x, proj, alpha, bias, iterations, variant);
+}
+
+void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
+                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj,
+                    const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations,
+                    MhcVariant variant) {
+  const char* op = "mhc_coeffs_bwd";
+  check_square(op, dh_res);
+  const int64_t n = dh_res.size(1);
+  check_coeffs(ex, op, x, proj, alpha, bias, n, iterations);
+  const int64_t N = x.size(0), P = n * n + 2 * n;
+  check_act(ex, op, "dx", dx, x, x.shape());
+  check_fp32(ex, op, "dproj", dproj, {N, P});
+  check_fp32(ex, op, "dalpha", dalpha, {3});
+  check_fp32(ex, op, "dbias", dbias, {P});
+  check_fp32(ex, op, "dh_pre", dh_pre, {N, n});
+  check_fp32(ex, op, "dh_post", dh_post, {N, n});
+  check_fp32(ex, op, "dh_res", dh_res, {N, n, n});
+  check_fp32(ex, op, "r", r, {N});
+  ex.backend().mhc_coeffs_bwd(ex, dx, dproj, dalpha, dbias, dh_pre, dh_post, dh_res, x, proj, alpha, bias, r,
+                              iterations, variant);
+}
+
+void mhc_aggregate_fwd(Exec& ex, Tensor& u, const Tensor& X, const Tensor& h_pre) {
+  const char* op = "mhc_aggregate_fwd";
+  check_streams(ex, op, X);
+  const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
+  check_act(ex, op, "u", u, X, {N, C});
+  check_fp32(ex, op, "h_pre", h_pre, {N, n});
+  ex.backend().mhc_aggregate_fwd(ex, u, X, h_pre);
+}
+
+void mhc_aggregate_bwd(Exec& ex, Tensor& dX, Tensor& dh_pre, const Tensor& du, const Tensor& X, const Tensor& h_pre) {
+  const char* op = "mhc_aggregate_bwd";
+  check_streams(ex, op, X);
+  const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
+  check_act(ex, op, "dX", dX, X, X.shape());
+  check_act(ex, op, "du", du, X, {N, C});
+  check_fp32(ex, op, "h_pre", h_pre, {N, n});
+  check_fp32(ex, op, "dh_pre", dh_pre, {N, n});
+  ex.backend().mhc_aggregate_bwd(ex, dX, dh_pre, du, X, h_pre);
+}
+
+void mhc_combine_fwd(Exec& ex, Tensor& Y, const Tensor& X, const Tensor& F, const Tensor& h_res, const Tensor& h_post) {
+  const char* op = "mhc_combine_fwd";
+  check_streams(ex, op, X);
+  const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
+  check_act(ex, op, "Y", Y, X, X.shape());
+  check_act(ex, op, "F", F, X, {N, C});
+  check_fp32(ex, op, "h_res", h_res, {N, n, n});
+  check_fp32(ex, op, "h_post", h_post, {N, n});
+  ex.backend().mhc_combine_fwd(ex, Y, X, F, h_res, h_post);
+}
+
+void mhc_combine_bwd(Exec& ex, Tensor& dX, Tensor& dF, Tensor& dh_res, Tensor& dh_post, const Tensor& dY,
+                     const Tensor& X, const Tensor& F, const Tensor& h_res, const Tensor& h_post) {
+  const char* op = "mhc_combine_bwd";
+  check_streams(ex, op, X);
+  const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
+  check_act(ex, op, "dX", dX, X, X.shape());
+  check_act(ex, op, "dY", dY, X, X.shape());
+  check_act(ex, op, "F", F, X, {N, C});
+  check_act(ex, op, "dF", dF, X, {N, C});
+  check_fp32(ex, op, "h_res", h_res, {N, n, n});
+  check_fp32(ex, op, "h_post", h_post, {N, n});
+  check_fp32(ex, op, "dh_res", dh_res, {N, n, n});
+  check_fp32(ex, op, "dh_post", dh_post, {N, n});
+  ex.backend().mhc_combine_bwd(ex, dX, dF, dh_res, dh_post, dY, X, F, h_res, h_post);
+}
+
 namespace {
 void check_glu(Exec& ex, const char* op, const Tensor& half, const char* half_name, const Tensor& full,
                const char* full_name) {

@@ -212,6 +212,42 @@ void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, Expe
 void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& h, const Tensor& probs,
                  ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp);
 
+// ---- mHC hyper-connections (SPEC.md A4; maths in fp32 whatever the activation dtype) -------------
+enum class MhcVariant { Main, Dev };
+// Sinkhorn-Knopp projection of per-token logits onto doubly stochastic n x n matrices (A4.3).
+// Main: M = exp(L - rowmax L); T times: rows /= max(rowsum, 1e-6), then columns /= max(colsum, 1e-6).
+// Dev: M = softmax_row(L) + 1e-6; columns /= (colsum + 1e-6); then T-1 times rows then columns, each
+// /= (sum + 1e-6). M, logits (R,n,n) fp32 (fp64 on CPU); iterations T >= 1.
+void sinkhorn_fwd(Exec& ex, Tensor& M, const Tensor& logits, int64_t iterations, MhcVariant variant);
+// dlogits (R,n,n) = exact gradient through the T unrolled iterations (recomputed from logits).
+void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& logits, int64_t iterations,
+                  MhcVariant variant);
+// The per-token mixing coefficients (A4.2 steps 1-4) from x (N, n*C) (the flattened streams, any
+// float dtype) and proj = mapping_proj(x) (N, n^2+2n) fp32: r = 1 / (||x||_2 / sqrt(nC) + 1e-6),
+// h = r * proj * alpha + bias with alpha = (alpha[0] x n, alpha[1] x n, alpha[2] x n^2);
+// h_pre = sigmoid(h[0:n]) (+ 1e-6 for Dev), h_post = 2 sigmoid(h[n:2n]),
+// h_res = sinkhorn(h[2n:] as n x n, row-major; for Dev transposed after, A4.1's H_res^T).
+// h_pre, h_post (N,n), h_res (N,n,n), r (N) fp32; alpha (3), bias (n^2+2n) fp32 (fp64 on CPU).
+void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& x,
+                    const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
+                    MhcVariant variant);
+// dx (N, n*C) += the r path's gradient (x's dtype); dproj (N, n^2+2n) = ; dalpha (3), dbias (n^2+2n) +=.
+void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
+                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj,
+                    const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations,
+                    MhcVariant variant);
+// Aggregation (A4.2 step 5): u[t,:] = sum_i h_pre[t,i] X[t,i,:]. X (N,n,C), u (N,C) one dtype;
+// h_pre (N,n) fp32.
+void mhc_aggregate_fwd(Exec& ex, Tensor& u, const Tensor& X, const Tensor& h_pre);
+// dX (N,n,C) += h_pre[t,i] du[t,:]; dh_pre (N,n) fp32 = <X[t,i,:], du[t,:]>.
+void mhc_aggregate_bwd(Exec& ex, Tensor& dX, Tensor& dh_pre, const Tensor& du, const Tensor& X, const Tensor& h_pre);
+// Combine (A4.2 step 6): Y[t,i,:] = sum_j h_res[t,i,j] X[t,j,:] + h_post[t,i] F[t,:].
+// Y, X (N,n,C), F (N,C) one dtype; h_res (N,n,n), h_post (N,n) fp32. Y aliases nothing.
+void mhc_combine_fwd(Exec& ex, Tensor& Y, const Tensor& X, const Tensor& F, const Tensor& h_res, const Tensor& h_post);
+// dX (N,n,C) = h_res^T dY; dF (N,C) = sum_i h_post[t,i] dY[t,i,:]; dh_res (N,n,n), dh_post (N,n) fp32 =.
+void mhc_combine_bwd(Exec& ex, Tensor& dX, Tensor& dF, Tensor& dh_res, Tensor& dh_post, const Tensor& dY,
+                     const Tensor& X, const Tensor& F, const Tensor& h_res, const Tensor& h_post);
+
 // ---- LM head + vocabulary cross-entropy ----------------------------------------------------------
 // logits = x @ w^T, computed `vocab_chunk` columns at a time and never stored whole (online
 // log-sum-exp). loss[n] = lse[n] - logits[n, labels[n]]; a label < 0 is ignored (loss 0).
