@@ -80,7 +80,6 @@ std::unique_ptr<Module> make_gdn(const ModelConfig& c, const SubLayerSpec& s, Pa
   o.key_head_dim = c.linear_key_head_dim;
   o.value_head_dim = c.linear_value_head_dim;
   o.conv_kernel = c.linear_conv_kernel_dim;
-  o.bias = c.add_bias_linear;
   o.norm = norm_kind(c);
   o.norm_eps = c.norm_epsilon;
   o.init_std = c.init_method_std;
@@ -112,6 +111,7 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   r.group_topk = c.moe_router_group_topk;
   r.scaling = c.moe_router_topk_scaling_factor > 0 ? c.moe_router_topk_scaling_factor : 1.0;
   r.fp32_logits = !c.moe_router_dtype.empty();
+  r.bias = c.add_bias_linear;
   r.expert_bias = c.moe_router_enable_expert_bias;
   r.bias_update_rate = c.moe_router_bias_update_rate;
   r.balancing = c.moe_router_load_balancing_type;

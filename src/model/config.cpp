@@ -84,12 +84,20 @@ void ModelConfig::validate() const {
          "--moe-router-pre-softmax: Megatron requires it with softmax routing and --moe-router-topk 1");
     need(!moe_router_enable_expert_bias || sigmoid,
          "--moe-router-enable-expert-bias: needs --moe-router-score-function sigmoid");
+    need(moe_router_group_topk == 0 || moe_router_num_groups > 0,
+         "--moe-router-group-topk: needs --moe-router-num-groups");
+    need(moe_z_loss_coeff >= 0, str("--moe-z-loss-coeff: expected >= 0, got ", moe_z_loss_coeff));
+    need(moe_aux_loss_coeff >= 0, str("--moe-aux-loss-coeff: expected >= 0, got ", moe_aux_loss_coeff));
+    need(moe_router_bias_update_rate >= 0,
+         str("--moe-router-bias-update-rate: expected >= 0, got ", moe_router_bias_update_rate));
     if (moe_router_num_groups > 0) {
       need(num_experts % moe_router_num_groups == 0,
            str("--moe-router-num-groups: must divide --num-experts (", num_experts, "), got ", moe_router_num_groups));
       need(moe_router_group_topk >= 1 && moe_router_group_topk <= moe_router_num_groups &&
-               moe_router_group_topk <= moe_router_topk,
-           str("--moe-router-group-topk: expected 1..min(--moe-router-num-groups, --moe-router-topk), got ",
+               moe_router_group_topk <= moe_router_topk &&
+               moe_router_topk <= moe_router_group_topk * (num_experts / moe_router_num_groups),
+           str("--moe-router-group-topk: expected 1..min(--moe-router-num-groups, --moe-router-topk) with enough "
+               "experts in the kept groups for --moe-router-topk, got ",
                moe_router_group_topk));
     }
     need(moe_router_dtype.empty() || moe_router_dtype == "fp32",

@@ -7,8 +7,8 @@
 //   out_norm: RMSNorm over dv per head (weight [dv], eps --norm-epsilon), times silu(z).
 // Keys under `<prefix>self_attention.` (SPEC.md A2.2): in_proj.layer_norm_weight, in_proj.weight
 // [2 Hk dk + 2 Hv dv + 2 Hv, C], conv1d.weight [2 Hk dk + Hv dv, 1, K], conv1d.bias, A_log [Hv],
-// dt_bias [Hv], out_norm.weight [dv], out_proj.weight [C, Hv dv] (+ linear biases with
-// add_bias_linear). Init (Megatron): in_proj N(0, std), out_proj N(0, std / sqrt(2 L)), conv weight
+// dt_bias [Hv], out_norm.weight [dv], out_proj.weight [C, Hv dv] (no linear biases by default, as
+// Megatron's GDN; the bias option serves the gradient checks). Init (Megatron): in_proj N(0, std), out_proj N(0, std / sqrt(2 L)), conv weight
 // and bias U(+-1/sqrt(K)), dt_bias = 1, A_log = ln U(1, 16), norms 1.
 // The recurrence reads the fp32 masters of A_log and dt_bias (DESIGN.md: SSM maths in fp32).
 #pragma once
@@ -29,7 +29,7 @@ struct GatedDeltaNetOptions {
   int64_t value_head_dim = 128;  // dv (--linear-value-head-dim)
   int64_t conv_kernel = 4;       // --linear-conv-kernel-dim
   int64_t chunk_size = 64;
-  bool bias = false;             // add_bias_linear
+  bool bias = false;             // linear biases (Megatron: none)
   NormKind norm = NormKind::RMSNorm;  // the fused pre-norm of in_proj
   double norm_eps = 1e-5;
   double init_std = 0.02;

@@ -53,7 +53,7 @@ class Mamba2Mixer : public PreNormModule {
     Tensor x;     // (B,T,H,P) conv output, x part
     Tensor b, c;  // (B,T,G,N) conv output, B and C parts
     Tensor dt;    // (B,T,H) raw dt
-    Tensor y;     // (B,T,d_inner) SSD output
+    Tensor y;     // (B*T, d_inner) SSD output
     Tensor rstd;  // (B*T, G) gated norm statistics
   };
   Mamba2Options opt_;

@@ -20,13 +20,20 @@ FeedForward::FeedForward(const MlpOptions& o, const std::string& prefix, ParamSt
 }
 
 namespace {
-// QuickGeGLU runs the expert activation op with probability 1 on every row.
-Tensor ones_probs(int64_t n, const Tensor& like) {
+// GLU activations with a linear offset run the expert activation op with probability 1 per row.
+Tensor ones_probs(Exec& ex, int64_t n, const Tensor& like) {
   Tensor p = Tensor::empty({n}, stat_dtype(like.dtype()), like.device());
-  ops::fill(Exec::for_device(like.device()), p, 1.0);
+  ops::fill(ex, p, 1.0);
   return p;
 }
+ops::ExpertActivation as_expert(Activation a) {
+  return a == Activation::SwiGLU ? ops::ExpertActivation::SwiGLU : ops::ExpertActivation::QuickGeGLU;
+}
 }  // namespace
+
+bool FeedForward::offset_glu() const {
+  return opt_.activation == Activation::QuickGeGLU || (opt_.activation == Activation::SwiGLU && opt_.glu_linear_offset != 0);
+}
 
 Tensor FeedForward::forward(StepContext& ctx, const Tensor& x) {
   Exec& ex = ctx.ex();
@@ -35,13 +42,15 @@ Tensor FeedForward::forward(StepContext& ctx, const Tensor& x) {
   h = h.view({N, h.size(-1)});
   ctx.saved<Saved>(this).h = h;
   Tensor a = Tensor::empty({N, opt_.ffn}, x.dtype(), x.device());  // (N, F)
-  switch (opt_.activation) {
-    case Activation::SwiGLU: ops::swiglu_fwd(ex, a, h); break;
-    case Activation::GeLU: ops::gelu_fwd(ex, a, h); break;
-    case Activation::SquaredReLU: ops::sqrelu_fwd(ex, a, h); break;
-    case Activation::QuickGeGLU:
-      ops::moe_act_fwd(ex, a, h, ones_probs(N, h), ops::ExpertActivation::QuickGeGLU, 0, opt_.glu_linear_offset, 0.0);
-      break;
+  if (offset_glu()) {
+    ops::moe_act_fwd(ex, a, h, ones_probs(ex, N, h), as_expert(opt_.activation), 0, opt_.glu_linear_offset, 0.0);
+  } else {
+    switch (opt_.activation) {
+      case Activation::SwiGLU: ops::swiglu_fwd(ex, a, h); break;
+      case Activation::GeLU: ops::gelu_fwd(ex, a, h); break;
+      case Activation::SquaredReLU: ops::sqrelu_fwd(ex, a, h); break;
+      case Activation::QuickGeGLU: break;  // offset_glu()
+    }
   }
   Shape shape = x.shape();
   shape.back() = opt_.ffn;
@@ -54,15 +63,17 @@ Tensor FeedForward::backward(StepContext& ctx, const Tensor& dy) {
   Tensor da = fc2_->backward(ctx, dy);
   da = da.view({s.h.size(0), opt_.ffn});
   Tensor dh = Tensor::empty(s.h.shape(), dy.dtype(), dy.device());
-  switch (opt_.activation) {
-    case Activation::SwiGLU: ops::swiglu_bwd(ex, dh, da, s.h); break;
-    case Activation::GeLU: ops::gelu_bwd(ex, dh, da, s.h); break;
-    case Activation::SquaredReLU: ops::sqrelu_bwd(ex, dh, da, s.h); break;
-    case Activation::QuickGeGLU: {
-      Tensor dprobs = ones_probs(s.h.size(0), s.h);  // (N) the unused probability gradient
-      ops::moe_act_bwd(ex, dh, dprobs, da, s.h, ones_probs(s.h.size(0), s.h), ops::ExpertActivation::QuickGeGLU, 0,
-                       opt_.glu_linear_offset, 0.0);
-      break;
+  if (offset_glu()) {
+    const int64_t N = s.h.size(0);
+    Tensor dprobs = Tensor::empty({N}, stat_dtype(s.h.dtype()), s.h.device());  // (N) unused
+    ops::moe_act_bwd(ex, dh, dprobs, da, s.h, ones_probs(ex, N, s.h), as_expert(opt_.activation), 0,
+                     opt_.glu_linear_offset, 0.0);
+  } else {
+    switch (opt_.activation) {
+      case Activation::SwiGLU: ops::swiglu_bwd(ex, dh, da, s.h); break;
+      case Activation::GeLU: ops::gelu_bwd(ex, dh, da, s.h); break;
+      case Activation::SquaredReLU: ops::sqrelu_bwd(ex, dh, da, s.h); break;
+      case Activation::QuickGeGLU: break;  // offset_glu()
     }
   }
   Shape hs = dy.shape();

@@ -1,8 +1,9 @@
 // Dense feed-forward blocks.
 // FeedForward: f(y) = linear_fc2(act(linear_fc1(y))), keys `<prefix>linear_fc1.weight` — (2F, C) for
 // GLU activations with rows 0..F-1 the gate (activated) half and F..2F-1 the linear half, (F, C)
-// otherwise — and `<prefix>linear_fc2.weight` (C, F), biases with add_bias_linear. MoE shared
-// experts use it directly (prefix "...mlp.shared_experts.").
+// otherwise — and `<prefix>linear_fc2.weight` (C, F), biases with add_bias_linear. GLU activations
+// add --glu-linear-offset to the linear half (SwiGLU with a non-zero offset and QuickGeGLU run the
+// expert activation op with probability 1).
 // MLP (`-`): f(x) = FeedForward(norm(x)) under the layer prefix (SPEC.md A2.1):
 // mlp.linear_fc1.layer_norm_weight (fused pre-norm), mlp.linear_fc1.weight, mlp.linear_fc2.weight.
 #pragma once
@@ -22,7 +23,7 @@ inline bool is_glu(Activation a) { return a == Activation::SwiGLU || a == Activa
 struct MlpOptions {
   int64_t hidden = 0, ffn = 0;  // C, F
   Activation activation = Activation::GeLU;
-  double glu_linear_offset = 0.0;  // QuickGeGLU: added to the linear half (--glu-linear-offset)
+  double glu_linear_offset = 0.0;  // GLU: added to the linear half (--glu-linear-offset)
   bool bias = false;
   NormKind norm = NormKind::RMSNorm;
   double norm_eps = 1e-5;
@@ -42,6 +43,7 @@ class FeedForward : public Module {
   struct Saved {
     Tensor h;  // (N, 2F or F): fc1 output, the activation's input
   };
+  bool offset_glu() const;  // the activation needs the offset-aware expert op
   MlpOptions opt_;
   std::unique_ptr<Linear> fc1_, fc2_;
 };

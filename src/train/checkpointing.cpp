@@ -127,14 +127,19 @@ void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::st
       rest.emplace_back(k, t);
       continue;
     }
-    if (q.index >= 0 && in_file.count(q.grouped)) {  // one expert's slice of a grouped file tensor
+    const int64_t E = q.index >= 0 ? experts_of[q.grouped] : 0;
+    bool any_indexed = false;  // TEGroupedLinear leaves a file with any per-expert key as it is
+    for (int64_t i = 0; i < E; ++i) any_indexed = any_indexed || in_file.count(indexed_key(q.grouped, i)) > 0;
+    if (q.index >= 0 && in_file.count(q.grouped) && !any_indexed) {  // expert e's slice of a grouped tensor
       const SafetensorsEntry* e = f.find(q.grouped);
-      const int64_t E = experts_of[q.grouped];
-      const int64_t total = shape_numel(e->shape);
-      HYTRA_CHECK(e->dtype == "F32" && total == E * t.numel() && !e->shape.empty() &&
-                      (e->shape[0] == E || e->shape[0] % E == 0),
-                  path, ": cannot split checkpoint tensor '", q.grouped, "' of shape ", shape_str(e->shape), " into ",
-                  E, " experts of shape ", shape_str(t.shape()));
+      const Shape& g = e->shape;
+      const Shape tail(g.empty() ? g.begin() : g.begin() + 1, g.end());
+      Shape t_tail = t.shape();
+      if (!t_tail.empty()) t_tail.erase(t_tail.begin());
+      const bool unbind = !g.empty() && g[0] == E && tail == t.shape();  // [E, out, in]: wins (A2.6)
+      const bool packed = !g.empty() && t.dim() >= 1 && g[0] == E * t.size(0) && tail == t_tail;  // [E*out, in]
+      HYTRA_CHECK(e->dtype == "F32" && (unbind || packed), path, ": cannot split checkpoint tensor '", q.grouped,
+                  "' ", e->dtype, shape_str(g), " into ", E, " experts of F32", shape_str(t.shape()));
       memcpy_any(t.raw(), t.device(), f.data(*e) + size_t(q.index) * t.nbytes(), Device::CPU, t.nbytes());
       used.insert(q.grouped);
       continue;

@@ -72,25 +72,51 @@ double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Bat
   return loss;
 }
 
-// The MoE entries of the log (Megatron's track_moe_metrics names): per-layer values in JSONL, their
-// means over the layers among the losses of the line; each a mean over the step's micro-batches.
-void add_moe_log(IterationLog& rec, const std::vector<MoeStats>& moe, const ModelConfig& mc) {
-  double aux = 0, z = 0;
-  for (const MoeStats& m : moe) {
-    const double mb = double(std::max<int64_t>(m.micro_batches, 1));
-    rec.moe_layers.push_back({m.layer_number, m.aux_loss / mb, m.z_loss / mb, m.tokens_per_expert});
-    aux += m.aux_loss / mb;
-    z += m.z_loss / mb;
+// The MoE entries of the log (Megatron's track_moe_metrics): each layer's load-balancing and z losses
+// without their coefficients, averaged over the micro-batches of a step and over the steps of the
+// log interval, and its routed tokens summed over the interval; the line shows the means over layers.
+class MoeInterval {
+ public:
+  void add(const std::vector<MoeStats>& moe, const ModelConfig& mc) {
+    if (layers_.empty()) layers_.resize(moe.size());
+    for (size_t i = 0; i < moe.size(); ++i) {
+      const MoeStats& m = moe[i];
+      const double mb = double(std::max<int64_t>(m.micro_batches, 1));
+      MoeLayerLog& l = layers_[i];
+      l.layer = m.layer_number;
+      if (mc.moe_aux_loss_coeff > 0) l.load_balancing_loss += m.aux_loss / mb / mc.moe_aux_loss_coeff;
+      if (mc.moe_z_loss_coeff > 0) l.z_loss += m.z_loss / mb / mc.moe_z_loss_coeff;
+      l.tokens_per_expert.resize(m.tokens_per_expert.size(), 0);
+      for (size_t e = 0; e < m.tokens_per_expert.size(); ++e) l.tokens_per_expert[e] += m.tokens_per_expert[e];
+    }
+    ++iterations_;
   }
-  const std::string& type = mc.moe_router_load_balancing_type;
-  if (type != "none" && mc.moe_aux_loss_coeff > 0) {
-    const char* name = type == "seq_aux_loss"      ? "seq_load_balancing_loss"
-                       : type == "global_aux_loss" ? "global_load_balancing_loss"
-                                                   : "load_balancing_loss";
-    rec.losses.push_back({name, aux / double(moe.size())});
+  // Moves the interval's means into the record and starts a new interval.
+  void fill(IterationLog& rec, const ModelConfig& mc) {
+    if (layers_.empty()) return;
+    double aux = 0, z = 0;
+    for (MoeLayerLog& l : layers_) {
+      l.load_balancing_loss /= double(iterations_);
+      l.z_loss /= double(iterations_);
+      aux += l.load_balancing_loss / double(layers_.size());
+      z += l.z_loss / double(layers_.size());
+    }
+    const std::string& type = mc.moe_router_load_balancing_type;
+    if (type != "none" && mc.moe_aux_loss_coeff > 0)
+      rec.moe_metrics.push_back({type == "seq_aux_loss"      ? "seq_load_balancing_loss"
+                                 : type == "global_aux_loss" ? "global_load_balancing_loss"
+                                                             : "load_balancing_loss",
+                                 aux});
+    if (mc.moe_z_loss_coeff > 0) rec.moe_metrics.push_back({"z_loss", z});
+    rec.moe_layers = std::move(layers_);
+    layers_.clear();
+    iterations_ = 0;
   }
-  if (mc.moe_z_loss_coeff > 0) rec.losses.push_back({"z_loss", z / double(moe.size())});
-}
+
+ private:
+  std::vector<MoeLayerLog> layers_;
+  int64_t iterations_ = 0;
+};
 
 // Megatron's evaluate(): eval_iters steps of a global batch each, continuing through the
 // validation samples from `first` (the next evaluation starts where this one stopped).
@@ -157,6 +183,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (!tc.log_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
+  MoeInterval moe_interval;
   ProgressBar progress("train", tc.train_iters);
 
   using Clock = std::chrono::steady_clock;
@@ -178,7 +205,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       loss += run_micro_batch(ex, model, ctx, load_batch(*train_data, consumed + m * mbs, mbs), num_micro, true);
     loss /= double(num_micro);
     // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
-    const std::vector<MoeStats> moe = model.moe_stats();
+    moe_interval.add(model.moe_stats(), mc);
     model.finish_step();
     const double gnorm = grad_global_norm(ex, store);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
@@ -211,7 +238,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       rec.lr = lr_at(lr_cfg, it);  // Megatron logs the rate after this iteration's scheduler step
       rec.global_batch_size = gbs;
       rec.losses = {{"lm loss", interval_loss / double(interval_iters)}};
-      if (!moe.empty()) add_moe_log(rec, moe, mc);
+      moe_interval.fill(rec, mc);
       rec.grad_norm = interval_gnorm;
       if (progress.enabled()) std::fputs("\r\033[K", stderr);
       log << format_iteration_line(rec) << "\n" << std::flush;

@@ -264,6 +264,7 @@ void check_moe(const MoeCase& c, uint64_t seed) {
   o.experts.linear_offset = c.offset;
   o.experts.clamp = c.clamp;
   o.experts.bias = c.bias;
+  o.router.bias = c.bias;
   o.experts.weight_layout = o.experts.bias_layout = c.layout;
   o.experts.init_std = o.experts.output_init_std = 0.5;
   o.shared_ffn = c.shared;

@@ -191,7 +191,7 @@ TEST(Mlp, ForwardMatchesNaiveLoopForEachActivation) {
     o.hidden = C;
     o.ffn = F;
     o.activation = act;
-    o.glu_linear_offset = 0.5;  // read by QuickGeGLU only
+    o.glu_linear_offset = 0.5;  // added to the linear half of the GLU activations
     o.init_std = o.output_init_std = 0.5;
     ParamStore s;
     Mlp mlp(o, "m.", s);
@@ -219,7 +219,7 @@ TEST(Mlp, ForwardMatchesNaiveLoopForEachActivation) {
         const double g = fc1(f);
         double a = 0;
         switch (act) {
-          case Activation::SwiGLU: a = g / (1.0 + std::exp(-g)) * fc1(F + f); break;
+          case Activation::SwiGLU: a = g / (1.0 + std::exp(-g)) * (fc1(F + f) + 0.5); break;
           case Activation::GeLU: a = 0.5 * g * (1.0 + std::erf(g / std::sqrt(2.0))); break;
           case Activation::SquaredReLU: a = g > 0 ? g * g : 0.0; break;
           case Activation::QuickGeGLU: a = g / (1.0 + std::exp(-1.702 * g)) * (fc1(F + f) + 0.5); break;

@@ -64,6 +64,9 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
   const int64_t R = x.size(0), C = opt_.hidden, F = opt_.ffn, F1 = fc1_out();
   HYTRA_CHECK(int64_t(rows_per_expert.size()) == opt_.num_experts, "experts: expected ", opt_.num_experts,
               " row counts, got ", rows_per_expert.size());
+  int64_t rows = 0;
+  for (int64_t n : rows_per_expert) rows += n;
+  HYTRA_CHECK(rows == R, "experts: row counts sum to ", rows, ", expected ", R);
   const DType dt = x.dtype();
   const Device dev = x.device();
   Saved& s = ctx.saved<Saved>(this);
@@ -86,7 +89,6 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
     if (opt_.bias) ops::gemm(ex, he, ones_column(ex, n, dt, dev), fc1_.bias(e, F1, false).view({1, F1}), false, false, 1.0f, 1.0f);
     o += n;
   }
-  HYTRA_CHECK(o == R, "experts: row counts sum to ", o, ", expected ", R);
   ops::moe_act_fwd(ex, s.a, s.h, probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset, opt_.clamp);
   o = 0;
   for (int64_t e = 0; e < opt_.num_experts; ++e) {
@@ -155,6 +157,7 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
     });
     o += n;
   }
+  s = Saved{};  // queued weight-gradient tasks hold their own tensors
   return dx;
 }
 

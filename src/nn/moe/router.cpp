@@ -3,12 +3,14 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "nn/linear.h"
 #include "nn/module.h"
 
 namespace hytra {
 
 TopKRouter::TopKRouter(const RouterOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
   w_ = &store.create(prefix + o.weight_key, {o.num_experts, o.hidden}, InitKind::Normal, o.init_std, false);
+  if (o.bias) linear_bias_ = &store.create(prefix + "mlp.router.bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
   if (o.expert_bias) bias_ = &store.create(prefix + "mlp.router.expert_bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
   stats_.tokens_per_expert.assign(size_t(o.num_experts), 0);
   global_counts_.assign(size_t(o.num_experts), 0.0);
@@ -16,6 +18,13 @@ TopKRouter::TopKRouter(const RouterOptions& o, const std::string& prefix, ParamS
 
 namespace {
 double scalar(const Tensor& t) { return t.to_f64_vector()[0]; }
+
+// t rounded to dtype `low` and back (Megatron's values in the activation dtype), in place.
+void round_through(Exec& ex, Tensor& t, DType low) {
+  Tensor tmp = Tensor::empty(t.shape(), low, t.device());
+  ops::copy(ex, tmp, t);
+  ops::copy(ex, t, tmp);
+}
 }  // namespace
 
 TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64_t num_seqs) {
@@ -26,19 +35,18 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
   Saved& s = ctx.saved<Saved>(this);
   s.x = x.view({N, C});
   s.logits = Tensor::empty({N, E}, sd, dev);
-  if (x.dtype() == sd || opt_.fp32_logits) {
-    ops::gemm(ex, s.logits, s.x, w_->value, false, true);
-  } else {  // Megatron without --moe-router-dtype: logits in the activation dtype
-    Tensor low = Tensor::empty({N, E}, x.dtype(), dev);
-    ops::gemm(ex, low, s.x, w_->value, false, true);
-    ops::copy(ex, s.logits, low);
-  }
+  const bool low = x.dtype() != sd && !opt_.fp32_logits;  // Megatron's logits in the activation dtype
+  ops::gemm(ex, s.logits, s.x, w_->value, false, true);
+  if (linear_bias_)
+    ops::gemm(ex, s.logits, ones_column(ex, N, sd, dev), linear_bias_->master.view({1, E}), false, false, 1.0f, 1.0f);
+  if (low) round_through(ex, s.logits, x.dtype());
   Routing r;
   r.probs = Tensor::empty({N, K}, sd, dev);
   r.top = Tensor::empty({N, K}, DType::I32, dev);
   Tensor no_bias;
   ops::moe_router_fwd(ex, r.probs, r.top, s.logits, bias_ ? bias_->master : no_bias, K, opt_.score, opt_.pre_softmax,
                       opt_.num_groups, opt_.group_topk, opt_.scaling);
+  if (low) round_through(ex, r.probs, x.dtype());
   s.top = r.top;
   s.daux = Tensor();
   if (!ctx.grad_enabled) return r;
@@ -86,14 +94,30 @@ Tensor TopKRouter::backward(StepContext& ctx, const Tensor& dprobs) {
   Tensor dlogits = Tensor::empty(s.logits.shape(), s.logits.dtype(), s.logits.device());  // (N,E)
   ops::moe_router_bwd(ex, dlogits, dprobs, s.logits, s.top, opt_.score, opt_.pre_softmax, opt_.scaling);
   if (s.daux.defined()) ops::axpy(ex, dlogits, s.daux, 1.0);
-  Tensor dl = dlogits;
-  if (xt != dlogits.dtype()) {  // bf16 runs: the GEMMs take the gradient in the weights' dtype
-    dl = Tensor::empty(dlogits.shape(), xt, dlogits.device());
-    ops::copy(ex, dl, dlogits);
+  if (linear_bias_) {
+    const int64_t N = dlogits.size(0);
+    Tensor db = linear_bias_->grad.view({opt_.num_experts, 1});
+    ops::gemm(ex, db, dlogits, ones_column(ex, N, dlogits.dtype(), dlogits.device()), true, false, 1.0f, 1.0f);
   }
   Tensor dx = Tensor::empty(s.x.shape(), xt, s.x.device());
-  ops::gemm(ex, dx, dl, w_->value, false, false);
-  ops::gemm(ex, w_->grad, dl, s.x, true, false, 1.0f, 1.0f);
+  if (xt == dlogits.dtype()) {
+    ops::gemm(ex, dx, dlogits, w_->value, false, false);
+    ops::gemm(ex, w_->grad, dlogits, s.x, true, false, 1.0f, 1.0f);
+  } else if (opt_.fp32_logits) {  // --moe-router-dtype fp32: both gradient GEMMs in fp32
+    Tensor x32 = Tensor::empty(s.x.shape(), dlogits.dtype(), s.x.device());
+    Tensor w32 = Tensor::empty(w_->value.shape(), dlogits.dtype(), s.x.device());
+    ops::copy(ex, x32, s.x);
+    ops::copy(ex, w32, w_->value);
+    Tensor dx32 = Tensor::empty(s.x.shape(), dlogits.dtype(), s.x.device());
+    ops::gemm(ex, dx32, dlogits, w32, false, false);
+    ops::copy(ex, dx, dx32);
+    ops::gemm(ex, w_->grad, dlogits, x32, true, false, 1.0f, 1.0f);
+  } else {  // the gradient in the activation dtype, as Megatron's bf16 router
+    Tensor dl = Tensor::empty(dlogits.shape(), xt, dlogits.device());
+    ops::copy(ex, dl, dlogits);
+    ops::gemm(ex, dx, dl, w_->value, false, false);
+    ops::gemm(ex, w_->grad, dl, s.x, true, false, 1.0f, 1.0f);
+  }
   s = Saved{};
   return dx;
 }

@@ -1,10 +1,12 @@
 // TopKRouter (SPEC.md A3.1-A3.2): logits = x W^T in fp32, top-k routing (ops::moe_router_fwd), the
 // load-balancing and z losses, and the aux-loss-free expert bias.
-// Keys: `<prefix>mlp.router.weight` [E, C] (N(0, std)), `<prefix>mlp.router.expert_bias` [E]
+// Keys: `<prefix>mlp.router.weight` [E, C] (N(0, std)), `<prefix>mlp.router.bias` [E] (zeros; with
+// add_bias_linear, fp32 master like Megatron's fp32 router bias), `<prefix>mlp.router.expert_bias` [E]
 // (with --moe-router-enable-expert-bias; a buffer: it gets no gradient, AdamW leaves it as it is,
 // and the router reads its fp32 master, so it stays fp32 in bf16 runs as in Megatron).
-// Logits are fp32; without --moe-router-dtype they are first rounded to the activation dtype, as
-// Megatron computes them in that dtype. The auxiliary losses are not part of the LM loss: their
+// With --moe-router-dtype fp32 the logits, their gradient GEMMs and the probabilities are fp32;
+// without it the logits and probabilities are rounded to the activation dtype (as Megatron computes
+// them in that dtype) while the routing maths itself runs in fp32. The auxiliary losses are not part of the LM loss: their
 // gradients (scaled by ctx.aux_loss_scale, the main loss's 1/micro-batches) are added to dlogits in
 // backward, and their values are kept for logging (MoeStats).
 #pragma once
@@ -24,6 +26,7 @@ struct RouterOptions {
   int64_t num_groups = 0, group_topk = 0;  // group-limited routing (0 = off)
   double scaling = 1.0;                    // --moe-router-topk-scaling-factor
   bool fp32_logits = false;                // --moe-router-dtype fp32
+  bool bias = false;                       // add_bias_linear: `mlp.router.bias` [E] (zeros)
   bool expert_bias = false;
   double bias_update_rate = 1e-3;
   std::string balancing = "aux_loss";      // aux_loss | seq_aux_loss | global_aux_loss | none
@@ -70,7 +73,8 @@ class TopKRouter {
   };
   RouterOptions opt_;
   Param* w_;
-  Param* bias_ = nullptr;
+  Param* linear_bias_ = nullptr;  // mlp.router.bias
+  Param* bias_ = nullptr;         // mlp.router.expert_bias
   MoeStats stats_;
   std::vector<double> global_counts_;  // global_aux_loss: counts summed over this step's micro-batches
 };

@@ -53,9 +53,10 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<do
     if (capped && o.pad_to_capacity) target = std::min(capacity, N);
     if (o.pad_multiple > 0) target = (target + o.pad_multiple - 1) / o.pad_multiple * o.pad_multiple;
     target = std::min(target, N);  // an expert cannot hold a token twice
-    // Fill with the lowest-index tokens this expert was not routed (probability 0).
+    // Fill with the lowest-index tokens this expert does not hold (dropped ones included, as in
+    // Megatron's routing map after dropping), with probability 0.
     std::vector<char> used(size_t(N), 0);
-    for (const Choice& c : routed[size_t(e)]) used[size_t(c.token)] = 1;
+    for (const Choice& c : keep) used[size_t(c.token)] = 1;
     for (int64_t t = 0; t < N && int64_t(keep.size()) < target; ++t)
       if (!used[size_t(t)]) keep.push_back({t, N * K});
     std::sort(keep.begin(), keep.end(), [](const Choice& a, const Choice& b) { return a.token < b.token; });

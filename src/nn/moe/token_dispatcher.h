@@ -6,9 +6,9 @@
 //   capacity (factor c > 0): ceil(N k / E * c) rows per expert; an expert routed more tokens keeps
 //     the capacity best by probability (drop policy probs; ties to the lower token) or the first by
 //     position; with pad_to_capacity every expert gets exactly `capacity` rows, the missing ones
-//     filled with the lowest-index tokens not routed to it (probability 0);
+//     filled with the lowest-index tokens it does not hold (probability 0);
 //   pad_multiple > 0 (--moe-router-padding-for-quantization): each expert's row count is padded to
-//     a multiple by adding its lowest-index unrouted tokens, with probability 0.
+//     a multiple by adding the lowest-index tokens it does not hold, with probability 0.
 // Padding rows compute act(h) * 0 = 0 and add nothing; dropped choices get probability gradient 0.
 #pragma once
 #include <cstdint>

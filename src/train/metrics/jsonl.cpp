@@ -48,6 +48,7 @@ std::string iteration_json(const IterationLog& g) {
   if (g.lr) o.num("lr", *g.lr);
   o.num("global_batch_size", g.global_batch_size);
   for (const auto& [name, value] : g.losses) o.num(name, value);
+  for (const auto& [name, value] : g.moe_metrics) o.num(name, value);
   o.num("loss_scale", g.loss_scale);
   if (g.grad_norm) o.num("grad_norm", *g.grad_norm);
   if (g.num_zeros) o.num("num_zeros", *g.num_zeros);

@@ -3,7 +3,8 @@
 //
 // Iteration record keys, in order: "time" (as in the log line), "iteration", "train_iters",
 // "consumed_samples", "skipped_samples", "ms_per_iter", "tflops_per_gpu", "tokens_per_s", "lr",
-// "global_batch_size", one key per loss under its Megatron name ("lm loss", "mtp_1 loss", ...),
+// "global_batch_size", one key per loss under its Megatron name ("lm loss", "mtp_1 loss", ...) and per
+// MoE metric ("load_balancing_loss", "z_loss"),
 // "loss_scale", "grad_norm", "num_zeros", "params_norm", "skipped_iterations", "nan_iterations",
 // and with MoE layers "moe_layers": [{"layer", "load_balancing_loss", "z_loss", "tokens_per_expert"}].
 // Optional fields that are unset are left out. Validation records:

@@ -65,6 +65,7 @@ std::string format_iteration_line(const IterationLog& g) {
   appendf(s, " global batch size: %5lld |", (long long)g.global_batch_size);
   for (const auto& [name, value] : g.losses)
     if (value >= 0.0) appendf(s, " %s: %.6E |", name.c_str(), py(value));
+  for (const auto& [name, value] : g.moe_metrics) appendf(s, " %s: %.2f |", name.c_str(), py(value));
   appendf(s, " loss scale: %.1f |", py(g.loss_scale));
   if (g.grad_norm) appendf(s, " grad norm: %.3f |", py(*g.grad_norm));
   if (g.num_zeros) appendf(s, " num zeros: %lld |", (long long)*g.num_zeros);

@@ -33,7 +33,7 @@ using NamedValue = std::pair<std::string, double>;
 // One MoE layer's routing over the logged iteration (JSONL only).
 struct MoeLayerLog {
   int64_t layer = 0;                       // physical layer number
-  double load_balancing_loss = 0, z_loss = 0;  // mean over the iteration's micro-batches
+  double load_balancing_loss = 0, z_loss = 0;  // without their coefficients, as Megatron logs them
   std::vector<int64_t> tokens_per_expert;  // routed tokens, summed over the micro-batches
 };
 
@@ -48,15 +48,15 @@ struct IterationLog {
   std::optional<double> tokens_per_s;    // tokens / second over the interval (all GPUs)
   std::optional<double> lr;              // after the scheduler step of this iteration
   int64_t global_batch_size = 0;
-  std::vector<NamedValue> losses;  // interval means: {"lm loss", 4.1}, {"mtp_1 loss", ...}, then the
-                                   // MoE losses ("load_balancing_loss", "z_loss": means over layers)
+  std::vector<NamedValue> losses;  // interval means: {"lm loss", 4.1}, {"mtp_1 loss", ...}
+  std::vector<NamedValue> moe_metrics;  // interval means over layers: "load_balancing_loss", "z_loss"
   double loss_scale = 1.0;         // 1.0 for bf16
   std::optional<double> grad_norm;
   std::optional<int64_t> num_zeros;   // --log-num-zeros-in-grad
   std::optional<double> params_norm;  // --log-params-norm
   int64_t skipped_iterations = 0;     // in this interval
   int64_t nan_iterations = 0;         // in this interval
-  std::vector<MoeLayerLog> moe_layers;  // the last iteration's, per MoE layer
+  std::vector<MoeLayerLog> moe_layers;  // per MoE layer, interval means (tokens: interval sums)
 };
 
 // "2026-08-22 10:00:00.123456"
