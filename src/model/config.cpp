@@ -124,6 +124,8 @@ void ModelConfig::validate() const {
          str("--moe-shared-expert-intermediate-size: expected a positive integer, got ",
              moe_shared_expert_intermediate_size));
   }
+  need(mtp_loss_scaling_factor >= 0,
+       str("--mtp-loss-scaling-factor: expected >= 0, got ", mtp_loss_scaling_factor));
   need(ffn_hidden_size >= 0, str("--ffn-hidden-size: expected a positive integer, got ", ffn_hidden_size));
   if (!errs.empty()) {
     std::string msg = "invalid model configuration:";

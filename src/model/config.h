@@ -15,6 +15,7 @@ struct ModelConfig {
   double hybrid_mlp_ratio = 0.0;        // --hybrid-mlp-ratio
   int64_t num_layers = 0;               // --num-layers: physical layers (derived from the pattern)
   int64_t mtp_num_layers = 0;           // --mtp-num-layers: MTP depths (derived from '/' parts)
+  double mtp_loss_scaling_factor = 0.1; // --mtp-loss-scaling-factor: weight of the mean MTP loss
 
   int64_t hidden_size = 0;              // --hidden-size: model width C
   int64_t ffn_hidden_size = 0;          // --ffn-hidden-size: 0 = 4C, or int(8C/3/64)*64 with --swiglu

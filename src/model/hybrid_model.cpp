@@ -1,10 +1,13 @@
 #include "model/hybrid_model.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "model/builder.h"
 #include "model/naming.h"
 #include "model/pattern.h"
 #include "nn/moe/moe_layer.h"
+#include "nn/mtp.h"
 #include "nn/pre_norm.h"
 #include "ops/ops.h"
 
@@ -18,8 +21,10 @@ LayerPlan plan_for(const ModelConfig& cfg) {
     // No pattern and no ratios: a GPT stack, one `[*-]` transformer layer per --num-layers.
     HYTRA_CHECK(cfg.num_layers > 0,
                 "--hybrid-layer-pattern: give a pattern, the hybrid ratios, or --num-layers for a GPT stack");
+    // --mtp-num-layers D on a GPT stack: each depth's inner layer is one attention + MLP pair.
     std::string p;
     for (int64_t i = 0; i < cfg.num_layers; ++i) p += "[*-]";
+    for (int64_t d = 0; d < cfg.mtp_num_layers; ++d) p += "/*-";
     o.pattern = p;
   }
   if (cfg.num_layers > 0) o.num_layers = cfg.num_layers;
@@ -27,7 +32,8 @@ LayerPlan plan_for(const ModelConfig& cfg) {
   o.hybrid_attention_ratio = cfg.hybrid_attention_ratio;
   o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio;
   LayerPlan plan = build_layer_plan(o);
-  HYTRA_CHECK(plan.mtp_depths == 0, "--mtp-num-layers: multi-token prediction is not built yet in hytra");
+  HYTRA_CHECK(plan.mtp_depths == 0 || cfg.position_embedding_type != "learned_absolute",
+              "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (SPEC A5.2)");
   HYTRA_CHECK(plan.num_layers > 0, "--hybrid-layer-pattern: the main pattern has no layers");
   return plan;
 }
@@ -54,6 +60,77 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   final_norm_ = std::make_unique<Norm>(norm, final_norm_prefix(plan_.main.value_or("")), store_);
   Param* tied = cfg_.untie_embeddings_and_output_weights ? nullptr : &embedding_->weight();
   output_ = std::make_unique<OutputLayer>(kOutputLayerKey, V, C, cfg_.init_method_std, tied, store_);
+  for (int64_t d = 0; d < plan_.mtp_depths; ++d) {
+    const std::string prefix = "mtp.layers." + std::to_string(d) + ".";
+    auto build = [&](ParamStore& store) {
+      std::vector<std::unique_ptr<Module>> layers;
+      for (size_t j = 0; j < plan_.mtp_items.size(); ++j) {
+        const LayerItem& item = plan_.mtp_items[j];
+        const SubLayerSpec spec{item.symbols[0], prefix + "mtp_model_layer.layers." + std::to_string(j) + ".",
+                                plan_.num_layers + d * int64_t(plan_.mtp_items.size()) + item.physical[0]};
+        layers.push_back(build_sublayer(cfg_, spec, store));
+      }
+      return layers;
+    };
+    mtp_.push_back(std::make_unique<MtpDepth>(prefix, norm, cfg_.init_method_std, embedding_->weight(),
+                                              output_->weight(), build, store_));
+  }
+  mtp_loss_sums_.assign(size_t(plan_.mtp_depths), 0.0);
+}
+
+namespace {
+// ids rolled left by one position per row (B,T) with `fill` in the vacated last column (SPEC A5.1).
+std::vector<int32_t> roll_left(const std::vector<int32_t>& v, int64_t B, int64_t T, int32_t fill) {
+  std::vector<int32_t> out(v.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) out[size_t(b * T + t)] = t + 1 < T ? v[size_t(b * T + t + 1)] : fill;
+  return out;
+}
+std::vector<int32_t> host_ints(const Tensor& t) {
+  const Tensor h = t.to(Device::CPU);
+  return std::vector<int32_t>(h.data<int32_t>(), h.data<int32_t>() + h.numel());
+}
+Tensor int_tensor(const std::vector<int32_t>& v, const Shape& shape, Device device) {
+  Tensor t = Tensor::empty(shape, DType::I32);
+  std::copy(v.begin(), v.end(), t.data<int32_t>());
+  return t.to(device);
+}
+}  // namespace
+
+void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
+  Exec& ex = ctx.ex();
+  const int64_t B = ids.size(0), T = ids.size(1), D = int64_t(mtp_.size());
+  MtpSaved& s = ctx.saved<MtpSaved>(this);
+  s.dloss.clear();
+  std::vector<int32_t> id = host_ints(ids), lab = host_ints(labels);
+  Tensor h = y;
+  for (int64_t k = 0; k < D; ++k) {
+    id = roll_left(id, B, T, 0);
+    lab = roll_left(lab, B, T, -1);  // the rolled-in tail is masked
+    int64_t tokens = 0;
+    for (int32_t l : lab) tokens += l >= 0;
+    // Gradient of (factor / D) * sum(mask * CE) / max(tokens, 1), at the main loss's micro-batch scale.
+    const double w = cfg_.mtp_loss_scaling_factor / double(D) / double(std::max<int64_t>(tokens, 1));
+    std::vector<double> d(lab.size());
+    for (size_t i = 0; i < lab.size(); ++i) d[i] = lab[i] >= 0 ? w * ctx.aux_loss_scale : 0.0;
+    Tensor h_next;
+    Tensor losses = mtp_[size_t(k)]->forward(ctx, h, int_tensor(id, {B, T}, ids.device()),
+                                             int_tensor(lab, {B, T}, ids.device()), h_next);
+    Tensor dl = Tensor::empty(losses.shape(), losses.dtype());
+    dl.copy_from_f64(d);
+    s.dloss.push_back(dl.to(losses.device()));
+    Tensor total = Tensor::empty({1}, losses.dtype(), losses.device());
+    ops::sum(ex, total, losses);
+    mtp_loss_sums_[size_t(k)] += tokens > 0 ? total.to_f64_vector()[0] / double(tokens) : 0.0;
+    h = h_next;
+  }
+  ++mtp_micro_batches_;
+}
+
+std::vector<double> HybridModel::mtp_losses() const {
+  std::vector<double> out;
+  for (double v : mtp_loss_sums_) out.push_back(mtp_micro_batches_ > 0 ? v / double(mtp_micro_batches_) : 0.0);
+  return out;
 }
 
 Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& labels) {
@@ -89,12 +166,24 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
   }
   Tensor sum;
   Tensor y = final_norm_->forward_add(ctx, h, f, sum);
-  return output_->forward(ctx, y, labels);
+  Tensor losses = output_->forward(ctx, y, labels);
+  // MTP trains only: its losses are not part of the returned LM loss (their gradients are applied in
+  // backward and their values logged, SPEC A5.2).
+  ctx.saved<MtpSaved>(this).active = ctx.grad_enabled && !mtp_.empty();
+  if (ctx.saved<MtpSaved>(this).active) forward_mtp(ctx, y, ids, labels);
+  return losses;
 }
 
 void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
   Exec& ex = ctx.ex();
-  Tensor dh = final_norm_->backward(ctx, output_->backward(ctx, dloss));  // d(the last sum)
+  Tensor dy = output_->backward(ctx, dloss);  // d(final norm output)
+  MtpSaved& mtp = ctx.saved<MtpSaved>(this);
+  if (mtp.active) {  // the depths in reverse: each returns d(its input hidden state)
+    Tensor dnext;
+    for (int64_t k = int64_t(mtp_.size()) - 1; k >= 0; --k) dnext = mtp_[size_t(k)]->backward(ctx, mtp.dloss[size_t(k)], dnext);
+    ops::axpy(ex, dy, dnext, 1.0);
+  }
+  Tensor dh = final_norm_->backward(ctx, dy);  // d(the last sum)
   // h_next = h + f(h): dh = dh_next + df/dh, the add fused into the input norm's backward.
   for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) {
     if (auto* pre = dynamic_cast<PreNormModule*>(it->get())) {
@@ -108,19 +197,30 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
   embedding_->backward(ctx, dh);
 }
 
+std::vector<MoeLayer*> HybridModel::moe_layers() const {
+  std::vector<MoeLayer*> out;
+  for (const auto& l : sublayers_)
+    if (auto* moe = dynamic_cast<MoeLayer*>(l.get())) out.push_back(moe);
+  for (const auto& d : mtp_)
+    for (const auto& l : d->layers())
+      if (auto* moe = dynamic_cast<MoeLayer*>(l.get())) out.push_back(moe);
+  return out;
+}
+
 std::vector<MoeStats> HybridModel::moe_stats() const {
   std::vector<MoeStats> out;
-  for (const auto& l : sublayers_)
-    if (const auto* moe = dynamic_cast<const MoeLayer*>(l.get())) out.push_back(moe->stats());
+  for (const MoeLayer* moe : moe_layers()) out.push_back(moe->stats());
   return out;
 }
 
 void HybridModel::finish_step() {
-  for (auto& l : sublayers_)
-    if (auto* moe = dynamic_cast<MoeLayer*>(l.get())) moe->finish_step();
+  for (MoeLayer* moe : moe_layers()) moe->finish_step();
+  mtp_loss_sums_.assign(mtp_.size(), 0.0);
+  mtp_micro_batches_ = 0;
 }
 
 void HybridModel::backward_dw(StepContext& ctx) {
+  for (auto it = mtp_.rbegin(); it != mtp_.rend(); ++it) (*it)->backward_dw(ctx);
   for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) (*it)->backward_dw(ctx);
   ctx.run_wgrad();
 }

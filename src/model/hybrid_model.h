@@ -14,11 +14,14 @@
 #include "nn/embedding.h"
 #include "nn/lm_head.h"
 #include "nn/moe/router.h"
+#include "nn/mtp.h"
 #include "nn/module.h"
 #include "nn/norm.h"
 #include "nn/param.h"
 
 namespace hytra {
+
+class MoeLayer;
 
 // The plan for a config: from --hybrid-layer-pattern, or the ratios, or (neither) a GPT stack of
 // --num-layers `[*-]` groups. Throws the pattern's named errors.
@@ -45,6 +48,8 @@ class HybridModel {
   // The MoE layers' routing statistics over this step's micro-batches (aux/z losses, tokens per
   // expert), in layer order; then finish_step() once per global batch (expert-bias updates).
   std::vector<MoeStats> moe_stats() const;
+  // Each MTP depth's loss (mean over target tokens) averaged over this step's training micro-batches.
+  std::vector<double> mtp_losses() const;
   void finish_step();
 
  private:
@@ -57,6 +62,15 @@ class HybridModel {
   std::vector<std::unique_ptr<Module>> sublayers_;  // physical order
   std::unique_ptr<Norm> final_norm_;
   std::unique_ptr<OutputLayer> output_;
+  std::vector<std::unique_ptr<MtpDepth>> mtp_;  // SPEC A5: one per depth
+  std::vector<double> mtp_loss_sums_;            // per depth, over this step's micro-batches
+  int64_t mtp_micro_batches_ = 0;
+  struct MtpSaved {
+    bool active = false;
+    std::vector<Tensor> dloss;  // per depth (B,T): the scaled loss gradient, fixed in forward
+  };
+  void forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
+  std::vector<MoeLayer*> moe_layers() const;  // main stack, then MTP depths
 };
 
 }  // namespace hytra

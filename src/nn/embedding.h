@@ -12,6 +12,8 @@ namespace hytra {
 class Embedding : public Module {
  public:
   Embedding(const std::string& key, int64_t rows, int64_t dim, double init_std, ParamStore& store);
+  // A second lookup of an existing table (MTP's use of the word embeddings): its own saved state.
+  explicit Embedding(Param& shared) : dim_(shared.shape.at(1)), w_(&shared) {}
 
   Tensor forward(StepContext& ctx, const Tensor& ids) override;  // ids (B,T) int32 -> (B,T,C)
   Tensor backward(StepContext& ctx, const Tensor& dy) override;  // dy (B,T,C)

@@ -19,6 +19,8 @@ class OutputLayer {
   // dh (B,T,C) for dloss (B,T); accumulates the weight gradient.
   Tensor backward(StepContext& ctx, const Tensor& dloss);
 
+  Param& weight() { return *w_; }
+
   static constexpr int64_t kVocabChunk = 8192;  // bench/NOTES.md: 8192 beat 4096 on the H100 (N 8192, V 50304)
 
  private:

@@ -32,6 +32,8 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
             store(c.num_layers));
   t.add("--mtp-num-layers", K::Int, "None", "multi-token-prediction depths (from the pattern's '/' parts)",
             store(c.mtp_num_layers));
+  t.add("--mtp-loss-scaling-factor", K::Float, "0.1", "MTP losses weigh factor / depths each",
+        store(c.mtp_loss_scaling_factor));
   t.add("--hidden-size", K::Int, "None", "model width", store(c.hidden_size));
   t.add("--ffn-hidden-size", K::Int, "4*hidden (swiglu: int(8h/3/64)*64)", "dense MLP width",
             store(c.ffn_hidden_size));
