@@ -1,23 +1,334 @@
-// STUB: mhc ops, to be written.
+// mHC Sinkhorn-Knopp and mixing coefficients on CUDA (ops.h "mHC", SPEC.md A4.2, A4.3); the maths
+// and the backward formulas are those of ops/cpu/mhc.cpp (its header derives them), in fp32.
+// One thread per n x n matrix (per token): its matrix lives in a local array sized for n <= NMAX,
+// NMAX in {4, 8, 16} (the CUDA limit is n <= 16). The Sinkhorn backward stores no iterates: for
+// each step, last to first, it recomputes that step's input from the logits (O(steps^2) work per
+// matrix, small for n <= 16 and T ~ 20) and applies the step's reverse.
+// Coefficients: r and the dx update need the whole x row, so they run one block per token
+// (fixed-order block sums); everything else is per-token thread work. dbias and dalpha are
+// deterministic: the per-token dh (N, P) goes to a scratch buffer, row chunks set by N alone sum
+// their tokens in order into partials (chunks, P+3), and one kernel adds the chunks in order.
+#include <initializer_list>
+#include <type_traits>
+
+#include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
-#include "core/error.h"
 
 namespace hytra::cuda {
+namespace {
+
+using ops::MhcVariant;
+
+constexpr int kMaxN = 16;
+constexpr float kSinkEps = 1e-6f;
+constexpr float kRmsEps = 1e-6f;
+constexpr int kTokenThreads = 128;
+constexpr int kRowThreads = 256;
+constexpr int64_t kMaxChunks = 128;
+
+// Steps of a run: main T x (row, col); dev col, (T-1) x (row, col).
+__device__ __forceinline__ int64_t num_steps(int64_t iterations, bool dev) { return dev ? 2 * iterations - 1 : 2 * iterations; }
+__device__ __forceinline__ bool step_rows(int64_t s, bool dev) { return (s % 2 == 0) != dev; }
+// Element k of line i (row i or column i) of an n x n row-major matrix.
+__device__ __forceinline__ int at(bool rows, int n, int i, int k) { return rows ? i * n + k : k * n + i; }
+
+__device__ __forceinline__ float line_sum(const float* m, bool rows, int n, int i) {
+  float s = 0.0f;
+  for (int k = 0; k < n; ++k) s += m[at(rows, n, i, k)];
+  return s;
+}
+__device__ __forceinline__ float denominator(float s, bool dev) { return dev ? s + kSinkEps : fmaxf(s, kSinkEps); }
+
+// p (n) = exp(l - max l) of one logit row, and its sum.
+__device__ __forceinline__ float row_exp(float* p, const float* l, int n) {
+  float mx = l[0];
+  for (int k = 1; k < n; ++k) mx = fmaxf(mx, l[k]);
+  float s = 0.0f;
+  for (int k = 0; k < n; ++k) s += p[k] = expf(l[k] - mx);
+  return s;
+}
+
+// m (n x n) = the Sinkhorn iterate after `steps` steps (0: M0) of logits l (n x n).
+__device__ void sinkhorn_iterate(float* m, const float* l, int n, int64_t steps, bool dev) {
+  for (int i = 0; i < n; ++i) {
+    const float s = row_exp(m + i * n, l + i * n, n);
+    if (dev)
+      for (int k = 0; k < n; ++k) m[i * n + k] = m[i * n + k] / s + kSinkEps;
+  }
+  for (int64_t st = 0; st < steps; ++st) {
+    const bool rows = step_rows(st, dev);
+    for (int i = 0; i < n; ++i) {
+      const float d = denominator(line_sum(m, rows, n, i), dev);
+      for (int k = 0; k < n; ++k) m[at(rows, n, i, k)] = m[at(rows, n, i, k)] / d;
+    }
+  }
+}
+
+// dl (n x n) = dL given g = dM (n x n, overwritten); m is n x n scratch.
+__device__ void sinkhorn_backward(float* dl, float* g, float* m, const float* l, int n, int64_t iterations, bool dev) {
+  for (int64_t st = num_steps(iterations, dev) - 1; st >= 0; --st) {
+    sinkhorn_iterate(m, l, n, st, dev);
+    const bool rows = step_rows(st, dev);
+    for (int i = 0; i < n; ++i) {
+      const float s = line_sum(m, rows, n, i), d = denominator(s, dev);
+      float gy = 0.0f;
+      if (dev || s >= kSinkEps)
+        for (int k = 0; k < n; ++k) gy += g[at(rows, n, i, k)] * (m[at(rows, n, i, k)] / d);
+      for (int k = 0; k < n; ++k) g[at(rows, n, i, k)] = (g[at(rows, n, i, k)] - gy) / d;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    float* p = m + i * n;
+    const float s = row_exp(p, l + i * n, n);
+    const float* gi = g + i * n;
+    if (!dev) {
+      for (int k = 0; k < n; ++k) dl[i * n + k] = gi[k] * p[k];
+      continue;
+    }
+    float gp = 0.0f;
+    for (int k = 0; k < n; ++k) gp += gi[k] * (p[k] /= s);
+    for (int k = 0; k < n; ++k) dl[i * n + k] = p[k] * (gi[k] - gp);
+  }
+}
+
+template <int NMAX>
+__global__ void sinkhorn_fwd_kernel(float* M, const float* L, int64_t R, int n, int64_t iterations, bool dev) {
+  float m[NMAX * NMAX];
+  const int64_t nn = int64_t(n) * n;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < R; r += int64_t(gridDim.x) * blockDim.x) {
+    sinkhorn_iterate(m, L + r * nn, n, num_steps(iterations, dev), dev);
+    for (int k = 0; k < nn; ++k) M[r * nn + k] = m[k];
+  }
+}
+
+template <int NMAX>
+__global__ void sinkhorn_bwd_kernel(float* dL, const float* dM, const float* L, int64_t R, int n, int64_t iterations,
+                                    bool dev) {
+  float g[NMAX * NMAX], m[NMAX * NMAX];
+  const int64_t nn = int64_t(n) * n;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < R; r += int64_t(gridDim.x) * blockDim.x) {
+    for (int k = 0; k < nn; ++k) g[k] = dM[r * nn + k];
+    sinkhorn_backward(dL + r * nn, g, m, L + r * nn, n, iterations, dev);
+  }
+}
+
+// r[t] = 1 / (||x_t|| / sqrt(D) + 1e-6); one block per token.
+__global__ void coeffs_r_kernel(float* r, const void* x, DType xt, int64_t D) {
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x * D;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
+    const float v = load_f(x, xt, row + c);
+    ss += v * v;
+  }
+  ss = block_sum(ss, red);
+  if (threadIdx.x == 0) r[blockIdx.x] = 1.0f / (sqrtf(ss) / sqrtf(float(D)) + kRmsEps);
+}
+
+__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+// alpha expanded: slice k of P = n^2 + 2n.
+__device__ __forceinline__ float alpha_of(const float* alpha, int n, int k) { return alpha[k < 2 * n ? k / n : 2]; }
+
+template <int NMAX>
+__global__ void coeffs_fwd_kernel(float* h_pre, float* h_post, float* h_res, const float* r, const float* proj,
+                                  const float* alpha, const float* bias, int64_t N, int n, int64_t iterations,
+                                  bool dev) {
+  float h[NMAX * NMAX + 2 * NMAX], m[NMAX * NMAX];
+  const int P = n * n + 2 * n;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
+    const float rt = r[t];
+    for (int k = 0; k < P; ++k) h[k] = rt * proj[t * P + k] * alpha_of(alpha, n, k) + bias[k];
+    for (int i = 0; i < n; ++i) {
+      h_pre[t * n + i] = sigmoid(h[i]) + (dev ? kSinkEps : 0.0f);
+      h_post[t * n + i] = 2.0f * sigmoid(h[n + i]);
+    }
+    sinkhorn_iterate(m, h + 2 * n, n, num_steps(iterations, dev), dev);
+    float* out = h_res + t * n * n;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) out[i * n + j] = dev ? m[j * n + i] : m[i * n + j];
+  }
+}
+
+// Per token: dproj (N,P) =, dr (N) and dh (N,P) into scratch.
+template <int NMAX>
+__global__ void coeffs_bwd_token_kernel(float* dproj, float* dr, float* dh_out, const float* dh_pre,
+                                        const float* dh_post, const float* dh_res, const float* r, const float* proj,
+                                        const float* alpha, const float* bias, int64_t N, int n, int64_t iterations,
+                                        bool dev) {
+  float h[NMAX * NMAX + 2 * NMAX], dh[NMAX * NMAX + 2 * NMAX], g[NMAX * NMAX], m[NMAX * NMAX];
+  const int P = n * n + 2 * n;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
+    const float rt = r[t];
+    const float* pt = proj + t * P;
+    for (int k = 0; k < P; ++k) h[k] = rt * pt[k] * alpha_of(alpha, n, k) + bias[k];
+    for (int i = 0; i < n; ++i) {
+      const float sp = sigmoid(h[i]), sq = sigmoid(h[n + i]);
+      dh[i] = dh_pre[t * n + i] * sp * (1.0f - sp);
+      dh[n + i] = dh_post[t * n + i] * 2.0f * sq * (1.0f - sq);
+    }
+    const float* dres = dh_res + t * n * n;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) g[i * n + j] = dev ? dres[j * n + i] : dres[i * n + j];
+    sinkhorn_backward(dh + 2 * n, g, m, h + 2 * n, n, iterations, dev);
+    float drt = 0.0f;
+    for (int k = 0; k < P; ++k) {
+      const float a = alpha_of(alpha, n, k);
+      dproj[t * P + k] = dh[k] * rt * a;
+      drt += dh[k] * pt[k] * a;
+      dh_out[t * P + k] = dh[k];
+    }
+    dr[t] = drt;
+  }
+}
+
+// dx[t] += -dr r^2 x / (sqrt(D) ||x||) (nothing when x = 0); one block per token.
+__global__ void coeffs_dx_kernel(void* dx, DType dxt, const void* x, DType xt, const float* dr, const float* r,
+                                 int64_t D) {
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x * D;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
+    const float v = load_f(x, xt, row + c);
+    ss += v * v;
+  }
+  const float norm = sqrtf(block_sum(ss, red)), rt = r[blockIdx.x];
+  if (norm == 0.0f) return;
+  const float coef = -dr[blockIdx.x] * rt * rt / (sqrtf(float(D)) * norm);
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
+    store_f(dx, dxt, row + c, load_f(dx, dxt, row + c) + coef * load_f(x, xt, row + c));
+}
+
+// partial (chunks, P+3): columns [0,P) sum dh (dbias), P+g sum dh_k r proj_k over slice g (dalpha),
+// each over the tokens of its chunk in order. Grid: chunks blocks; threads over the columns.
+__global__ void coeffs_param_partial_kernel(float* partial, const float* dh, const float* r, const float* proj,
+                                            int64_t N, int n, int64_t rows_per_chunk) {
+  const int P = n * n + 2 * n, Q = P + 3;
+  const int64_t t0 = blockIdx.x * rows_per_chunk, t1 = min(N, t0 + rows_per_chunk);
+  for (int q = threadIdx.x; q < Q; q += blockDim.x) {
+    float s = 0.0f;
+    if (q < P) {
+      for (int64_t t = t0; t < t1; ++t) s += dh[t * P + q];
+    } else {
+      const int g = q - P, k0 = g * n, k1 = g < 2 ? k0 + n : P;
+      for (int64_t t = t0; t < t1; ++t)
+        for (int k = k0; k < k1; ++k) s += dh[t * P + k] * r[t] * proj[t * P + k];
+    }
+    partial[blockIdx.x * Q + q] = s;
+  }
+}
+
+// dbias (P) += and dalpha (3) += the chunk partials, added in chunk order. One block.
+__global__ void coeffs_param_combine_kernel(float* dbias, float* dalpha, const float* partial, int64_t chunks, int n) {
+  const int P = n * n + 2 * n, Q = P + 3;
+  for (int q = threadIdx.x; q < Q; q += blockDim.x) {
+    float s = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) s += partial[c * Q + q];
+    if (q < P)
+      dbias[q] += s;
+    else
+      dalpha[q - P] += s;
+  }
+}
+
+// f(std::integral_constant<int, NMAX>) with the smallest local-array capacity that holds n.
+template <class F>
+void with_capacity(const char* op, int64_t n, F&& f) {
+  HYTRA_CHECK(n <= kMaxN, op, " on CUDA: n must be <= ", kMaxN, ", got ", n);
+  if (n <= 4)
+    f(std::integral_constant<int, 4>{});
+  else if (n <= 8)
+    f(std::integral_constant<int, 8>{});
+  else
+    f(std::integral_constant<int, 16>{});
+}
+
+void check_fp32_only(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) HYTRA_CHECK(t->dtype() == DType::F32, op, " on CUDA: expected fp32, got ", t->desc());
+}
+
+void check_act_dtype(const char* op, const Tensor& t) {
+  HYTRA_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", t.desc());
+}
+
+}  // namespace
 
 void sinkhorn_fwd(Exec& ex, Tensor& M, const Tensor& logits, int64_t iterations, ops::MhcVariant variant) {
-  HYTRA_CHECK(false, "sinkhorn_fwd: not implemented on cuda yet");
+  check_fp32_only("sinkhorn_fwd", {&M, &logits});
+  const int64_t R = logits.size(0), n = logits.size(1);
+  if (R == 0) return;
+  with_capacity("sinkhorn_fwd", n, [&](auto cap) {
+    sinkhorn_fwd_kernel<cap.value><<<grid_for(R, kTokenThreads), kTokenThreads, 0, stream_of(ex)>>>(
+        M.data<float>(), logits.data<float>(), R, int(n), iterations, variant == MhcVariant::Dev);
+    check_launch("sinkhorn_fwd_kernel");
+  });
 }
 
-void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& logits, int64_t iterations, ops::MhcVariant variant) {
-  HYTRA_CHECK(false, "sinkhorn_bwd: not implemented on cuda yet");
+void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& logits, int64_t iterations,
+                  ops::MhcVariant variant) {
+  check_fp32_only("sinkhorn_bwd", {&dlogits, &dM, &logits});
+  const int64_t R = logits.size(0), n = logits.size(1);
+  if (R == 0) return;
+  with_capacity("sinkhorn_bwd", n, [&](auto cap) {
+    sinkhorn_bwd_kernel<cap.value><<<grid_for(R, kTokenThreads), kTokenThreads, 0, stream_of(ex)>>>(
+        dlogits.data<float>(), dM.data<float>(), logits.data<float>(), R, int(n), iterations,
+        variant == MhcVariant::Dev);
+    check_launch("sinkhorn_bwd_kernel");
+  });
 }
 
-void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& x, const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations, ops::MhcVariant variant) {
-  HYTRA_CHECK(false, "mhc_coeffs_fwd: not implemented on cuda yet");
+void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& x,
+                    const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
+                    ops::MhcVariant variant) {
+  const char* op = "mhc_coeffs_fwd";
+  check_act_dtype(op, x);
+  check_fp32_only(op, {&h_pre, &h_post, &h_res, &r, &proj, &alpha, &bias});
+  const int64_t N = x.size(0), D = x.size(1), n = h_res.size(1);
+  if (N == 0) return;
+  cudaStream_t s = stream_of(ex);
+  coeffs_r_kernel<<<unsigned(N), kRowThreads, 0, s>>>(r.data<float>(), x.raw(), x.dtype(), D);
+  check_launch("coeffs_r_kernel");
+  with_capacity(op, n, [&](auto cap) {
+    coeffs_fwd_kernel<cap.value><<<grid_for(N, kTokenThreads), kTokenThreads, 0, s>>>(
+        h_pre.data<float>(), h_post.data<float>(), h_res.data<float>(), r.data<float>(), proj.data<float>(),
+        alpha.data<float>(), bias.data<float>(), N, int(n), iterations, variant == MhcVariant::Dev);
+    check_launch("coeffs_fwd_kernel");
+  });
 }
 
-void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre, const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj, const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations, ops::MhcVariant variant) {
-  HYTRA_CHECK(false, "mhc_coeffs_bwd: not implemented on cuda yet");
+void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
+                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj,
+                    const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations,
+                    ops::MhcVariant variant) {
+  const char* op = "mhc_coeffs_bwd";
+  check_act_dtype(op, x);
+  check_act_dtype(op, dx);
+  check_fp32_only(op, {&dproj, &dalpha, &dbias, &dh_pre, &dh_post, &dh_res, &proj, &alpha, &bias, &r});
+  const int64_t N = x.size(0), D = x.size(1), n = dh_res.size(1), P = n * n + 2 * n;
+  if (N == 0) return;
+  cudaStream_t s = stream_of(ex);
+  Tensor dr = Tensor::empty({N}, DType::F32, Device::CUDA);     // (N)
+  Tensor dh = Tensor::empty({N, P}, DType::F32, Device::CUDA);  // (N, P)
+  with_capacity(op, n, [&](auto cap) {
+    coeffs_bwd_token_kernel<cap.value><<<grid_for(N, kTokenThreads), kTokenThreads, 0, s>>>(
+        dproj.data<float>(), dr.data<float>(), dh.data<float>(), dh_pre.data<float>(), dh_post.data<float>(),
+        dh_res.data<float>(), r.data<float>(), proj.data<float>(), alpha.data<float>(), bias.data<float>(), N,
+        int(n), iterations, variant == MhcVariant::Dev);
+    check_launch("coeffs_bwd_token_kernel");
+  });
+  coeffs_dx_kernel<<<unsigned(N), kRowThreads, 0, s>>>(dx.raw(), dx.dtype(), x.raw(), x.dtype(), dr.data<float>(),
+                                                       r.data<float>(), D);
+  check_launch("coeffs_dx_kernel");
+  const int64_t chunks = N < kMaxChunks ? N : kMaxChunks;
+  const int64_t rows_per_chunk = (N + chunks - 1) / chunks;
+  const int col_threads = int((P + 3 + 31) / 32 * 32);
+  Tensor partial = Tensor::empty({chunks, P + 3}, DType::F32, Device::CUDA);  // (chunks, P+3)
+  coeffs_param_partial_kernel<<<unsigned(chunks), col_threads, 0, s>>>(partial.data<float>(), dh.data<float>(),
+                                                                       r.data<float>(), proj.data<float>(), N,
+                                                                       int(n), rows_per_chunk);
+  check_launch("coeffs_param_partial_kernel");
+  coeffs_param_combine_kernel<<<1, col_threads, 0, s>>>(dbias.data<float>(), dalpha.data<float>(),
+                                                        partial.data<float>(), chunks, int(n));
+  check_launch("coeffs_param_combine_kernel");
 }
 
 }  // namespace hytra::cuda
