@@ -184,6 +184,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
   MoeInterval moe_interval;
+  std::vector<double> interval_mtp;  // per MTP depth, summed over the interval's steps
   ProgressBar progress("train", tc.train_iters);
 
   using Clock = std::chrono::steady_clock;
@@ -206,6 +207,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     loss /= double(num_micro);
     // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
     moe_interval.add(model.moe_stats(), mc);
+    const std::vector<double> mtp = model.mtp_losses();
+    interval_mtp.resize(mtp.size(), 0.0);
+    for (size_t k = 0; k < mtp.size(); ++k) interval_mtp[k] += mtp[k];
     model.finish_step();
     const double gnorm = grad_global_norm(ex, store);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
@@ -238,6 +242,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       rec.lr = lr_at(lr_cfg, it);  // Megatron logs the rate after this iteration's scheduler step
       rec.global_batch_size = gbs;
       rec.losses = {{"lm loss", interval_loss / double(interval_iters)}};
+      for (size_t k = 0; k < interval_mtp.size(); ++k) {  // Megatron's per-depth names
+        rec.losses.push_back({"mtp_" + std::to_string(k + 1) + " loss", interval_mtp[k] / double(interval_iters)});
+        interval_mtp[k] = 0;
+      }
       moe_interval.fill(rec, mc);
       rec.grad_norm = interval_gnorm;
       if (progress.enabled()) std::fputs("\r\033[K", stderr);

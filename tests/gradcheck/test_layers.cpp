@@ -11,6 +11,7 @@
 #include "nn/mamba2.h"
 #include "nn/lm_head.h"
 #include "nn/mlp.h"
+#include "nn/mtp.h"
 #include "nn/moe/moe_layer.h"
 #include "nn/norm.h"
 #include "ops/ops.h"
@@ -312,6 +313,45 @@ TEST(Gradcheck, MoeExpertsActivationsLayoutsAndShared) {
     check_moe(c, seed);
     seed += 2;
   }
+}
+
+// One MTP depth (SPEC A5.1) with an attention + MLP inner block: gradients of its per-token losses
+// reach the previous hidden state, its own norms and eh_proj, the inner layers and the shared
+// embedding and output weights. Rolled labels mask the tail (-1).
+TEST(Gradcheck, MtpDepth) {
+  ParamStore store;
+  Embedding emb("embedding.word_embeddings.weight", 13, 8, 0.5, store);
+  OutputLayer head("output_layer.weight", 13, 8, 0.5, nullptr, store);
+  auto build = [](ParamStore& s) {
+    std::vector<std::unique_ptr<Module>> layers;
+    AttentionOptions ao;
+    ao.hidden = 8;
+    ao.num_heads = 2;
+    ao.num_kv_heads = 1;
+    ao.head_dim = 4;
+    ao.init_std = ao.output_init_std = 0.3;
+    layers.push_back(std::make_unique<SelfAttention>(ao, "mtp.layers.0.mtp_model_layer.layers.0.", s));
+    MlpOptions mo;
+    mo.hidden = 8;
+    mo.ffn = 12;
+    mo.activation = Activation::SwiGLU;
+    mo.init_std = mo.output_init_std = 0.3;
+    layers.push_back(std::make_unique<Mlp>(mo, "mtp.layers.0.mtp_model_layer.layers.1.", s));
+    return layers;
+  };
+  MtpDepth depth("mtp.layers.0.", NormOptions{NormKind::RMSNorm, 8, 1e-5}, 0.5, emb.weight(), head.weight(), build,
+                 store);
+  prepare(store, 170);
+  Tensor ids = test::random_ids({B, T}, 13, 171), labels = test::random_ids({B, T}, 13, 172);
+  labels.data<int32_t>()[T - 1] = -1;  // a rolled-in tail
+  labels.data<int32_t>()[2 * T - 1] = -1;
+  gradcheck(
+      store, input(8, 173),
+      [&](StepContext& ctx, const Tensor& h) {
+        Tensor h_out;
+        return depth.forward(ctx, h, ids, labels, h_out);
+      },
+      [&](StepContext& ctx, const Tensor& dl) { return depth.backward(ctx, dl, Tensor()); });
 }
 
 TEST(Gradcheck, OutputLayerTiedAndUntied) {

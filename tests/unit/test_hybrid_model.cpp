@@ -197,6 +197,69 @@ TEST(HybridModel, GroupEqualsUngroupedBitwise) {
   for (double l : loss_g.to_f64_vector()) EXPECT_NEAR(l, std::log(32.0), 1.0);
 }
 
+// MTP (SPEC A5): with two depths the gradient of J = mean main CE + (factor / D) * sum_k (mean CE of
+// depth k, labels rolled k times) matches central differences of J, in fp64, on elements of every
+// parameter (the depths' own, the shared embedding and head, the main stack). J's MTP part comes
+// from the logged per-depth losses of the same forward.
+TEST(HybridModel, MtpGradientMatchesTheObjective) {
+  ModelConfig c = tiny("*-/*-/*-");
+  c.untie_embeddings_and_output_weights = true;
+  c.mtp_loss_scaling_factor = 0.3;
+  HybridModel m(c, plan_for(c));
+  EXPECT_EQ(m.plan().mtp_depths, 2);
+  m.params().finalize(DType::F64, Device::CPU);
+  init_params(m.params(), 31);
+  for (Param* p : m.params().all())  // weights large enough that every path matters
+    if (p->init == InitKind::Normal) ops::scale(Exec::cpu(), p->value, 10.0);
+  Tensor ids = test::random_ids({2, 6}, 30, 32), labels = test::random_ids({2, 6}, 30, 33);
+  labels.data<int32_t>()[4] = -1;
+  int64_t targets = 0;
+  for (int64_t i = 0; i < 12; ++i) targets += labels.data<int32_t>()[i] >= 0;
+  auto objective = [&]() {
+    StepContext ctx(Exec::cpu());
+    Tensor loss = m.forward(ctx, ids, labels);
+    double main = 0;
+    for (double l : loss.to_f64_vector()) main += l;
+    double mtp = 0;
+    for (double l : m.mtp_losses()) mtp += l;
+    m.finish_step();
+    return main / double(targets) + 0.3 / 2.0 * mtp;
+  };
+  {
+    StepContext ctx(Exec::cpu());
+    Tensor loss = m.forward(ctx, ids, labels);
+    Tensor dloss = Tensor::empty(loss.shape(), DType::F64);
+    std::vector<double> d(12);
+    for (int64_t i = 0; i < 12; ++i) d[size_t(i)] = labels.data<int32_t>()[i] >= 0 ? 1.0 / double(targets) : 0.0;
+    dloss.copy_from_f64(d);
+    m.backward(ctx, dloss);
+    m.finish_step();
+  }
+  int checked = 0;
+  for (Param* p : m.params().all()) {
+    const std::vector<double> g = p->grad.to_f64_vector();
+    std::vector<double> v = p->value.to_f64_vector();
+    for (size_t i : {size_t(0), v.size() / 2, v.size() - 1}) {
+      const double keep = v[i], h = 1e-6;
+      v[i] = keep + h;
+      p->value.copy_from_f64(v);
+      const double up = objective();
+      v[i] = keep - h;
+      p->value.copy_from_f64(v);
+      const double down = objective();
+      v[i] = keep;
+      p->value.copy_from_f64(v);
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(g[i], numeric, 1e-6 + 1e-5 * std::abs(numeric)) << p->name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 60);
+  EXPECT_NE(m.params().find("mtp.layers.1.mtp_model_layer.layers.1.mlp.linear_fc2.weight"), nullptr);
+  EXPECT_NE(m.params().find("mtp.layers.0.eh_proj.weight"), nullptr);
+  EXPECT_EQ(m.params().find("mtp.layers.0.eh_proj.weight")->shape, (Shape{8, 16}));
+}
+
 // The same rule for groups holding a Mamba mixer and a gated delta net.
 TEST(HybridModel, MambaAndGdnGroupsEqualUngroupedBitwise) {
   for (const char* pattern : {"M-G*", "G-M*"}) {
