@@ -124,6 +124,17 @@ void ModelConfig::validate() const {
          str("--moe-shared-expert-intermediate-size: expected a positive integer, got ",
              moe_shared_expert_intermediate_size));
   }
+  if (enable_mhc) {
+    need(mhc_num_residual_streams >= 1 && mhc_num_residual_streams <= 16,
+         str("--mhc-num-residual-streams: expected 1..16, got ", mhc_num_residual_streams));
+    need(mhc_sinkhorn_iterations >= 1,
+         str("--mhc-sinkhorn-iterations: expected >= 1, got ", mhc_sinkhorn_iterations));
+    need(mhc_init_gating_factor >= 0, str("--mhc-init-gating-factor: expected >= 0, got ", mhc_init_gating_factor));
+    need(mhc_recompute_layer_num >= 0,
+         str("--mhc-recompute-layer-num: expected a positive integer, got ", mhc_recompute_layer_num));
+    need(mhc_variant == "main" || mhc_variant == "dev",
+         str("--mhc-variant: expected main or dev, got '", mhc_variant, "'"));
+  }
   need(mtp_loss_scaling_factor >= 0,
        str("--mtp-loss-scaling-factor: expected >= 0, got ", mtp_loss_scaling_factor));
   need(ffn_hidden_size >= 0, str("--ffn-hidden-size: expected a positive integer, got ", ffn_hidden_size));

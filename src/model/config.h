@@ -81,6 +81,14 @@ struct ModelConfig {
   double glu_linear_offset = 0.0;       // --glu-linear-offset: added to the GLU linear half
   double activation_func_clamp_value = 0.0;  // --activation-func-clamp-value (0 = None; MoE experts)
 
+  // mHC hyper-connections (SPEC.md A4, hytra decision 3).
+  bool enable_mhc = false;              // --enable-mhc-connections (alias --enable-hyper-connections)
+  int64_t mhc_num_residual_streams = 4; // --mhc-num-residual-streams (alias --num-residual-streams): n
+  int64_t mhc_sinkhorn_iterations = 20; // --mhc-sinkhorn-iterations
+  double mhc_init_gating_factor = 0.01; // --mhc-init-gating-factor: initial alpha_pre/post/res
+  int64_t mhc_recompute_layer_num = 0;  // --mhc-recompute-layer-num (0 = None)
+  std::string mhc_variant = "main";     // --mhc-variant: main | dev (DeepSeek-V4 flavour)
+
   // Derived values (valid after validate()).
   int64_t padded_vocab_size() const;
   int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }

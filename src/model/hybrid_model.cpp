@@ -7,6 +7,7 @@
 #include "model/naming.h"
 #include "model/pattern.h"
 #include "nn/moe/moe_layer.h"
+#include "nn/hyper_connection.h"
 #include "nn/mtp.h"
 #include "nn/pre_norm.h"
 #include "ops/ops.h"
@@ -45,10 +46,24 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   if (cfg_.position_embedding_type == "learned_absolute")
     position_embedding_ =
         std::make_unique<Embedding>(kPositionEmbeddingKey, cfg_.max_positions(), C, cfg_.init_method_std, store_);
+  HyperConnectionOptions hc;
+  hc.hidden = C;
+  hc.streams = cfg_.mhc_num_residual_streams;
+  hc.sinkhorn_iterations = cfg_.mhc_sinkhorn_iterations;
+  hc.init_gating = cfg_.mhc_init_gating_factor;
+  hc.variant = cfg_.mhc_variant == "dev" ? ops::MhcVariant::Dev : ops::MhcVariant::Main;
   for (const LayerItem& item : plan_.items) {
     for (size_t j = 0; j < item.symbols.size(); ++j) {
       SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j]};
-      sublayers_.push_back(build_sublayer(cfg_, spec, store_));
+      std::unique_ptr<Module> layer = build_sublayer(cfg_, spec, store_);
+      if (cfg_.enable_mhc) {  // hytra decision 3: one hyper-connection per physical sub-layer
+        const char s = spec.symbol;
+        const char* name = s == '*' ? "self_attention_hyper_connection."
+                           : (s == '-' || s == 'E') ? "mlp_hyper_connection."
+                                                    : "hyper_connection.";
+        layer = std::make_unique<HyperConnection>(hc, spec.prefix + name, std::move(layer), store_);
+      }
+      sublayers_.push_back(std::move(layer));
       counts_.attention += spec.symbol == '*';
       counts_.mlp += spec.symbol == '-';
       counts_.mamba += spec.symbol == 'M';
@@ -127,6 +142,43 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
   ++mtp_micro_batches_;
 }
 
+// mHC (SPEC A4.2 "block level"): the embedding output is replicated into n streams, every sub-layer's
+// hyper-connection mixes them, and their mean enters the final norm.
+Tensor HybridModel::forward_mhc_stack(StepContext& ctx, const Tensor& h) {
+  Exec& ex = ctx.ex();
+  const int64_t n = cfg_.mhc_num_residual_streams, C = cfg_.hidden_size, B = h.size(0), T = h.size(1), N = B * T;
+  Tensor X = Tensor::empty({B, T, n, C}, h.dtype(), h.device());
+  Tensor X3 = X.view({N, n, C});
+  for (int64_t i = 0; i < n; ++i) ops::slice_scatter(ex, X3, h.view({N, 1, C}), 1, i);
+  for (auto& layer : sublayers_) X = layer->forward(ctx, X);
+  MhcSaved& s = ctx.saved<MhcSaved>(this);
+  s.X = X.view({N, n, C});
+  s.mean = Tensor::empty({N, n}, stat_dtype(h.dtype()), h.device());
+  ops::fill(ex, s.mean, 1.0 / double(n));
+  Tensor out = Tensor::empty({N, C}, h.dtype(), h.device());
+  ops::mhc_aggregate_fwd(ex, out, s.X, s.mean);
+  return out.view(h.shape());
+}
+
+Tensor HybridModel::backward_mhc_stack(StepContext& ctx, const Tensor& dout) {
+  Exec& ex = ctx.ex();
+  MhcSaved& s = ctx.saved<MhcSaved>(this);
+  const int64_t N = s.X.size(0), n = s.X.size(1), C = s.X.size(2);
+  Tensor dX = Tensor::zeros(s.X.shape(), s.X.dtype(), s.X.device());
+  Tensor unused = Tensor::empty({N, n}, s.mean.dtype(), s.X.device());
+  ops::mhc_aggregate_bwd(ex, dX, unused, dout.view({N, C}), s.X, s.mean);
+  Tensor dX4 = dX.view({dout.size(0), dout.size(1), n, C});
+  for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) dX4 = (*it)->backward(ctx, dX4);
+  // The replication's backward: the sum over streams.
+  Tensor ones = Tensor::empty({N, n}, s.mean.dtype(), s.X.device());
+  ops::fill(ex, ones, 1.0);
+  Tensor dh = Tensor::empty(dout.shape(), dout.dtype(), dout.device());
+  Tensor dh2 = dh.view({N, C});
+  ops::mhc_aggregate_fwd(ex, dh2, dX4.view({N, n, C}), ones);
+  s = MhcSaved{};
+  return dh;
+}
+
 std::vector<double> HybridModel::mtp_losses() const {
   std::vector<double> out;
   for (double v : mtp_loss_sums_) out.push_back(mtp_micro_batches_ > 0 ? v / double(mtp_micro_batches_) : 0.0);
@@ -144,6 +196,13 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
     pos_ids.copy_from(pos);
     Tensor p = position_embedding_->forward(ctx, pos_ids.to(ids.device()));
     ops::add(ex, h, h, p);
+  }
+  if (cfg_.enable_mhc) {
+    Tensor y = final_norm_->forward(ctx, forward_mhc_stack(ctx, h));
+    Tensor losses = output_->forward(ctx, y, labels);
+    ctx.saved<MtpSaved>(this).active = ctx.grad_enabled && !mtp_.empty();
+    if (ctx.saved<MtpSaved>(this).active) forward_mtp(ctx, y, ids, labels);
+    return losses;
   }
   // Each residual add h + f is fused with the next input norm where that norm is the next
   // sub-layer's own (PreNormModule) or the final norm.
@@ -183,6 +242,12 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
     for (int64_t k = int64_t(mtp_.size()) - 1; k >= 0; --k) dnext = mtp_[size_t(k)]->backward(ctx, mtp.dloss[size_t(k)], dnext);
     ops::axpy(ex, dy, dnext, 1.0);
   }
+  if (cfg_.enable_mhc) {
+    Tensor dh = backward_mhc_stack(ctx, final_norm_->backward(ctx, dy));
+    if (position_embedding_) position_embedding_->backward(ctx, dh);
+    embedding_->backward(ctx, dh);
+    return;
+  }
   Tensor dh = final_norm_->backward(ctx, dy);  // d(the last sum)
   // h_next = h + f(h): dh = dh_next + df/dh, the add fused into the input norm's backward.
   for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) {
@@ -199,8 +264,11 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
 
 std::vector<MoeLayer*> HybridModel::moe_layers() const {
   std::vector<MoeLayer*> out;
-  for (const auto& l : sublayers_)
-    if (auto* moe = dynamic_cast<MoeLayer*>(l.get())) out.push_back(moe);
+  for (const auto& l : sublayers_) {
+    Module* m = l.get();
+    if (auto* hc = dynamic_cast<HyperConnection*>(m)) m = &hc->layer();
+    if (auto* moe = dynamic_cast<MoeLayer*>(m)) out.push_back(moe);
+  }
   for (const auto& d : mtp_)
     for (const auto& l : d->layers())
       if (auto* moe = dynamic_cast<MoeLayer*>(l.get())) out.push_back(moe);

@@ -70,6 +70,12 @@ class HybridModel {
     std::vector<Tensor> dloss;  // per depth (B,T): the scaled loss gradient, fixed in forward
   };
   void forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
+  struct MhcSaved {
+    Tensor X;     // (N,n,C) the last sub-layer's streams
+    Tensor mean;  // (N,n) the contraction's weights 1/n
+  };
+  Tensor forward_mhc_stack(StepContext& ctx, const Tensor& h);       // (B,T,C) -> stream mean (B,T,C)
+  Tensor backward_mhc_stack(StepContext& ctx, const Tensor& dout);   // -> d embedding output
   std::vector<MoeLayer*> moe_layers() const;  // main stack, then MTP depths
 };
 

@@ -32,6 +32,29 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
             store(c.num_layers));
   t.add("--mtp-num-layers", K::Int, "None", "multi-token-prediction depths (from the pattern's '/' parts)",
             store(c.mtp_num_layers));
+  FlagSpec mhc;
+  mhc.name = "--enable-mhc-connections";
+  mhc.aliases = {"--enable-hyper-connections"};
+  mhc.kind = K::Bool;
+  mhc.default_text = "false";
+  mhc.help = "mHC: n residual streams mixed by Sinkhorn-projected doubly stochastic matrices";
+  mhc.set = store(c.enable_mhc);
+  t.add(mhc);
+  FlagSpec streams;
+  streams.name = "--mhc-num-residual-streams";
+  streams.aliases = {"--num-residual-streams"};
+  streams.kind = K::Int;
+  streams.default_text = "4";
+  streams.help = "mHC residual streams n";
+  streams.set = store(c.mhc_num_residual_streams);
+  t.add(streams);
+  t.add("--mhc-sinkhorn-iterations", K::Int, "20", "Sinkhorn-Knopp iterations", store(c.mhc_sinkhorn_iterations));
+  t.add("--mhc-init-gating-factor", K::Float, "0.01", "initial mHC gating factors alpha",
+        store(c.mhc_init_gating_factor));
+  t.add("--mhc-recompute-layer-num", K::Int, "None", "layers per mHC recompute block",
+        store(c.mhc_recompute_layer_num));
+  t.add("--mhc-variant", K::String, "main", "main (Megatron) or dev (DeepSeek-V4: Sinkhorn flavour, H_res^T)",
+        store(c.mhc_variant), {"main", "dev"});
   t.add("--mtp-loss-scaling-factor", K::Float, "0.1", "MTP losses weigh factor / depths each",
         store(c.mtp_loss_scaling_factor));
   t.add("--hidden-size", K::Int, "None", "model width", store(c.hidden_size));

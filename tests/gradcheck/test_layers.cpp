@@ -10,6 +10,7 @@
 #include "nn/linear.h"
 #include "nn/mamba2.h"
 #include "nn/lm_head.h"
+#include "nn/hyper_connection.h"
 #include "nn/mlp.h"
 #include "nn/mtp.h"
 #include "nn/moe/moe_layer.h"
@@ -352,6 +353,34 @@ TEST(Gradcheck, MtpDepth) {
         return depth.forward(ctx, h, ids, labels, h_out);
       },
       [&](StepContext& ctx, const Tensor& dl) { return depth.backward(ctx, dl, Tensor()); });
+}
+
+// mHC around an MLP (SPEC A4.2-A4.3): through the aggregation, the combine, the coefficients and
+// the unrolled Sinkhorn iterations, for n = 1, 2, 4 and both variants.
+TEST(Gradcheck, HyperConnection) {
+  uint64_t seed = 190;
+  for (int64_t n : {1, 2, 4}) {
+    for (auto variant : {ops::MhcVariant::Main, ops::MhcVariant::Dev}) {
+      ParamStore store;
+      MlpOptions mo;
+      mo.hidden = 6;
+      mo.ffn = 8;
+      mo.activation = Activation::SwiGLU;
+      mo.init_std = mo.output_init_std = 0.4;
+      HyperConnectionOptions o;
+      o.hidden = 6;
+      o.streams = n;
+      o.sinkhorn_iterations = 5;
+      o.init_gating = 0.5;  // gates large enough that every mapping path carries gradient
+      o.variant = variant;
+      HyperConnection hc(o, "decoder.layers.0.mlp_hyper_connection.",
+                         std::make_unique<Mlp>(mo, "decoder.layers.0.", store), store);
+      prepare(store, seed);
+      SCOPED_TRACE(testing::Message() << "n " << n << " dev " << (variant == ops::MhcVariant::Dev));
+      gradcheck(store, test::random_uniform({B, T, n, 6}, DType::F64, seed + 1, -1.0, 1.0), hc);
+      seed += 2;
+    }
+  }
 }
 
 TEST(Gradcheck, OutputLayerTiedAndUntied) {

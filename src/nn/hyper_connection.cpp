@@ -1,0 +1,88 @@
+#include "nn/hyper_connection.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace hytra {
+
+HyperConnection::HyperConnection(const HyperConnectionOptions& o, const std::string& prefix,
+                                 std::unique_ptr<Module> layer, ParamStore& store)
+    : opt_(o), layer_(std::move(layer)) {
+  const int64_t n = o.streams, C = o.hidden, P = n * n + 2 * n;
+  HYTRA_CHECK(n >= 1 && C >= 1, prefix, ": --mhc-num-residual-streams and the hidden size must be positive");
+  w_ = &store.create(prefix + "mapping_proj.weight", {P, n * C}, InitKind::Uniform, 0.0, false);
+  const double bound = std::sqrt(6.0 / double(P + n * C));  // xavier-uniform
+  w_->init_lo = -bound;
+  w_->init_hi = bound;
+  const char* names[3] = {"alpha_pre", "alpha_post", "alpha_res"};
+  for (int i = 0; i < 3; ++i) {
+    alpha_[i] = &store.create(prefix + names[i], {1}, InitKind::Uniform, 0.0, true);
+    alpha_[i]->init_lo = alpha_[i]->init_hi = o.init_gating;  // the constant factor
+  }
+  bias_ = &store.create(prefix + "bias", {P}, InitKind::Zeros, 0.0, true);
+}
+
+Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
+  Exec& ex = ctx.ex();
+  const int64_t n = opt_.streams, C = opt_.hidden, P = n * n + 2 * n;
+  HYTRA_CHECK(X4.dim() == 4 && X4.size(2) == n && X4.size(3) == C, "hyper_connection: streams must be (B,T,", n, ",",
+              C, "), got ", X4.desc());
+  const int64_t B = X4.size(0), T = X4.size(1), N = B * T;
+  const DType sd = stat_dtype(X4.dtype());
+  const Device dev = X4.device();
+  Saved& s = ctx.saved<Saved>(this);
+  s.shape = X4.shape();
+  s.X = X4.view({N, n, C});
+  s.x32 = Tensor::empty({N, n * C}, sd, dev);
+  ops::copy(ex, s.x32, s.X);
+  s.proj = Tensor::empty({N, P}, sd, dev);
+  ops::gemm(ex, s.proj, s.x32, w_->master, false, true);
+  s.alpha = Tensor::empty({3}, sd, dev);
+  for (int i = 0; i < 3; ++i) {
+    Tensor a = s.alpha.narrow(0, i, 1);
+    ops::copy(ex, a, alpha_[i]->master);
+  }
+  s.h_pre = Tensor::empty({N, n}, sd, dev);
+  s.h_post = Tensor::empty({N, n}, sd, dev);
+  s.h_res = Tensor::empty({N, n, n}, sd, dev);
+  s.r = Tensor::empty({N}, sd, dev);
+  ops::mhc_coeffs_fwd(ex, s.h_pre, s.h_post, s.h_res, s.r, s.x32, s.proj, s.alpha, bias_->master,
+                      opt_.sinkhorn_iterations, opt_.variant);
+  Tensor u = Tensor::empty({N, C}, X4.dtype(), dev);
+  ops::mhc_aggregate_fwd(ex, u, s.X, s.h_pre);
+  s.F = layer_->forward(ctx, u.view({B, T, C})).view({N, C});
+  Tensor Y = Tensor::empty({N, n, C}, X4.dtype(), dev);
+  ops::mhc_combine_fwd(ex, Y, s.X, s.F, s.h_res, s.h_post);
+  return Y.view(s.shape);
+}
+
+Tensor HyperConnection::backward(StepContext& ctx, const Tensor& dY4) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  const int64_t n = opt_.streams, C = opt_.hidden, N = s.X.size(0), P = n * n + 2 * n;
+  const DType dt = s.X.dtype(), sd = stat_dtype(dt);
+  const Device dev = s.X.device();
+  Tensor dX = Tensor::empty({N, n, C}, dt, dev), dF = Tensor::empty({N, C}, dt, dev);
+  Tensor dh_res = Tensor::empty({N, n, n}, sd, dev), dh_post = Tensor::empty({N, n}, sd, dev);
+  ops::mhc_combine_bwd(ex, dX, dF, dh_res, dh_post, dY4.view({N, n, C}), s.X, s.F, s.h_res, s.h_post);
+  const Tensor du = layer_->backward(ctx, dF.view({s.shape[0], s.shape[1], C})).view({N, C});
+  Tensor dh_pre = Tensor::empty({N, n}, sd, dev);
+  ops::mhc_aggregate_bwd(ex, dX, dh_pre, du, s.X, s.h_pre);
+  // The mapping: dproj, the r path into dx32, then the projection's input and weight gradients.
+  Tensor dx32 = Tensor::zeros({N, n * C}, sd, dev), dproj = Tensor::empty({N, P}, sd, dev);
+  Tensor dalpha = Tensor::zeros({3}, sd, dev);
+  ops::mhc_coeffs_bwd(ex, dx32, dproj, dalpha, bias_->grad, dh_pre, dh_post, dh_res, s.x32, s.proj, s.alpha,
+                      bias_->master, s.r, opt_.sinkhorn_iterations, opt_.variant);
+  ops::gemm(ex, dx32, dproj, w_->master, false, false, 1.0f, 1.0f);
+  ops::gemm(ex, w_->grad, dproj, s.x32, true, false, 1.0f, 1.0f);
+  for (int i = 0; i < 3; ++i) ops::axpy(ex, alpha_[i]->grad, dalpha.narrow(0, i, 1), 1.0);
+  Tensor dX_map = Tensor::empty({N, n * C}, dt, dev);
+  ops::copy(ex, dX_map, dx32);
+  Tensor dXf = dX.view({N, n * C});
+  ops::axpy(ex, dXf, dX_map, 1.0);
+  s = Saved{};
+  return dX.view(dY4.shape());
+}
+
+}  // namespace hytra

@@ -1,0 +1,56 @@
+// mHC hyper-connection around one sub-layer (SPEC.md A4.2, hytra decision 3): the residual stream is
+// n streams X (N, n, C); per token, from the flattened streams x = vec(X),
+//   proj = mapping_proj(x) (fp32), (H_pre, H_post, H_res) = coefficients(x, proj, alpha, bias)
+//   (sigmoid, 2 sigmoid, Sinkhorn; ops::mhc_coeffs_fwd), u = sum_i H_pre[i] X[i],
+//   X' = H_res X + H_post F(u)   where F is the sub-layer (its own pre-norm included).
+// The mapping runs in fp32 from the fp32 master of mapping_proj whatever the activation dtype.
+// Keys under `<prefix><name>.` (name: self_attention_hyper_connection for `*`, mlp_hyper_connection
+// for `-`/`E`, hyper_connection for `M`/`G`): mapping_proj.weight [n^2+2n, nC] (xavier-uniform),
+// alpha_pre, alpha_post, alpha_res [1] (--mhc-init-gating-factor), bias [n^2+2n] (zeros).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "nn/module.h"
+#include "nn/param.h"
+#include "ops/ops.h"
+
+namespace hytra {
+
+struct HyperConnectionOptions {
+  int64_t hidden = 0, streams = 4;  // C, n
+  int64_t sinkhorn_iterations = 20;
+  double init_gating = 0.01;
+  ops::MhcVariant variant = ops::MhcVariant::Main;
+};
+
+class HyperConnection : public Module {
+ public:
+  // Wraps `layer` (f(u) -> (B,T,C)); prefix "decoder.layers.<i>.<name>.".
+  HyperConnection(const HyperConnectionOptions& opt, const std::string& prefix, std::unique_ptr<Module> layer,
+                  ParamStore& store);
+
+  Tensor forward(StepContext& ctx, const Tensor& X) override;    // X (B,T,n,C) -> X' (B,T,n,C)
+  Tensor backward(StepContext& ctx, const Tensor& dY) override;  // dX' -> dX
+  void backward_dw(StepContext& ctx) override { layer_->backward_dw(ctx); }
+  Module& layer() { return *layer_; }
+
+ private:
+  struct Saved {
+    Tensor X;                   // (N,n,C) input streams
+    Tensor x32;                 // (N, nC) fp32 copy
+    Tensor proj;                // (N, n^2+2n) fp32
+    Tensor h_pre, h_post, r;    // (N,n), (N,n), (N)
+    Tensor h_res;               // (N,n,n)
+    Tensor F;                   // (N,C) sub-layer output
+    Tensor alpha;               // (3) the gating factors, gathered
+    Shape shape;                // (B,T,n,C)
+  };
+  HyperConnectionOptions opt_;
+  std::unique_ptr<Module> layer_;
+  Param* w_;
+  Param* alpha_[3];
+  Param* bias_;
+};
+
+}  // namespace hytra
