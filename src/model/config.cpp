@@ -135,6 +135,26 @@ void ModelConfig::validate() const {
     need(mhc_variant == "main" || mhc_variant == "dev",
          str("--mhc-variant: expected main or dev, got '", mhc_variant, "'"));
   }
+  if (recompute_granularity == "full") {
+    need(recompute_method == "uniform" || recompute_method == "block",
+         str("--recompute-method: full recompute needs uniform or block, got '", recompute_method, "'"));
+    need(recompute_num_layers >= 1,
+         str("--recompute-num-layers: full recompute needs a positive count, got ", recompute_num_layers));
+  } else if (recompute_granularity == "selective") {
+    need(recompute_num_layers == 0, "--recompute-num-layers: must be unset with selective recompute");
+    for (const std::string& m : recompute_modules) {
+      const bool built = m == "mlp" || m == "moe" || m == "mamba";
+      const bool known = built || m == "core_attn" || m == "layernorm" || m == "moe_act" ||
+                         m == "shared_experts" || m == "mhc";
+      need(known, str("--recompute-modules: unknown module '", m,
+                      "' (expected core_attn, layernorm, mlp, moe_act, moe, shared_experts, mhc, mamba)"));
+      need(!known || built, str("--recompute-modules: '", m, "' is not implemented yet in hytra (mlp, moe and mamba are)"));
+    }
+    need(!enable_mhc, "--recompute-granularity selective: not implemented yet with mHC in hytra (full is)");
+  } else {
+    need(recompute_granularity.empty(),
+         str("--recompute-granularity: expected full or selective, got '", recompute_granularity, "'"));
+  }
   need(mtp_loss_scaling_factor >= 0,
        str("--mtp-loss-scaling-factor: expected >= 0, got ", mtp_loss_scaling_factor));
   need(ffn_hidden_size >= 0, str("--ffn-hidden-size: expected a positive integer, got ", ffn_hidden_size));

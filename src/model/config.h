@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace hytra {
 
@@ -88,6 +89,12 @@ struct ModelConfig {
   double mhc_init_gating_factor = 0.01; // --mhc-init-gating-factor: initial alpha_pre/post/res
   int64_t mhc_recompute_layer_num = 0;  // --mhc-recompute-layer-num (0 = None)
   std::string mhc_variant = "main";     // --mhc-variant: main | dev (DeepSeek-V4 flavour)
+
+  // Activation recompute (SPEC.md A6, hytra decisions 4-5).
+  std::string recompute_granularity;    // --recompute-granularity: full | selective | "" (None)
+  std::string recompute_method;         // --recompute-method: uniform | block (full recompute)
+  int64_t recompute_num_layers = 0;     // --recompute-num-layers: logical layers per unit / checkpointed
+  std::vector<std::string> recompute_modules = {"core_attn"};  // --recompute-modules (selective)
 
   // Derived values (valid after validate()).
   int64_t padded_vocab_size() const;

@@ -91,6 +91,42 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
                                               output_->weight(), build, store_));
   }
   mtp_loss_sums_.assign(size_t(plan_.mtp_depths), 0.0);
+  plan_recompute();
+}
+
+// SPEC A6: full/uniform checkpoints consecutive chunks of --recompute-num-layers logical layers (a
+// `[...]` group is one), full/block the first --recompute-num-layers logical layers one by one;
+// selective checkpoints the bodies of the listed sub-layer kinds (mlp `-`, moe `E`, mamba `M`).
+void HybridModel::plan_recompute() {
+  unit_of_.assign(sublayers_.size(), -1);
+  selective_.assign(sublayers_.size(), false);
+  std::vector<std::pair<size_t, size_t>> items;  // sub-layer range of each logical layer
+  size_t at = 0;
+  for (const LayerItem& item : plan_.items) {
+    items.push_back({at, at + item.symbols.size()});
+    at += item.symbols.size();
+  }
+  if (cfg_.recompute_granularity == "full") {
+    const size_t k = size_t(cfg_.recompute_num_layers);
+    const bool uniform = cfg_.recompute_method == "uniform";
+    for (size_t first = 0; first < items.size(); first += uniform ? k : 1) {
+      if (!uniform && first >= k) break;
+      const size_t last = uniform ? std::min(first + k, items.size()) - 1 : first;
+      units_.push_back({items[first].first, items[last].second});
+      for (size_t i = units_.back().begin; i < units_.back().end; ++i) unit_of_[i] = int(units_.size()) - 1;
+    }
+  } else if (cfg_.recompute_granularity == "selective") {
+    auto wants = [&](const char* m) {
+      return std::find(cfg_.recompute_modules.begin(), cfg_.recompute_modules.end(), m) !=
+             cfg_.recompute_modules.end();
+    };
+    size_t i = 0;
+    for (const LayerItem& item : plan_.items)
+      for (char sym : item.symbols) {
+        selective_[i] = (sym == '-' && wants("mlp")) || (sym == 'E' && wants("moe")) || (sym == 'M' && wants("mamba"));
+        ++i;
+      }
+  }
 }
 
 namespace {
@@ -115,8 +151,9 @@ Tensor int_tensor(const std::vector<int32_t>& v, const Shape& shape, Device devi
 void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
   Exec& ex = ctx.ex();
   const int64_t B = ids.size(0), T = ids.size(1), D = int64_t(mtp_.size());
-  MtpSaved& s = ctx.saved<MtpSaved>(this);
-  s.dloss.clear();
+  Saved& s = ctx.saved<Saved>(this);
+  s.mtp_dloss.clear();
+  s.mtp_in.clear();
   std::vector<int32_t> id = host_ints(ids), lab = host_ints(labels);
   Tensor h = y;
   for (int64_t k = 0; k < D; ++k) {
@@ -129,17 +166,54 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
     std::vector<double> d(lab.size());
     for (size_t i = 0; i < lab.size(); ++i) d[i] = lab[i] >= 0 ? w * ctx.aux_loss_scale : 0.0;
     Tensor h_next;
-    Tensor losses = mtp_[size_t(k)]->forward(ctx, h, int_tensor(id, {B, T}, ids.device()),
-                                             int_tensor(lab, {B, T}, ids.device()), h_next);
+    const Tensor ids_k = int_tensor(id, {B, T}, ids.device()), labels_k = int_tensor(lab, {B, T}, ids.device());
+    // Full recompute (hytra decision 4): each depth is one unit, uniform or block alike.
+    const bool checkpoint = cfg_.recompute_granularity == "full";
+    if (checkpoint) {
+      s.mtp_in.push_back({h, ids_k, labels_k});
+      ctx.begin_record();
+    }
+    Tensor losses = mtp_[size_t(k)]->forward(ctx, h, ids_k, labels_k, h_next);
+    if (checkpoint) ctx.drop(ctx.end_record());
     Tensor dl = Tensor::empty(losses.shape(), losses.dtype());
     dl.copy_from_f64(d);
-    s.dloss.push_back(dl.to(losses.device()));
+    s.mtp_dloss.push_back(dl.to(losses.device()));
     Tensor total = Tensor::empty({1}, losses.dtype(), losses.device());
     ops::sum(ex, total, losses);
     mtp_loss_sums_[size_t(k)] += tokens > 0 ? total.to_f64_vector()[0] / double(tokens) : 0.0;
     h = h_next;
   }
   ++mtp_micro_batches_;
+}
+
+// One sub-layer of the plain (non-mHC) stack: each residual add h + f is fused with the next input
+// norm where that norm is the next sub-layer's own (PreNormModule) or the final norm. A body under
+// selective recompute keeps only its input (saved.body_in) and drops what it saved.
+void HybridModel::forward_sublayer(StepContext& ctx, Saved& saved, size_t i, Tensor& h, Tensor& f) {
+  Exec& ex = ctx.ex();
+  Module* layer = sublayers_[i].get();
+  auto* pre = dynamic_cast<PreNormModule*>(layer);
+  auto body = [&](const Tensor& y) {
+    if (!selective_[i] || ctx.recomputing) return pre->forward_body(ctx, y);
+    saved.body_in[i] = y;
+    ctx.begin_record();
+    Tensor out = pre->forward_body(ctx, y);
+    ctx.drop(ctx.end_record());
+    return out;
+  };
+  if (!f.defined()) {
+    f = pre ? body(pre->input_norm().forward(ctx, h)) : layer->forward(ctx, h);
+  } else if (pre) {
+    Tensor sum;
+    Tensor y = pre->input_norm().forward_add(ctx, h, f, sum);
+    h = sum;
+    f = body(y);
+  } else {
+    Tensor next = Tensor::empty(h.shape(), h.dtype(), h.device());
+    ops::add(ex, next, h, f);
+    h = next;
+    f = layer->forward(ctx, h);
+  }
 }
 
 // mHC (SPEC A4.2 "block level"): the embedding output is replicated into n streams, every sub-layer's
@@ -150,32 +224,51 @@ Tensor HybridModel::forward_mhc_stack(StepContext& ctx, const Tensor& h) {
   Tensor X = Tensor::empty({B, T, n, C}, h.dtype(), h.device());
   Tensor X3 = X.view({N, n, C});
   for (int64_t i = 0; i < n; ++i) ops::slice_scatter(ex, X3, h.view({N, 1, C}), 1, i);
-  for (auto& layer : sublayers_) X = layer->forward(ctx, X);
-  MhcSaved& s = ctx.saved<MhcSaved>(this);
-  s.X = X.view({N, n, C});
-  s.mean = Tensor::empty({N, n}, stat_dtype(h.dtype()), h.device());
-  ops::fill(ex, s.mean, 1.0 / double(n));
+  Saved& s = ctx.saved<Saved>(this);
+  s.unit_in.assign(units_.size(), {});
+  for (size_t i = 0; i < sublayers_.size(); ++i) {
+    const int u = unit_of_[i];
+    if (u >= 0 && units_[size_t(u)].begin == i) {  // full recompute: the unit keeps its n-stream input
+      s.unit_in[size_t(u)] = {X, Tensor()};
+      ctx.begin_record();
+    }
+    X = sublayers_[i]->forward(ctx, X);
+    if (u >= 0 && units_[size_t(u)].end == i + 1) ctx.drop(ctx.end_record());
+  }
+  s.mhc_X = X.view({N, n, C});
+  s.mhc_mean = Tensor::empty({N, n}, stat_dtype(h.dtype()), h.device());
+  ops::fill(ex, s.mhc_mean, 1.0 / double(n));
   Tensor out = Tensor::empty({N, C}, h.dtype(), h.device());
-  ops::mhc_aggregate_fwd(ex, out, s.X, s.mean);
+  ops::mhc_aggregate_fwd(ex, out, s.mhc_X, s.mhc_mean);
   return out.view(h.shape());
 }
 
 Tensor HybridModel::backward_mhc_stack(StepContext& ctx, const Tensor& dout) {
   Exec& ex = ctx.ex();
-  MhcSaved& s = ctx.saved<MhcSaved>(this);
-  const int64_t N = s.X.size(0), n = s.X.size(1), C = s.X.size(2);
-  Tensor dX = Tensor::zeros(s.X.shape(), s.X.dtype(), s.X.device());
-  Tensor unused = Tensor::empty({N, n}, s.mean.dtype(), s.X.device());
-  ops::mhc_aggregate_bwd(ex, dX, unused, dout.view({N, C}), s.X, s.mean);
+  Saved& s = ctx.saved<Saved>(this);
+  const Tensor X = s.mhc_X, mean = s.mhc_mean;
+  s.mhc_X = s.mhc_mean = Tensor();
+  const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
+  Tensor dX = Tensor::zeros(X.shape(), X.dtype(), X.device());
+  Tensor unused = Tensor::empty({N, n}, mean.dtype(), X.device());
+  ops::mhc_aggregate_bwd(ex, dX, unused, dout.view({N, C}), X, mean);
   Tensor dX4 = dX.view({dout.size(0), dout.size(1), n, C});
-  for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) dX4 = (*it)->backward(ctx, dX4);
+  for (size_t i = sublayers_.size(); i-- > 0;) {
+    const int u = unit_of_[i];
+    if (u >= 0 && units_[size_t(u)].end == i + 1) {
+      Tensor Xr = s.unit_in[size_t(u)].first;
+      ctx.recomputing = true;
+      for (size_t j = units_[size_t(u)].begin; j <= i; ++j) Xr = sublayers_[j]->forward(ctx, Xr);
+      ctx.recomputing = false;
+    }
+    dX4 = sublayers_[i]->backward(ctx, dX4);
+  }
   // The replication's backward: the sum over streams.
-  Tensor ones = Tensor::empty({N, n}, s.mean.dtype(), s.X.device());
+  Tensor ones = Tensor::empty({N, n}, mean.dtype(), X.device());
   ops::fill(ex, ones, 1.0);
   Tensor dh = Tensor::empty(dout.shape(), dout.dtype(), dout.device());
   Tensor dh2 = dh.view({N, C});
   ops::mhc_aggregate_fwd(ex, dh2, dX4.view({N, n, C}), ones);
-  s = MhcSaved{};
   return dh;
 }
 
@@ -200,46 +293,50 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
   if (cfg_.enable_mhc) {
     Tensor y = final_norm_->forward(ctx, forward_mhc_stack(ctx, h));
     Tensor losses = output_->forward(ctx, y, labels);
-    ctx.saved<MtpSaved>(this).active = ctx.grad_enabled && !mtp_.empty();
-    if (ctx.saved<MtpSaved>(this).active) forward_mtp(ctx, y, ids, labels);
+    ctx.saved<Saved>(this).mtp_active = ctx.grad_enabled && !mtp_.empty();
+    if (ctx.saved<Saved>(this).mtp_active) forward_mtp(ctx, y, ids, labels);
     return losses;
   }
-  // Each residual add h + f is fused with the next input norm where that norm is the next
-  // sub-layer's own (PreNormModule) or the final norm.
+  Saved& saved = ctx.saved<Saved>(this);  // (a stable reference: slots never move)
+  saved.unit_in.assign(units_.size(), {});
+  saved.body_in.assign(sublayers_.size(), Tensor());
   Tensor f;  // the previous sub-layer's output, not yet added to h
-  for (auto& layer : sublayers_) {
-    auto* pre = dynamic_cast<PreNormModule*>(layer.get());
-    if (!f.defined()) {
-      f = layer->forward(ctx, h);
-    } else if (pre) {
-      Tensor sum;
-      Tensor y = pre->input_norm().forward_add(ctx, h, f, sum);
-      h = sum;
-      f = pre->forward_body(ctx, y);
-    } else {
-      Tensor next = Tensor::empty(h.shape(), h.dtype(), h.device());
-      ops::add(ex, next, h, f);
-      h = next;
-      f = layer->forward(ctx, h);
+  for (size_t i = 0; i < sublayers_.size(); ++i) {
+    const int u = unit_of_[i];
+    const bool first = u >= 0 && units_[size_t(u)].begin == i, last = u >= 0 && units_[size_t(u)].end == i + 1;
+    if (first) {  // full recompute: keep the unit's input, drop what its layers save
+      saved.unit_in[size_t(u)] = {h, f};
+      ctx.begin_record();
     }
+    forward_sublayer(ctx, saved, i, h, f);
+    if (last) ctx.drop(ctx.end_record());
   }
   Tensor sum;
   Tensor y = final_norm_->forward_add(ctx, h, f, sum);
   Tensor losses = output_->forward(ctx, y, labels);
   // MTP trains only: its losses are not part of the returned LM loss (their gradients are applied in
   // backward and their values logged, SPEC A5.2).
-  ctx.saved<MtpSaved>(this).active = ctx.grad_enabled && !mtp_.empty();
-  if (ctx.saved<MtpSaved>(this).active) forward_mtp(ctx, y, ids, labels);
+  ctx.saved<Saved>(this).mtp_active = ctx.grad_enabled && !mtp_.empty();
+  if (ctx.saved<Saved>(this).mtp_active) forward_mtp(ctx, y, ids, labels);
   return losses;
 }
 
 void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
   Exec& ex = ctx.ex();
   Tensor dy = output_->backward(ctx, dloss);  // d(final norm output)
-  MtpSaved& mtp = ctx.saved<MtpSaved>(this);
-  if (mtp.active) {  // the depths in reverse: each returns d(its input hidden state)
+  Saved& saved = ctx.saved<Saved>(this);
+  if (saved.mtp_active) {  // the depths in reverse: each returns d(its input hidden state)
     Tensor dnext;
-    for (int64_t k = int64_t(mtp_.size()) - 1; k >= 0; --k) dnext = mtp_[size_t(k)]->backward(ctx, mtp.dloss[size_t(k)], dnext);
+    for (int64_t k = int64_t(mtp_.size()) - 1; k >= 0; --k) {
+      if (!saved.mtp_in.empty()) {  // full recompute: the depth's forward again
+        const MtpInput& in = saved.mtp_in[size_t(k)];
+        Tensor unused;
+        ctx.recomputing = true;
+        mtp_[size_t(k)]->forward(ctx, in.h, in.ids, in.labels, unused);
+        ctx.recomputing = false;
+      }
+      dnext = mtp_[size_t(k)]->backward(ctx, saved.mtp_dloss[size_t(k)], dnext);
+    }
     ops::axpy(ex, dy, dnext, 1.0);
   }
   if (cfg_.enable_mhc) {
@@ -250,11 +347,24 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
   }
   Tensor dh = final_norm_->backward(ctx, dy);  // d(the last sum)
   // h_next = h + f(h): dh = dh_next + df/dh, the add fused into the input norm's backward.
-  for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) {
-    if (auto* pre = dynamic_cast<PreNormModule*>(it->get())) {
+  for (size_t i = sublayers_.size(); i-- > 0;) {
+    const int u = unit_of_[i];
+    if (u >= 0 && units_[size_t(u)].end == i + 1) {  // full recompute: rebuild the unit's saved state
+      auto [h, f] = saved.unit_in[size_t(u)];
+      ctx.recomputing = true;
+      for (size_t j = units_[size_t(u)].begin; j <= i; ++j) forward_sublayer(ctx, saved, j, h, f);
+      ctx.recomputing = false;
+    }
+    Module* layer = sublayers_[i].get();
+    if (auto* pre = dynamic_cast<PreNormModule*>(layer)) {
+      if (saved.body_in[i].defined()) {  // selective recompute: the body's forward again
+        ctx.recomputing = true;
+        pre->forward_body(ctx, saved.body_in[i]);
+        ctx.recomputing = false;
+      }
       dh = pre->input_norm().backward_add(ctx, pre->backward_body(ctx, dh), dh);
     } else {
-      Tensor dx = (*it)->backward(ctx, dh);
+      Tensor dx = layer->backward(ctx, dh);
       ops::axpy(ex, dh, dx, 1.0);
     }
   }

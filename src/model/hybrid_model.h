@@ -65,18 +65,30 @@ class HybridModel {
   std::vector<std::unique_ptr<MtpDepth>> mtp_;  // SPEC A5: one per depth
   std::vector<double> mtp_loss_sums_;            // per depth, over this step's micro-batches
   int64_t mtp_micro_batches_ = 0;
-  struct MtpSaved {
-    bool active = false;
-    std::vector<Tensor> dloss;  // per depth (B,T): the scaled loss gradient, fixed in forward
+  struct MtpInput {
+    Tensor h, ids, labels;  // (B,T,C), (B,T), (B,T)
+  };
+  struct Saved {
+    std::vector<std::pair<Tensor, Tensor>> unit_in;  // full recompute: each unit's input (h, pending f)
+    std::vector<Tensor> body_in;    // selective recompute: a checkpointed body's input (B,T,C)
+    bool mtp_active = false;
+    std::vector<MtpInput> mtp_in;   // full recompute: each MTP depth's inputs
+    std::vector<Tensor> mtp_dloss;  // per MTP depth (B,T): the scaled loss gradient, fixed in forward
+    Tensor mhc_X;                   // (N,n,C) the last sub-layer's mHC streams
+    Tensor mhc_mean;                // (N,n) the contraction's weights 1/n
   };
   void forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
-  struct MhcSaved {
-    Tensor X;     // (N,n,C) the last sub-layer's streams
-    Tensor mean;  // (N,n) the contraction's weights 1/n
-  };
   Tensor forward_mhc_stack(StepContext& ctx, const Tensor& h);       // (B,T,C) -> stream mean (B,T,C)
   Tensor backward_mhc_stack(StepContext& ctx, const Tensor& dout);   // -> d embedding output
   std::vector<MoeLayer*> moe_layers() const;  // main stack, then MTP depths
+  void forward_sublayer(StepContext& ctx, Saved& saved, size_t i, Tensor& h, Tensor& f);
+  void plan_recompute();
+  struct Unit {
+    size_t begin, end;  // sub-layer range of one full-recompute unit
+  };
+  std::vector<Unit> units_;
+  std::vector<int> unit_of_;       // per sub-layer: its unit, or -1
+  std::vector<bool> selective_;    // per sub-layer: its body is recomputed
 };
 
 }  // namespace hytra

@@ -8,6 +8,7 @@
 #include <any>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
@@ -24,6 +25,7 @@ class StepContext {
   // The saved-state slot of `owner`, created empty on first use.
   template <class S>
   S& saved(const void* owner) {
+    if (!recording_.empty()) recording_.back().insert(owner);
     std::any& slot = slots_[owner];
     if (!slot.has_value()) slot = S{};
     S* s = std::any_cast<S>(&slot);
@@ -32,6 +34,22 @@ class StepContext {
   }
   // Drops every saved tensor (the start of a new micro-batch's forward).
   void clear() { slots_.clear(); }
+
+  // Activation recompute (DESIGN.md layer contract): between begin_record() and end_record() every
+  // slot used is noted, so a block's saved state can be dropped after its forward (drop) and rebuilt
+  // by running the same forward again in backward, with `recomputing` set (layers then skip their
+  // once-per-micro-batch bookkeeping, e.g. MoE token counts).
+  void begin_record() { recording_.emplace_back(); }
+  std::unordered_set<const void*> end_record() {
+    std::unordered_set<const void*> owners = std::move(recording_.back());
+    recording_.pop_back();
+    if (!recording_.empty()) recording_.back().insert(owners.begin(), owners.end());
+    return owners;
+  }
+  void drop(const std::unordered_set<const void*>& owners) {
+    for (const void* o : owners) slots_.erase(o);
+  }
+  bool recomputing = false;
 
   // Set by the trainer per micro-batch: whether backward follows (training; auxiliary MoE losses
   // and expert-load counters only then) and the scale of auxiliary-loss gradients (the main loss's
@@ -62,6 +80,7 @@ class StepContext {
  private:
   Exec* ex_;
   std::unordered_map<const void*, std::any> slots_;
+  std::vector<std::unordered_set<const void*>> recording_;
   struct Task {
     const void* owner;
     std::function<void()> run;

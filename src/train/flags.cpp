@@ -55,6 +55,14 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
         store(c.mhc_recompute_layer_num));
   t.add("--mhc-variant", K::String, "main", "main (Megatron) or dev (DeepSeek-V4: Sinkhorn flavour, H_res^T)",
         store(c.mhc_variant), {"main", "dev"});
+  t.add("--recompute-granularity", K::String, "None", "full or selective activation recompute",
+        store(c.recompute_granularity), {"full", "selective"});
+  t.add("--recompute-method", K::String, "None", "full recompute: uniform (chunks) or block (the first layers)",
+        store(c.recompute_method), {"uniform", "block"});
+  t.add("--recompute-num-layers", K::Int, "None", "logical layers per recompute unit (uniform) or checkpointed (block)",
+        store(c.recompute_num_layers));
+  t.add("--recompute-modules", K::StringList, "core_attn", "selective recompute: mlp, moe, mamba",
+        store(c.recompute_modules));
   t.add("--mtp-loss-scaling-factor", K::Float, "0.1", "MTP losses weigh factor / depths each",
         store(c.mtp_loss_scaling_factor));
   t.add("--hidden-size", K::Int, "None", "model width", store(c.hidden_size));

@@ -137,6 +137,54 @@ TEST(Train, MtpLearnsLogsItsDepthsAndIsBitwiseDeterministic) {
   EXPECT_LT(std::stod(text.substr(at + 12)), std::log(96.0) - 1.0);  // the depths learn too
 }
 
+// Activation recompute (SPEC A6, hytra decisions 4-5): every setting reproduces the run without
+// recompute bit for bit (losses and gradient norms), on a model with Mamba, attention, MLP and MoE
+// layers, a `[*-]` group and an MTP depth, with and without mHC. (The saved-activation bytes are
+// measured in tests/unit/test_hybrid_model.cpp: in this tiny run the optimizer state dominates.)
+TEST(Train, RecomputeIsBitwiseIdenticalAndSavesMemory) {
+  const std::vector<std::string> model = {
+      "--hybrid-layer-pattern", "M[*-]E-/*-", "--mamba-num-heads", "4", "--mamba-head-dim", "16",
+      "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--mamba-chunk-size", "8", "--num-experts", "4",
+      "--moe-ffn-hidden-size", "32", "--moe-aux-loss-coeff", "1e-2", "--moe-router-load-balancing-type",
+      "global_aux_loss", "--train-iters", "6", "--eval-interval", "0"};
+  auto run = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), model.begin(), model.end());
+    ModelConfig m;
+    TrainConfig t;
+    tiny_config(m, t, extra);
+    std::ostringstream log;
+    return train(m, t, log);
+  };
+  for (bool mhc : {false, true}) {
+    const std::vector<std::string> base = mhc ? std::vector<std::string>{"--enable-mhc-connections",
+                                                                         "--mhc-num-residual-streams", "2"}
+                                              : std::vector<std::string>{};
+    auto with = [&](std::vector<std::string> extra) {
+      extra.insert(extra.begin(), base.begin(), base.end());
+      return extra;
+    };
+    const TrainResult ref = run(with({}));
+    std::vector<std::vector<std::string>> settings = {
+        {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"},
+        {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "2"},
+        {"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2"}};
+    if (!mhc)
+      settings.push_back({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe", "mamba"});
+    for (const auto& setting : settings) {
+      const TrainResult r = run(with(setting));
+      std::string name = mhc ? "mhc" : "plain";
+      for (const auto& a : setting) name += " " + a;
+      ASSERT_EQ(r.losses.size(), ref.losses.size()) << name;
+      for (size_t i = 0; i < ref.losses.size(); ++i) {
+        EXPECT_EQ(std::memcmp(&r.losses[i], &ref.losses[i], sizeof(double)), 0) << name << " iteration " << i + 1;
+        EXPECT_EQ(std::memcmp(&r.grad_norms[i], &ref.grad_norms[i], sizeof(double)), 0) << name << " iteration " << i + 1;
+      }
+      std::printf("peak allocated bytes, %s: %lld (no recompute: %lld)\n", name.c_str(),
+                  (long long)r.peak_memory_bytes, (long long)ref.peak_memory_bytes);
+    }
+  }
+}
+
 TEST(Train, SeedChangesTheRun) {
   ModelConfig m1, m2;
   TrainConfig t1, t2;
@@ -338,6 +386,14 @@ TEST(TrainCuda, MoeGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
                         "--moe-aux-loss-coeff", "1e-2", "--moe-shared-expert-intermediate-size", "32",
                         "--moe-shared-expert-gate", "--moe-mlp-glu-interleave-size", "8"},
                        1e-2);
+}
+
+TEST(TrainCuda, MhcMtpRecomputeGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+  check_gpu_tracks_cpu({"--hybrid-layer-pattern", "M*-/*-", "--mamba-num-heads", "4", "--mamba-head-dim", "16",
+                        "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--enable-mhc-connections",
+                        "--mhc-num-residual-streams", "4", "--recompute-granularity", "full", "--recompute-method",
+                        "uniform", "--recompute-num-layers", "1"});
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "common/compare.h"
 #include "common/random.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "model/hybrid_model.h"
 #include "ops/ops.h"
@@ -258,6 +259,52 @@ TEST(HybridModel, MtpGradientMatchesTheObjective) {
   EXPECT_NE(m.params().find("mtp.layers.1.mtp_model_layer.layers.1.mlp.linear_fc2.weight"), nullptr);
   EXPECT_NE(m.params().find("mtp.layers.0.eh_proj.weight"), nullptr);
   EXPECT_EQ(m.params().find("mtp.layers.0.eh_proj.weight")->shape, (Shape{8, 16}));
+}
+
+// Activation recompute lowers the bytes a micro-batch's forward leaves saved for backward (CPU
+// allocator, in use after forward minus before): full/uniform keeps only each unit's input, selective
+// drops the checkpointed bodies' state. The figures are printed for bench/NOTES.md.
+TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
+  auto saved_bytes = [](const std::string& granularity, const std::string& method, int64_t layers,
+                        const std::vector<std::string>& modules) {
+    ModelConfig c = tiny("M[*-]E-M-");
+    c.hidden_size = 32;
+    c.ffn_hidden_size = 128;
+    c.seq_length = 64;
+    c.mamba_head_dim = 16;
+    c.mamba_chunk_size = 16;
+    c.num_experts = 4;
+    c.moe_ffn_hidden_size = 64;
+    c.recompute_granularity = granularity;
+    c.recompute_method = method;
+    c.recompute_num_layers = layers;
+    c.recompute_modules = modules;
+    c.validate();
+    HybridModel m(c, plan_for(c));
+    m.params().finalize(DType::F32, Device::CPU);
+    init_params(m.params(), 41);
+    Tensor ids = test::random_ids({4, 64}, 30, 42), labels = test::random_ids({4, 64}, 30, 43);
+    StepContext ctx(Exec::cpu());
+    const int64_t before = allocator_for(Device::CPU).stats().in_use;
+    Tensor loss = m.forward(ctx, ids, labels);
+    const int64_t saved = allocator_for(Device::CPU).stats().in_use - before;
+    Tensor dloss = Tensor::zeros(loss.shape(), loss.dtype());
+    m.backward(ctx, dloss);
+    return saved;
+  };
+  const int64_t none = saved_bytes("", "", 0, {});
+  const int64_t uniform1 = saved_bytes("full", "uniform", 1, {});
+  const int64_t uniform2 = saved_bytes("full", "uniform", 2, {});
+  const int64_t block2 = saved_bytes("full", "block", 2, {});
+  const int64_t selective = saved_bytes("selective", "", 0, {"mlp", "moe", "mamba"});
+  std::printf("saved activation bytes after forward: none %lld, full/uniform/1 %lld, full/uniform/2 %lld, "
+              "full/block/2 %lld, selective mlp+moe+mamba %lld\n",
+              (long long)none, (long long)uniform1, (long long)uniform2, (long long)block2, (long long)selective);
+  EXPECT_LT(uniform1, none / 3);  // 6 logical layers: only their inputs remain
+  EXPECT_LE(uniform2, uniform1);   // fewer unit inputs
+  EXPECT_LT(block2, none);         // the first two logical layers dropped
+  EXPECT_GT(block2, uniform1);
+  EXPECT_LT(selective, none);
 }
 
 // The same rule for groups holding a Mamba mixer and a gated delta net.

@@ -48,7 +48,7 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
   Saved& s = ctx.saved<Saved>(this);
   s.tokens = N;
   s.plan = plan_dispatch(top, probs, N, opt_.dispatch, dev);
-  if (ctx.grad_enabled) router_->count_tokens(s.plan.routed_per_expert);
+  if (ctx.grad_enabled && !ctx.recomputing) router_->count_tokens(s.plan.routed_per_expert);
   const int64_t R = s.plan.rows;
 
   Tensor x_perm = Tensor::empty({R, C}, y.dtype(), dev);

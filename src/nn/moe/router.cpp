@@ -60,11 +60,12 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
       // Counts of this micro-batch first, then the loss against their running mean over the step.
       Tensor counts = Tensor::empty({1, E}, sd, dev);
       ops::moe_aux_loss(ex, loss, counts, none, s.logits, none, K, opt_.score, 1, opt_.aux_coeff, 0.0);
+      // A recompute reruns the same micro-batch after its counts were added: the same mean.
       const std::vector<double> c = counts.to_f64_vector();
       std::vector<double> mean(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
-        global_counts_[size_t(e)] += c[size_t(e)];
-        mean[size_t(e)] = global_counts_[size_t(e)] / double(stats_.micro_batches + 1);
+        if (!ctx.recomputing) global_counts_[size_t(e)] += c[size_t(e)];
+        mean[size_t(e)] = global_counts_[size_t(e)] / double(stats_.micro_batches + (ctx.recomputing ? 0 : 1));
       }
       Tensor host = Tensor::empty({1, E}, sd);
       host.copy_from_f64(mean);
@@ -76,14 +77,14 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
       ops::moe_aux_loss(ex, loss, counts, s.daux, s.logits, none, K, opt_.score, S, opt_.aux_coeff,
                         ctx.aux_loss_scale);
     }
-    stats_.aux_loss += scalar(loss);
+    if (!ctx.recomputing) stats_.aux_loss += scalar(loss);
   }
   if (opt_.z_coeff > 0) {
     Tensor loss = Tensor::empty({1}, sd, dev);
     ops::moe_z_loss(ex, loss, s.daux, s.logits, opt_.z_coeff, ctx.aux_loss_scale);
-    stats_.z_loss += scalar(loss);
+    if (!ctx.recomputing) stats_.z_loss += scalar(loss);
   }
-  ++stats_.micro_batches;
+  if (!ctx.recomputing) ++stats_.micro_batches;
   return r;
 }
 
