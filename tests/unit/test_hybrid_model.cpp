@@ -88,7 +88,7 @@ TEST(HybridModel, GptStackWithoutPattern) {
 }
 
 TEST(HybridModel, UnbuiltSymbolsAreNamedErrors) {
-  for (const char* pattern : {"D-", "M+", "/**"}) {
+  for (const char* pattern : {"D-", "M+", "-/D"}) {
     ModelConfig c = tiny(pattern);
     std::string msg;
     try {
