@@ -130,8 +130,8 @@ void ModelConfig::validate() const {
     need(mhc_sinkhorn_iterations >= 1,
          str("--mhc-sinkhorn-iterations: expected >= 1, got ", mhc_sinkhorn_iterations));
     need(mhc_init_gating_factor >= 0, str("--mhc-init-gating-factor: expected >= 0, got ", mhc_init_gating_factor));
-    need(mhc_recompute_layer_num >= 0,
-         str("--mhc-recompute-layer-num: expected a positive integer, got ", mhc_recompute_layer_num));
+    need(mhc_recompute_layer_num == 0,
+         "--mhc-recompute-layer-num: the mHC recompute manager (selective 'mhc') is not implemented yet in hytra");
     need(mhc_variant == "main" || mhc_variant == "dev",
          str("--mhc-variant: expected main or dev, got '", mhc_variant, "'"));
   }
