@@ -290,13 +290,7 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
     Tensor p = position_embedding_->forward(ctx, pos_ids.to(ids.device()));
     ops::add(ex, h, h, p);
   }
-  if (cfg_.enable_mhc) {
-    Tensor y = final_norm_->forward(ctx, forward_mhc_stack(ctx, h));
-    Tensor losses = output_->forward(ctx, y, labels);
-    ctx.saved<Saved>(this).mtp_active = ctx.grad_enabled && !mtp_.empty();
-    if (ctx.saved<Saved>(this).mtp_active) forward_mtp(ctx, y, ids, labels);
-    return losses;
-  }
+  if (cfg_.enable_mhc) return head(ctx, final_norm_->forward(ctx, forward_mhc_stack(ctx, h)), ids, labels);
   Saved& saved = ctx.saved<Saved>(this);  // (a stable reference: slots never move)
   saved.unit_in.assign(units_.size(), {});
   saved.body_in.assign(sublayers_.size(), Tensor());
@@ -312,12 +306,17 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
     if (last) ctx.drop(ctx.end_record());
   }
   Tensor sum;
-  Tensor y = final_norm_->forward_add(ctx, h, f, sum);
+  return head(ctx, final_norm_->forward_add(ctx, h, f, sum), ids, labels);
+}
+
+// The LM loss from the final-normed hidden state y, then the MTP depths. MTP trains only: its losses
+// are not part of the returned LM loss (their gradients are applied in backward and their values
+// logged, SPEC A5.2).
+Tensor HybridModel::head(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
   Tensor losses = output_->forward(ctx, y, labels);
-  // MTP trains only: its losses are not part of the returned LM loss (their gradients are applied in
-  // backward and their values logged, SPEC A5.2).
-  ctx.saved<Saved>(this).mtp_active = ctx.grad_enabled && !mtp_.empty();
-  if (ctx.saved<Saved>(this).mtp_active) forward_mtp(ctx, y, ids, labels);
+  Saved& s = ctx.saved<Saved>(this);
+  s.mtp_active = ctx.grad_enabled && !mtp_.empty();
+  if (s.mtp_active) forward_mtp(ctx, y, ids, labels);
   return losses;
 }
 

@@ -82,6 +82,7 @@ class HybridModel {
   Tensor backward_mhc_stack(StepContext& ctx, const Tensor& dout);   // -> d embedding output
   std::vector<MoeLayer*> moe_layers() const;  // main stack, then MTP depths
   void forward_sublayer(StepContext& ctx, Saved& saved, size_t i, Tensor& h, Tensor& f);
+  Tensor head(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
   void plan_recompute();
   struct Unit {
     size_t begin, end;  // sub-layer range of one full-recompute unit
