@@ -1,5 +1,6 @@
 #include "model/builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -13,6 +14,12 @@
 namespace hytra {
 namespace {
 
+// Selective recompute of `module` (--recompute-modules, SPEC A6).
+bool recompute(const ModelConfig& c, const char* module) {
+  return c.recompute_granularity == "selective" &&
+         std::find(c.recompute_modules.begin(), c.recompute_modules.end(), module) != c.recompute_modules.end();
+}
+
 NormKind norm_kind(const ModelConfig& c) { return c.normalization == "RMSNorm" ? NormKind::RMSNorm : NormKind::LayerNorm; }
 
 // Megatron: output projections (linear_proj, linear_fc2) use std / sqrt(2 * num_layers).
@@ -25,6 +32,7 @@ std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec&
   o.num_kv_heads = c.kv_heads();
   o.head_dim = c.head_dim();
   o.qk_norm = c.qk_layernorm;
+  o.recompute_core = recompute(c, "core_attn");
   o.bias = c.add_bias_linear;
   o.norm = norm_kind(c);
   o.norm_eps = c.norm_epsilon;
@@ -138,6 +146,8 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   e.bias_layout = c.moe_single_grouped_bias ? ExpertLayout::Grouped : ExpertLayout::Indexed;
   e.init_std = c.init_method_std;
   e.output_init_std = output_std(c);
+  e.recompute_act = recompute(c, "moe_act");
+  o.recompute_shared = recompute(c, "shared_experts");
   o.shared_ffn = c.moe_shared_expert_intermediate_size;
   o.shared_gate = c.moe_shared_expert_gate;
   o.shared_activation = e.activation;

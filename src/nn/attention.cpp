@@ -62,7 +62,9 @@ Tensor SelfAttention::forward_body(StepContext& ctx, const Tensor& x) {
   s.out = Tensor::empty({B, T, H, D}, x.dtype(), x.device());
   s.lse = Tensor::empty({B, H, T}, stat_dtype(x.dtype()), x.device());
   ops::attention_fwd(ex, s.out, s.lse, s.q, s.k, s.v, 1.0 / std::sqrt(double(D)));
-  return proj_->forward(ctx, s.out.view({B, T, H * D}));
+  Tensor y = proj_->forward(ctx, s.out.view({B, T, H * D}));
+  if (opt_.recompute_core) s.out = s.lse = Tensor();  // rebuilt from q, k, v in backward
+  return y;
 }
 
 Tensor SelfAttention::backward_body(StepContext& ctx, const Tensor& dy) {
@@ -71,6 +73,11 @@ Tensor SelfAttention::backward_body(StepContext& ctx, const Tensor& dy) {
   const int64_t B = s.q.size(0), T = s.q.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
   const int64_t R = H / G;
   Tensor dout = proj_->backward(ctx, dy).view({B, T, H, D});
+  if (!s.lse.defined()) {  // selective recompute "core_attn": the same (deterministic) forward again
+    s.out = Tensor::empty({B, T, H, D}, dy.dtype(), dy.device());
+    s.lse = Tensor::empty({B, H, T}, stat_dtype(dy.dtype()), dy.device());
+    ops::attention_fwd(ex, s.out, s.lse, s.q, s.k, s.v, 1.0 / std::sqrt(double(D)));
+  }
   Tensor dq = Tensor::empty(s.q.shape(), dy.dtype(), dy.device());
   Tensor dk = Tensor::empty(s.k.shape(), dy.dtype(), dy.device());
   Tensor dv = Tensor::empty(s.v.shape(), dy.dtype(), dy.device());

@@ -19,6 +19,7 @@ namespace hytra {
 struct AttentionOptions {
   int64_t hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;  // C, H, Hkv, D
   bool qk_norm = false;                 // --qk-layernorm
+  bool recompute_core = false;          // selective recompute "core_attn": rerun attention_fwd in backward
   bool bias = false;                    // add_bias_linear
   NormKind norm = NormKind::RMSNorm;    // --normalization
   double norm_eps = 1e-5;

@@ -147,7 +147,8 @@ TEST(Train, RecomputeIsBitwiseIdenticalAndSavesMemory) {
       "--hybrid-layer-pattern", "M[*-]EG-/*-", "--linear-num-key-heads", "2", "--linear-num-value-heads", "2",
       "--linear-key-head-dim", "8", "--linear-value-head-dim", "8", "--mamba-num-heads", "4", "--mamba-head-dim", "16",
       "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--mamba-chunk-size", "8", "--num-experts", "4",
-      "--moe-ffn-hidden-size", "32", "--moe-aux-loss-coeff", "1e-2", "--moe-router-load-balancing-type",
+      "--moe-ffn-hidden-size", "32", "--moe-shared-expert-intermediate-size", "16", "--moe-aux-loss-coeff", "1e-2",
+      "--moe-router-load-balancing-type",
       "global_aux_loss", "--train-iters", "6", "--eval-interval", "0"};
   auto run = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), model.begin(), model.end());
@@ -170,8 +171,11 @@ TEST(Train, RecomputeIsBitwiseIdenticalAndSavesMemory) {
         {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"},
         {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "2"},
         {"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2"}};
-    if (!mhc)
+    if (!mhc) {
       settings.push_back({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe", "mamba"});
+      settings.push_back(
+          {"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act", "shared_experts"});
+    }
     for (const auto& setting : settings) {
       const TrainResult r = run(with(setting));
       std::string name = mhc ? "mhc" : "plain";

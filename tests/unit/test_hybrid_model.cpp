@@ -297,14 +297,17 @@ TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
   const int64_t uniform2 = saved_bytes("full", "uniform", 2, {});
   const int64_t block2 = saved_bytes("full", "block", 2, {});
   const int64_t selective = saved_bytes("selective", "", 0, {"mlp", "moe", "mamba"});
+  const int64_t parts = saved_bytes("selective", "", 0, {"core_attn", "moe_act"});
   std::printf("saved activation bytes after forward: none %lld, full/uniform/1 %lld, full/uniform/2 %lld, "
-              "full/block/2 %lld, selective mlp+moe+mamba %lld\n",
-              (long long)none, (long long)uniform1, (long long)uniform2, (long long)block2, (long long)selective);
+              "full/block/2 %lld, selective mlp+moe+mamba %lld, selective core_attn+moe_act %lld\n",
+              (long long)none, (long long)uniform1, (long long)uniform2, (long long)block2, (long long)selective,
+              (long long)parts);
   EXPECT_LT(uniform1, none / 3);  // 6 logical layers: only their inputs remain
   EXPECT_LE(uniform2, uniform1);   // fewer unit inputs
   EXPECT_LT(block2, none);         // the first two logical layers dropped
   EXPECT_GT(block2, uniform1);
   EXPECT_LT(selective, none);
+  EXPECT_LT(parts, none);  // the attention lse and the expert activations
 }
 
 // The same rule for groups holding a Mamba mixer and a gated delta net.

@@ -99,6 +99,7 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
     if (opt_.bias) ops::gemm(ex, ye, s.p.narrow(0, o, n), fc2_.bias(e, C, false).view({1, C}), false, false, 1.0f, 1.0f);
     o += n;
   }
+  if (opt_.recompute_act) s.a = Tensor();
   return y;
 }
 
@@ -108,6 +109,10 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
   const int64_t R = s.x.size(0), C = opt_.hidden, F = opt_.ffn, F1 = fc1_out();
   const DType dt = s.x.dtype();
   const Device dev = s.x.device();
+  if (!s.a.defined()) {  // selective recompute "moe_act": fc2's input again
+    s.a = Tensor::empty({R, F}, dt, dev);
+    ops::moe_act_fwd(ex, s.a, s.h, s.probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset, opt_.clamp);
+  }
   Tensor da = Tensor::empty({R, F}, dt, dev);
   Tensor dprobs_bias;  // (R,1) dy . b2 per row (fc2 bias term)
   if (opt_.bias) dprobs_bias = Tensor::empty({R, 1}, dprobs.dtype(), dev);

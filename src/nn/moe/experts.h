@@ -32,6 +32,7 @@ struct ExpertsOptions {
   bool bias = false;
   ExpertLayout weight_layout = ExpertLayout::Indexed, bias_layout = ExpertLayout::Indexed;
   double init_std = 0.02, output_init_std = 0.02;
+  bool recompute_act = false;  // selective recompute "moe_act": act(h) * p rebuilt in backward
 };
 
 class GroupedExperts {

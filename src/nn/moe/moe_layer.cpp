@@ -69,7 +69,15 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
       g = Tensor::empty({N}, r.probs.dtype(), dev);
       ops::fill(ex, g, 1.0);
     }
-    ops::axpy(ex, out, shared_->forward(ctx, y2, g, {N}), 1.0);
+    if (opt_.recompute_shared && !ctx.recomputing) {  // keep the inputs, drop what they save
+      s.shared_in = y2;
+      s.shared_gate = g;
+      ctx.begin_record();
+      ops::axpy(ex, out, shared_->forward(ctx, y2, g, {N}), 1.0);
+      ctx.drop(ctx.end_record());
+    } else {
+      ops::axpy(ex, out, shared_->forward(ctx, y2, g, {N}), 1.0);
+    }
   }
   return out.view(y.shape());
 }
@@ -91,6 +99,11 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
   ops::scatter_add_rows(ex, dprobs, dp_perm.view({R, 1}), s.plan.prob_offsets, s.plan.prob_rows);
   ops::axpy(ex, dy, router_->backward(ctx, dprobs.view({N, K})), 1.0);
   if (shared_) {
+    if (s.shared_in.defined()) {
+      ctx.recomputing = true;
+      shared_->forward(ctx, s.shared_in, s.shared_gate, {N});
+      ctx.recomputing = false;
+    }
     Tensor dg = Tensor::empty({N}, sd, dev);
     ops::axpy(ex, dy, shared_->backward(ctx, df2, dg), 1.0);
     if (gate_) ops::axpy(ex, dy, gate_->backward(ctx, dg.view({N, 1})), 1.0);

@@ -29,6 +29,7 @@ struct MoeOptions {
   ops::ExpertActivation shared_activation = ops::ExpertActivation::SwiGLU;
   NormKind norm = NormKind::RMSNorm;
   double norm_eps = 1e-5;
+  bool recompute_shared = false;  // selective recompute "shared_experts": rerun them in backward
 };
 
 class MoeLayer : public PreNormModule {
@@ -48,6 +49,7 @@ class MoeLayer : public PreNormModule {
   struct Saved {
     DispatchPlan plan;
     int64_t tokens = 0;  // N
+    Tensor shared_in, shared_gate;  // (N,C), (N): the shared experts' inputs (recompute_shared)
   };
   MoeOptions opt_;
   std::unique_ptr<Norm> norm_;
