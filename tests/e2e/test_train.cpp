@@ -142,7 +142,7 @@ TEST(Train, MtpLearnsLogsItsDepthsAndIsBitwiseDeterministic) {
 // delta net and MLP layers, a `[*-]` group and an MTP depth, with and without mHC (every sub-layer
 // kind under mHC). (The saved-activation bytes are
 // measured in tests/unit/test_hybrid_model.cpp: in this tiny run the optimizer state dominates.)
-TEST(Train, RecomputeIsBitwiseIdenticalAndSavesMemory) {
+void check_recompute_is_bitwise(const std::vector<std::string>& device) {
   const std::vector<std::string> model = {
       "--hybrid-layer-pattern", "M[*-]EG-/*-", "--linear-num-key-heads", "2", "--linear-num-value-heads", "2",
       "--linear-key-head-dim", "8", "--linear-value-head-dim", "8", "--mamba-num-heads", "4", "--mamba-head-dim", "16",
@@ -152,6 +152,7 @@ TEST(Train, RecomputeIsBitwiseIdenticalAndSavesMemory) {
       "global_aux_loss", "--train-iters", "6", "--eval-interval", "0"};
   auto run = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), model.begin(), model.end());
+    extra.insert(extra.end(), device.begin(), device.end());
     ModelConfig m;
     TrainConfig t;
     tiny_config(m, t, extra);
@@ -190,6 +191,8 @@ TEST(Train, RecomputeIsBitwiseIdenticalAndSavesMemory) {
     }
   }
 }
+
+TEST(Train, RecomputeIsBitwiseIdentical) { check_recompute_is_bitwise({}); }
 
 TEST(Train, SeedChangesTheRun) {
   ModelConfig m1, m2;
@@ -400,6 +403,11 @@ TEST(TrainCuda, MhcMtpRecomputeGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministi
                         "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--enable-mhc-connections",
                         "--mhc-num-residual-streams", "4", "--recompute-granularity", "full", "--recompute-method",
                         "uniform", "--recompute-num-layers", "1"});
+}
+
+TEST(TrainCuda, RecomputeIsBitwiseIdenticalInBf16) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+  check_recompute_is_bitwise({"--device", "cuda", "--bf16"});
 }
 
 }  // namespace
