@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -130,8 +131,8 @@ void ModelConfig::validate() const {
     need(mhc_sinkhorn_iterations >= 1,
          str("--mhc-sinkhorn-iterations: expected >= 1, got ", mhc_sinkhorn_iterations));
     need(mhc_init_gating_factor >= 0, str("--mhc-init-gating-factor: expected >= 0, got ", mhc_init_gating_factor));
-    need(mhc_recompute_layer_num == 0,
-         "--mhc-recompute-layer-num: the mHC recompute manager (selective 'mhc') is not implemented yet in hytra");
+    need(mhc_recompute_layer_num >= 0,
+         str("--mhc-recompute-layer-num: expected a positive integer, got ", mhc_recompute_layer_num));
     need(mhc_variant == "main" || mhc_variant == "dev",
          str("--mhc-variant: expected main or dev, got '", mhc_variant, "'"));
   }
@@ -144,18 +145,29 @@ void ModelConfig::validate() const {
     need(recompute_num_layers == 0, "--recompute-num-layers: must be unset with selective recompute");
     for (const std::string& m : recompute_modules) {
       const bool built = m == "mlp" || m == "moe" || m == "mamba" || m == "core_attn" || m == "moe_act" ||
-                         m == "shared_experts";
+                         m == "shared_experts" || m == "mhc";
       const bool known = built || m == "core_attn" || m == "layernorm" || m == "moe_act" ||
                          m == "shared_experts" || m == "mhc";
       need(known, str("--recompute-modules: unknown module '", m,
                       "' (expected core_attn, layernorm, mlp, moe_act, moe, shared_experts, mhc, mamba)"));
       need(!known || built, str("--recompute-modules: '", m, "' is not implemented yet in hytra"));
     }
-    need(!enable_mhc, "--recompute-granularity selective: not implemented yet with mHC in hytra (full is)");
+    auto has = [&](const char* m) {
+      return std::find(recompute_modules.begin(), recompute_modules.end(), m) != recompute_modules.end();
+    };
+    need(!has("mhc") || enable_mhc, "--recompute-modules: 'mhc' needs --enable-mhc-connections");
+    need(!(has("mhc") && has("mlp")), "--recompute-modules: 'mhc' and 'mlp' cannot be combined (Megatron)");
+    need(!enable_mhc || !(has("mlp") || has("moe") || has("mamba")),
+         "--recompute-modules: mlp, moe and mamba are not implemented yet with mHC in hytra (core_attn, moe_act, "
+         "shared_experts and mhc are)");
   } else {
     need(recompute_granularity.empty(),
          str("--recompute-granularity: expected full or selective, got '", recompute_granularity, "'"));
   }
+  need(mhc_recompute_layer_num == 0 ||
+           (recompute_granularity == "selective" &&
+            std::find(recompute_modules.begin(), recompute_modules.end(), "mhc") != recompute_modules.end()),
+       "--mhc-recompute-layer-num: needs --recompute-granularity selective --recompute-modules mhc");
   need(mtp_loss_scaling_factor >= 0,
        str("--mtp-loss-scaling-factor: expected >= 0, got ", mtp_loss_scaling_factor));
   need(ffn_hidden_size >= 0, str("--ffn-hidden-size: expected a positive integer, got ", ffn_hidden_size));

@@ -1,6 +1,7 @@
 #include "model/hybrid_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "model/builder.h"
@@ -115,6 +116,17 @@ void HybridModel::plan_recompute() {
       units_.push_back({items[first].first, items[last].second});
       for (size_t i = units_.back().begin; i < units_.back().end; ++i) unit_of_[i] = int(units_.size()) - 1;
     }
+  } else if (cfg_.recompute_granularity == "selective" && cfg_.enable_mhc) {
+    // Selective "mhc" (SPEC A4.6): blocks of --mhc-recompute-layer-num sub-layers, by default
+    // max(1, floor(sqrt(n L / (n + 2)))) (hytra decision 3); a block keeps its input streams and each
+    // layer's mappings and output F, and rebuilds the other layers' input streams in backward.
+    if (std::find(cfg_.recompute_modules.begin(), cfg_.recompute_modules.end(), "mhc") != cfg_.recompute_modules.end()) {
+      const double n = double(cfg_.mhc_num_residual_streams), L = double(sublayers_.size());
+      const size_t k = cfg_.mhc_recompute_layer_num > 0 ? size_t(cfg_.mhc_recompute_layer_num)
+                                                        : size_t(std::max(1.0, std::floor(std::sqrt(n * L / (n + 2)))));
+      mhc_block_start_.assign(sublayers_.size(), false);
+      for (size_t i = 0; i < sublayers_.size(); i += k) mhc_block_start_[i] = true;
+    }
   } else if (cfg_.recompute_granularity == "selective") {
     auto wants = [&](const char* m) {
       return std::find(cfg_.recompute_modules.begin(), cfg_.recompute_modules.end(), m) !=
@@ -226,14 +238,22 @@ Tensor HybridModel::forward_mhc_stack(StepContext& ctx, const Tensor& h) {
   for (int64_t i = 0; i < n; ++i) ops::slice_scatter(ex, X3, h.view({N, 1, C}), 1, i);
   Saved& s = ctx.saved<Saved>(this);
   s.unit_in.assign(units_.size(), {});
+  s.mhc_block_in.assign(sublayers_.size(), Tensor());
   for (size_t i = 0; i < sublayers_.size(); ++i) {
     const int u = unit_of_[i];
     if (u >= 0 && units_[size_t(u)].begin == i) {  // full recompute: the unit keeps its n-stream input
       s.unit_in[size_t(u)] = {X, Tensor()};
       ctx.begin_record();
     }
+    const Tensor X_in = X;
     X = sublayers_[i]->forward(ctx, X);
     if (u >= 0 && units_[size_t(u)].end == i + 1) ctx.drop(ctx.end_record());
+    if (!mhc_block_start_.empty()) {  // selective "mhc": inside a block only its input streams stay
+      if (mhc_block_start_[i])
+        s.mhc_block_in[i] = X_in;
+      else
+        static_cast<HyperConnection*>(sublayers_[i].get())->drop_streams(ctx);
+    }
   }
   s.mhc_X = X.view({N, n, C});
   s.mhc_mean = Tensor::empty({N, n}, stat_dtype(h.dtype()), h.device());
@@ -260,6 +280,17 @@ Tensor HybridModel::backward_mhc_stack(StepContext& ctx, const Tensor& dout) {
       ctx.recomputing = true;
       for (size_t j = units_[size_t(u)].begin; j <= i; ++j) Xr = sublayers_[j]->forward(ctx, Xr);
       ctx.recomputing = false;
+    }
+    if (!mhc_block_start_.empty() && (i + 1 == sublayers_.size() || mhc_block_start_[i + 1])) {
+      // The block's last layer: rebuild every dropped input stream of the block, in forward order.
+      size_t first = i;
+      while (!mhc_block_start_[first]) --first;
+      Tensor Xr = s.mhc_block_in[first];
+      for (size_t j = first; j < i; ++j) {
+        auto* hc = static_cast<HyperConnection*>(sublayers_[j].get());
+        Xr = hc->rebuild_streams(ctx, Xr);
+      }
+      if (i != first) static_cast<HyperConnection*>(sublayers_[i].get())->rebuild_streams(ctx, Xr);
     }
     dX4 = sublayers_[i]->backward(ctx, dX4);
   }

@@ -76,6 +76,7 @@ class HybridModel {
     std::vector<Tensor> mtp_dloss;  // per MTP depth (B,T): the scaled loss gradient, fixed in forward
     Tensor mhc_X;                   // (N,n,C) the last sub-layer's mHC streams
     Tensor mhc_mean;                // (N,n) the contraction's weights 1/n
+    std::vector<Tensor> mhc_block_in;  // selective "mhc": each block's input streams, at its first layer
   };
   void forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
   Tensor forward_mhc_stack(StepContext& ctx, const Tensor& h);       // (B,T,C) -> stream mean (B,T,C)
@@ -90,6 +91,7 @@ class HybridModel {
   std::vector<Unit> units_;
   std::vector<int> unit_of_;       // per sub-layer: its unit, or -1
   std::vector<bool> selective_;    // per sub-layer: its body is recomputed
+  std::vector<bool> mhc_block_start_;  // selective "mhc": a sub-layer that starts a recompute block
 };
 
 }  // namespace hytra

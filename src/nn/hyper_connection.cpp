@@ -57,6 +57,23 @@ Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
   return Y.view(s.shape);
 }
 
+void HyperConnection::drop_streams(StepContext& ctx) {
+  Saved& s = ctx.saved<Saved>(this);
+  s.X = s.x32 = Tensor();
+}
+
+Tensor HyperConnection::rebuild_streams(StepContext& ctx, const Tensor& X4) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  const int64_t n = opt_.streams, C = opt_.hidden, N = s.F.size(0);
+  s.X = X4.view({N, n, C});
+  s.x32 = Tensor::empty({N, n * C}, stat_dtype(X4.dtype()), X4.device());
+  ops::copy(ex, s.x32, s.X);
+  Tensor Y = Tensor::empty({N, n, C}, X4.dtype(), X4.device());
+  ops::mhc_combine_fwd(ex, Y, s.X, s.F, s.h_res, s.h_post);
+  return Y.view(s.shape);
+}
+
 Tensor HyperConnection::backward(StepContext& ctx, const Tensor& dY4) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);

@@ -33,6 +33,11 @@ class HyperConnection : public Module {
   Tensor forward(StepContext& ctx, const Tensor& X) override;    // X (B,T,n,C) -> X' (B,T,n,C)
   Tensor backward(StepContext& ctx, const Tensor& dY) override;  // dX' -> dX
   void backward_dw(StepContext& ctx) override { layer_->backward_dw(ctx); }
+  // mHC recompute (SPEC A4.6): forget the saved input streams (and their fp32 copy) after forward;
+  // rebuild_streams(X) restores them from the recomputed input and returns this layer's output again
+  // (the combine of X with the kept F, H_res, H_post: bitwise the forward's).
+  void drop_streams(StepContext& ctx);
+  Tensor rebuild_streams(StepContext& ctx, const Tensor& X);
   Module& layer() { return *layer_; }
 
  private:

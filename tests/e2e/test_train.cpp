@@ -172,10 +172,14 @@ void check_recompute_is_bitwise(const std::vector<std::string>& device) {
         {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"},
         {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "2"},
         {"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2"}};
+    settings.push_back(
+        {"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act", "shared_experts"});
     if (!mhc) {
       settings.push_back({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe", "mamba"});
+    } else {
+      settings.push_back({"--recompute-granularity", "selective", "--recompute-modules", "mhc"});  // default blocks
       settings.push_back(
-          {"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act", "shared_experts"});
+          {"--recompute-granularity", "selective", "--recompute-modules", "mhc", "--mhc-recompute-layer-num", "2"});
     }
     for (const auto& setting : settings) {
       const TrainResult r = run(with(setting));

@@ -310,6 +310,39 @@ TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
   EXPECT_LT(parts, none);  // the attention lse and the expert activations
 }
 
+// Selective "mhc" (SPEC A4.6): inside each recompute block only the block's input streams stay saved.
+TEST(HybridModel, MhcRecomputeLowersSavedActivationBytes) {
+  auto saved_bytes = [](const std::vector<std::string>& modules, int64_t block) {
+    ModelConfig c = tiny("M*-M*-");
+    c.hidden_size = 32;
+    c.seq_length = 64;
+    c.mamba_head_dim = 16;
+    c.mamba_chunk_size = 16;
+    c.enable_mhc = true;
+    c.mhc_num_residual_streams = 4;
+    if (!modules.empty()) c.recompute_granularity = "selective";
+    c.recompute_modules = modules;
+    c.mhc_recompute_layer_num = block;
+    c.validate();
+    HybridModel m(c, plan_for(c));
+    m.params().finalize(DType::F32, Device::CPU);
+    init_params(m.params(), 51);
+    Tensor ids = test::random_ids({4, 64}, 30, 52), labels = test::random_ids({4, 64}, 30, 53);
+    StepContext ctx(Exec::cpu());
+    const int64_t before = allocator_for(Device::CPU).stats().in_use;
+    Tensor loss = m.forward(ctx, ids, labels);
+    const int64_t saved = allocator_for(Device::CPU).stats().in_use - before;
+    m.backward(ctx, Tensor::zeros(loss.shape(), loss.dtype()));
+    return saved;
+  };
+  const int64_t none = saved_bytes({}, 0), dflt = saved_bytes({"mhc"}, 0), six = saved_bytes({"mhc"}, 6);
+  std::printf("mHC saved activation bytes after forward: none %lld, mhc (default block: floor(sqrt(4*6/6)) = 2) "
+              "%lld, mhc block 6 %lld\n",
+              (long long)none, (long long)dflt, (long long)six);
+  EXPECT_LT(dflt, none);
+  EXPECT_LT(six, dflt);  // one block: only the stack's input streams stay
+}
+
 // The same rule for groups holding a Mamba mixer and a gated delta net.
 TEST(HybridModel, MambaAndGdnGroupsEqualUngroupedBitwise) {
   for (const char* pattern : {"M-G*", "G-M*"}) {
