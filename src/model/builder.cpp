@@ -148,6 +148,7 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   e.output_init_std = output_std(c);
   e.recompute_act = recompute(c, "moe_act");
   o.recompute_shared = recompute(c, "shared_experts");
+  o.recompute_norm = recompute(c, "layernorm");
   o.shared_ffn = c.moe_shared_expert_intermediate_size;
   o.shared_gate = c.moe_shared_expert_gate;
   o.shared_activation = e.activation;

@@ -145,7 +145,7 @@ void ModelConfig::validate() const {
     need(recompute_num_layers == 0, "--recompute-num-layers: must be unset with selective recompute");
     for (const std::string& m : recompute_modules) {
       const bool built = m == "mlp" || m == "moe" || m == "mamba" || m == "core_attn" || m == "moe_act" ||
-                         m == "shared_experts" || m == "mhc";
+                         m == "shared_experts" || m == "mhc" || m == "layernorm";
       const bool known = built || m == "core_attn" || m == "layernorm" || m == "moe_act" ||
                          m == "shared_experts" || m == "mhc";
       need(known, str("--recompute-modules: unknown module '", m,

@@ -25,6 +25,20 @@ Tensor Norm::forward(StepContext& ctx, const Tensor& x) {
   return y.view(x.shape());
 }
 
+Tensor Norm::recompute_output(StepContext& ctx) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  Tensor y = Tensor::empty(s.x.shape(), s.x.dtype(), s.x.device());
+  Tensor rstd = Tensor::empty(s.rstd.shape(), s.rstd.dtype(), s.rstd.device());
+  if (opt_.kind == NormKind::RMSNorm) {
+    ops::rmsnorm_fwd(ex, y, rstd, s.x, w_->value, opt_.eps);
+  } else {
+    Tensor mean = Tensor::empty(s.rstd.shape(), s.rstd.dtype(), s.rstd.device());
+    ops::layernorm_fwd(ex, y, mean, rstd, s.x, w_->value, b_->value, opt_.eps);
+  }
+  return y;
+}
+
 Tensor Norm::backward(StepContext& ctx, const Tensor& dy) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);

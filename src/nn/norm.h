@@ -29,6 +29,10 @@ class Norm : public Module {
   Tensor forward_add(StepContext& ctx, const Tensor& a, const Tensor& b, Tensor& sum);
   // dsum = dres + (dL/dsum through the norm, from dy): the residual stream's gradient.
   Tensor backward_add(StepContext& ctx, const Tensor& dy, const Tensor& dres);
+  // The last forward's output again, (N, dim), from the saved input (selective "layernorm"
+  // recompute): the same op on the same input, so the same bits (add_rmsnorm_fwd equals add then
+  // rmsnorm_fwd bitwise).
+  Tensor recompute_output(StepContext& ctx);
 
  private:
   struct Saved {

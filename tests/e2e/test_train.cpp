@@ -174,6 +174,9 @@ void check_recompute_is_bitwise(const std::vector<std::string>& device) {
         {"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2"}};
     settings.push_back(
         {"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act", "shared_experts"});
+    settings.push_back({"--recompute-granularity", "selective", "--recompute-modules", "layernorm"});
+    settings.push_back(
+        {"--recompute-granularity", "selective", "--recompute-modules", "layernorm", "shared_experts", "moe_act"});
     if (!mhc) {
       settings.push_back({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe", "mamba"});
     } else {

@@ -298,16 +298,19 @@ TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
   const int64_t block2 = saved_bytes("full", "block", 2, {});
   const int64_t selective = saved_bytes("selective", "", 0, {"mlp", "moe", "mamba"});
   const int64_t parts = saved_bytes("selective", "", 0, {"core_attn", "moe_act"});
+  const int64_t norm = saved_bytes("selective", "", 0, {"layernorm"});
   std::printf("saved activation bytes after forward: none %lld, full/uniform/1 %lld, full/uniform/2 %lld, "
-              "full/block/2 %lld, selective mlp+moe+mamba %lld, selective core_attn+moe_act %lld\n",
+              "full/block/2 %lld, selective mlp+moe+mamba %lld, selective core_attn+moe_act %lld, "
+              "selective layernorm %lld\n",
               (long long)none, (long long)uniform1, (long long)uniform2, (long long)block2, (long long)selective,
-              (long long)parts);
+              (long long)parts, (long long)norm);
   EXPECT_LT(uniform1, none / 3);  // 6 logical layers: only their inputs remain
   EXPECT_LE(uniform2, uniform1);   // fewer unit inputs
   EXPECT_LT(block2, none);         // the first two logical layers dropped
   EXPECT_GT(block2, uniform1);
   EXPECT_LT(selective, none);
   EXPECT_LT(parts, none);  // the attention lse and the expert activations
+  EXPECT_EQ(none - norm, 4 * 64 * 32 * 4);  // exactly the MoE layer's pre_mlp_layernorm output (B,T,C) fp32
 }
 
 // Selective "mhc" (SPEC A4.6): inside each recompute block only the block's input streams stay saved.

@@ -45,6 +45,9 @@ class GroupedExperts {
   // dy (R,C) -> dx (R,C); dprobs (R) = dL/dprobs.
   Tensor backward(StepContext& ctx, const Tensor& dy, Tensor& dprobs);
   void backward_dw(StepContext& ctx) { ctx.run_wgrad(this); }
+  // Selective "layernorm" recompute of the shared experts' input (see TopKRouter).
+  void forget_input(StepContext& ctx) { ctx.saved<Saved>(this).x = Tensor(); }
+  void restore_input(StepContext& ctx, const Tensor& x) { ctx.saved<Saved>(this).x = x; }
 
  private:
   bool glu() const;

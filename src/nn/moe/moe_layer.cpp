@@ -70,6 +70,7 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
       ops::fill(ex, g, 1.0);
     }
     if (opt_.recompute_shared && !ctx.recomputing) {  // keep the inputs, drop what they save
+      s.shared_rerun = true;
       s.shared_in = y2;
       s.shared_gate = g;
       ctx.begin_record();
@@ -79,6 +80,13 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
       ops::axpy(ex, out, shared_->forward(ctx, y2, g, {N}), 1.0);
     }
   }
+  if (opt_.recompute_norm && !ctx.recomputing) {  // the norm output is rebuilt in backward
+    router_->forget_input(ctx);
+    if (gate_) gate_->forget_input(ctx);
+    if (shared_ && !s.shared_rerun) shared_->forget_input(ctx);
+    s.shared_in = Tensor();
+    s.norm_dropped = true;
+  }
   return out.view(y.shape());
 }
 
@@ -86,6 +94,13 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
   const int64_t N = s.tokens, C = opt_.hidden, K = opt_.router.topk, R = s.plan.rows;
+  if (s.norm_dropped) {  // selective "layernorm": pre_mlp_layernorm's output again
+    const Tensor y = norm_->recompute_output(ctx);
+    router_->restore_input(ctx, y);
+    if (gate_) gate_->restore_input(ctx, y);
+    if (shared_ && !s.shared_rerun) shared_->restore_input(ctx, y);
+    if (s.shared_rerun) s.shared_in = y;
+  }
   const Device dev = df.device();
   const DType sd = stat_dtype(df.dtype());
   const Tensor df2 = df.view({N, C});
@@ -99,7 +114,7 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
   ops::scatter_add_rows(ex, dprobs, dp_perm.view({R, 1}), s.plan.prob_offsets, s.plan.prob_rows);
   ops::axpy(ex, dy, router_->backward(ctx, dprobs.view({N, K})), 1.0);
   if (shared_) {
-    if (s.shared_in.defined()) {
+    if (s.shared_rerun) {
       ctx.recomputing = true;
       shared_->forward(ctx, s.shared_in, s.shared_gate, {N});
       ctx.recomputing = false;

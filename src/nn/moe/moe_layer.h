@@ -30,6 +30,7 @@ struct MoeOptions {
   NormKind norm = NormKind::RMSNorm;
   double norm_eps = 1e-5;
   bool recompute_shared = false;  // selective recompute "shared_experts": rerun them in backward
+  bool recompute_norm = false;    // selective recompute "layernorm": pre_mlp_layernorm's output rebuilt
 };
 
 class MoeLayer : public PreNormModule {
@@ -50,6 +51,8 @@ class MoeLayer : public PreNormModule {
     DispatchPlan plan;
     int64_t tokens = 0;  // N
     Tensor shared_in, shared_gate;  // (N,C), (N): the shared experts' inputs (recompute_shared)
+    bool shared_rerun = false;      // recompute_shared: the shared experts run again in backward
+    bool norm_dropped = false;      // recompute_norm: the norm output's holders let it go
   };
   MoeOptions opt_;
   std::unique_ptr<Norm> norm_;

@@ -56,6 +56,9 @@ class TopKRouter {
   // dx (N,C) in x's dtype from dprobs (N,K) (plus the auxiliary losses' gradients); accumulates dW.
   Tensor backward(StepContext& ctx, const Tensor& dprobs);
 
+  // Selective "layernorm" recompute: drop the saved input after forward, give it back before backward.
+  void forget_input(StepContext& ctx) { ctx.saved<Saved>(this).x = Tensor(); }
+  void restore_input(StepContext& ctx, const Tensor& x) { ctx.saved<Saved>(this).x = x; }
   // Adds this micro-batch's routed-token counts (training passes: the expert bias and the stats).
   void count_tokens(const std::vector<int64_t>& per_expert);
   // Once per global batch, after the micro-batches: bias += rate * sign(mean count - count) when
