@@ -157,9 +157,7 @@ void ModelConfig::validate() const {
     };
     need(!has("mhc") || enable_mhc, "--recompute-modules: 'mhc' needs --enable-mhc-connections");
     need(!(has("mhc") && has("mlp")), "--recompute-modules: 'mhc' and 'mlp' cannot be combined (Megatron)");
-    need(!enable_mhc || !(has("mlp") || has("moe") || has("mamba")),
-         "--recompute-modules: mlp, moe and mamba are not implemented yet with mHC in hytra (core_attn, moe_act, "
-         "shared_experts and mhc are)");
+
   } else {
     need(recompute_granularity.empty(),
          str("--recompute-granularity: expected full or selective, got '", recompute_granularity, "'"));

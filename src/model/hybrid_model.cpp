@@ -15,6 +15,15 @@
 
 namespace hytra {
 
+// Selective recompute of a sub-layer's body (SPEC A6): mlp `-`, moe `E`, mamba `M`.
+bool selective_body(const ModelConfig& cfg, char symbol) {
+  if (cfg.recompute_granularity != "selective") return false;
+  auto wants = [&](const char* m) {
+    return std::find(cfg.recompute_modules.begin(), cfg.recompute_modules.end(), m) != cfg.recompute_modules.end();
+  };
+  return (symbol == '-' && wants("mlp")) || (symbol == 'E' && wants("moe")) || (symbol == 'M' && wants("mamba"));
+}
+
 LayerPlan plan_for(const ModelConfig& cfg) {
   PlanOptions o;
   if (!cfg.hybrid_layer_pattern.empty()) {
@@ -62,7 +71,9 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
         const char* name = s == '*' ? "self_attention_hyper_connection."
                            : (s == '-' || s == 'E') ? "mlp_hyper_connection."
                                                     : "hyper_connection.";
-        layer = std::make_unique<HyperConnection>(hc, spec.prefix + name, std::move(layer), store_);
+        HyperConnectionOptions o = hc;
+        o.recompute_layer = selective_body(cfg_, s);
+        layer = std::make_unique<HyperConnection>(o, spec.prefix + name, std::move(layer), store_);
       }
       sublayers_.push_back(std::move(layer));
       counts_.attention += spec.symbol == '*';
@@ -116,7 +127,8 @@ void HybridModel::plan_recompute() {
       units_.push_back({items[first].first, items[last].second});
       for (size_t i = units_.back().begin; i < units_.back().end; ++i) unit_of_[i] = int(units_.size()) - 1;
     }
-  } else if (cfg_.recompute_granularity == "selective" && cfg_.enable_mhc) {
+  }
+  if (cfg_.recompute_granularity == "selective" && cfg_.enable_mhc) {
     // Selective "mhc" (SPEC A4.6): blocks of --mhc-recompute-layer-num sub-layers, by default
     // max(1, floor(sqrt(n L / (n + 2)))) (hytra decision 3); a block keeps its input streams and each
     // layer's mappings and output F, and rebuilds the other layers' input streams in backward.
@@ -127,17 +139,10 @@ void HybridModel::plan_recompute() {
       mhc_block_start_.assign(sublayers_.size(), false);
       for (size_t i = 0; i < sublayers_.size(); i += k) mhc_block_start_[i] = true;
     }
-  } else if (cfg_.recompute_granularity == "selective") {
-    auto wants = [&](const char* m) {
-      return std::find(cfg_.recompute_modules.begin(), cfg_.recompute_modules.end(), m) !=
-             cfg_.recompute_modules.end();
-    };
+  } else if (cfg_.recompute_granularity == "selective" && !cfg_.enable_mhc) {  // (mHC: in the wrappers)
     size_t i = 0;
     for (const LayerItem& item : plan_.items)
-      for (char sym : item.symbols) {
-        selective_[i] = (sym == '-' && wants("mlp")) || (sym == 'E' && wants("moe")) || (sym == 'M' && wants("mamba"));
-        ++i;
-      }
+      for (char sym : item.symbols) selective_[i++] = selective_body(cfg_, sym);
   }
 }
 

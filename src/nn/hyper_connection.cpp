@@ -51,7 +51,14 @@ Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
                       opt_.sinkhorn_iterations, opt_.variant);
   Tensor u = Tensor::empty({N, C}, X4.dtype(), dev);
   ops::mhc_aggregate_fwd(ex, u, s.X, s.h_pre);
-  s.F = layer_->forward(ctx, u.view({B, T, C})).view({N, C});
+  if (opt_.recompute_layer && !ctx.recomputing) {  // keep the sub-layer's input, drop what it saves
+    s.u = u.view({B, T, C});
+    ctx.begin_record();
+    s.F = layer_->forward(ctx, s.u).view({N, C});
+    ctx.drop(ctx.end_record());
+  } else {
+    s.F = layer_->forward(ctx, u.view({B, T, C})).view({N, C});
+  }
   Tensor Y = Tensor::empty({N, n, C}, X4.dtype(), dev);
   ops::mhc_combine_fwd(ex, Y, s.X, s.F, s.h_res, s.h_post);
   return Y.view(s.shape);
@@ -83,6 +90,11 @@ Tensor HyperConnection::backward(StepContext& ctx, const Tensor& dY4) {
   Tensor dX = Tensor::empty({N, n, C}, dt, dev), dF = Tensor::empty({N, C}, dt, dev);
   Tensor dh_res = Tensor::empty({N, n, n}, sd, dev), dh_post = Tensor::empty({N, n}, sd, dev);
   ops::mhc_combine_bwd(ex, dX, dF, dh_res, dh_post, dY4.view({N, n, C}), s.X, s.F, s.h_res, s.h_post);
+  if (s.u.defined()) {  // selective recompute: the sub-layer's forward again
+    ctx.recomputing = true;
+    layer_->forward(ctx, s.u);
+    ctx.recomputing = false;
+  }
   const Tensor du = layer_->backward(ctx, dF.view({s.shape[0], s.shape[1], C})).view({N, C});
   Tensor dh_pre = Tensor::empty({N, n}, sd, dev);
   ops::mhc_aggregate_bwd(ex, dX, dh_pre, du, s.X, s.h_pre);

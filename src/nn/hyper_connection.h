@@ -22,6 +22,7 @@ struct HyperConnectionOptions {
   int64_t sinkhorn_iterations = 20;
   double init_gating = 0.01;
   ops::MhcVariant variant = ops::MhcVariant::Main;
+  bool recompute_layer = false;  // selective recompute of the wrapped sub-layer (mlp, moe, mamba)
 };
 
 class HyperConnection : public Module {
@@ -49,6 +50,7 @@ class HyperConnection : public Module {
     Tensor h_res;               // (N,n,n)
     Tensor F;                   // (N,C) sub-layer output
     Tensor alpha;               // (3) the gating factors, gathered
+    Tensor u;                   // (B,T,C) the sub-layer's input (recompute_layer only)
     Shape shape;                // (B,T,n,C)
   };
   HyperConnectionOptions opt_;

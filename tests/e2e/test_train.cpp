@@ -177,6 +177,7 @@ void check_recompute_is_bitwise(const std::vector<std::string>& device) {
     settings.push_back({"--recompute-granularity", "selective", "--recompute-modules", "layernorm"});
     settings.push_back(
         {"--recompute-granularity", "selective", "--recompute-modules", "layernorm", "shared_experts", "moe_act"});
+    settings.push_back({"--recompute-granularity", "selective", "--recompute-modules", "moe", "mamba"});
     if (!mhc) {
       settings.push_back({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe", "mamba"});
     } else {
