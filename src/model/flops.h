@@ -1,11 +1,12 @@
 // Model FLOPs and parameter counts for throughput and MFU (llm.c's mfu.h idea):
 //   FLOPs per token = 6 x (parameters of every matmul, LM head included)
 //                   + 6 x (attention layers) x seq_length x (heads x head_dim)   [causal QK^T and PV]
-//                   + 6 x (Mamba layers) x 2 x d_inner x N     [SSD: state update and readout]
-//                   + 6 x (GDN layers) x 3 x Hv x dv x dk      [delta rule: S k, update, S q]
-// An MoE layer's matmul parameters per token: the router, k routed experts and the shared experts.
-// i.e. forward 2 FLOPs per multiply-add, backward twice the forward. MTP and non-matmul work
-// (norms, activations, softmax) are not counted, as in the usual MFU convention.
+//                   + 3 x (Mamba layers) x 7 x d_inner x N           [SSD scan, Megatron's hybrid_flops]
+//                   + 3 x (GDN layers) x (8 Hv dv dk + 2 K (2 qk + v))  [delta rule and conv, the same]
+// i.e. forward 2 FLOPs per multiply-add, backward twice the forward. An MoE layer's matmul parameters
+// per token: the router, k routed experts and the shared experts. MTP depths count as Megatron
+// counts them: their inner layers among the layer counts, and per depth eh_proj (2C x C) and one
+// more LM head. Non-matmul work (norms, activations, softmax) is not counted (the MFU convention).
 #pragma once
 #include <cstdint>
 
@@ -19,6 +20,7 @@ struct LayerCounts {
   int64_t mamba = 0;      // 'M' sub-layers
   int64_t gdn = 0;        // 'G' sub-layers
   int64_t moe = 0;        // 'E' sub-layers
+  int64_t mtp_depths = 0; // MTP depths (their inner sub-layers are in the counts above)
 };
 
 int64_t matmul_params(const ModelConfig& cfg, const LayerCounts& counts);

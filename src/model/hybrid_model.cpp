@@ -56,6 +56,13 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   if (cfg_.position_embedding_type == "learned_absolute")
     position_embedding_ =
         std::make_unique<Embedding>(kPositionEmbeddingKey, cfg_.max_positions(), C, cfg_.init_method_std, store_);
+  auto count = [this](char s) {
+    counts_.attention += s == '*';
+    counts_.mlp += s == '-';
+    counts_.mamba += s == 'M';
+    counts_.gdn += s == 'G';
+    counts_.moe += s == 'E';
+  };
   HyperConnectionOptions hc;
   hc.hidden = C;
   hc.streams = cfg_.mhc_num_residual_streams;
@@ -76,11 +83,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
         layer = std::make_unique<HyperConnection>(o, spec.prefix + name, std::move(layer), store_);
       }
       sublayers_.push_back(std::move(layer));
-      counts_.attention += spec.symbol == '*';
-      counts_.mlp += spec.symbol == '-';
-      counts_.mamba += spec.symbol == 'M';
-      counts_.gdn += spec.symbol == 'G';
-      counts_.moe += spec.symbol == 'E';
+      count(spec.symbol);
     }
   }
   NormOptions norm{cfg_.normalization == "RMSNorm" ? NormKind::RMSNorm : NormKind::LayerNorm, C, cfg_.norm_epsilon};
@@ -95,6 +98,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
         const LayerItem& item = plan_.mtp_items[j];
         const SubLayerSpec spec{item.symbols[0], prefix + "mtp_model_layer.layers." + std::to_string(j) + ".",
                                 plan_.num_layers + d * int64_t(plan_.mtp_items.size()) + item.physical[0]};
+        count(spec.symbol);
         layers.push_back(build_sublayer(cfg_, spec, store));
       }
       return layers;
@@ -102,6 +106,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
     mtp_.push_back(std::make_unique<MtpDepth>(prefix, norm, cfg_.init_method_std, embedding_->weight(),
                                               output_->weight(), build, store_));
   }
+  counts_.mtp_depths = plan_.mtp_depths;
   mtp_loss_sums_.assign(size_t(plan_.mtp_depths), 0.0);
   plan_recompute();
 }

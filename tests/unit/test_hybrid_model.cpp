@@ -135,6 +135,26 @@ TEST(HybridModel, MambaAndGatedDeltaNetKeys) {
   EXPECT_EQ(m.layer_counts().gdn, 1);
 }
 
+// Model FLOPs per token (src/model/flops.h): the MTP depth's inner layers, eh_proj and extra LM head
+// are counted (as Megatron's hybrid_flops), and the SSD / delta-rule terms are Megatron's.
+TEST(HybridModel, FlopsCountMtpMambaAndGdnAsMegatron) {
+  ModelConfig c = tiny("MG*-/*-");
+  HybridModel m(c, plan_for(c));
+  const LayerCounts k = m.layer_counts();
+  EXPECT_EQ(k.attention, 2);
+  EXPECT_EQ(k.mlp, 2);
+  EXPECT_EQ(k.mamba, 1);
+  EXPECT_EQ(k.gdn, 1);
+  EXPECT_EQ(k.mtp_depths, 1);
+  const double C = 8, V = 32, T = 6, H = 2, D = 4, F = 12;
+  const double attn = C * (H + 2 * H) * D + H * D * C, mlp = 3 * C * F;  // MHA (1 KV group each); SwiGLU
+  const double mamba = C * (2 * 16 + 2 * 8 + 4) + 16 * C;                // d_inner 16, G*N 8, H 4
+  const double gdn = C * (2 * 4 + 2 * 6 + 2 * 2) + 6 * C;                 // qk 4, v 6, Hv 2
+  const double params = 2 * attn + 2 * mlp + mamba + gdn + V * C + (2 * C * C + V * C);
+  const double want = 6 * params + 6 * 2 * T * H * D + 3 * 7 * 16 * 4 + 3 * (8 * 2 * 3 * 4 + 2 * 4 * (2 * 4 + 6));
+  EXPECT_DOUBLE_EQ(flops_per_token(c, k), want);
+}
+
 // Megatron's initialisation of the Mamba and GDN parameters (SPEC.md A8): ranges, constants, and
 // per-layer draws (the Philox stream is keyed by the parameter name).
 TEST(HybridModel, MambaAndGatedDeltaNetInit) {
