@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/int_tensor.h"
 #include "model/builder.h"
 #include "model/naming.h"
 #include "model/pattern.h"
@@ -159,15 +160,6 @@ std::vector<int32_t> roll_left(const std::vector<int32_t>& v, int64_t B, int64_t
     for (int64_t t = 0; t < T; ++t) out[size_t(b * T + t)] = t + 1 < T ? v[size_t(b * T + t + 1)] : fill;
   return out;
 }
-std::vector<int32_t> host_ints(const Tensor& t) {
-  const Tensor h = t.to(Device::CPU);
-  return std::vector<int32_t>(h.data<int32_t>(), h.data<int32_t>() + h.numel());
-}
-Tensor int_tensor(const std::vector<int32_t>& v, const Shape& shape, Device device) {
-  Tensor t = Tensor::empty(shape, DType::I32);
-  std::copy(v.begin(), v.end(), t.data<int32_t>());
-  return t.to(device);
-}
 }  // namespace
 
 void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
@@ -176,7 +168,7 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
   Saved& s = ctx.saved<Saved>(this);
   s.mtp_dloss.clear();
   s.mtp_in.clear();
-  std::vector<int32_t> id = host_ints(ids), lab = host_ints(labels);
+  std::vector<int32_t> id = int32_values(ids), lab = int32_values(labels);
   Tensor h = y;
   for (int64_t k = 0; k < D; ++k) {
     id = roll_left(id, B, T, 0);
@@ -188,7 +180,7 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
     std::vector<double> d(lab.size());
     for (size_t i = 0; i < lab.size(); ++i) d[i] = lab[i] >= 0 ? w * ctx.aux_loss_scale : 0.0;
     Tensor h_next;
-    const Tensor ids_k = int_tensor(id, {B, T}, ids.device()), labels_k = int_tensor(lab, {B, T}, ids.device());
+    const Tensor ids_k = int32_tensor(id, {B, T}, ids.device()), labels_k = int32_tensor(lab, {B, T}, ids.device());
     // Full recompute (hytra decision 4): each depth is one unit, uniform or block alike.
     const bool checkpoint = cfg_.recompute_granularity == "full";
     if (checkpoint) {

@@ -168,6 +168,14 @@ void FlagTable::add(FlagSpec spec) {
   specs_.push_back(std::move(spec));
 }
 
+void FlagTable::alias(const std::string& name, const std::string& other) {
+  auto it = index_.find(canonical(name));
+  HYTRA_ASSERT(it != index_.end(), "alias for an unknown flag: ", name);
+  HYTRA_ASSERT(other.rfind("--", 0) == 0, "flag name must start with --: ", other);
+  HYTRA_ASSERT(index_.emplace(canonical(other), it->second).second, "flag defined twice: ", other);
+  specs_[it->second].aliases.push_back(other);
+}
+
 const FlagSpec* FlagTable::find(const std::string& name) const {
   auto it = index_.find(canonical(name));
   return it == index_.end() ? nullptr : &specs_[it->second];

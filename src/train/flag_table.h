@@ -76,6 +76,8 @@ class FlagTable {
   // The common row: a name, a kind, the default shown by --help, the help text and the setter.
   void add(std::string name, FlagSpec::Kind kind, std::string default_text, std::string help,
            std::function<void(const FlagValues&)> set, std::vector<std::string> choices = {});
+  // Another accepted name for the row `name` (already added): a seed or deprecated spelling.
+  void alias(const std::string& name, const std::string& other);
 
   // Parses `args` (argv without the program / subcommand names) and applies them as described above.
   Result parse(const std::vector<std::string>& args);

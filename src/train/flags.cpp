@@ -17,13 +17,10 @@ std::function<void(const FlagValues&)> set_if(std::string& field, std::string va
 }  // namespace
 
 void add_model_flags(FlagTable& t, ModelConfig& c) {
-  FlagSpec pattern;
-  pattern.name = "--hybrid-layer-pattern";
-  pattern.aliases = {"--hybrid-override-pattern"};
-  pattern.default_text = "None";
-  pattern.help = "hybrid layer pattern (M * - E G | / [...]); default: [*-] x --num-layers (GPT)";
-  pattern.set = store(c.hybrid_layer_pattern);
-  t.add(pattern);
+  t.add("--hybrid-layer-pattern", K::String, "None",
+        "hybrid layer pattern (M * - E G | / [...]); default: [*-] x --num-layers (GPT)",
+        store(c.hybrid_layer_pattern));
+  t.alias("--hybrid-layer-pattern", "--hybrid-override-pattern");
   t.add("--hybrid-attention-ratio", K::Float, "0.0", "generate a pattern: fraction of attention layers",
             store(c.hybrid_attention_ratio));
   t.add("--hybrid-mlp-ratio", K::Float, "0.0", "generate a pattern: fraction of MLP layers",
@@ -32,22 +29,11 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
             store(c.num_layers));
   t.add("--mtp-num-layers", K::Int, "None", "multi-token-prediction depths (from the pattern's '/' parts)",
             store(c.mtp_num_layers));
-  FlagSpec mhc;
-  mhc.name = "--enable-mhc-connections";
-  mhc.aliases = {"--enable-hyper-connections"};
-  mhc.kind = K::Bool;
-  mhc.default_text = "false";
-  mhc.help = "mHC: n residual streams mixed by Sinkhorn-projected doubly stochastic matrices";
-  mhc.set = store(c.enable_mhc);
-  t.add(mhc);
-  FlagSpec streams;
-  streams.name = "--mhc-num-residual-streams";
-  streams.aliases = {"--num-residual-streams"};
-  streams.kind = K::Int;
-  streams.default_text = "4";
-  streams.help = "mHC residual streams n";
-  streams.set = store(c.mhc_num_residual_streams);
-  t.add(streams);
+  t.add("--enable-mhc-connections", K::Bool, "false",
+        "mHC: n residual streams mixed by Sinkhorn-projected doubly stochastic matrices", store(c.enable_mhc));
+  t.alias("--enable-mhc-connections", "--enable-hyper-connections");
+  t.add("--mhc-num-residual-streams", K::Int, "4", "mHC residual streams n", store(c.mhc_num_residual_streams));
+  t.alias("--mhc-num-residual-streams", "--num-residual-streams");
   t.add("--mhc-sinkhorn-iterations", K::Int, "20", "Sinkhorn-Knopp iterations", store(c.mhc_sinkhorn_iterations));
   t.add("--mhc-init-gating-factor", K::Float, "0.01", "initial mHC gating factors alpha",
         store(c.mhc_init_gating_factor));
@@ -146,14 +132,10 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
         {"probs", "position"});
   t.add("--moe-pad-expert-input-to-capacity", K::Bool, "false", "pad every expert to its capacity",
         store(c.moe_pad_expert_input_to_capacity));
-  FlagSpec pad;
-  pad.name = "--moe-router-padding-for-quantization";
-  pad.aliases = {"--moe-router-padding-for-fp8"};
-  pad.kind = K::Bool;
-  pad.default_text = "false";
-  pad.help = "pad per-expert token counts to a multiple of 16 (extra tokens routed with probability 0)";
-  pad.set = store(c.moe_router_padding_for_quantization);
-  t.add(pad);
+  t.add("--moe-router-padding-for-quantization", K::Bool, "false",
+        "pad per-expert token counts to a multiple of 16 (extra tokens routed with probability 0)",
+        store(c.moe_router_padding_for_quantization));
+  t.alias("--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8");
   t.add("--moe-shared-expert-intermediate-size", K::Int, "None", "shared expert width",
         store(c.moe_shared_expert_intermediate_size));
   t.add("--moe-shared-expert-gate", K::Bool, "false", "sigmoid gate on the shared expert output",

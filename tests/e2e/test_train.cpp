@@ -202,6 +202,18 @@ void check_recompute_is_bitwise(const std::vector<std::string>& device) {
 
 TEST(Train, RecomputeIsBitwiseIdentical) { check_recompute_is_bitwise({}); }
 
+// The seed and deprecated spellings Megatron users have in their scripts (hytra decision 3, A3.3).
+TEST(Train, FlagAliasesSetTheSameFields) {
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t, {"--hybrid-override-pattern", "*E", "--num-experts", "4", "--moe-router-padding-for-fp8",
+                     "--enable-hyper-connections", "--num-residual-streams", "2"});
+  EXPECT_EQ(m.hybrid_layer_pattern, "*E");
+  EXPECT_TRUE(m.moe_router_padding_for_quantization);
+  EXPECT_TRUE(m.enable_mhc);
+  EXPECT_EQ(m.mhc_num_residual_streams, 2);
+}
+
 TEST(Train, SeedChangesTheRun) {
   ModelConfig m1, m2;
   TrainConfig t1, t2;

@@ -112,6 +112,15 @@ TEST(FlagTable, ListStopsAtFlagAndAtItsMaximum) {
   EXPECT_EQ(f.lr, 0.0);
 }
 
+TEST(FlagTable, AliasIsAnotherNameOfTheRow) {
+  Fields f;
+  FlagTable t = make_table(f);
+  t.alias("--seed", "--random-seed");
+  t.parse({"--random-seed", "7"});
+  EXPECT_EQ(f.seed, 7);
+  EXPECT_TRUE(t.is_set("--seed"));
+}
+
 TEST(FlagTable, ErrorsNameTheFlag) {
   EXPECT_EQ(parse_error({"--lr", "abc"}), "--lr: expected a number, got 'abc'");
   EXPECT_EQ(parse_error({"--lr="}), "--lr: expected a number, got ''");

@@ -284,33 +284,38 @@ TEST(HybridModel, MtpGradientMatchesTheObjective) {
 // Activation recompute lowers the bytes a micro-batch's forward leaves saved for backward (CPU
 // allocator, in use after forward minus before): full/uniform keeps only each unit's input, selective
 // drops the checkpointed bodies' state. The figures are printed for bench/NOTES.md.
+// Bytes one forward leaves allocated for backward (CPU allocator in use after minus before), for a
+// 32-wide model on B 4 x T 64 tokens; backward then runs to completion.
+int64_t saved_after_forward(ModelConfig c) {
+  c.hidden_size = 32;
+  c.seq_length = 64;
+  c.mamba_head_dim = 16;
+  c.mamba_chunk_size = 16;
+  c.validate();
+  HybridModel m(c, plan_for(c));
+  m.params().finalize(DType::F32, Device::CPU);
+  init_params(m.params(), 41);
+  Tensor ids = test::random_ids({4, 64}, 30, 42), labels = test::random_ids({4, 64}, 30, 43);
+  StepContext ctx(Exec::cpu());
+  const int64_t before = allocator_for(Device::CPU).stats().in_use;
+  Tensor loss = m.forward(ctx, ids, labels);
+  const int64_t saved = allocator_for(Device::CPU).stats().in_use - before;
+  m.backward(ctx, Tensor::zeros(loss.shape(), loss.dtype()));
+  return saved;
+}
+
 TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
   auto saved_bytes = [](const std::string& granularity, const std::string& method, int64_t layers,
                         const std::vector<std::string>& modules) {
     ModelConfig c = tiny("M[*-]E-M-");
-    c.hidden_size = 32;
     c.ffn_hidden_size = 128;
-    c.seq_length = 64;
-    c.mamba_head_dim = 16;
-    c.mamba_chunk_size = 16;
     c.num_experts = 4;
     c.moe_ffn_hidden_size = 64;
     c.recompute_granularity = granularity;
     c.recompute_method = method;
     c.recompute_num_layers = layers;
     c.recompute_modules = modules;
-    c.validate();
-    HybridModel m(c, plan_for(c));
-    m.params().finalize(DType::F32, Device::CPU);
-    init_params(m.params(), 41);
-    Tensor ids = test::random_ids({4, 64}, 30, 42), labels = test::random_ids({4, 64}, 30, 43);
-    StepContext ctx(Exec::cpu());
-    const int64_t before = allocator_for(Device::CPU).stats().in_use;
-    Tensor loss = m.forward(ctx, ids, labels);
-    const int64_t saved = allocator_for(Device::CPU).stats().in_use - before;
-    Tensor dloss = Tensor::zeros(loss.shape(), loss.dtype());
-    m.backward(ctx, dloss);
-    return saved;
+    return saved_after_forward(c);
   };
   const int64_t none = saved_bytes("", "", 0, {});
   const int64_t uniform1 = saved_bytes("full", "uniform", 1, {});
@@ -337,26 +342,12 @@ TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
 TEST(HybridModel, MhcRecomputeLowersSavedActivationBytes) {
   auto saved_bytes = [](const std::vector<std::string>& modules, int64_t block) {
     ModelConfig c = tiny("M*-M*-");
-    c.hidden_size = 32;
-    c.seq_length = 64;
-    c.mamba_head_dim = 16;
-    c.mamba_chunk_size = 16;
     c.enable_mhc = true;
     c.mhc_num_residual_streams = 4;
     if (!modules.empty()) c.recompute_granularity = "selective";
     c.recompute_modules = modules;
     c.mhc_recompute_layer_num = block;
-    c.validate();
-    HybridModel m(c, plan_for(c));
-    m.params().finalize(DType::F32, Device::CPU);
-    init_params(m.params(), 51);
-    Tensor ids = test::random_ids({4, 64}, 30, 52), labels = test::random_ids({4, 64}, 30, 53);
-    StepContext ctx(Exec::cpu());
-    const int64_t before = allocator_for(Device::CPU).stats().in_use;
-    Tensor loss = m.forward(ctx, ids, labels);
-    const int64_t saved = allocator_for(Device::CPU).stats().in_use - before;
-    m.backward(ctx, Tensor::zeros(loss.shape(), loss.dtype()));
-    return saved;
+    return saved_after_forward(c);
   };
   const int64_t none = saved_bytes({}, 0), dflt = saved_bytes({"mhc"}, 0), six = saved_bytes({"mhc"}, 6);
   std::printf("mHC saved activation bytes after forward: none %lld, mhc (default block: floor(sqrt(4*6/6)) = 2) "

@@ -1,6 +1,7 @@
 #include "nn/moe/moe_layer.h"
 
 #include "core/error.h"
+#include "core/int_tensor.h"
 #include "nn/module.h"
 
 namespace hytra {
@@ -43,8 +44,7 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
   const Tensor y2 = y.view({N, C});
   TopKRouter::Routing r = router_->forward(ctx, y, B);
   const std::vector<double> probs = r.probs.to_f64_vector();
-  const Tensor top_host = r.top.to(Device::CPU);
-  const std::vector<int32_t> top(top_host.data<int32_t>(), top_host.data<int32_t>() + N * K);
+  const std::vector<int32_t> top = int32_values(r.top);
   Saved& s = ctx.saved<Saved>(this);
   s.tokens = N;
   s.plan = plan_dispatch(top, probs, N, opt_.dispatch, dev);

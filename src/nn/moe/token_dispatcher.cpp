@@ -4,15 +4,12 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/int_tensor.h"
 
 namespace hytra {
 
 namespace {
-Tensor int_tensor(const std::vector<int32_t>& v, Device device) {
-  Tensor t = Tensor::empty({int64_t(v.size())}, DType::I32);
-  std::copy(v.begin(), v.end(), t.data<int32_t>());
-  return t.to(device);
-}
+Tensor int_tensor(const std::vector<int32_t>& v, Device device) { return int32_tensor(v, {int64_t(v.size())}, device); }
 }  // namespace
 
 DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<double>& probs, int64_t N,

@@ -17,8 +17,6 @@ constexpr int kThreads = 256;
 
 enum class Act : int { Gelu, Sqrelu };
 
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
-
 __global__ void swiglu_fwd_kernel(void* y, DType yt, const void* x, DType xt, int64_t N, int64_t F) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < N * F; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = e / F, f = e % F;

@@ -98,6 +98,25 @@ __device__ __forceinline__ void store_n(T* p, const float* in) {
   for (int k = 0; k < N / kVec<T>; ++k) reinterpret_cast<uint4*>(p)[k] = pack16(in + k * kVec<T>, p);
 }
 
+// V elements at p as fp32 and back: V = 1 one element (any alignment), else whole 16-byte vectors
+// (load_n / store_n). bf16 stores round to nearest even.
+template <int V, class T>
+__device__ __forceinline__ void load_v(const T* p, float* out) {
+  if constexpr (V == 1)
+    out[0] = float(p[0]);
+  else
+    load_n<V>(p, out);
+}
+template <int V, class T>
+__device__ __forceinline__ void store_v(T* p, const float* in) {
+  if constexpr (V == 1)
+    p[0] = T(in[0]);
+  else
+    store_n<V>(p, in);
+}
+
+__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
 // Raw 16-byte words of N elements (for prefetching into registers), and their conversion.
 template <class T, int N>
 inline constexpr int kWords = int(N * sizeof(T) / 16);

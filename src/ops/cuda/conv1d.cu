@@ -30,25 +30,6 @@ constexpr int kBwdSteps = 4;       // backward: threads along time (fewer: more 
 constexpr int kBwdTile = 64;       // backward: time steps per thread
 constexpr int kCombineThreads = 256;
 
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
-
-// V elements of T at p as fp32: one 16-byte vector (V = kVec<T>) or a single element.
-template <int V, class T>
-__device__ __forceinline__ void load_v(const T* p, float* out) {
-  if constexpr (V == 1)
-    out[0] = float(p[0]);
-  else
-    load_n<V>(p, out);
-}
-
-template <int V, class T>
-__device__ __forceinline__ void store_v(T* p, const float* in) {
-  if constexpr (V == 1)
-    p[0] = T(in[0]);
-  else
-    store_n<V>(p, in);
-}
-
 // w[c0 .. c0+V, 0..K) and bias[c0 .. c0+V) as fp32 (read once per thread).
 template <int K, int V, class T>
 __device__ __forceinline__ void load_params(const T* w, const T* bias, int64_t c0, float (&wr)[K][V], float (&br)[V]) {

@@ -25,24 +25,6 @@ constexpr int kColThreads = 256;       // weight-gradient pass: columns per bloc
 constexpr int64_t kMaxChunks = 128;    // weight-gradient pass: row chunks
 constexpr int kCombineThreads = 256;
 
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
-
-template <int V, class T>
-__device__ __forceinline__ void load_v(const T* p, float* out) {
-  if constexpr (V == 1)
-    out[0] = float(p[0]);
-  else
-    load_n<V>(p, out);
-}
-
-template <int V, class T>
-__device__ __forceinline__ void store_v(T* p, const float* in) {
-  if constexpr (V == 1)
-    p[0] = T(in[0]);
-  else
-    store_n<V>(p, in);
-}
-
 // x, z, y (units, gs) viewed as units of one group; w (G*gs) when w_full, else (gs); rstd (units).
 template <class T, int V>
 __global__ void __launch_bounds__(kWarps * 32) gated_rmsnorm_fwd_kernel(T* y, float* rstd, const T* x, const T* z,

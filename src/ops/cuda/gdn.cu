@@ -61,7 +61,6 @@ struct Stage {
 };
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // Steps [t0, t0+n) of head (b, h) into st, one warp per step; dout may be null. dk_pad/dv_pad: the
 // widths the threads read (kTpr*NC, slots*NR).

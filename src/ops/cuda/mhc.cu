@@ -125,7 +125,6 @@ __global__ void coeffs_r_kernel(float* r, const void* x, DType xt, int64_t D) {
   if (threadIdx.x == 0) r[blockIdx.x] = 1.0f / (sqrtf(ss) / sqrtf(float(D)) + kRmsEps);
 }
 
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 // alpha expanded: slice k of P = n^2 + 2n.
 __device__ __forceinline__ float alpha_of(const float* alpha, int n, int k) { return alpha[k < 2 * n ? k / n : 2]; }
 

@@ -22,19 +22,6 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kMaxStreams = 16;
 
-// V elements at p as fp32 (V = 1: one scalar; else whole 16-byte vectors).
-template <int V, class T>
-__device__ __forceinline__ void load_v(const T* p, float* out) {
-  if constexpr (V == 1) {
-    if constexpr (std::is_same_v<T, float>)
-      out[0] = p[0];
-    else
-      out[0] = __bfloat162float(p[0]);
-  } else {
-    load_n<V>(p, out);
-  }
-}
-
 // As load_v, for a buffer the kernel also writes (dX of aggregate_bwd).
 template <int V, class T>
 __device__ __forceinline__ void load_v_rw(const T* p, float* out) {
@@ -42,18 +29,6 @@ __device__ __forceinline__ void load_v_rw(const T* p, float* out) {
     load_v<1>(p, out);
   else
     load_n_rw<V>(p, out);
-}
-
-template <int V, class T>
-__device__ __forceinline__ void store_v(T* p, const float* in) {
-  if constexpr (V == 1) {
-    if constexpr (std::is_same_v<T, float>)
-      p[0] = in[0];
-    else
-      p[0] = __float2bfloat16_rn(in[0]);
-  } else {
-    store_n<V>(p, in);
-  }
 }
 
 // Sums acc[k] (K per-thread partials) over the block and calls emit(k, total) for k < K, spread

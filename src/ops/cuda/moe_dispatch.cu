@@ -123,8 +123,6 @@ struct ActArgs {
   float offset, clamp;  // linear_offset; clamp <= 0: none
 };
 
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
-
 __device__ __forceinline__ float normal_cdf(float v) { return 0.5f * (1.0f + erff(v * 0.70710678118654752f)); }
 
 // act(v): the gate function of a GLU kind (v sigmoid(k v)), or the whole activation of the others.
