@@ -346,7 +346,7 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
 // are not part of the returned LM loss (their gradients are applied in backward and their values
 // logged, SPEC A5.2).
 Tensor HybridModel::head(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
-  Tensor losses = output_->forward(ctx, y, labels);
+  Tensor losses = output_->forward(ctx, y, labels, ctx.grad_enabled ? ctx.loss_grad : Tensor());
   Saved& s = ctx.saved<Saved>(this);
   s.mtp_active = ctx.grad_enabled && !mtp_.empty();
   if (s.mtp_active) forward_mtp(ctx, y, ids, labels);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "ops/exec.h"
 
 namespace hytra {
@@ -56,6 +57,10 @@ class StepContext {
   // 1/micro-batches, as Megatron's MoEAuxLossAutoScaler).
   bool grad_enabled = true;
   double aux_loss_scale = 1.0;
+  // The gradient of the per-token LM losses (B,T) that backward will receive, when the trainer knows
+  // it before the forward (it depends only on the labels): the LM head then computes its gradients in
+  // the forward from the logits it has anyway. Undefined: the head recomputes them in backward.
+  Tensor loss_grad;
 
   bool delay_wgrad = false;
   void push_wgrad(const void* owner, std::function<void()> task) { wgrad_.push_back({owner, std::move(task)}); }

@@ -14,20 +14,29 @@ class OutputLayer {
   // tied: the embedding's Param, or null for an own weight.
   OutputLayer(const std::string& key, int64_t vocab, int64_t hidden, double init_std, Param* tied, ParamStore& store);
 
-  // Per-token losses (B,T) for hidden (B,T,C) and labels (B,T) int32 (label < 0: loss 0).
-  Tensor forward(StepContext& ctx, const Tensor& h, const Tensor& labels);
-  // dh (B,T,C) for dloss (B,T); accumulates the weight gradient.
+  // Per-token losses (B,T) for hidden (B,T,C) and labels (B,T) int32 (label < 0: loss 0). With
+  // `dloss` (B,T) defined — the gradient the backward will bring, known up front in training — the
+  // gradients are computed here from the same logits (ops::lm_head_ce_fwd_bwd: no logits recompute):
+  // the weight gradient is accumulated now and dh kept for backward.
+  Tensor forward(StepContext& ctx, const Tensor& h, const Tensor& labels, const Tensor& dloss = Tensor());
+  // dh (B,T,C) for dloss (B,T); accumulates the weight gradient (unless forward did; dloss must then
+  // be the tensor forward was given).
   Tensor backward(StepContext& ctx, const Tensor& dloss);
 
   Param& weight() { return *w_; }
 
   static constexpr int64_t kVocabChunk = 8192;  // bench/NOTES.md: 8192 beat 4096 on the H100 (N 8192, V 50304)
+  // The fused path's fp32 logits scratch holds at most this many elements (1 GiB): the rows are split
+  // into equal token chunks below it (N 8192, V 50304: two chunks of 4096).
+  static constexpr int64_t kLogitsElements = int64_t(1) << 28;
 
  private:
   struct Saved {
     Tensor h;       // (N, C)
     Tensor labels;  // (N)
     Tensor lse;     // (N)
+    Tensor dloss;   // (N), when forward computed the gradients
+    Tensor dh;      // (N, C), likewise
   };
   int64_t hidden_;
   Param* w_;

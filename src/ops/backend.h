@@ -68,6 +68,7 @@ class Backend {
   virtual void mhc_combine_bwd(Exec& ex, Tensor& dX, Tensor& dF, Tensor& dh_res, Tensor& dh_post, const Tensor& dY, const Tensor& X, const Tensor& F, const Tensor& h_res, const Tensor& h_post) = 0;
   virtual void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels, int64_t vocab_chunk) = 0;
   virtual void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& lse, int64_t vocab_chunk) = 0;
+  virtual void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& dloss, int64_t token_chunk) = 0;
   virtual void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std) = 0;
   virtual void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale, int64_t step) = 0;
 };

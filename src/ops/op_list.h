@@ -59,6 +59,7 @@
   X(mhc_combine_bwd, mhc_mix)      \
   X(lm_head_ce_fwd, cross_entropy) \
   X(lm_head_ce_bwd, cross_entropy) \
+  X(lm_head_ce_fwd_bwd, cross_entropy) \
   X(random_normal, random)         \
   X(adamw, adamw)
 
@@ -71,5 +72,5 @@ struct OpInfo {
 inline constexpr OpInfo kOpList[] = {HYTRA_OP_LIST(HYTRA_OP_INFO)};
 #undef HYTRA_OP_INFO
 inline constexpr int kNumOps = int(sizeof(kOpList) / sizeof(kOpList[0]));
-static_assert(kNumOps == 58, "update the op count when adding an op to HYTRA_OP_LIST");
+static_assert(kNumOps == 59, "update the op count when adding an op to HYTRA_OP_LIST");
 }  // namespace hytra::ops

@@ -940,6 +940,25 @@ void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const
   ex.backend().lm_head_ce_bwd(ex, dx, dw, dloss, x, w, labels, lse, vocab_chunk);
 }
 
+void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Tensor& x, const Tensor& w,
+                        const Tensor& labels, const Tensor& dloss, int64_t token_chunk) {
+  const char* op = "lm_head_ce_fwd_bwd";
+  for (auto [n, t] : {Arg{"x", &x}, {"w", &w}, {"labels", &labels}, {"loss", &loss}, {"dx", &dx}, {"dw", &dw},
+                      {"dloss", &dloss}})
+    check_arg(ex, op, n, *t);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 2 && w.dim() == 2 && w.size(1) == x.size(1), op, ": x must be (N,C) and w (V,C), got ",
+              x.desc(), ", ", w.desc());
+  check_same_dtype(op, "w", w, x);
+  check_ids(op, "labels", labels, x.size(0));
+  check_stat(op, "loss", loss, x, {x.size(0)});
+  check_stat(op, "dloss", dloss, x, {x.size(0)});
+  check_shape(op, "dx", dx, x.shape());
+  check_shape(op, "dw", dw, w.shape());
+  HYTRA_CHECK(token_chunk > 0, op, ": token_chunk must be positive, got ", token_chunk);
+  ex.backend().lm_head_ce_fwd_bwd(ex, loss, dx, dw, x, w, labels, dloss, token_chunk);
+}
+
 void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std) {
   check_arg(ex, "random_normal", "y", y);
   check_float("random_normal", "y", y);

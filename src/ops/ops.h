@@ -258,6 +258,12 @@ void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const 
 // dx (N,C) = dlogits @ w; dw (V,C) += dlogits^T @ x. dloss (N). Ignored rows contribute nothing.
 void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w,
                     const Tensor& labels, const Tensor& lse, int64_t vocab_chunk = 4096);
+// Both at once, when dloss is known before the forward (training): loss as lm_head_ce_fwd, dx (N,C)
+// = dlogits @ w (overwritten), dw (V,C) += dlogits^T @ x, with dlogits as lm_head_ce_bwd. The logits
+// are computed once (no recompute in a later backward), `token_chunk` rows at a time over the whole
+// vocabulary: the scratch holds token_chunk x V fp32 logits, never all N rows unless N <= token_chunk.
+void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Tensor& x, const Tensor& w,
+                        const Tensor& labels, const Tensor& dloss, int64_t token_chunk);
 
 // ---- random ------------------------------------------------------------------------------------
 // y[i] = mean + std * philox_normal(seed, stream, i) (core/philox.h): element i's value depends only

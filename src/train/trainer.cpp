@@ -12,6 +12,7 @@
 #include "data/gpt_dataset.h"
 #include "data/mock_dataset.h"
 #include "model/hybrid_model.h"
+#include "nn/module.h"
 #include "ops/ops.h"
 #include "train/adamw.h"
 #include "train/checkpointing.h"
@@ -48,7 +49,8 @@ LrScheduleConfig lr_schedule_of(const TrainConfig& tc) {
 }
 
 // Loss of one micro-batch and its backward: mean over target tokens, gradient scaled by
-// 1/num_micro so the step's gradient is the mean over micro-batches.
+// 1/num_micro so the step's gradient is the mean over micro-batches. The per-token gradient depends
+// only on the labels, so it is set before the forward (the LM head uses it there).
 double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Batch& b, int64_t num_micro,
                        bool backward) {
   Device dev = ex.device();
@@ -56,17 +58,20 @@ double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Bat
   ctx.clear();
   ctx.grad_enabled = backward;
   ctx.aux_loss_scale = 1.0 / double(num_micro);
-  Tensor losses = model.forward(ctx, ids, labels);  // (B,T)
-  Tensor total = Tensor::empty({1}, losses.dtype(), dev);
-  ops::sum(ex, total, losses);
   const double denom = double(std::max<int64_t>(b.num_targets, 1));
-  const double loss = total.to_f64_vector()[0] / denom;
+  ctx.loss_grad = Tensor();
   if (backward) {
     std::vector<double> d(size_t(b.labels.numel()));
     for (size_t i = 0; i < d.size(); ++i) d[i] = b.labels.data<int32_t>()[i] >= 0 ? 1.0 / (denom * double(num_micro)) : 0.0;
-    Tensor dloss = Tensor::empty(losses.shape(), losses.dtype(), dev);
-    dloss.copy_from_f64(d);
-    model.backward(ctx, dloss);
+    ctx.loss_grad = Tensor::empty(b.labels.shape(), stat_dtype(model.params().flat_values().dtype()), dev);
+    ctx.loss_grad.copy_from_f64(d);
+  }
+  Tensor losses = model.forward(ctx, ids, labels);  // (B,T)
+  Tensor total = Tensor::empty({1}, losses.dtype(), dev);
+  ops::sum(ex, total, losses);
+  const double loss = total.to_f64_vector()[0] / denom;
+  if (backward) {
+    model.backward(ctx, ctx.loss_grad);
     if (ctx.delay_wgrad) model.backward_dw(ctx);
   }
   return loss;

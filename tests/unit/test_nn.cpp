@@ -261,6 +261,37 @@ TEST(OutputLayer, LossMatchesNaiveCrossEntropy) {
   EXPECT_EQ(loss.to_f64_vector()[4], 0.0);
 }
 
+// With the loss gradient given to forward, the head computes dh and dW there (one logits pass):
+// the same values as the forward-then-backward path, and backward returns them for that dloss only.
+TEST(OutputLayer, GradientsInForwardEqualBackwardPath) {
+  const int64_t Bn = 2, T = 5, C = 6, V = 11;
+  ParamStore s;
+  OutputLayer head("output_layer.weight", V, C, 0.5, nullptr, s);
+  s.finalize(DType::F64, Device::CPU);
+  init_params(s, test::test_seed(43));
+  Tensor h = test::random_uniform({Bn, T, C}, DType::F64, 44);
+  Tensor labels = test::random_ids({Bn, T}, V, 45);
+  labels.data<int32_t>()[3] = -1;
+  Tensor dloss = test::random_uniform({Bn, T}, DType::F64, 46);
+  StepContext late(Exec::cpu());
+  Tensor loss_late = head.forward(late, h, labels);
+  Tensor dh_late = head.backward(late, dloss);
+  Tensor dw_late = s.find("output_layer.weight")->grad.to(Device::CPU);
+  s.zero_grad();
+  StepContext early(Exec::cpu());
+  Tensor loss_early = head.forward(early, h, labels, dloss);
+  Tensor dw_early = s.find("output_layer.weight")->grad.to(Device::CPU);  // already there after forward
+  Tensor dh_early = head.backward(early, dloss);
+  EXPECT_TRUE(test::bitwise_equal(loss_early, loss_late));
+  EXPECT_TRUE(test::bitwise_equal(dh_early, dh_late));
+  EXPECT_TRUE(test::bitwise_equal(dw_early, dw_late));
+  double dw_abs = 0;
+  for (double v : dw_early.to_f64_vector()) dw_abs += std::abs(v);
+  EXPECT_GT(dw_abs, 0.0);
+  Tensor other = dloss.clone();
+  EXPECT_THROW(head.backward(early, other), Error);
+}
+
 // Runs forward + backward of the module `make` builds, with immediate or delayed wgrad; returns
 // (every parameter gradient, dx) as one concatenated copy, and checks the queue length.
 template <class Make>

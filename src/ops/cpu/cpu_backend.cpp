@@ -64,6 +64,7 @@ class CpuBackend final : public Backend {
   void mhc_combine_bwd(Exec& ex, Tensor& dX, Tensor& dF, Tensor& dh_res, Tensor& dh_post, const Tensor& dY, const Tensor& X, const Tensor& F, const Tensor& h_res, const Tensor& h_post) override { cpu::mhc_combine_bwd(ex, dX, dF, dh_res, dh_post, dY, X, F, h_res, h_post); }
   void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels, int64_t vocab_chunk) override { cpu::lm_head_ce_fwd(ex, loss, lse, x, w, labels, vocab_chunk); }
   void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& lse, int64_t vocab_chunk) override { cpu::lm_head_ce_bwd(ex, dx, dw, dloss, x, w, labels, lse, vocab_chunk); }
+  void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& dloss, int64_t token_chunk) override { cpu::lm_head_ce_fwd_bwd(ex, loss, dx, dw, x, w, labels, dloss, token_chunk); }
   void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std) override { cpu::random_normal(ex, y, seed, stream, mean, std); }
   void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale, int64_t step) override { cpu::adamw(ex, p, m, v, g, p_copy, lr, beta1, beta2, eps, weight_decay, grad_scale, step); }
 };

@@ -136,4 +136,13 @@ void lm_head_ce_bwd(Exec&, Tensor& dx, Tensor& dw, const Tensor& dloss, const Te
                     [&](auto t) { ce_bwd_impl<decltype(t)>(dx, dw, dloss, x, w, labels, lse, vocab_chunk); });
 }
 
+// The reference of the fused op: the forward, then the backward from its lse, each over the whole
+// vocabulary per row block (token_chunk only bounds the CUDA scratch; the results do not depend on it).
+void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Tensor& x, const Tensor& w,
+                        const Tensor& labels, const Tensor& dloss, int64_t) {
+  Tensor lse = Tensor::empty({x.size(0)}, loss.dtype());
+  lm_head_ce_fwd(ex, loss, lse, x, w, labels, w.size(0));
+  lm_head_ce_bwd(ex, dx, dw, dloss, x, w, labels, lse, w.size(0));
+}
+
 }  // namespace hytra::cpu

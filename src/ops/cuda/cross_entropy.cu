@@ -7,6 +7,10 @@
 //   backward: dlogits = (exp(logit - lse) - onehot(label)) * dloss (0 for ignored rows), stored in
 //             x's dtype, then dx (+)= dlogits @ w_chunk and dw_chunk += dlogits^T @ x by GEMMs.
 // dx accumulates over chunks in fp32 (a scratch when dx is bf16, copied at the end).
+// fwd_bwd (dloss known up front): token chunks [n0, n0 + nc) over the whole vocabulary instead: one
+// GEMM writes the chunk's fp32 logits [nc, V], the stats kernel (one "chunk" of width V) and the
+// finalize give loss and lse, the grad kernel turns the logits into bf16/fp32 dlogits, then
+// dx rows = dlogits @ w (K = V inside one GEMM, no accumulation pass) and dw += dlogits^T @ x rows.
 #include <cmath>
 
 #include "ops/cuda/common.cuh"
@@ -132,6 +136,27 @@ void check_dtypes(const char* op, const Tensor& x) {
   HYTRA_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", x.desc());
 }
 
+// dlogits (rows, vc) in its dtype from fp32 logits (rows, vc); labels, lse, dloss point at the rows.
+void launch_grad(cudaStream_t s, Tensor& dlogits, const Tensor& logits, const int32_t* labels, const float* lse,
+                 const float* dloss, int64_t v0) {
+  const int64_t rows = logits.size(0), vc = logits.size(1);
+  const bool vec = vc % 4 == 0;
+  const dim3 grid{unsigned(rows), unsigned((vc / (vec ? 4 : 1) + kThreads - 1) / kThreads)};
+  auto launch = [&](auto t) {
+    using T = decltype(t);
+    T* out = static_cast<T*>(dlogits.raw());
+    if (vec)
+      ce_grad_kernel<T, true><<<grid, kThreads, 0, s>>>(out, logits.data<float>(), labels, lse, dloss, v0, vc);
+    else
+      ce_grad_kernel<T, false><<<grid, kThreads, 0, s>>>(out, logits.data<float>(), labels, lse, dloss, v0, vc);
+  };
+  if (dlogits.dtype() == DType::BF16)
+    launch(__nv_bfloat16{});
+  else
+    launch(float{});
+  check_launch("ce_grad_kernel");
+}
+
 }  // namespace
 
 void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels,
@@ -181,28 +206,50 @@ void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const
     Tensor logits = front(logits_buf, N, vc);      // (N, vc)
     Tensor dlogits = front(dlogits_buf, N, vc);    // (N, vc)
     gemm(ex, logits, x, w_chunk, false, true, 1.0f, 0.0f);
-    const bool vec = vc % 4 == 0;
-    const dim3 grid{unsigned(N), unsigned((vc / (vec ? 4 : 1) + kThreads - 1) / kThreads)};
-    auto launch = [&](auto t) {
-      using T = decltype(t);
-      T* out = static_cast<T*>(dlogits.raw());
-      if (vec)
-        ce_grad_kernel<T, true><<<grid, kThreads, 0, s>>>(out, logits.data<float>(), labels.data<int32_t>(),
-                                                          lse.data<float>(), dloss.data<float>(), v0, vc);
-      else
-        ce_grad_kernel<T, false><<<grid, kThreads, 0, s>>>(out, logits.data<float>(), labels.data<int32_t>(),
-                                                           lse.data<float>(), dloss.data<float>(), v0, vc);
-    };
-    if (dlogits.dtype() == DType::BF16)
-      launch(__nv_bfloat16{});
-    else
-      launch(float{});
-    check_launch("ce_grad_kernel");
+    launch_grad(s, dlogits, logits, labels.data<int32_t>(), lse.data<float>(), dloss.data<float>(), v0);
     gemm(ex, dx_acc, dlogits, w_chunk, false, false, 1.0f, v0 == 0 ? 0.0f : 1.0f);
     Tensor dw_chunk = dw.narrow(0, v0, vc);  // (vc, C)
     gemm(ex, dw_chunk, dlogits, x, true, false, 1.0f, 1.0f);
   }
   if (dx_acc.raw() != dx.raw()) copy(ex, dx, dx_acc);
+}
+
+void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Tensor& x, const Tensor& w,
+                        const Tensor& labels, const Tensor& dloss, int64_t token_chunk) {
+  check_dtypes("lm_head_ce_fwd_bwd", x);
+  HYTRA_CHECK(dw.dtype() == x.dtype() || dw.dtype() == DType::F32, "lm_head_ce_fwd_bwd on CUDA: dw must be fp32 or ",
+              dtype_name(x.dtype()), ", got ", dw.desc());
+  const int64_t N = x.size(0), V = w.size(0);
+  HYTRA_CHECK(V > 0, "lm_head_ce_fwd_bwd: empty vocabulary");
+  if (N == 0) return;
+  const int64_t chunk = token_chunk < N ? token_chunk : N;
+  Tensor logits_buf = Tensor::empty({chunk * V}, DType::F32, Device::CUDA);   // (chunk*V)
+  Tensor dlogits_buf = Tensor::empty({chunk * V}, x.dtype(), Device::CUDA);   // (chunk*V)
+  Tensor run_max = Tensor::empty({chunk}, DType::F32, Device::CUDA);         // (chunk)
+  Tensor run_sum = Tensor::empty({chunk}, DType::F32, Device::CUDA);         // (chunk)
+  Tensor target = Tensor::empty({chunk}, DType::F32, Device::CUDA);          // (chunk)
+  Tensor lse = Tensor::empty({chunk}, DType::F32, Device::CUDA);             // (chunk)
+  cudaStream_t s = stream_of(ex);
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t nc = chunk < N - n0 ? chunk : N - n0;
+    const Tensor xc = x.narrow(0, n0, nc);        // (nc, C)
+    Tensor logits = front(logits_buf, nc, V);     // (nc, V)
+    Tensor dlogits = front(dlogits_buf, nc, V);   // (nc, V)
+    const int32_t* lab = labels.data<int32_t>() + n0;
+    gemm(ex, logits, xc, w, false, true, 1.0f, 0.0f);
+    ce_chunk_stats_kernel<<<unsigned(nc), kThreads, 0, s>>>(run_max.data<float>(), run_sum.data<float>(),
+                                                            target.data<float>(), logits.data<float>(), lab, 0, V,
+                                                            true);
+    check_launch("ce_chunk_stats_kernel");
+    ce_finalize_kernel<<<grid_for(nc, kThreads), kThreads, 0, s>>>(loss.data<float>() + n0, lse.data<float>(),
+                                                                   run_max.data<float>(), run_sum.data<float>(),
+                                                                   target.data<float>(), lab, nc);
+    check_launch("ce_finalize_kernel");
+    launch_grad(s, dlogits, logits, lab, lse.data<float>(), dloss.data<float>() + n0, 0);
+    Tensor dxc = dx.narrow(0, n0, nc);  // (nc, C)
+    gemm(ex, dxc, dlogits, w, false, false, 1.0f, 0.0f);
+    gemm(ex, dw, dlogits, xc, true, false, 1.0f, 1.0f);
+  }
 }
 
 }  // namespace hytra::cuda

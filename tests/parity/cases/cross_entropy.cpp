@@ -1,6 +1,7 @@
 // Parity cases for lm_head_ce_fwd / lm_head_ce_bwd: several vocabulary chunks with a ragged last
 // one, a single chunk, ignored labels (-1), fp32 and bf16. The backward's lse comes from the CPU
-// forward. bf16 backward tolerance is 1e-2 (dlogits are bf16 before the GEMMs).
+// forward. bf16 backward tolerance is 1e-2 (dlogits are bf16 before the GEMMs). lm_head_ce_fwd_bwd:
+// the `chunk` of a spec is its token chunk there (ragged last chunk, one chunk, chunk > N).
 #include "ops/ops.h"
 #include "parity/harness.h"
 
@@ -54,6 +55,21 @@ void add_bwd(CeSpec s) {
   register_case(c);
 }
 
+void add_fwd_bwd(CeSpec s) {
+  Case c = make_case("lm_head_ce_fwd_bwd", shape_of(s), s.dt, [s](uint64_t seed) {
+    Tensor x = rand({s.N, s.C}, s.dt, seed), w = rand({s.V, s.C}, s.dt, seed + 1);
+    Tensor labels = labels_for(s, seed + 2);
+    Tensor dloss = rand({s.N}, DType::F32, seed + 3, 0.0, 1.0), dw = rand({s.V, s.C}, DType::F32, seed + 4);
+    Tensor lossg = dev_empty({s.N}, DType::F32), dxg = dev_empty({s.N, s.C}, s.dt), dwg = dev(dw);
+    Tensor lossc = cpu_empty({s.N}), dxc = cpu_empty({s.N, s.C}), dwc = ref(dw);
+    ops::lm_head_ce_fwd_bwd(gpu(), lossg, dxg, dwg, dev(x), dev(w), dev(labels), dev(dloss), s.chunk);
+    ops::lm_head_ce_fwd_bwd(cpu(), lossc, dxc, dwc, ref(x), ref(w), labels, dloss, s.chunk);
+    return std::vector<Output>{{"loss", lossg, lossc}, {"dx", dxg, dxc}, {"dw", dwg, dwc}};
+  });
+  if (s.dt == DType::BF16) c.tol = 1e-2;
+  register_case(c);
+}
+
 }  // namespace
 
 HYTRA_PARITY_CASES(cross_entropy) {
@@ -67,6 +83,13 @@ HYTRA_PARITY_CASES(cross_entropy) {
     add_fwd(s);
     add_bwd(s);
   }
+  const CeSpec fused[] = {
+      {64, 96, 1000, 24, DType::F32},
+      {50, 128, 3000, 64, DType::F32},
+      {64, 128, 5000, 20, DType::BF16},
+      {33, 256, 2048, 33, DType::BF16},
+  };
+  for (const CeSpec& s : fused) add_fwd_bwd(s);
 }
 
 }  // namespace hytra::parity
