@@ -28,6 +28,11 @@ class Allocator {
 Allocator& cpu_allocator();
 // Throws a clear error in builds without CUDA.
 Allocator& cuda_allocator();
+// CUDA allocations from now on come from (and return to) `pool`: 0 is the shared pool, another
+// number a private one (a CUDA graph's: its blocks are never reused by work outside the graph).
+void cuda_allocator_use_pool(int pool);
+// Frees the shared pool's cached blocks (cudaFree; waits for the device first).
+void cuda_allocator_release_cached();
 Allocator& allocator_for(Device d);
 
 }  // namespace hytra

@@ -1,7 +1,9 @@
 // CUDA pieces of core: device query, copies, and the caching allocator.
 // The allocator keeps freed blocks in size-keyed free lists (sizes rounded up to 512 B, or to
 // 2 MiB above 1 MiB) and reuses the smallest cached block that fits, so a steady training step
-// performs no cudaMalloc/cudaFree. Statistics: bytes in use, peak, reserved.
+// performs no cudaMalloc/cudaFree. Statistics: bytes in use, peak, reserved. Blocks belong to a
+// pool: 0 is shared; a CUDA graph captures with its own (cuda_allocator_use_pool), so the addresses
+// it replays into are never handed to other work.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -34,15 +36,16 @@ class CudaCachingAllocator final : public Allocator {
     size_t size = round_size(bytes);
     std::lock_guard<std::mutex> lock(mu_);
     void* p = nullptr;
-    auto it = free_.lower_bound(size);
+    auto& free = free_[pool_];
+    auto it = free.lower_bound(size);
     // Reuse a cached block unless it is much larger than asked (keeps fragmentation bounded).
-    if (it != free_.end() && it->first <= size * 2) {
+    if (it != free.end() && it->first <= size * 2) {
       size = it->first;
       p = it->second;
-      free_.erase(it);
+      free.erase(it);
     } else {
       cudaError_t e = cudaMalloc(&p, size);
-      if (e != cudaSuccess) {  // release the cache once and retry
+      if (e != cudaSuccess) {  // release the shared cache once and retry
         (void)cudaGetLastError();
         release_cached_locked();
         e = cudaMalloc(&p, size);
@@ -51,7 +54,7 @@ class CudaCachingAllocator final : public Allocator {
                   " bytes reserved, ", s_.in_use, " in use): ", cudaGetErrorString(e));
       s_.reserved += int64_t(size);
     }
-    sizes_[p] = size;
+    blocks_[p] = {size, pool_};
     s_.in_use += int64_t(size);
     s_.num_allocs++;
     if (s_.in_use > s_.peak) s_.peak = s_.in_use;
@@ -59,11 +62,11 @@ class CudaCachingAllocator final : public Allocator {
   }
   void deallocate(void* ptr, size_t) override {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = sizes_.find(ptr);
-    if (it == sizes_.end()) return;
-    s_.in_use -= int64_t(it->second);
-    free_.emplace(it->second, ptr);
-    sizes_.erase(it);
+    auto it = blocks_.find(ptr);
+    if (it == blocks_.end()) return;
+    s_.in_use -= int64_t(it->second.size);
+    free_[it->second.pool].emplace(it->second.size, ptr);  // back to the pool it came from
+    blocks_.erase(it);
   }
   MemoryStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -73,21 +76,41 @@ class CudaCachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     s_.peak = s_.in_use;
   }
+  void use_pool(int pool) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pool_ = pool;
+  }
+  void release_cached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_cached_locked();
+  }
 
  private:
+  // Frees the shared pool's cached blocks (a private pool's blocks stay: a graph replays into them).
   void release_cached_locked() {
     cudaDeviceSynchronize();
-    for (auto& [size, p] : free_) {
+    for (auto& [size, p] : free_[0]) {
       cudaFree(p);
       s_.reserved -= int64_t(size);
     }
-    free_.clear();
+    free_[0].clear();
   }
+  struct Block {
+    size_t size;
+    int pool;
+  };
   mutable std::mutex mu_;
-  std::multimap<size_t, void*> free_;
-  std::map<void*, size_t> sizes_;
+  std::map<int, std::multimap<size_t, void*>> free_;  // per pool: cached blocks by size
+  std::map<void*, Block> blocks_;                     // handed out
+  int pool_ = 0;                                      // where allocations come from now
   MemoryStats s_;
 };
+
+CudaCachingAllocator& caching_allocator() {
+  HYTRA_CHECK(cuda_available(), "no CUDA device is available (device 'cuda' was requested)");
+  static CudaCachingAllocator a;
+  return a;
+}
 
 cudaMemcpyKind kind_of(Device dst, Device src) {
   if (dst == Device::CPU && src == Device::CPU) return cudaMemcpyHostToHost;
@@ -112,10 +135,16 @@ void cuda_stream_synchronize(void* stream) {
   cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
 }
 
-Allocator& cuda_allocator() {
-  HYTRA_CHECK(cuda_available(), "no CUDA device is available (device 'cuda' was requested)");
-  static CudaCachingAllocator a;
-  return a;
+Allocator& cuda_allocator() { return caching_allocator(); }
+
+void cuda_allocator_use_pool(int pool) { caching_allocator().use_pool(pool); }
+
+void cuda_allocator_release_cached() { caching_allocator().release_cached(); }
+
+void* cuda_stream_create() {
+  cudaStream_t s = nullptr;
+  cuda_check(cudaStreamCreate(&s), "cudaStreamCreate");  // blocking: ordered with the legacy stream
+  return s;
 }
 
 void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {

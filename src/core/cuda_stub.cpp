@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "core/allocator.h"
+#include "core/cuda_graph.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -12,6 +13,9 @@ bool cuda_available() { return false; }
 void cuda_stream_synchronize(void*) {}
 
 Allocator& cuda_allocator() { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
+void cuda_allocator_use_pool(int) { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
+void cuda_allocator_release_cached() {}
+void* cuda_stream_create() { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
 
 void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
   HYTRA_CHECK(dst_dev == Device::CPU && src_dev == Device::CPU,
@@ -23,5 +27,11 @@ void memset_any(void* dst, Device dev, int value, size_t nbytes) {
   HYTRA_CHECK(dev == Device::CPU, "this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
   if (nbytes) std::memset(dst, value, nbytes);
 }
+
+CudaGraph::~CudaGraph() = default;
+void CudaGraph::capture(void*, int, const std::function<void()>&) {
+  fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
+}
+void CudaGraph::replay(void*) { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
 
 }  // namespace hytra

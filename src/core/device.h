@@ -14,5 +14,8 @@ bool cuda_available();
 
 // Waits for all work queued on a CUDA stream (null = the legacy default stream); no-op without CUDA.
 void cuda_stream_synchronize(void* stream);
+// A new CUDA stream, ordered with the legacy default stream (so cudaMemcpy/cudaMemset stay ordered
+// with the work queued on it). Fails clearly without CUDA.
+void* cuda_stream_create();
 
 }  // namespace hytra

@@ -271,7 +271,8 @@ Tensor HybridModel::backward_mhc_stack(StepContext& ctx, const Tensor& dout) {
   const Tensor X = s.mhc_X, mean = s.mhc_mean;
   s.mhc_X = s.mhc_mean = Tensor();
   const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
-  Tensor dX = Tensor::zeros(X.shape(), X.dtype(), X.device());
+  Tensor dX = Tensor::empty(X.shape(), X.dtype(), X.device());
+  ops::fill(ex, dX, 0.0);  // zeroed on the stream (a CUDA graph captures it)
   Tensor unused = Tensor::empty({N, n}, mean.dtype(), X.device());
   ops::mhc_aggregate_bwd(ex, dX, unused, dout.view({N, C}), X, mean);
   Tensor dX4 = dX.view({dout.size(0), dout.size(1), n, C});
@@ -402,6 +403,13 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
   }
   if (position_embedding_) position_embedding_->backward(ctx, dh);
   embedding_->backward(ctx, dh);
+}
+
+std::string HybridModel::graph_blocker() const {
+  if (!moe_layers().empty()) return "MoE layers route on the host (token counts are read every micro-batch)";
+  if (!mtp_.empty()) return "MTP depths read their losses and build their gradients on the host";
+  if (position_embedding_) return "learned absolute position ids are built on the host";
+  return "";
 }
 
 std::vector<MoeLayer*> HybridModel::moe_layers() const {

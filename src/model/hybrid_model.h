@@ -5,6 +5,7 @@
 // adds, so in backward dh flows straight through and each sub-layer adds its input gradient.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
@@ -53,6 +54,10 @@ class HybridModel {
   // Each MTP depth's loss (mean over target tokens) averaged over this step's training micro-batches.
   std::vector<double> mtp_losses() const;
   void finish_step();
+
+  // Why a training micro-batch's forward + backward cannot be replayed as a captured CUDA graph
+  // (host work that must run every time), or "" when it can.
+  std::string graph_blocker() const;
 
  private:
   ModelConfig cfg_;

@@ -99,8 +99,10 @@ Tensor HyperConnection::backward(StepContext& ctx, const Tensor& dY4) {
   Tensor dh_pre = Tensor::empty({N, n}, sd, dev);
   ops::mhc_aggregate_bwd(ex, dX, dh_pre, du, s.X, s.h_pre);
   // The mapping: dproj, the r path into dx32, then the projection's input and weight gradients.
-  Tensor dx32 = Tensor::zeros({N, n * C}, sd, dev), dproj = Tensor::empty({N, P}, sd, dev);
-  Tensor dalpha = Tensor::zeros({3}, sd, dev);
+  Tensor dx32 = Tensor::empty({N, n * C}, sd, dev), dproj = Tensor::empty({N, P}, sd, dev);
+  Tensor dalpha = Tensor::empty({3}, sd, dev);
+  ops::fill(ex, dx32, 0.0);  // zeroed on the stream (a CUDA graph captures it)
+  ops::fill(ex, dalpha, 0.0);
   ops::mhc_coeffs_bwd(ex, dx32, dproj, dalpha, bias_->grad, dh_pre, dh_post, dh_res, s.x32, s.proj, s.alpha,
                       bias_->master, s.r, opt_.sinkhorn_iterations, opt_.variant);
   ops::gemm(ex, dx32, dproj, w_->master, false, false, 1.0f, 1.0f);

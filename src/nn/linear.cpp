@@ -13,7 +13,11 @@ Tensor ones_column(Exec& ex, int64_t n, DType t, Device device) {
 Linear::Linear(const std::string& prefix, int64_t in, int64_t out, bool bias, double init_std, ParamStore& store)
     : in_(in), out_(out) {
   w_ = &store.create(prefix + "weight", {out, in}, InitKind::Normal, init_std, false);
-  if (bias) b_ = &store.create(prefix + "bias", {out}, InitKind::Zeros, 0.0, true);
+  w_->grad_by_overwrite = true;  // backward's GEMMs take beta from grad_beta()
+  if (bias) {
+    b_ = &store.create(prefix + "bias", {out}, InitKind::Zeros, 0.0, true);
+    b_->grad_by_overwrite = true;
+  }
 }
 
 Tensor Linear::forward(StepContext& ctx, const Tensor& x) {
@@ -41,10 +45,10 @@ Tensor Linear::backward(StepContext& ctx, const Tensor& dy) {
   Param* w = w_;
   Param* b = b_;
   auto wgrad = [&ex, dy2, x, w, b, N]() {
-    ops::gemm(ex, w->grad, dy2, x, true, false, 1, 1);  // dW (out,in) += dy^T x
+    ops::gemm(ex, w->grad, dy2, x, true, false, 1, w->grad_beta());  // dW (out,in) += dy^T x
     if (b) {
       Tensor db = b->grad.view({b->grad.numel(), 1});
-      ops::gemm(ex, db, dy2, ones_column(ex, N, dy2.dtype(), dy2.device()), true, false, 1, 1);  // db += dy^T 1
+      ops::gemm(ex, db, dy2, ones_column(ex, N, dy2.dtype(), dy2.device()), true, false, 1, b->grad_beta());  // db += dy^T 1
     }
   };
   if (ctx.delay_wgrad)

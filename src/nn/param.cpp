@@ -60,7 +60,44 @@ void ParamStore::sync_values_from_master() {
   if (has_separate_master()) ops::copy(Exec::for_device(values_.device()), values_, master_);
 }
 
-void ParamStore::zero_grad() { memset_any(grads_.raw(), grads_.device(), 0, grads_.nbytes()); }
+namespace {
+// Zeroes the gradients of the parameters `pick` selects, one memset per run of consecutive ones.
+template <class Pick>
+void zero_runs(const std::vector<Param*>& order, const Tensor& grads, Pick pick) {
+  const size_t elem = dtype_size(grads.dtype());
+  int64_t offset = 0, run_start = -1;
+  auto flush = [&](int64_t end) {
+    if (run_start >= 0 && end > run_start)
+      memset_any(static_cast<char*>(grads.raw()) + size_t(run_start) * elem, grads.device(), 0,
+                 size_t(end - run_start) * elem);
+    run_start = -1;
+  };
+  for (const Param* p : order) {
+    if (pick(*p)) {
+      if (run_start < 0) run_start = offset;
+    } else {
+      flush(offset);
+    }
+    offset += shape_numel(p->shape);
+  }
+  flush(offset);
+}
+}  // namespace
+
+void ParamStore::zero_grad(bool lazy) {
+  if (!lazy) {
+    memset_any(grads_.raw(), grads_.device(), 0, grads_.nbytes());
+    for (Param* p : order_) p->grad_stale = false;
+    return;
+  }
+  zero_runs(order_, grads_, [](const Param& p) { return !p.grad_by_overwrite; });
+  for (Param* p : order_) p->grad_stale = p->grad_by_overwrite;
+}
+
+void ParamStore::finish_grads() {
+  zero_runs(order_, grads_, [](const Param& p) { return p.grad_stale; });
+  for (Param* p : order_) p->grad_stale = false;
+}
 
 namespace {
 // The uniform kinds, element by element in double (then rounded once to the master's dtype).

@@ -40,6 +40,17 @@ struct Param {
   Tensor value;            // view into the flat value buffer (after finalize): what layers compute with
   Tensor master;           // fp32 master weights (bf16 runs); the same tensor as value otherwise
   Tensor grad;             // view into the flat gradient buffer (fp32, fp64 for fp64 values)
+
+  // Set by a layer whose every write of this gradient is a GEMM taking its beta from grad_beta()
+  // (Linear): ParamStore::zero_grad(lazy) then skips its memset and the first write overwrites.
+  bool grad_by_overwrite = false;
+  bool grad_stale = false;  // the buffer holds an old gradient that counts as zero
+  // The GEMM beta for the next write of `grad`: 0 for the first write after a lazy zero_grad, else 1.
+  float grad_beta() {
+    const bool stale = grad_stale;
+    grad_stale = false;
+    return stale ? 0.0f : 1.0f;
+  }
 };
 
 class ParamStore {
@@ -60,7 +71,12 @@ class ParamStore {
   // values = master, rounded to the values' dtype (no-op when they are one buffer).
   void sync_values_from_master();
   Tensor& flat_grads() { return grads_; }
-  void zero_grad();
+  // Zeroes every gradient. `lazy` (the trainer's step): the grad_by_overwrite parameters are only
+  // marked stale (their first GEMM overwrites them: no memset pass over most of the buffer); then
+  // finish_grads() must run before anything reads the gradients.
+  void zero_grad(bool lazy = false);
+  // Zeroes the gradients still stale (parameters no write reached in this step).
+  void finish_grads();
 
  private:
   std::vector<std::unique_ptr<Param>> owned_;

@@ -14,7 +14,13 @@ void Exec::synchronize() const {
 }
 
 Exec& Exec::cuda() {
-  static Exec ex(Device::CUDA, &cuda_backend());
+  // Work runs on a stream of its own (not the legacy default stream, which cannot be captured into
+  // a CUDA graph); it stays ordered with cudaMemcpy/cudaMemset on the legacy stream.
+  static Exec ex = [] {
+    Exec e(Device::CUDA, &cuda_backend());
+    if (cuda_available()) e.set_stream(cuda_stream_create());
+    return e;
+  }();
   return ex;
 }
 

@@ -193,6 +193,10 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--delay-wgrad-compute", K::Bool, "false",
         "queue weight-gradient GEMMs and run them after each micro-batch's backward (identical gradients)",
         store(c.delay_wgrad_compute));
+  t.add("--no-cuda-graph", K::Bool, "false",
+        "run every micro-batch eagerly (by default a CUDA run replays each training micro-batch's forward and "
+        "backward as a captured CUDA graph where the model allows)",
+        store(c.no_cuda_graph));
   t.add("--bf16", K::Bool, "false", "bf16 weights and activations with fp32 master weights, gradients and optimizer state (CUDA)", store(c.bf16));
   t.add("--save", K::String, "None", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save));
   t.add("--load", K::String, "None", "resume from the latest checkpoint of this directory", store(c.load));

@@ -12,11 +12,11 @@
 #include "data/gpt_dataset.h"
 #include "data/mock_dataset.h"
 #include "model/hybrid_model.h"
-#include "nn/module.h"
 #include "ops/ops.h"
 #include "train/adamw.h"
 #include "train/checkpointing.h"
 #include "train/lr_schedule.h"
+#include "train/micro_batch.h"
 #include "train/metrics/jsonl.h"
 #include "train/metrics/log_line.h"
 #include "train/metrics/progress.h"
@@ -46,35 +46,6 @@ LrScheduleConfig lr_schedule_of(const TrainConfig& tc) {
   c.wsd_decay_steps = tc.lr_wsd_decay_iters;
   validate(c);
   return c;
-}
-
-// Loss of one micro-batch and its backward: mean over target tokens, gradient scaled by
-// 1/num_micro so the step's gradient is the mean over micro-batches. The per-token gradient depends
-// only on the labels, so it is set before the forward (the LM head uses it there).
-double run_micro_batch(Exec& ex, HybridModel& model, StepContext& ctx, const Batch& b, int64_t num_micro,
-                       bool backward) {
-  Device dev = ex.device();
-  Tensor ids = b.ids.to(dev), labels = b.labels.to(dev);
-  ctx.clear();
-  ctx.grad_enabled = backward;
-  ctx.aux_loss_scale = 1.0 / double(num_micro);
-  const double denom = double(std::max<int64_t>(b.num_targets, 1));
-  ctx.loss_grad = Tensor();
-  if (backward) {
-    std::vector<double> d(size_t(b.labels.numel()));
-    for (size_t i = 0; i < d.size(); ++i) d[i] = b.labels.data<int32_t>()[i] >= 0 ? 1.0 / (denom * double(num_micro)) : 0.0;
-    ctx.loss_grad = Tensor::empty(b.labels.shape(), stat_dtype(model.params().flat_values().dtype()), dev);
-    ctx.loss_grad.copy_from_f64(d);
-  }
-  Tensor losses = model.forward(ctx, ids, labels);  // (B,T)
-  Tensor total = Tensor::empty({1}, losses.dtype(), dev);
-  ops::sum(ex, total, losses);
-  const double loss = total.to_f64_vector()[0] / denom;
-  if (backward) {
-    model.backward(ctx, ctx.loss_grad);
-    if (ctx.delay_wgrad) model.backward_dw(ctx);
-  }
-  return loss;
 }
 
 // The MoE entries of the log (Megatron's track_moe_metrics): each layer's load-balancing and z losses
@@ -125,11 +96,10 @@ class MoeInterval {
 
 // Megatron's evaluate(): eval_iters steps of a global batch each, continuing through the
 // validation samples from `first` (the next evaluation starts where this one stopped).
-double validate_loss(Exec& ex, HybridModel& model, StepContext& ctx, const SampleSource& data, int64_t first,
-                     const TrainConfig& tc) {
+double validate_loss(MicroBatchRunner& runner, const SampleSource& data, int64_t first, const TrainConfig& tc) {
   double sum = 0;
   const int64_t mbs = tc.micro_batch_size, steps = tc.eval_iters * tc.num_micro_batches();
-  for (int64_t i = 0; i < steps; ++i) sum += run_micro_batch(ex, model, ctx, load_batch(data, first + i * mbs, mbs), 1, false);
+  for (int64_t i = 0; i < steps; ++i) sum += runner.run(load_batch(data, first + i * mbs, mbs), 1, false, false);
   return steps > 0 ? sum / double(steps) : 0.0;
 }
 
@@ -188,6 +158,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (!tc.log_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
+  MicroBatchRunner runner(ex, model, ctx, !tc.no_cuda_graph, log);
   MoeInterval moe_interval;
   std::vector<double> interval_mtp;  // per MTP depth, summed over the interval's steps
   ProgressBar progress("train", tc.train_iters);
@@ -205,10 +176,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   for (int64_t it = start.iteration + 1; it <= tc.train_iters; ++it) {
     const auto t_iter = Clock::now();
     const double lr = lr_at(lr_cfg, it - 1);  // iteration 1 trains at the warmup init lr
-    store.zero_grad();
+    store.zero_grad(/*lazy=*/true);  // the Linear weights' first wgrad GEMM overwrites instead
     double loss = 0;
     for (int64_t m = 0; m < num_micro; ++m)
-      loss += run_micro_batch(ex, model, ctx, load_batch(*train_data, consumed + m * mbs, mbs), num_micro, true);
+      loss += runner.run(load_batch(*train_data, consumed + m * mbs, mbs), num_micro, true, m == 0);
     loss /= double(num_micro);
     // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
     moe_interval.add(model.moe_stats(), mc);
@@ -216,6 +187,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     interval_mtp.resize(mtp.size(), 0.0);
     for (size_t k = 0; k < mtp.size(); ++k) interval_mtp[k] += mtp[k];
     model.finish_step();
+    store.finish_grads();
     const double gnorm = grad_global_norm(ex, store);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
                 std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,
@@ -261,7 +233,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       t_interval = Clock::now();
     }
     if (tc.eval_interval > 0 && tc.eval_iters > 0 && (it % tc.eval_interval == 0 || it == tc.train_iters)) {
-      const double vl = validate_loss(ex, model, ctx, *valid_data, valid_consumed, tc);
+      const double vl = validate_loss(runner, *valid_data, valid_consumed, tc);
       valid_consumed += tc.eval_iters * gbs;
       result.val_losses.push_back(vl);
       log << format_validation_block(it, {{"lm loss", vl}}) << std::flush;
@@ -283,6 +255,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   result.peak_memory_bytes = device_alloc.stats().peak;
   result.flops_per_token = flops_token;
   result.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  result.graph_replays = runner.replays();
   return result;
 }
 

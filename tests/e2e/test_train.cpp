@@ -2,7 +2,8 @@
 // falls by more than 2 nats) and two identical runs give bitwise-identical losses and gradient norms
 // at every iteration.
 // With a GPU visible (skipped otherwise): the CUDA run tracks the CPU run (fp32: to rounding; bf16
-// mixed precision: within bf16 tolerance) and two bf16 GPU runs are bitwise identical.
+// mixed precision: within bf16 tolerance) and two bf16 GPU runs are bitwise identical; CUDA-graph
+// replays are bitwise the eager run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -423,6 +424,59 @@ TEST(TrainCuda, MhcMtpRecomputeGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministi
                         "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--enable-mhc-connections",
                         "--mhc-num-residual-streams", "4", "--recompute-granularity", "full", "--recompute-method",
                         "uniform", "--recompute-num-layers", "1"});
+}
+
+// CUDA graphs: every training micro-batch after the first is a replay (two micro-batches per step:
+// both graph kinds), and the run is bitwise the eager (--no-cuda-graph) run: losses, gradient norms,
+// validation losses. Dense; the hybrid with full recompute and delayed wgrad; mHC with selective
+// recompute. A model with MoE layers runs eagerly.
+TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+  auto with_hybrid = [](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), kHybrid.begin(), kHybrid.end());
+    return extra;
+  };
+  const std::vector<std::vector<std::string>> models = {
+      {},
+      {kHybrid.begin(), kHybrid.end()},
+      with_hybrid({"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2",
+                   "--delay-wgrad-compute"}),
+      {"--enable-mhc-connections", "--mhc-num-residual-streams", "4", "--recompute-granularity", "selective",
+       "--recompute-modules", "core_attn", "mhc"}};
+  for (size_t k = 0; k < models.size(); ++k) {
+    const std::vector<std::string>& model = models[k];
+    std::vector<std::string> base = {"--device", "cuda", "--bf16"};
+    base.insert(base.end(), model.begin(), model.end());
+    std::vector<std::string> eager_args = base;
+    eager_args.push_back("--no-cuda-graph");
+    ModelConfig mg, me;
+    TrainConfig tg, te;
+    tiny_config(mg, tg, base);
+    tiny_config(me, te, eager_args);
+    std::ostringstream log;
+    const TrainResult graph = train(mg, tg, log);
+    const TrainResult eager = train(me, te, log);
+    const std::string what = "model " + std::to_string(k);
+    EXPECT_EQ(graph.graph_replays, 40 * 2 - 1) << what;
+    EXPECT_EQ(eager.graph_replays, 0) << what;
+    ASSERT_EQ(graph.losses.size(), eager.losses.size());
+    for (size_t i = 0; i < graph.losses.size(); ++i) {
+      EXPECT_EQ(std::memcmp(&graph.losses[i], &eager.losses[i], sizeof(double)), 0) << what << " iteration " << i + 1;
+      EXPECT_EQ(std::memcmp(&graph.grad_norms[i], &eager.grad_norms[i], sizeof(double)), 0) << what << " iteration " << i + 1;
+    }
+    ASSERT_EQ(graph.val_losses.size(), eager.val_losses.size());
+    for (size_t i = 0; i < graph.val_losses.size(); ++i)
+      EXPECT_EQ(std::memcmp(&graph.val_losses[i], &eager.val_losses[i], sizeof(double)), 0) << what;
+    EXPECT_GT(graph.losses.front() - graph.losses.back(), 1.0) << what;
+  }
+  ModelConfig mm;
+  TrainConfig tm;
+  tiny_config(mm, tm, {"--device", "cuda", "--bf16", "--hybrid-layer-pattern", "*E", "--num-experts", "4",
+                       "--moe-ffn-hidden-size", "32", "--train-iters", "3", "--lr-warmup-iters", "1",
+                       "--eval-interval", "0"});
+  std::ostringstream log;
+  EXPECT_EQ(train(mm, tm, log).graph_replays, 0);
+  EXPECT_NE(log.str().find("CUDA graphs off: MoE layers"), std::string::npos) << log.str();
 }
 
 TEST(TrainCuda, RecomputeIsBitwiseIdenticalInBf16) {

@@ -363,6 +363,34 @@ TEST(Linear, DelayedWgradIsBitwiseIdentical) {
   EXPECT_TRUE(test::bitwise_equal(grads[0], grads[1]));
 }
 
+// zero_grad(lazy): the Linears' first wgrad GEMM overwrites their stale gradient (beta 0), later
+// ones accumulate, other parameters are zeroed as before, and finish_grads() zeroes what no write
+// reached. Over old non-zero gradients, the result is bitwise that of an eager zero_grad.
+TEST(ParamStore, LazyZeroGradEqualsEagerZeroGrad) {
+  Tensor x = test::random_uniform({3, 5, 16}, DType::F32, 4), dy = test::random_uniform({3, 5, 16}, DType::F32, 5);
+  Tensor grads[2];
+  for (int lazy = 0; lazy < 2; ++lazy) {
+    ParamStore s;
+    Linear used("used.", 16, 16, true, 0.1, s);
+    Param& scale = s.create("scale", {16}, InitKind::Ones, 0.0, true);  // not written by a GEMM
+    Linear unused("unused.", 16, 8, true, 0.1, s);
+    s.finalize(DType::F32, Device::CPU);
+    init_params(s, 6);
+    ops::fill(Exec::cpu(), s.flat_grads(), 7.0);  // a previous step's gradients
+    s.zero_grad(lazy == 1);
+    EXPECT_EQ(scale.grad.to_f64_vector()[0], 0.0);
+    StepContext ctx(Exec::cpu());
+    for (int pass = 0; pass < 2; ++pass) {  // two micro-batches: overwrite, then accumulate
+      used.forward(ctx, x);
+      used.backward(ctx, dy);
+    }
+    s.finish_grads();
+    for (double g : unused.weight().grad.to_f64_vector()) EXPECT_EQ(g, 0.0);
+    grads[lazy] = s.flat_grads().clone();
+  }
+  EXPECT_TRUE(test::bitwise_equal(grads[0], grads[1]));
+}
+
 TEST(Keys, MlpAndAttentionUseMegatronNames) {
   ParamStore s;
   MlpOptions mo;

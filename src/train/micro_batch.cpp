@@ -1,0 +1,107 @@
+#include "train/micro_batch.h"
+
+#include <algorithm>
+
+#include "core/allocator.h"
+#include "nn/module.h"
+#include "ops/ops.h"
+
+namespace hytra {
+namespace {
+
+// d(loss)/d(per-token loss): 1 / (targets x micro-batches) for targets, 0 elsewhere.
+Tensor loss_grad_host(const Batch& b, double denom, int64_t num_micro, DType dtype) {
+  std::vector<double> d(size_t(b.labels.numel()));
+  const int32_t* labels = b.labels.data<int32_t>();
+  for (size_t i = 0; i < d.size(); ++i) d[i] = labels[i] >= 0 ? 1.0 / (denom * double(num_micro)) : 0.0;
+  Tensor t = Tensor::empty(b.labels.shape(), dtype);
+  t.copy_from_f64(d);
+  return t;
+}
+
+void copy_into(Tensor& dst, const Tensor& host) {
+  HYTRA_ASSERT(dst.shape() == host.shape() && dst.dtype() == host.dtype(), "micro-batch buffer ", dst.desc(),
+               " cannot take ", host.desc());
+  memcpy_any(dst.raw(), dst.device(), host.raw(), host.device(), host.nbytes());
+}
+
+}  // namespace
+
+MicroBatchRunner::MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ctx, bool use_graphs,
+                                   std::ostream& log)
+    : ex_(ex), model_(model), ctx_(ctx) {
+  if (ex.device() != Device::CUDA) return;
+  const std::string blocker = model.graph_blocker();
+  graphs_ = use_graphs && blocker.empty();
+  if (graphs_)
+    log << "hytra: CUDA graphs: each training micro-batch's forward and backward is captured once and replayed\n";
+  else
+    log << "hytra: CUDA graphs off: " << (use_graphs ? blocker : "--no-cuda-graph") << "\n";
+}
+
+Tensor MicroBatchRunner::queue(const Tensor& ids, const Tensor& labels, const Tensor& loss_grad, int64_t num_micro,
+                               bool backward) {
+  ctx_.clear();
+  ctx_.grad_enabled = backward;
+  ctx_.aux_loss_scale = 1.0 / double(num_micro);
+  ctx_.loss_grad = loss_grad;
+  Tensor losses = model_.forward(ctx_, ids, labels);  // (B,T)
+  Tensor total = Tensor::empty({1}, losses.dtype(), losses.device());
+  ops::sum(ex_, total, losses);
+  if (backward) {
+    model_.backward(ctx_, loss_grad);
+    if (ctx_.delay_wgrad) model_.backward_dw(ctx_);
+  }
+  return total;
+}
+
+double MicroBatchRunner::run(const Batch& b, int64_t num_micro, bool backward, bool first_in_step) {
+  const Device dev = ex_.device();
+  const double denom = double(std::max<int64_t>(b.num_targets, 1));
+  const DType loss_dtype = stat_dtype(model_.params().flat_values().dtype());
+  Tensor grad_host = backward ? loss_grad_host(b, denom, num_micro, loss_dtype) : Tensor();
+  if (!graphs_ || !backward) {
+    Tensor total = queue(b.ids.to(dev), b.labels.to(dev), backward ? grad_host.to(dev) : Tensor(), num_micro, backward);
+    return total.to_f64_vector()[0] / denom;
+  }
+  if (!ids_.defined()) {
+    ids_ = Tensor::empty(b.ids.shape(), b.ids.dtype(), dev);
+    labels_ = Tensor::empty(b.labels.shape(), b.labels.dtype(), dev);
+    loss_grad_ = Tensor::empty(b.labels.shape(), loss_dtype, dev);
+  }
+  copy_into(ids_, b.ids);
+  copy_into(labels_, b.labels);
+  copy_into(loss_grad_, grad_host);
+  if (!warmed_) {  // eager: builds what the capture must find ready (plans, algorithms, workspaces)
+    warmed_ = true;
+    return queue(ids_, labels_, loss_grad_, num_micro, true).to_f64_vector()[0] / denom;
+  }
+  Graph& g = graph_[first_in_step ? 0 : 1];
+  if (!g.graph.captured()) {
+    // The eager micro-batch's blocks would sit cached beside the graph's private ones: free them.
+    ctx_.clear();
+    if (!graph_[0].graph.captured() && !graph_[1].graph.captured()) cuda_allocator_release_cached();
+    g.stale_before = stale_flags();
+    g.graph.capture(ex_.stream(), kPool, [&] { g.total = queue(ids_, labels_, loss_grad_, num_micro, true); });
+    g.stale_after = stale_flags();  // the capture ran the host side: its grad_beta() choices are baked in
+  } else {
+    HYTRA_ASSERT(stale_flags() == g.stale_before, "gradient zeroing state differs from the captured micro-batch's");
+    set_stale_flags(g.stale_after);
+  }
+  g.graph.replay(ex_.stream());
+  ++replays_;
+  return g.total.to_f64_vector()[0] / denom;
+}
+
+std::vector<bool> MicroBatchRunner::stale_flags() const {
+  std::vector<bool> f;
+  for (const Param* p : model_.params().all()) f.push_back(p->grad_stale);
+  return f;
+}
+
+void MicroBatchRunner::set_stale_flags(const std::vector<bool>& flags) {
+  size_t i = 0;
+  for (Param* p : model_.params().all()) p->grad_stale = flags[i++];
+}
+
+}  // namespace hytra

@@ -1,0 +1,63 @@
+// MicroBatchRunner: one micro-batch's forward (and, in training, backward) — the loss it reports is
+// the mean over its target tokens and its gradients are scaled by 1/num_micro, so a step's gradient
+// is the mean over its micro-batches. The per-token loss gradient depends only on the labels, so it
+// is set before the forward (ctx.loss_grad: the LM head computes its gradients there).
+//
+// CUDA graphs (issue "the step captured as a CUDA graph where possible"): on a CUDA device, unless
+// --no-cuda-graph or the model needs host work per micro-batch (HybridModel::graph_blocker), the
+// first training micro-batch runs eagerly (cuDNN plans, cuBLASLt algorithms and workspaces get
+// built), the next one of each kind is captured (train/../core/cuda_graph.h) and every later one is
+// a replay: ids, labels and the loss gradient are copied into the buffers the capture read. Two
+// kinds: the step's first micro-batch (its Linear wgrad GEMMs overwrite the lazily zeroed
+// gradients, ParamStore::zero_grad(lazy)) and the others (they accumulate). A replay runs the very
+// kernels of the eager path, so results are bitwise those of --no-cuda-graph.
+#pragma once
+#include <array>
+#include <ostream>
+#include <vector>
+
+#include "core/cuda_graph.h"
+#include "core/tensor.h"
+#include "data/loader.h"
+#include "model/hybrid_model.h"
+#include "nn/context.h"
+#include "ops/exec.h"
+
+namespace hytra {
+
+class MicroBatchRunner {
+ public:
+  // use_graphs: the caller's --no-cuda-graph negated; the runner also checks the device and model
+  // and logs whether graphs are used.
+  MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ctx, bool use_graphs, std::ostream& log);
+
+  // The micro-batch's loss; with `backward`, its gradients are accumulated (first_in_step: the
+  // first micro-batch of the optimizer step).
+  double run(const Batch& b, int64_t num_micro, bool backward, bool first_in_step);
+  int64_t replays() const { return replays_; }
+
+ private:
+  // Queues forward (+ backward) on the executor; returns the sum of the per-token losses (device).
+  Tensor queue(const Tensor& ids, const Tensor& labels, const Tensor& loss_grad, int64_t num_micro, bool backward);
+  std::vector<bool> stale_flags() const;
+  void set_stale_flags(const std::vector<bool>& flags);
+
+  struct Graph {
+    CudaGraph graph;
+    Tensor total;                       // the replay's loss sum
+    std::vector<bool> stale_before;     // Param::grad_stale at capture (checked at every replay)
+    std::vector<bool> stale_after;      // ... after it: what a replay leaves
+  };
+  static constexpr int kPool = 1;       // the allocator pool of the captured graphs
+
+  Exec& ex_;
+  HybridModel& model_;
+  StepContext& ctx_;
+  bool graphs_ = false;
+  bool warmed_ = false;                 // one eager training micro-batch has run
+  Tensor ids_, labels_, loss_grad_;     // the graphs' input buffers
+  std::array<Graph, 2> graph_;          // [0] first micro-batch of a step, [1] the others
+  int64_t replays_ = 0;
+};
+
+}  // namespace hytra
