@@ -195,6 +195,13 @@ std::vector<Entry> entries(const Env& e) {
     gemm(8192, 8192, 8192, true, false, DType::BF16, DType::F32);
     gemm(16384, 4096, 4096, false, true, DType::BF16, DType::BF16);
     gemm(4096, 4096, 4096, false, true, DType::F32, DType::F32);
+    // The Llama-3.2-1B bench layer's GEMMs (8192 tokens; qkv, proj, fc1, fc2): forward x W^T,
+    // dgrad dy W, wgrad dy^T x into fp32 gradients.
+    for (auto [out, in] : {std::pair<int64_t, int64_t>{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}}) {
+      gemm(8192, out, in, false, true, DType::BF16, DType::BF16);
+      gemm(8192, in, out, false, false, DType::BF16, DType::BF16);
+      gemm(out, in, 8192, true, false, DType::BF16, DType::F32);
+    }
   } else {
     gemm(256, 256, 256, false, true, DType::F32, DType::F32);
     gemm(256, 256, 256, false, false, DType::F32, DType::F32);

@@ -26,8 +26,8 @@ class OutputLayer {
   Param& weight() { return *w_; }
 
   static constexpr int64_t kVocabChunk = 8192;  // bench/NOTES.md: 8192 beat 4096 on the H100 (N 8192, V 50304)
-  // The fused path's fp32 logits scratch holds at most this many elements (1 GiB): the rows are split
-  // into equal token chunks below it (N 8192, V 50304: two chunks of 4096).
+  // The fused path's logits scratch holds at most this many elements (0.5 GiB in bf16): the rows are
+  // split into equal token chunks below it (N 8192, V 50304: two chunks of 4096).
   static constexpr int64_t kLogitsElements = int64_t(1) << 28;
 
  private:

@@ -251,7 +251,9 @@ void mhc_combine_bwd(Exec& ex, Tensor& dX, Tensor& dF, Tensor& dh_res, Tensor& d
 // ---- LM head + vocabulary cross-entropy ----------------------------------------------------------
 // logits = x @ w^T, computed `vocab_chunk` columns at a time and never stored whole (online
 // log-sum-exp). loss[n] = lse[n] - logits[n, labels[n]]; a label < 0 is ignored (loss 0).
-// x (N,C); w (V,C); labels (N) int32; loss, lse (N).
+// x (N,C); w (V,C); labels (N) int32; loss, lse (N). The logits are rounded to x's dtype (the GEMM's
+// output, as Megatron's bf16 output layer; the CPU reference keeps them in its compute type); the
+// softmax math is fp32.
 void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w,
                     const Tensor& labels, int64_t vocab_chunk = 4096);
 // dlogits = (softmax(logits) - onehot(label)) * dloss[n], rebuilt chunk by chunk from lse;
@@ -261,7 +263,7 @@ void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const
 // Both at once, when dloss is known before the forward (training): loss as lm_head_ce_fwd, dx (N,C)
 // = dlogits @ w (overwritten), dw (V,C) += dlogits^T @ x, with dlogits as lm_head_ce_bwd. The logits
 // are computed once (no recompute in a later backward), `token_chunk` rows at a time over the whole
-// vocabulary: the scratch holds token_chunk x V fp32 logits, never all N rows unless N <= token_chunk.
+// vocabulary: the scratch holds token_chunk x V logits, never all N rows unless N <= token_chunk.
 void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Tensor& x, const Tensor& w,
                         const Tensor& labels, const Tensor& dloss, int64_t token_chunk);
 
