@@ -1,6 +1,8 @@
 // Parity cases for lm_head_ce_fwd / lm_head_ce_bwd: several vocabulary chunks with a ragged last
-// one, a single chunk, ignored labels (-1), fp32 and bf16. The backward's lse comes from the CPU
-// forward. bf16 backward tolerance is 1e-2 (dlogits are bf16 before the GEMMs). lm_head_ce_fwd_bwd:
+// one, a single chunk, ignored labels (-1), fp32 and bf16. Each device's backward takes the lse of its
+// own forward (the pairing training uses). bf16 backward tolerance is 1e-2: the GPU keeps bf16 logits
+// (the GEMM's output, as Megatron) and bf16 dlogits. A logit's rounding error grows with its size, so
+// x is drawn in +-0.5 (logits of std ~2-3 here, the scale of a language model's). lm_head_ce_fwd_bwd:
 // the `chunk` of a spec is its token chunk there (ragged last chunk, one chunk, chunk > N).
 #include "ops/ops.h"
 #include "parity/harness.h"
@@ -28,7 +30,7 @@ Tensor labels_for(const CeSpec& s, uint64_t seed) {
 
 void add_fwd(CeSpec s) {
   register_case(make_case("lm_head_ce_fwd", shape_of(s), s.dt, [s](uint64_t seed) {
-    Tensor x = rand({s.N, s.C}, s.dt, seed), w = rand({s.V, s.C}, s.dt, seed + 1);
+    Tensor x = rand({s.N, s.C}, s.dt, seed, -0.5, 0.5), w = rand({s.V, s.C}, s.dt, seed + 1);
     Tensor labels = labels_for(s, seed + 2);
     Tensor lossg = dev_empty({s.N}, DType::F32), lseg = dev_empty({s.N}, DType::F32);
     Tensor lossc = cpu_empty({s.N}), lsec = cpu_empty({s.N});
@@ -40,14 +42,16 @@ void add_fwd(CeSpec s) {
 
 void add_bwd(CeSpec s) {
   Case c = make_case("lm_head_ce_bwd", shape_of(s), s.dt, [s](uint64_t seed) {
-    Tensor x = rand({s.N, s.C}, s.dt, seed), w = rand({s.V, s.C}, s.dt, seed + 1);
+    Tensor x = rand({s.N, s.C}, s.dt, seed, -0.5, 0.5), w = rand({s.V, s.C}, s.dt, seed + 1);
     Tensor labels = labels_for(s, seed + 2);
     Tensor dloss = rand({s.N}, DType::F32, seed + 3, 0.0, 1.0), dw = rand({s.V, s.C}, DType::F32, seed + 4);
     Tensor loss = cpu_empty({s.N}), lse = cpu_empty({s.N});
     ops::lm_head_ce_fwd(cpu(), loss, lse, ref(x), ref(w), labels, s.chunk);
+    Tensor lossg = dev_empty({s.N}, DType::F32), lseg = dev_empty({s.N}, DType::F32);
+    ops::lm_head_ce_fwd(gpu(), lossg, lseg, dev(x), dev(w), dev(labels), s.chunk);
     Tensor dxg = dev_empty({s.N, s.C}, s.dt), dwg = dev(dw);
     Tensor dxc = cpu_empty({s.N, s.C}), dwc = ref(dw);
-    ops::lm_head_ce_bwd(gpu(), dxg, dwg, dev(dloss), dev(x), dev(w), dev(labels), dev(lse), s.chunk);
+    ops::lm_head_ce_bwd(gpu(), dxg, dwg, dev(dloss), dev(x), dev(w), dev(labels), lseg, s.chunk);
     ops::lm_head_ce_bwd(cpu(), dxc, dwc, dloss, ref(x), ref(w), labels, lse, s.chunk);
     return std::vector<Output>{{"dx", dxg, dxc}, {"dw", dwg, dwc}};
   });
@@ -57,7 +61,7 @@ void add_bwd(CeSpec s) {
 
 void add_fwd_bwd(CeSpec s) {
   Case c = make_case("lm_head_ce_fwd_bwd", shape_of(s), s.dt, [s](uint64_t seed) {
-    Tensor x = rand({s.N, s.C}, s.dt, seed), w = rand({s.V, s.C}, s.dt, seed + 1);
+    Tensor x = rand({s.N, s.C}, s.dt, seed, -0.5, 0.5), w = rand({s.V, s.C}, s.dt, seed + 1);
     Tensor labels = labels_for(s, seed + 2);
     Tensor dloss = rand({s.N}, DType::F32, seed + 3, 0.0, 1.0), dw = rand({s.V, s.C}, DType::F32, seed + 4);
     Tensor lossg = dev_empty({s.N}, DType::F32), dxg = dev_empty({s.N, s.C}, s.dt), dwg = dev(dw);
