@@ -156,6 +156,12 @@ void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size
   cuda_check(cudaMemcpy(dst, src, nbytes, kind_of(dst_dev, src_dev)), "cudaMemcpy");
 }
 
+void memcpy_to_device_async(void* dst, const void* src, size_t nbytes, void* stream) {
+  if (nbytes == 0) return;
+  cuda_check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+             "cudaMemcpyAsync");
+}
+
 void memset_any(void* dst, Device dev, int value, size_t nbytes) {
   if (nbytes == 0) return;
   if (dev == Device::CPU) {

@@ -23,6 +23,10 @@ void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size
   if (nbytes) std::memcpy(dst, src, nbytes);
 }
 
+void memcpy_to_device_async(void*, const void*, size_t, void*) {
+  fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
+}
+
 void memset_any(void* dst, Device dev, int value, size_t nbytes) {
   HYTRA_CHECK(dev == Device::CPU, "this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
   if (nbytes) std::memset(dst, value, nbytes);

@@ -86,5 +86,8 @@ Shape contiguous_strides(const Shape& shape);
 // the CPU-only stub); used by Tensor::to and tests.
 void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
 void memset_any(void* dst, Device dev, int value, size_t nbytes);
+// Host -> device copy queued on a CUDA stream (ordered after the work already queued there). The
+// host buffer is staged before the call returns (pageable memory), so it may be reused at once.
+void memcpy_to_device_async(void* dst, const void* src, size_t nbytes, void* stream);
 
 }  // namespace hytra

@@ -19,10 +19,10 @@ Tensor loss_grad_host(const Batch& b, double denom, int64_t num_micro, DType dty
   return t;
 }
 
-void copy_into(Tensor& dst, const Tensor& host) {
+void copy_into(Exec& ex, Tensor& dst, const Tensor& host) {
   HYTRA_ASSERT(dst.shape() == host.shape() && dst.dtype() == host.dtype(), "micro-batch buffer ", dst.desc(),
                " cannot take ", host.desc());
-  memcpy_any(dst.raw(), dst.device(), host.raw(), host.device(), host.nbytes());
+  memcpy_to_device_async(dst.raw(), host.raw(), host.nbytes(), ex.stream());
 }
 
 }  // namespace
@@ -39,8 +39,8 @@ MicroBatchRunner::MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ct
     log << "hytra: CUDA graphs off: " << (use_graphs ? blocker : "--no-cuda-graph") << "\n";
 }
 
-Tensor MicroBatchRunner::queue(const Tensor& ids, const Tensor& labels, const Tensor& loss_grad, int64_t num_micro,
-                               bool backward) {
+Tensor MicroBatchRunner::queue_model(const Tensor& ids, const Tensor& labels, const Tensor& loss_grad,
+                                     int64_t num_micro, bool backward) {
   ctx_.clear();
   ctx_.grad_enabled = backward;
   ctx_.aux_loss_scale = 1.0 / double(num_micro);
@@ -55,26 +55,37 @@ Tensor MicroBatchRunner::queue(const Tensor& ids, const Tensor& labels, const Te
   return total;
 }
 
-double MicroBatchRunner::run(const Batch& b, int64_t num_micro, bool backward, bool first_in_step) {
+Tensor MicroBatchRunner::to_device(const Tensor& host) {
+  if (ex_.device() == Device::CPU) return host;
+  Tensor t = Tensor::empty(host.shape(), host.dtype(), ex_.device());
+  memcpy_to_device_async(t.raw(), host.raw(), host.nbytes(), ex_.stream());
+  return t;
+}
+
+void MicroBatchRunner::queue(const Batch& b, int64_t num_micro, bool backward, bool first_in_step) {
   const Device dev = ex_.device();
   const double denom = double(std::max<int64_t>(b.num_targets, 1));
+  denoms_.push_back(denom);
   const DType loss_dtype = stat_dtype(model_.params().flat_values().dtype());
   Tensor grad_host = backward ? loss_grad_host(b, denom, num_micro, loss_dtype) : Tensor();
   if (!graphs_ || !backward) {
-    Tensor total = queue(b.ids.to(dev), b.labels.to(dev), backward ? grad_host.to(dev) : Tensor(), num_micro, backward);
-    return total.to_f64_vector()[0] / denom;
+    totals_.push_back(queue_model(to_device(b.ids), to_device(b.labels), backward ? to_device(grad_host) : Tensor(),
+                                  num_micro, backward));
+    return;
   }
   if (!ids_.defined()) {
     ids_ = Tensor::empty(b.ids.shape(), b.ids.dtype(), dev);
     labels_ = Tensor::empty(b.labels.shape(), b.labels.dtype(), dev);
     loss_grad_ = Tensor::empty(b.labels.shape(), loss_dtype, dev);
   }
-  copy_into(ids_, b.ids);
-  copy_into(labels_, b.labels);
-  copy_into(loss_grad_, grad_host);
+  // Stream-ordered: the copies land after the previous micro-batch has read these buffers.
+  copy_into(ex_, ids_, b.ids);
+  copy_into(ex_, labels_, b.labels);
+  copy_into(ex_, loss_grad_, grad_host);
   if (!warmed_) {  // eager: builds what the capture must find ready (plans, algorithms, workspaces)
     warmed_ = true;
-    return queue(ids_, labels_, loss_grad_, num_micro, true).to_f64_vector()[0] / denom;
+    totals_.push_back(queue_model(ids_, labels_, loss_grad_, num_micro, true));
+    return;
   }
   Graph& g = graph_[first_in_step ? 0 : 1];
   if (!g.graph.captured()) {
@@ -82,7 +93,7 @@ double MicroBatchRunner::run(const Batch& b, int64_t num_micro, bool backward, b
     ctx_.clear();
     if (!graph_[0].graph.captured() && !graph_[1].graph.captured()) cuda_allocator_release_cached();
     g.stale_before = stale_flags();
-    g.graph.capture(ex_.stream(), kPool, [&] { g.total = queue(ids_, labels_, loss_grad_, num_micro, true); });
+    g.graph.capture(ex_.stream(), kPool, [&] { g.total = queue_model(ids_, labels_, loss_grad_, num_micro, true); });
     g.stale_after = stale_flags();  // the capture ran the host side: its grad_beta() choices are baked in
   } else {
     HYTRA_ASSERT(stale_flags() == g.stale_before, "gradient zeroing state differs from the captured micro-batch's");
@@ -90,7 +101,25 @@ double MicroBatchRunner::run(const Batch& b, int64_t num_micro, bool backward, b
   }
   g.graph.replay(ex_.stream());
   ++replays_;
-  return g.total.to_f64_vector()[0] / denom;
+  Tensor total = Tensor::empty({1}, g.total.dtype(), dev);  // the next replay overwrites g.total
+  ops::copy(ex_, total, g.total);
+  totals_.push_back(total);
+}
+
+double MicroBatchRunner::mean_loss() {
+  const size_t n = totals_.size();
+  if (n == 0) return 0.0;
+  Tensor all = Tensor::empty({int64_t(n)}, totals_[0].dtype(), totals_[0].device());
+  for (size_t i = 0; i < n; ++i) {
+    Tensor slot = all.narrow(0, int64_t(i), 1);
+    ops::copy(ex_, slot, totals_[i]);
+  }
+  const std::vector<double> sums = all.to_f64_vector();  // the one wait
+  double mean = 0;
+  for (size_t i = 0; i < n; ++i) mean += sums[i] / denoms_[i];
+  totals_.clear();
+  denoms_.clear();
+  return mean / double(n);
 }
 
 std::vector<bool> MicroBatchRunner::stale_flags() const {

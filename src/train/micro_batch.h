@@ -1,7 +1,10 @@
-// MicroBatchRunner: one micro-batch's forward (and, in training, backward) — the loss it reports is
-// the mean over its target tokens and its gradients are scaled by 1/num_micro, so a step's gradient
-// is the mean over its micro-batches. The per-token loss gradient depends only on the labels, so it
-// is set before the forward (ctx.loss_grad: the LM head computes its gradients there).
+// MicroBatchRunner: queues micro-batches — forward and, in training, backward — on the executor.
+// The loss of a micro-batch is the mean over its target tokens, its gradients are scaled by
+// 1/num_micro (a step's gradient is the mean over its micro-batches). The per-token loss gradient
+// depends only on the labels, so it is set before the forward (ctx.loss_grad: the LM head computes its
+// gradients there). Nothing waits for the device per micro-batch: inputs are copied asynchronously,
+// each loss stays on the device until mean_loss() reads them all at once, so the host prepares the
+// next micro-batch while the GPU runs this one.
 //
 // CUDA graphs (issue "the step captured as a CUDA graph where possible"): on a CUDA device, unless
 // --no-cuda-graph or the model needs host work per micro-batch (HybridModel::graph_blocker), the
@@ -31,14 +34,18 @@ class MicroBatchRunner {
   // and logs whether graphs are used.
   MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ctx, bool use_graphs, std::ostream& log);
 
-  // The micro-batch's loss; with `backward`, its gradients are accumulated (first_in_step: the
-  // first micro-batch of the optimizer step).
-  double run(const Batch& b, int64_t num_micro, bool backward, bool first_in_step);
+  // Queues one micro-batch; with `backward` its gradients are accumulated (first_in_step: the first
+  // micro-batch of the optimizer step).
+  void queue(const Batch& b, int64_t num_micro, bool backward, bool first_in_step);
+  // The mean of the losses of the micro-batches queued since the last call (waits for them).
+  double mean_loss();
   int64_t replays() const { return replays_; }
 
  private:
   // Queues forward (+ backward) on the executor; returns the sum of the per-token losses (device).
-  Tensor queue(const Tensor& ids, const Tensor& labels, const Tensor& loss_grad, int64_t num_micro, bool backward);
+  Tensor queue_model(const Tensor& ids, const Tensor& labels, const Tensor& loss_grad, int64_t num_micro,
+                     bool backward);
+  Tensor to_device(const Tensor& host);  // an asynchronous copy on CUDA
   std::vector<bool> stale_flags() const;
   void set_stale_flags(const std::vector<bool>& flags);
 
@@ -58,6 +65,8 @@ class MicroBatchRunner {
   Tensor ids_, labels_, loss_grad_;     // the graphs' input buffers
   std::array<Graph, 2> graph_;          // [0] first micro-batch of a step, [1] the others
   int64_t replays_ = 0;
+  std::vector<Tensor> totals_;          // per queued micro-batch: its loss sum (device, one element)
+  std::vector<double> denoms_;          // ... and its target-token count
 };
 
 }  // namespace hytra

@@ -97,10 +97,9 @@ class MoeInterval {
 // Megatron's evaluate(): eval_iters steps of a global batch each, continuing through the
 // validation samples from `first` (the next evaluation starts where this one stopped).
 double validate_loss(MicroBatchRunner& runner, const SampleSource& data, int64_t first, const TrainConfig& tc) {
-  double sum = 0;
   const int64_t mbs = tc.micro_batch_size, steps = tc.eval_iters * tc.num_micro_batches();
-  for (int64_t i = 0; i < steps; ++i) sum += runner.run(load_batch(data, first + i * mbs, mbs), 1, false, false);
-  return steps > 0 ? sum / double(steps) : 0.0;
+  for (int64_t i = 0; i < steps; ++i) runner.queue(load_batch(data, first + i * mbs, mbs), 1, false, false);
+  return runner.mean_loss();
 }
 
 // Training and validation samples: --mock-data, or Megatron's GPT datasets over --data-path with
@@ -177,10 +176,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     const auto t_iter = Clock::now();
     const double lr = lr_at(lr_cfg, it - 1);  // iteration 1 trains at the warmup init lr
     store.zero_grad(/*lazy=*/true);  // the Linear weights' first wgrad GEMM overwrites instead
-    double loss = 0;
     for (int64_t m = 0; m < num_micro; ++m)
-      loss += runner.run(load_batch(*train_data, consumed + m * mbs, mbs), num_micro, true, m == 0);
-    loss /= double(num_micro);
+      runner.queue(load_batch(*train_data, consumed + m * mbs, mbs), num_micro, true, m == 0);
+    const double loss = runner.mean_loss();
     // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
     moe_interval.add(model.moe_stats(), mc);
     const std::vector<double> mtp = model.mtp_losses();
