@@ -908,22 +908,26 @@ void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
 }
 
 namespace {
+// x (N,C), w (V,C), labels (N); `chunk` (vocab_chunk or token_chunk) positive; lse (N) when given.
 void check_lm_head(Exec& ex, const char* op, const Tensor& x, const Tensor& w, const Tensor& labels,
-                   const Tensor& lse, int64_t vocab_chunk) {
-  for (auto [n, t] : {Arg{"x", &x}, {"w", &w}, {"labels", &labels}, {"lse", &lse}}) check_arg(ex, op, n, *t);
+                   const Tensor* lse, const char* chunk_name, int64_t chunk) {
+  for (auto [n, t] : {Arg{"x", &x}, {"w", &w}, {"labels", &labels}}) check_arg(ex, op, n, *t);
   check_float(op, "x", x);
   HYTRA_CHECK(x.dim() == 2 && w.dim() == 2 && w.size(1) == x.size(1), op, ": x must be (N,C) and w (V,C), got ",
               x.desc(), ", ", w.desc());
   check_same_dtype(op, "w", w, x);
   check_ids(op, "labels", labels, x.size(0));
-  check_stat(op, "lse", lse, x, {x.size(0)});
-  HYTRA_CHECK(vocab_chunk > 0, op, ": vocab_chunk must be positive, got ", vocab_chunk);
+  if (lse) {
+    check_arg(ex, op, "lse", *lse);
+    check_stat(op, "lse", *lse, x, {x.size(0)});
+  }
+  HYTRA_CHECK(chunk > 0, op, ": ", chunk_name, " must be positive, got ", chunk);
 }
 }  // namespace
 
 void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const Tensor& w, const Tensor& labels,
                     int64_t vocab_chunk) {
-  check_lm_head(ex, "lm_head_ce_fwd", x, w, labels, lse, vocab_chunk);
+  check_lm_head(ex, "lm_head_ce_fwd", x, w, labels, &lse, "vocab_chunk", vocab_chunk);
   check_arg(ex, "lm_head_ce_fwd", "loss", loss);
   check_stat("lm_head_ce_fwd", "loss", loss, x, {x.size(0)});
   ex.backend().lm_head_ce_fwd(ex, loss, lse, x, w, labels, vocab_chunk);
@@ -932,7 +936,7 @@ void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const 
 void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w,
                     const Tensor& labels, const Tensor& lse, int64_t vocab_chunk) {
   const char* op = "lm_head_ce_bwd";
-  check_lm_head(ex, op, x, w, labels, lse, vocab_chunk);
+  check_lm_head(ex, op, x, w, labels, &lse, "vocab_chunk", vocab_chunk);
   for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dloss", &dloss}}) check_arg(ex, op, n, *t);
   check_shape(op, "dx", dx, x.shape());
   check_shape(op, "dw", dw, w.shape());
@@ -943,19 +947,12 @@ void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const
 void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Tensor& x, const Tensor& w,
                         const Tensor& labels, const Tensor& dloss, int64_t token_chunk) {
   const char* op = "lm_head_ce_fwd_bwd";
-  for (auto [n, t] : {Arg{"x", &x}, {"w", &w}, {"labels", &labels}, {"loss", &loss}, {"dx", &dx}, {"dw", &dw},
-                      {"dloss", &dloss}})
-    check_arg(ex, op, n, *t);
-  check_float(op, "x", x);
-  HYTRA_CHECK(x.dim() == 2 && w.dim() == 2 && w.size(1) == x.size(1), op, ": x must be (N,C) and w (V,C), got ",
-              x.desc(), ", ", w.desc());
-  check_same_dtype(op, "w", w, x);
-  check_ids(op, "labels", labels, x.size(0));
+  check_lm_head(ex, op, x, w, labels, nullptr, "token_chunk", token_chunk);
+  for (auto [n, t] : {Arg{"loss", &loss}, {"dx", &dx}, {"dw", &dw}, {"dloss", &dloss}}) check_arg(ex, op, n, *t);
   check_stat(op, "loss", loss, x, {x.size(0)});
   check_stat(op, "dloss", dloss, x, {x.size(0)});
   check_shape(op, "dx", dx, x.shape());
   check_shape(op, "dw", dw, w.shape());
-  HYTRA_CHECK(token_chunk > 0, op, ": token_chunk must be positive, got ", token_chunk);
   ex.backend().lm_head_ce_fwd_bwd(ex, loss, dx, dw, x, w, labels, dloss, token_chunk);
 }
 

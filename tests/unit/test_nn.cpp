@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "common/compare.h"
 #include "common/random.h"
@@ -290,6 +291,31 @@ TEST(OutputLayer, GradientsInForwardEqualBackwardPath) {
   EXPECT_GT(dw_abs, 0.0);
   Tensor other = dloss.clone();
   EXPECT_THROW(head.backward(early, other), Error);
+}
+
+// The fused op's argument errors name the argument.
+TEST(OutputLayer, FusedLossAndGradientOpNamesBadArguments) {
+  const int64_t N = 4, C = 3, V = 5;
+  Tensor x = test::random_uniform({N, C}, DType::F32, 47), w = test::random_uniform({V, C}, DType::F32, 48);
+  Tensor labels = test::random_ids({N}, V, 49), dloss = test::random_uniform({N}, DType::F32, 50);
+  Tensor loss = Tensor::empty({N}, DType::F32), dx = Tensor::empty({N, C}, DType::F32);
+  Tensor dw = Tensor::zeros({V, C}, DType::F32), bad_dx = Tensor::empty({N, C + 1}, DType::F32);
+  auto message = [&](auto call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Exec& ex = Exec::cpu();
+  EXPECT_NE(message([&] { ops::lm_head_ce_fwd_bwd(ex, loss, dx, dw, x, w, labels, dloss, 0); }).find("token_chunk"),
+            std::string::npos);
+  EXPECT_NE(message([&] { ops::lm_head_ce_fwd_bwd(ex, loss, bad_dx, dw, x, w, labels, dloss, 2); }).find("dx"),
+            std::string::npos);
+  labels.data<int32_t>()[1] = int32_t(V);
+  EXPECT_NE(message([&] { ops::lm_head_ce_fwd_bwd(ex, loss, dx, dw, x, w, labels, dloss, 2); }).find("label"),
+            std::string::npos);
 }
 
 // Runs forward + backward of the module `make` builds, with immediate or delayed wgrad; returns
