@@ -9,7 +9,7 @@
 // CUDA graphs (issue "the step captured as a CUDA graph where possible"): on a CUDA device, unless
 // --no-cuda-graph or the model needs host work per micro-batch (HybridModel::graph_blocker), the
 // first training micro-batch runs eagerly (cuDNN plans, cuBLASLt algorithms and workspaces get
-// built), the next one of each kind is captured (train/../core/cuda_graph.h) and every later one is
+// built), the next one of each kind is captured (core/cuda_graph.h) and every later one is
 // a replay: ids, labels and the loss gradient are copied into the buffers the capture read. Two
 // kinds: the step's first micro-batch (its Linear wgrad GEMMs overwrite the lazily zeroed
 // gradients, ParamStore::zero_grad(lazy)) and the others (they accumulate). A replay runs the very
