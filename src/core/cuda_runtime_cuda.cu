@@ -45,13 +45,14 @@ class CudaCachingAllocator final : public Allocator {
       free.erase(it);
     } else {
       cudaError_t e = cudaMalloc(&p, size);
-      if (e != cudaSuccess) {  // release the shared cache once and retry
-        (void)cudaGetLastError();
+      if (e != cudaSuccess && pool_ == 0) {  // release the shared cache once and retry (not while a
+        (void)cudaGetLastError();            // graph is being captured: that needs a device sync)
         release_cached_locked();
         e = cudaMalloc(&p, size);
       }
       HYTRA_CHECK(e == cudaSuccess, "out of GPU memory allocating ", bytes, " bytes (", s_.reserved,
-                  " bytes reserved, ", s_.in_use, " in use): ", cudaGetErrorString(e));
+                  " bytes reserved, ", s_.in_use, " in use", pool_ != 0 ? ", while capturing a CUDA graph: "
+                  "--no-cuda-graph needs less memory" : "", "): ", cudaGetErrorString(e));
       s_.reserved += int64_t(size);
     }
     blocks_[p] = {size, pool_};

@@ -24,6 +24,7 @@ Tensor OutputLayer::forward(StepContext& ctx, const Tensor& h, const Tensor& lab
     s.dh = Tensor::empty(s.h.shape(), s.h.dtype(), s.h.device());
     ops::lm_head_ce_fwd_bwd(ctx.ex(), loss, s.dh, w_->grad, s.h, w_->value, s.labels, s.dloss, (N + chunks - 1) / chunks);
   } else {
+    s.dloss = s.dh = Tensor();
     s.lse = Tensor::empty({N}, stat_dtype(h.dtype()), h.device());
     ops::lm_head_ce_fwd(ctx.ex(), loss, s.lse, s.h, w_->value, s.labels, kVocabChunk);
   }

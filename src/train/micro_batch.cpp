@@ -119,6 +119,7 @@ double MicroBatchRunner::mean_loss() {
   for (size_t i = 0; i < n; ++i) mean += sums[i] / denoms_[i];
   totals_.clear();
   denoms_.clear();
+  ctx_.clear();  // the last micro-batch's saved tensors are not needed any more (e.g. after validation)
   return mean / double(n);
 }
 

@@ -22,7 +22,7 @@ struct TrainResult {
   int64_t peak_memory_bytes = 0;    // allocator peak on the training device over the run
   double flops_per_token = 0.0;     // model FLOPs per token (model/flops.h)
   double seconds = 0.0;
-  int64_t graph_replays = 0;        // micro-batches run as a CUDA-graph replay (train/micro_batch_graphs.h)
+  int64_t graph_replays = 0;        // micro-batches run as a CUDA-graph replay (train/micro_batch.h)
 };
 
 // Runs the whole training job; log lines go to `log` (stdout in the CLI).

@@ -1,5 +1,5 @@
-// AdamW on fp32 master weights (ops.h "optimizer"), 8 elements per thread in 16-byte vectors where
-// the span is aligned (else one), fp32 math:
+// AdamW on fp32 master weights (ops.h "optimizer"), 8 elements per thread in 16-byte vectors over
+// the aligned part of a span (one element per thread around it), fp32 math:
 //   g *= grad_scale;  p -= lr*wd*p;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
 //   p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
 // The bias corrections are computed once on the host in double. p_copy, when defined, receives
@@ -58,22 +58,37 @@ __global__ void adamw_kernel(float* p, float* m, float* v, const float* g, TC* p
   }
 }
 
+// A one-element head up to the first index where every pointer is 16-byte aligned (parameter spans
+// start at any element of the flat buffers), 8-element vectors, then a one-element tail. Spans whose
+// pointers never align together run one element per thread throughout.
 template <class TC>
 void launch(cudaStream_t s, float* p, float* m, float* v, const float* g, TC* p_copy, const AdamwHyper& hp,
             int64_t n) {
   auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  const int64_t nv = aligned(p) && aligned(m) && aligned(v) && aligned(g) && (p_copy == nullptr || aligned(p_copy))
-                         ? n / kVecElems * kVecElems
-                         : 0;
+  auto aligned_at = [&](int64_t i) {
+    return aligned(p + i) && aligned(m + i) && aligned(v + i) && aligned(g + i) &&
+           (p_copy == nullptr || aligned(p_copy + i));
+  };
+  auto one_by_one = [&](int64_t first, int64_t count) {
+    if (count <= 0) return;
+    adamw_kernel<1, TC><<<grid_for(count, kThreads), kThreads, 0, s>>>(
+        p + first, m + first, v + first, g + first, p_copy == nullptr ? nullptr : p_copy + first, hp, count);
+    check_launch("adamw_kernel");
+  };
+  int64_t head = 0;
+  while (head < kVecElems && head < n && !aligned_at(head)) ++head;
+  if (head == kVecElems || head >= n) {
+    one_by_one(0, n);
+    return;
+  }
+  const int64_t nv = (n - head) / kVecElems * kVecElems;
+  one_by_one(0, head);
   if (nv > 0) {
-    adamw_kernel<kVecElems, TC><<<grid_for(nv / kVecElems, kThreads), kThreads, 0, s>>>(p, m, v, g, p_copy, hp, nv);
+    adamw_kernel<kVecElems, TC><<<grid_for(nv / kVecElems, kThreads), kThreads, 0, s>>>(
+        p + head, m + head, v + head, g + head, p_copy == nullptr ? nullptr : p_copy + head, hp, nv);
     check_launch("adamw_kernel");
   }
-  if (n > nv) {  // the unaligned span or its tail
-    adamw_kernel<1, TC><<<grid_for(n - nv, kThreads), kThreads, 0, s>>>(
-        p + nv, m + nv, v + nv, g + nv, p_copy == nullptr ? nullptr : p_copy + nv, hp, n - nv);
-    check_launch("adamw_kernel");
-  }
+  one_by_one(head + nv, n - head - nv);
 }
 
 }  // namespace

@@ -104,7 +104,10 @@ __global__ void ce_grad_kernel(T* z, const int32_t* labels, const float* lse, co
   const int64_t j = (int64_t(blockIdx.y) * blockDim.x + threadIdx.x) * K;
   if (j >= vc) return;
   float v[K];
-  load_v<K>(z + n * vc + j, v);
+  if constexpr (VEC)
+    load_n_rw<K>(z + n * vc + j, v);  // not the read-only path: this kernel writes z
+  else
+    v[0] = float(z[n * vc + j]);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const float onehot = label == v0 + j + k ? 1.0f : 0.0f;

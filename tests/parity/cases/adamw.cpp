@@ -1,6 +1,6 @@
 // Parity cases for adamw: without a weight copy, with an fp32 copy and with a bf16 copy; sizes that
 // leave a tail after the 8-element vectors, and device views starting one element into their buffer
-// (not 16-byte aligned: the one-element path, as a parameter span at an odd offset). The
+// (a parameter span at an odd offset: a one-element head until every pointer is 16-byte aligned). The
 // parameter is compared through its update (p_new - p_old, on the host in double), which a wrong
 // bias correction or weight decay changes by far more than the tolerance.
 #include <string>

@@ -82,6 +82,7 @@ HYTRA_PARITY_CASES(cross_entropy) {
       {50, 128, 3000, 4096, DType::F32},
       {64, 128, 5000, 1024, DType::BF16},
       {33, 256, 2048, 2048, DType::BF16},
+      {40, 64, 1001, 256, DType::BF16},  // a ragged chunk of 233: the one-element kernel paths
   };
   for (const CeSpec& s : specs) {
     add_fwd(s);
@@ -92,6 +93,8 @@ HYTRA_PARITY_CASES(cross_entropy) {
       {50, 128, 3000, 64, DType::F32},
       {64, 128, 5000, 20, DType::BF16},
       {33, 256, 2048, 33, DType::BF16},
+      {40, 64, 1001, 16, DType::F32},  // V 1001: the one-element kernel paths
+      {40, 64, 1001, 16, DType::BF16},
   };
   for (const CeSpec& s : fused) add_fwd_bwd(s);
 }
