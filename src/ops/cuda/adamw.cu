@@ -2,8 +2,10 @@
 // the aligned part of a span (one element per thread around it), fp32 math:
 //   g *= grad_scale;  p -= lr*wd*p;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
 //   p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
-// The bias corrections are computed once on the host in double. p_copy, when defined, receives
-// the updated p in its own dtype (the bf16 model weights).
+// The coefficients (lr*wd, 1-b1, 1-b2, the bias corrections) are computed on the host in double and
+// rounded once; each element operation is rounded on its own, in the CPU reference's order, so a
+// parameter's update does not depend on which path (vector or one-element) it takes. p_copy, when
+// defined, receives the updated p in its own dtype (the bf16 model weights).
 #include <cmath>
 
 #include <cstdint>
@@ -18,16 +20,21 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kVecElems = 8;  // elements per thread on the vector path: 2 x 16 B of each fp32 array
 
+// The scalar coefficients, each computed in double on the host and rounded once (as the CPU reference).
 struct AdamwHyper {
-  float lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale;
+  float lr, decay, beta1, one_beta1, beta2, one_beta2, eps, bias_corr1, bias_corr2, grad_scale;
 };
 
+// The CPU reference's operations in its order, each rounded on its own (the _rn intrinsics are never
+// fused into FMAs): the vector and one-element paths, and the CPU, give the same bits.
 __device__ __forceinline__ void adamw_element(float& p, float& m, float& v, float g, const AdamwHyper& hp) {
-  const float gi = hp.grad_scale == 1.0f ? g : hp.grad_scale * g;
-  p -= hp.lr * hp.weight_decay * p;
-  m = hp.beta1 * m + (1.0f - hp.beta1) * gi;
-  v = hp.beta2 * v + (1.0f - hp.beta2) * gi * gi;
-  p -= hp.lr * (m / hp.bias_corr1) / (sqrtf(v / hp.bias_corr2) + hp.eps);
+  const float gi = hp.grad_scale == 1.0f ? g : __fmul_rn(hp.grad_scale, g);
+  p = __fsub_rn(p, __fmul_rn(hp.decay, p));
+  m = __fadd_rn(__fmul_rn(hp.beta1, m), __fmul_rn(hp.one_beta1, gi));
+  v = __fadd_rn(__fmul_rn(hp.beta2, v), __fmul_rn(__fmul_rn(hp.one_beta2, gi), gi));
+  const float step = __fdiv_rn(__fmul_rn(hp.lr, __fdiv_rn(m, hp.bias_corr1)),
+                               __fadd_rn(__fsqrt_rn(__fdiv_rn(v, hp.bias_corr2)), hp.eps));
+  p = __fsub_rn(p, step);
 }
 
 // V elements per thread and loop step (V = kVecElems: every pointer 16-byte aligned, n % V == 0; V = 1
@@ -103,10 +110,12 @@ void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p
   const int64_t n = p.numel();
   if (n == 0) return;
   const AdamwHyper hp{float(lr),
+                      float(lr * weight_decay),
                       float(beta1),
+                      float(1.0 - beta1),
                       float(beta2),
+                      float(1.0 - beta2),
                       float(eps),
-                      float(weight_decay),
                       float(1.0 - std::pow(beta1, double(step))),
                       float(1.0 - std::pow(beta2, double(step))),
                       float(grad_scale)};
