@@ -366,10 +366,11 @@ TEST(Train, BenchMeasuresTheStepsAfterWarmup) {
 }
 
 // The dense `*-*-` stack, the M*G- hybrid and an MoE hybrid. fp32_tol bounds the fp32 GPU run's
-// relative loss difference to the CPU run: rounding only, except that MoE routing is a discrete
-// choice which a near-tie may resolve differently on the two devices (the expert bias then
-// amplifies the count difference): seen once as 1.6e-3 over 40 iterations, 2.2e-5 otherwise.
-void check_gpu_tracks_cpu(const std::vector<std::string>& model, double fp32_tol = 1e-4) {
+// relative loss difference to the CPU run: rounding only (the GPU AdamW update is the CPU's bit for
+// bit, so only the kernels' summation orders differ: 1.2e-7 to 2.2e-7 over 40 iterations), except
+// that MoE routing is a discrete choice which a near-tie may resolve differently on the two devices
+// (the expert bias then amplifies the count difference): seen once as 1.6e-3.
+void check_gpu_tracks_cpu(const std::vector<std::string>& model, double fp32_tol = 1e-5) {
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), model.begin(), model.end());
     return extra;
