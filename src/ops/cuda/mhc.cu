@@ -112,16 +112,20 @@ __global__ void sinkhorn_bwd_kernel(float* dL, const float* dM, const float* L, 
   }
 }
 
-// r[t] = 1 / (||x_t|| / sqrt(D) + 1e-6); one block per token.
-__global__ void coeffs_r_kernel(float* r, const void* x, DType xt, int64_t D) {
-  __shared__ float red[32];
-  const int64_t row = blockIdx.x * D;
+// ||x_t||^2 of the block's token (every thread gets it).
+__device__ float row_sum_squares(const void* x, DType xt, int64_t row, int64_t D, float* red) {
   float ss = 0.0f;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
     const float v = load_f(x, xt, row + c);
     ss += v * v;
   }
-  ss = block_sum(ss, red);
+  return block_sum(ss, red);
+}
+
+// r[t] = 1 / (||x_t|| / sqrt(D) + 1e-6); one block per token.
+__global__ void coeffs_r_kernel(float* r, const void* x, DType xt, int64_t D) {
+  __shared__ float red[32];
+  const float ss = row_sum_squares(x, xt, blockIdx.x * D, D, red);
   if (threadIdx.x == 0) r[blockIdx.x] = 1.0f / (sqrtf(ss) / sqrtf(float(D)) + kRmsEps);
 }
 
@@ -185,12 +189,7 @@ __global__ void coeffs_dx_kernel(void* dx, DType dxt, const void* x, DType xt, c
                                  int64_t D) {
   __shared__ float red[32];
   const int64_t row = blockIdx.x * D;
-  float ss = 0.0f;
-  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
-    const float v = load_f(x, xt, row + c);
-    ss += v * v;
-  }
-  const float norm = sqrtf(block_sum(ss, red)), rt = r[blockIdx.x];
+  const float norm = sqrtf(row_sum_squares(x, xt, row, D, red)), rt = r[blockIdx.x];
   if (norm == 0.0f) return;
   const float coef = -dr[blockIdx.x] * rt * rt / (sqrtf(float(D)) * norm);
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x)

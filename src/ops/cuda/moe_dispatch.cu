@@ -368,37 +368,26 @@ void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offset
     vec ? launch_scatter<float, 8>(ex, y, x, offsets, rows) : launch_scatter<float, 1>(ex, y, x, offsets, rows);
 }
 
+namespace {
+// The kernels' arguments; F is y's (forward) or dy's (backward) width.
+ActArgs act_args(void* out, float* dprobs, const void* dy, const Tensor& h, const Tensor& probs, int64_t R,
+                 int64_t F, ops::ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp) {
+  return {out, dprobs, dy, h.raw(), probs.data<float>(), act, R, F, glu_interleave > 0 ? glu_interleave : F,
+          float(linear_offset), float(clamp)};
+}
+}  // namespace
+
 void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, ops::ExpertActivation act,
                  int64_t glu_interleave, double linear_offset, double clamp) {
-  const int64_t R = y.size(0), F = y.size(1);
-  const ActArgs a{y.raw(),
-                  nullptr,
-                  nullptr,
-                  h.raw(),
-                  probs.data<float>(),
-                  act,
-                  R,
-                  F,
-                  glu_interleave > 0 ? glu_interleave : F,
-                  float(linear_offset),
-                  float(clamp)};
+  const ActArgs a = act_args(y.raw(), nullptr, nullptr, h, probs, y.size(0), y.size(1), act, glu_interleave,
+                             linear_offset, clamp);
   run_act(true, "moe_act_fwd", ex, a, h.dtype(), {&y, &h});
 }
 
 void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& h, const Tensor& probs,
                  ops::ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp) {
-  const int64_t R = dy.size(0), F = dy.size(1);
-  const ActArgs a{dh.raw(),
-                  dprobs.data<float>(),
-                  dy.raw(),
-                  h.raw(),
-                  probs.data<float>(),
-                  act,
-                  R,
-                  F,
-                  glu_interleave > 0 ? glu_interleave : F,
-                  float(linear_offset),
-                  float(clamp)};
+  const ActArgs a = act_args(dh.raw(), dprobs.data<float>(), dy.raw(), h, probs, dy.size(0), dy.size(1), act,
+                             glu_interleave, linear_offset, clamp);
   run_act(false, "moe_act_bwd", ex, a, h.dtype(), {&dh, &dy, &h});
 }
 
