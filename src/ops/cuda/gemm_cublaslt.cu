@@ -5,33 +5,54 @@
 // Types: fp32 x fp32 -> fp32; bf16 x bf16 -> bf16 or fp32; compute in strict fp32
 // (CUBLAS_COMPUTE_32F, no TF32), scale type fp32. 3-D tensors are strided batches.
 // Each host thread keeps its own cuBLASLt handle, a 32 MiB workspace per stream, and the
-// algorithm chosen for each problem (shape, types, flags, pointer alignment): the heuristic's
-// first answer, looked up once, so a given problem always runs the same kernel (deterministic).
+// algorithm chosen for each problem (shape, types, flags, pointer alignment), looked up once: the
+// heuristic's first pick, or with tuning (ops/gemm_choice.h) the fastest candidate whose output is
+// bitwise the first pick's. Either way a given problem always gives the same bits (deterministic).
 #include <cublasLt.h>
 
 #include <array>
 #include <map>
 
+#include "core/log.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/gemm_choice.h"
 
 namespace hytra::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+// Tuning: how many of the heuristic's candidates to try, for problems of at least kTuneMinFlops
+// (smaller ones cost more to time than they can gain), at most kTuneMaxProblems per thread (MoE
+// expert GEMMs meet a new row count nearly every step).
+constexpr int kTuneCandidates = 8;
+constexpr double kTuneMinFlops = 3.2e10;
+constexpr int kTuneMaxProblems = 64;
 
 void lt_check(cublasStatus_t status, const char* what) {
   HYTRA_CHECK(status == CUBLAS_STATUS_SUCCESS, "cuBLASLt error in ", what, ": ", cublasGetStatusString(status));
 }
 #define HYTRA_LT_CHECK(call) lt_check((call), #call)
 
-// m, n, k, batch, trans_a, trans_b, ab type, c type, alignment of A, B, C in bytes.
-using GemmKey = std::array<int64_t, 11>;
+// m, n, k, batch, trans_a, trans_b, ab type, c type, alignment of A, B, C in bytes, scaling class.
+using GemmKey = std::array<int64_t, 12>;
+
+// Scaling classes: the tuning compares candidates under the call's own alpha and beta, so a choice
+// holds only for calls that scale alike. alpha 1 with beta 0 or 1 (every caller in hytra) is tuned;
+// any other scaling keeps the heuristic's first pick.
+enum ScalingClass : int64_t { kOverwrite = 0, kAccumulate = 1, kOtherScaling = 2 };
+ScalingClass scaling_class(float alpha, float beta) {
+  if (alpha != 1.0f) return kOtherScaling;
+  return beta == 0.0f ? kOverwrite : beta == 1.0f ? kAccumulate : kOtherScaling;
+}
 
 struct LtThreadState {
   cublasLtHandle_t handle = nullptr;
   std::map<cudaStream_t, void*> workspaces;
   std::map<GemmKey, cublasLtMatmulAlgo_t> algos;
+  bool tuning = true;
+  int tuned_problems = 0;
+  int64_t candidates_compared = 0;
 
   LtThreadState() { HYTRA_LT_CHECK(cublasLtCreate(&handle)); }
   ~LtThreadState() {  // at thread exit; errors are ignored (the context may already be gone)
@@ -88,6 +109,126 @@ cudaDataType_t lt_type(DType t) {
   return t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  HYTRA_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Values uniform in [-1, 1) from an integer hash of (i, seed), as bf16 or fp32: tuning inputs.
+__global__ void fill_hashed_uniform(void* p, int64_t n, DType t, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ uint32_t(i >> 32) ^ seed;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 12;
+    store_f(p, t, i, float(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
+  }
+}
+
+void fill_hashed(void* p, int64_t n, DType t, uint32_t seed, cudaStream_t stream) {
+  fill_hashed_uniform<<<1024, 256, 0, stream>>>(p, n, t, seed);
+  check_launch("fill_hashed_uniform");
+}
+
+// Adds to *count the number of 16-bit words where a and b differ.
+__global__ void count_differing_words(const uint16_t* a, const uint16_t* b, int64_t n, unsigned long long* count) {
+  unsigned long long local = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    local += a[i] != b[i];
+  if (local) atomicAdd(count, local);
+}
+
+// Scratch device memory of the tuning, released on scope exit; empty when cudaMalloc fails.
+struct DeviceScratch {
+  void* p = nullptr;
+  explicit DeviceScratch(size_t bytes) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      p = nullptr;
+    }
+  }
+  ~DeviceScratch() { if (p) (void)cudaFree(p); }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+};
+
+// One GEMM problem as cuBLASLt sees it (see gemm() below for the operand swap).
+struct LtProblem {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;
+  DType ab, c;
+  int64_t a_elems, b_elems, c_elems;  // cuBLASLt's A, B and C
+  bool reads_c;                       // alpha 1 and beta 1 (else alpha 1, beta 0)
+};
+
+// The tuning (ops/gemm_choice.h): each candidate runs once on hashed inputs and is compared with the
+// first pick bitwise; the bitwise-equal ones are timed (one warm-up, three runs) and the fastest,
+// when at least 1% faster than the first pick, is kept. Any failure keeps the first pick.
+struct TuningResult {
+  int chosen = 0;  // index into the candidates
+  float first_ms = -1.0f, chosen_ms = -1.0f;
+};
+TuningResult tune(LtThreadState& st, const LtProblem& p, const cublasLtMatmulHeuristicResult_t* cand, int found,
+                  cudaStream_t stream) {
+  TuningResult result;
+  const size_t ab_size = dtype_size(p.ab), c_bytes = size_t(p.c_elems) * dtype_size(p.c);
+  DeviceScratch a(size_t(p.a_elems) * ab_size);
+  DeviceScratch b(size_t(p.b_elems) * ab_size);
+  DeviceScratch c_first(c_bytes);
+  DeviceScratch c_try(c_bytes);
+  DeviceScratch count(sizeof(unsigned long long));
+  if (!a.p || !b.p || !c_first.p || !c_try.p || !count.p) return result;
+  const unsigned grid = 1024, threads = 256;
+  fill_hashed(a.p, p.a_elems, p.ab, 1u, stream);
+  fill_hashed(b.p, p.b_elems, p.ab, 2u, stream);
+  const float one = 1.0f, beta = p.reads_c ? 1.0f : 0.0f;
+  void* ws = st.workspace(stream);
+  auto run = [&](const cublasLtMatmulAlgo_t& algo, void* c) {
+    if (p.reads_c) fill_hashed(c, p.c_elems, p.c, 3u, stream);
+    return cublasLtMatmul(st.handle, p.op, &one, a.p, p.la, b.p, p.lb, &beta, c, p.lc, c, p.lc, &algo, ws,
+                          kWorkspaceBytes, stream) == CUBLAS_STATUS_SUCCESS;
+  };
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (start) (void)cudaEventDestroy(start);
+    return result;
+  }
+  auto time_ms = [&](const cublasLtMatmulAlgo_t& algo) {
+    (void)run(algo, c_try.p);
+    (void)cudaEventRecord(start, stream);
+    for (int r = 0; r < 3; ++r) (void)run(algo, c_try.p);
+    (void)cudaEventRecord(stop, stream);
+    float ms = -1.0f;
+    if (cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) return -1.0f;
+    return ms / 3;
+  };
+  result.first_ms = result.chosen_ms = run(cand[0].algo, c_first.p) ? time_ms(cand[0].algo) : -1.0f;
+  for (int i = 1; result.first_ms > 0 && i < found; ++i) {
+    unsigned long long differing = 1;
+    if (cudaMemsetAsync(count.p, 0, sizeof(differing), stream) != cudaSuccess || !run(cand[i].algo, c_try.p)) continue;
+    count_differing_words<<<grid, threads, 0, stream>>>(static_cast<const uint16_t*>(c_first.p),
+                                                         static_cast<const uint16_t*>(c_try.p), int64_t(c_bytes / 2),
+                                                         static_cast<unsigned long long*>(count.p));
+    check_launch("count_differing_words");
+    if (cudaMemcpyAsync(&differing, count.p, sizeof(differing), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+        cudaStreamSynchronize(stream) != cudaSuccess)
+      break;
+    ++st.candidates_compared;
+    if (differing != 0) continue;
+    const float ms = time_ms(cand[i].algo);
+    if (ms > 0 && ms < 0.99f * result.chosen_ms) {
+      result.chosen = i;
+      result.chosen_ms = ms;
+    }
+  }
+  (void)cudaGetLastError();  // a refused candidate leaves no error behind
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return result;
+}
+
 }  // namespace
 
 void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, bool trans_b, float alpha,
@@ -133,7 +274,8 @@ void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, b
   make_layout(lc, c_type, N, M, N, batch);
 
   const uint32_t align_a = alignment_of(B.raw()), align_b = alignment_of(A.raw()), align_c = alignment_of(C.raw());
-  const GemmKey key{M, N, K, batch, trans_a, trans_b, int64_t(ab_type), int64_t(c_type), align_a, align_b, align_c};
+  const ScalingClass scaling = scaling_class(alpha, beta);
+  const GemmKey key{M, N, K, batch, trans_a, trans_b, int64_t(ab_type), int64_t(c_type), align_a, align_b, align_c, scaling};
   auto it = st.algos.find(key);
   if (it == st.algos.end()) {
     Preference pref;
@@ -149,16 +291,41 @@ void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, b
                                                         &align_c, sizeof(align_c)));
     HYTRA_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                         &align_c, sizeof(align_c)));
-    cublasLtMatmulHeuristicResult_t result{};
+    const double flops = 2.0 * double(M) * double(N) * double(K) * double(batch);
+    const bool tuned_problem = st.tuning && scaling != kOtherScaling && flops >= kTuneMinFlops &&
+                               st.tuned_problems < kTuneMaxProblems && !stream_capturing(stream);
+    std::array<cublasLtMatmulHeuristicResult_t, kTuneCandidates> found_algos{};
     int found = 0;
-    HYTRA_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(st.handle, op.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result,
-                                                  &found));
+    HYTRA_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(st.handle, op.d, la.d, lb.d, lc.d, lc.d, pref.d,
+                                                  tuned_problem ? kTuneCandidates : 1, found_algos.data(), &found));
     HYTRA_CHECK(found > 0, "gemm on CUDA: cuBLASLt has no algorithm for M=", M, " N=", N, " K=", K,
                 " batch=", batch, " A ", A.desc(), " C ", C.desc());
-    it = st.algos.emplace(key, result.algo).first;
+    cublasLtMatmulAlgo_t algo = found_algos[0].algo;
+    if (tuned_problem && found > 1) {
+      ++st.tuned_problems;
+      const LtProblem problem{op.d, la.d, lb.d, lc.d, A.dtype(), C.dtype(), K * N * batch, M * K * batch,
+                              M * N * batch, scaling == kAccumulate};
+      const TuningResult tuned = tune(st, problem, found_algos.data(), found, stream);
+      algo = found_algos[size_t(tuned.chosen)].algo;
+      if (tuned.chosen != 0)
+        log_info(str("cuBLASLt gemm M ", M, " N ", N, " K ", K, " batch ", batch, trans_a ? " A^T" : "",
+                     trans_b ? " B^T" : "", ": candidate ", tuned.chosen, " of ", found, ", ", tuned.chosen_ms,
+                     " ms against ", tuned.first_ms, " ms for the first pick"));
+    }
+    it = st.algos.emplace(key, algo).first;
   }
   HYTRA_LT_CHECK(cublasLtMatmul(st.handle, op.d, &alpha, B.raw(), la.d, A.raw(), lb.d, &beta, C.raw(), lc.d,
                                 C.raw(), lc.d, &it->second, st.workspace(stream), kWorkspaceBytes, stream));
 }
 
 }  // namespace hytra::cuda
+
+namespace hytra::ops {
+void set_gemm_tuning(bool on) { cuda::lt_state().tuning = on; }
+void forget_gemm_algorithms() {
+  cuda::LtThreadState& st = cuda::lt_state();
+  st.algos.clear();
+  st.tuned_problems = 0;
+}
+int64_t gemm_candidates_compared() { return cuda::lt_state().candidates_compared; }
+}  // namespace hytra::ops
