@@ -200,8 +200,9 @@ TuningResult tune(LtThreadState& st, const LtProblem& p, const cublasLtMatmulHeu
     (void)cudaEventRecord(start, stream);
     for (int r = 0; r < 3; ++r) (void)run(algo, c_try.p);
     (void)cudaEventRecord(stop, stream);
-    float ms = -1.0f;
-    if (cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) return -1.0f;
+    float ms = 0.0f;
+    if (cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess)
+      return -1.0f;
     return ms / 3;
   };
   result.first_ms = result.chosen_ms = run(cand[0].algo, c_first.p) ? time_ms(cand[0].algo) : -1.0f;
@@ -275,7 +276,8 @@ void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, b
 
   const uint32_t align_a = alignment_of(B.raw()), align_b = alignment_of(A.raw()), align_c = alignment_of(C.raw());
   const ScalingClass scaling = scaling_class(alpha, beta);
-  const GemmKey key{M, N, K, batch, trans_a, trans_b, int64_t(ab_type), int64_t(c_type), align_a, align_b, align_c, scaling};
+  const GemmKey key{M, N, K, batch, trans_a, trans_b, int64_t(ab_type), int64_t(c_type),
+                    align_a, align_b, align_c, scaling};
   auto it = st.algos.find(key);
   if (it == st.algos.end()) {
     Preference pref;
