@@ -107,6 +107,14 @@ __device__ __forceinline__ void load_v(const T* p, float* out) {
   else
     load_n<V>(p, out);
 }
+// As load_v, without the read-only cache path (load_n_rw): for buffers the kernel may also write.
+template <int V, class T>
+__device__ __forceinline__ void load_v_rw(const T* p, float* out) {
+  if constexpr (V == 1)
+    out[0] = float(p[0]);
+  else
+    load_n_rw<V>(p, out);
+}
 template <int V, class T>
 __device__ __forceinline__ void store_v(T* p, const float* in) {
   if constexpr (V == 1)

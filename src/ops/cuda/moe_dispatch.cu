@@ -204,22 +204,6 @@ __device__ __forceinline__ void store_glu(T* hr, int64_t f, int64_t I, const flo
   }
 }
 
-template <int W, class T>
-__device__ __forceinline__ void load_cols(const T* p, float* v) {
-  if constexpr (W == 1)
-    v[0] = to_f32(p[0]);
-  else
-    load_n_rw<W>(p, v);
-}
-
-template <int W, class T>
-__device__ __forceinline__ void store_cols(T* p, const float* v) {
-  if constexpr (W == 1)
-    from_f32(p[0], v[0]);
-  else
-    store_n<W>(p, v);
-}
-
 // Forward over units of W columns: y[r, f..f+W) = act(h)[r, f..f+W) * probs[r].
 template <class T, int W, int NI, bool GLU>
 __global__ void moe_act_fwd_kernel(ActArgs a) {
@@ -240,11 +224,11 @@ __global__ void moe_act_fwd_kernel(ActArgs a) {
         o[i] = act_value(a.kind, in.g) * in.u * p;
       }
     } else {
-      load_cols<W>(h + r * Wh + f, o);
+      load_v_rw<W>(h + r * Wh + f, o);
 #pragma unroll
       for (int i = 0; i < W; ++i) o[i] = act_value(a.kind, o[i]) * p;
     }
-    store_cols<W>(y + r * a.F + f, o);
+    store_v<W>(y + r * a.F + f, o);
   }
 }
 
@@ -261,7 +245,7 @@ __global__ void moe_act_bwd_kernel(ActArgs a) {
   for (int64_t q = threadIdx.x; q < units; q += blockDim.x) {
     const int64_t f = q * W;
     float d[W];
-    load_cols<W>(dy + f, d);
+    load_v_rw<W>(dy + f, d);
     if constexpr (GLU) {
       float g[W], u[W];
       load_glu<W, NI>(h, f, a.I, g, u);
@@ -276,13 +260,13 @@ __global__ void moe_act_bwd_kernel(ActArgs a) {
       store_glu<W, NI>(dh, f, a.I, g, u);
     } else {
       float x[W];
-      load_cols<W>(h + f, x);
+      load_v_rw<W>(h + f, x);
 #pragma unroll
       for (int i = 0; i < W; ++i) {
         dp += act_value(a.kind, x[i]) * d[i];
         x[i] = d[i] * p * act_grad(a.kind, x[i]);
       }
-      store_cols<W>(dh + f, x);
+      store_v<W>(dh + f, x);
     }
   }
   dp = block_sum(dp, red);
