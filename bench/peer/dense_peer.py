@@ -5,7 +5,7 @@ Model: untied embedding -> L x ([pre-RMSNorm, fused QKV (rows grouped per KV gro
 causal GQA SDPA, out proj, residual], [pre-RMSNorm, SwiGLU fc1 -> fc2, residual]) -> final RMSNorm ->
 output layer -> cross-entropy. fp32 parameters, bf16 autocast, fused AdamW, grad clipping at 1.0.
 """
-import argparse, contextlib, gc, json, math, statistics, time, warnings
+import argparse, contextlib, gc, itertools, json, math, statistics, time, warnings
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -122,24 +122,34 @@ def probe_sdpa(a):
             o = F.scaled_dot_product_attention(q, k.repeat_interleave(nh // ng, 1), v.repeat_interleave(nh // ng, 1), is_causal=True)
         o.backward(do)
 
-    for name in ["auto"] + list(BACKENDS):
-        for gqa in ("native", "repeat"):
-            ctx = contextlib.nullcontext() if name == "auto" else sdpa_kernel([BACKENDS[name]])
-            try:
-                with ctx, warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    for _ in range(2):
-                        fwd_bwd(gqa)
-                    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    t0.record()
-                    for _ in range(5):
-                        fwd_bwd(gqa)
-                    t1.record()
-                    torch.cuda.synchronize()
-                res = f"fwd_bwd_ms={t0.elapsed_time(t1) / 5:.3f}"
-            except RuntimeError as e:
-                res = "unsupported (" + str(e).strip().splitlines()[0][:100] + ")"
-            print(f"sdpa backend={name} gqa={gqa} b={b} s={s} heads={nh}/{ng} hd={hd} {res}")
+    def grads(gqa):  # one fwd+bwd from cleared gradients
+        for t in (q0, k0, v0):
+            t.grad = None
+        fwd_bwd(gqa)
+        return [t.grad.clone() for t in (q0, k0, v0)]
+
+    # deterministic=1: under torch.use_deterministic_algorithms a backend either runs a reproducible
+    # backward or refuses; `bitwise` says whether two backward passes gave the same dq, dk, dv bits
+    for name, gqa, det in itertools.product(["auto"] + list(BACKENDS), ("native", "repeat"), (False, True)):
+        ctx = contextlib.nullcontext() if name == "auto" else sdpa_kernel([BACKENDS[name]])
+        torch.use_deterministic_algorithms(det)
+        try:
+            with ctx, warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(2):
+                    fwd_bwd(gqa)
+                t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t0.record()
+                for _ in range(5):
+                    fwd_bwd(gqa)
+                t1.record()
+                torch.cuda.synchronize()
+                bitwise = all(torch.equal(x, y) for x, y in zip(grads(gqa), grads(gqa)))
+            res = f"fwd_bwd_ms={t0.elapsed_time(t1) / 5:.3f} bitwise={int(bitwise)}"
+        except RuntimeError as e:
+            res = "unsupported (" + str(e).strip().splitlines()[0][:100] + ")"
+        torch.use_deterministic_algorithms(False)
+        print(f"sdpa backend={name} gqa={gqa} deterministic={int(det)} b={b} s={s} heads={nh}/{ng} hd={hd} {res}")
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with warnings.catch_warnings(), torch.profiler.profile(activities=acts) as prof:
         warnings.simplefilter("ignore")
