@@ -32,13 +32,19 @@ void ThreadPool::worker_loop(int index) {
     if (stop_) return;
     seen = generation_;
     if (size_t(index) < chunks_.size()) {
-      auto [b, e] = chunks_[size_t(index)];
-      auto* job = job_;
       lock.unlock();
-      (*job)(b, e);
+      run_chunk(size_t(index));
       lock.lock();
       if (--pending_ == 0) cv_done_.notify_one();
     }
+  }
+}
+
+void ThreadPool::run_chunk(size_t chunk) {
+  try {
+    (*job_)(chunks_[chunk].first, chunks_[chunk].second);
+  } catch (...) {
+    errors_[chunk] = std::current_exception();
   }
 }
 
@@ -51,21 +57,28 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     return;
   }
   std::lock_guard<std::mutex> run_lock(run_mu_, std::adopt_lock);
-  int64_t per = (n + nchunks - 1) / nchunks;
+  const int64_t per = (n + nchunks - 1) / nchunks;
+  nchunks = (n + per - 1) / per;  // no empty trailing chunk
   {
     std::lock_guard<std::mutex> lock(mu_);
     chunks_.clear();
     for (int64_t c = 0; c < nchunks; ++c) chunks_.push_back({c * per, std::min(n, (c + 1) * per)});
+    errors_.assign(size_t(nchunks), nullptr);
     job_ = &fn;
     pending_ = int(nchunks) - 1;
     ++generation_;
   }
   cv_work_.notify_all();
   t_in_pool = true;
-  fn(chunks_[0].first, chunks_[0].second);
+  run_chunk(0);
   t_in_pool = false;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [&] { return pending_ == 0; });
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+  for (const auto& e : errors_)
+    if (e) std::rethrow_exception(e);
 }
 
 ThreadPool& ThreadPool::global() {

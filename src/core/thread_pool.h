@@ -1,9 +1,13 @@
 // A fixed pool of worker threads with a blocking parallel_for. Work is split into contiguous
 // chunks by index, so which thread computes an element never changes the result: each output
 // element is written by exactly one chunk (reductions combine per-chunk partials in chunk order).
+// Exceptions: parallel_for always waits for every chunk to finish, then rethrows the exception of
+// the lowest-numbered chunk that threw (on the calling thread), so the error a user sees does not
+// depend on thread timing and no worker ever outlives the function object it runs.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -28,12 +32,14 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void run_chunk(size_t chunk);  // runs one chunk, capturing its exception into errors_
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_work_, cv_done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   std::vector<std::pair<int64_t, int64_t>> chunks_;
+  std::vector<std::exception_ptr> errors_;  // one slot per chunk, written only by its runner
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
