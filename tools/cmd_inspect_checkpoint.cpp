@@ -44,13 +44,16 @@ int cmd_inspect_checkpoint(int argc, char** argv) {
     list_tensors(path);
     return 0;
   }
+  for (const std::string& left : leftover_save_temporaries(path))
+    std::cout << "leftover of a failed or killed save (removed by the next save): " << left << "\n";
   const std::string dir = resolve_checkpoint_dir(path);
   const CheckpointManifest m = read_manifest(dir);  // also verifies sizes and checksums
   std::cout << dir << "\n  iteration " << m.iteration << "\n  consumed samples " << m.consumed_samples
             << "\n  consumed validation samples " << m.consumed_valid_samples << "\n  optimizer step "
-            << m.optimizer_step << "\n  files verified against the manifest\n";
-  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
-    if (std::filesystem::exists(dir + "/" + file)) list_tensors(dir + "/" + file);
+            << m.optimizer_step << "\n  every tensor file listed and verified against the manifest\n";
+  if (!m.has_model_record) std::cout << "  model configuration: not recorded (an older hytra checkpoint)\n";
+  for (const auto& [name, value] : m.model) std::cout << "  model " << name << " = " << value << "\n";
+  for (const std::string& file : m.files) list_tensors(dir + "/" + file);
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // hytra: the command-line entry point. `hytra <subcommand> [flags]`; every error reaches the user
 // as one clear line ("hytra <subcommand>: error: ...") and a non-zero exit status.
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -36,6 +37,9 @@ int usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the writer reports
+  // naming the file, instead of the signal killing the process mid-save.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) return usage(stderr);
   if (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) return usage(stdout);
   for (const auto& c : kCommands) {

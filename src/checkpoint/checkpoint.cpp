@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
+#include <set>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
 
@@ -19,6 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kLatest = "latest_checkpointed_iteration.txt";
+constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kVersion = "0.1.0";
 
 uint64_t fnv1a(const std::string& path) {
@@ -35,25 +40,50 @@ uint64_t fnv1a(const std::string& path) {
   return h;
 }
 
-void fsync_path(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
+std::string checksum_text(const std::string& path) {
+  char sum[17];
+  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a(path)));
+  return sum;
 }
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    HYTRA_CHECK(f.good(), tmp, ": write failed");
-  }
-  fsync_path(tmp);
-  fs::rename(tmp, path);
+void rename_or_fail(const fs::path& from, const fs::path& to) {
+  HYTRA_CHECK(std::rename(from.c_str(), to.c_str()) == 0, to.string(), ": cannot rename ", from.string(),
+              " into place (", std::strerror(errno), ")");
 }
 
+std::string manifest_text(const CheckpointManifest& m, const fs::path& dir, const std::vector<std::string>& files) {
+  std::string t = "{\n";
+  t += "  \"hytra_version\": " + json_quote(kVersion) + ",\n";
+  t += "  \"iteration\": " + std::to_string(m.iteration) + ",\n";
+  t += "  \"consumed_samples\": " + std::to_string(m.consumed_samples) + ",\n";
+  t += "  \"consumed_valid_samples\": " + std::to_string(m.consumed_valid_samples) + ",\n";
+  t += "  \"optimizer_step\": " + std::to_string(m.optimizer_step) + ",\n";
+  t += "  \"config\": " + json_quote(m.config) + ",\n";
+  t += "  \"model\": {";
+  for (size_t i = 0; i < m.model.size(); ++i)
+    t += std::string(i ? ",\n    " : "\n    ") + json_quote(m.model[i].first) + ": " + json_quote(m.model[i].second);
+  t += m.model.empty() ? "},\n" : "\n  },\n";
+  t += "  \"files\": {";
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string p = (dir / files[i]).string();
+    t += (i ? ", " : "") + json_quote(files[i]) + ": {\"bytes\": " + std::to_string(fs::file_size(p)) +
+         ", \"fnv1a64\": " + json_quote(checksum_text(p)) + "}";
+  }
+  t += "}\n}\n";
+  return t;
+}
+
+// "iter_0000100" -> 100; -1 for other names.
+int64_t iteration_of_dir_name(const std::string& name) {
+  static const std::regex re("iter_([0-9]{7,18})");
+  std::smatch m;
+  return std::regex_match(name, m, re) ? std::stoll(m[1].str()) : -1;
+}
+
+bool plain_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
 
 }  // namespace
 
@@ -63,53 +93,79 @@ std::string iteration_dir_name(int64_t iteration) {
   return buf;
 }
 
-void save_checkpoint(const std::string& save_dir, CheckpointContents c, int64_t keep) {
-  fs::create_directories(save_dir);
+bool all_finite_f32(const unsigned char* bytes, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    float v;
+    std::memcpy(&v, bytes + 4 * i, 4);
+    if (!std::isfinite(v)) return false;
+  }
+  return true;
+}
+
+std::string first_non_finite(const std::vector<SafetensorsTensor>& tensors) {
+  for (const auto& t : tensors)
+    if (t.dtype == "F32" && !all_finite_f32(t.bytes.data(), int64_t(t.bytes.size() / 4))) return t.name;
+  return "";
+}
+
+std::vector<std::string> leftover_save_temporaries(const std::string& save_dir) {
+  static const std::regex re("(iter_[0-9]+|latest_checkpointed_iteration\\.txt)\\.tmp(-[0-9]+)?");
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(save_dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (std::regex_match(n, re)) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void save_checkpoint(const std::string& save_dir, CheckpointContents c, int64_t keep, bool allow_non_finite) {
   const std::string name = iteration_dir_name(c.manifest.iteration);
+  if (!allow_non_finite) {
+    for (const auto* part : {&c.model, &c.optimizer}) {
+      const std::string bad = first_non_finite(*part);
+      HYTRA_CHECK(bad.empty(), "--save: iteration ", c.manifest.iteration, ": tensor '", bad,
+                  "' holds NaN or Inf values; refusing to save a non-finite checkpoint into ", save_dir,
+                  " (the run has diverged: try a lower --lr; --ckpt-allow-non-finite saves it anyway)");
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(save_dir, ec);
+  HYTRA_CHECK(!ec && fs::is_directory(save_dir), "--save: cannot create directory ", save_dir, " (", ec.message(), ")");
+  for (const std::string& left : leftover_save_temporaries(save_dir)) fs::remove_all(left, ec);
   const fs::path final_dir = fs::path(save_dir) / name;
   const fs::path tmp_dir = fs::path(save_dir) / (name + ".tmp-" + std::to_string(getpid()));
-  fs::remove_all(tmp_dir);
-  fs::create_directories(tmp_dir);
-  std::vector<std::string> files = {"model.safetensors"};
-  write_safetensors((tmp_dir / files[0]).string(), std::move(c.model), {{"format", "pt"}});
-  if (!c.optimizer.empty()) {
-    files.push_back("optimizer.safetensors");
-    write_safetensors((tmp_dir / files[1]).string(), std::move(c.optimizer), {{"format", "pt"}});
+  try {
+    HYTRA_CHECK(fs::create_directory(tmp_dir, ec) && !ec, tmp_dir.string(), ": cannot create (", ec.message(), ")");
+    std::vector<std::string> files = {kModelFile};
+    write_safetensors((tmp_dir / files[0]).string(), std::move(c.model), {{"format", "pt"}});
+    if (!c.optimizer.empty()) {
+      files.push_back("optimizer.safetensors");
+      write_safetensors((tmp_dir / files[1]).string(), std::move(c.optimizer), {{"format", "pt"}});
+    }
+    write_file_atomic((tmp_dir / "manifest.json").string(), manifest_text(c.manifest, tmp_dir, files));
+    fsync_directory(tmp_dir.string());
+    if (fs::exists(final_dir)) {
+      // Re-saving an iteration (the one "latest" may name): swap the two directories atomically,
+      // so a crash never leaves "latest" pointing at a missing directory, then drop the old one.
+      HYTRA_CHECK(renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0,
+                  final_dir.string(), ": cannot replace (", std::strerror(errno), ")");
+    } else {
+      rename_or_fail(tmp_dir, final_dir);
+    }
+    fsync_directory(save_dir);
+  } catch (...) {
+    fs::remove_all(tmp_dir, ec);
+    throw;
   }
-  std::string m = "{\n";
-  m += "  \"hytra_version\": " + json_quote(kVersion) + ",\n";
-  m += "  \"iteration\": " + std::to_string(c.manifest.iteration) + ",\n";
-  m += "  \"consumed_samples\": " + std::to_string(c.manifest.consumed_samples) + ",\n";
-  m += "  \"consumed_valid_samples\": " + std::to_string(c.manifest.consumed_valid_samples) + ",\n";
-  m += "  \"optimizer_step\": " + std::to_string(c.manifest.optimizer_step) + ",\n";
-  m += "  \"config\": " + json_quote(c.manifest.config) + ",\n";
-  m += "  \"files\": {";
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::string p = (tmp_dir / files[i]).string();
-    char sum[17];
-    std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a(p)));
-    m += (i ? ", " : "") + json_quote(files[i]) + ": {\"bytes\": " + std::to_string(fs::file_size(p)) +
-         ", \"fnv1a64\": " + json_quote(sum) + "}";
-  }
-  m += "}\n}\n";
-  write_text_atomic((tmp_dir / "manifest.json").string(), m);
-  fsync_path(tmp_dir.string());
-  if (fs::exists(final_dir)) {
-    // Re-saving an iteration (the one "latest" may name): swap the two directories atomically,
-    // so a crash never leaves "latest" pointing at a missing directory, then drop the old one.
-    HYTRA_CHECK(renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0,
-                final_dir.string(), ": cannot replace (", std::strerror(errno), ")");
-    fs::remove_all(tmp_dir);
-  } else {
-    fs::rename(tmp_dir, final_dir);
-  }
-  fsync_path(save_dir);
-  write_text_atomic((fs::path(save_dir) / kLatest).string(), std::to_string(c.manifest.iteration) + "\n");
+  fs::remove_all(tmp_dir, ec);  // the previous copy of a re-saved iteration
+  write_file_atomic((fs::path(save_dir) / kLatest).string(), std::to_string(c.manifest.iteration) + "\n");
   if (keep > 0) {
     std::vector<std::string> iters;
     for (const auto& e : fs::directory_iterator(save_dir)) {
       const std::string n = e.path().filename().string();
-      if (e.is_directory() && n.size() == 12 && n.rfind("iter_", 0) == 0) iters.push_back(n);
+      if (e.is_directory() && iteration_of_dir_name(n) >= 0) iters.push_back(n);
     }
     std::sort(iters.begin(), iters.end());
     for (size_t i = 0; i + size_t(keep) < iters.size(); ++i) fs::remove_all(fs::path(save_dir) / iters[i]);
@@ -119,13 +175,15 @@ void save_checkpoint(const std::string& save_dir, CheckpointContents c, int64_t 
 std::string resolve_checkpoint_dir(const std::string& load) {
   if (fs::exists(fs::path(load) / "manifest.json")) return load;
   const fs::path latest = fs::path(load) / kLatest;
-  std::ifstream f(latest);
+  std::ifstream f(latest, std::ios::binary);
   HYTRA_CHECK(f.good(), load, ": not a checkpoint: ", latest.string(),
               " not found (expected a --save directory or an iter_* directory)");
-  int64_t it = -1;
-  f >> it;
-  HYTRA_CHECK(it >= 0, latest.string(), ": expected an iteration number");
-  const fs::path dir = fs::path(load) / iteration_dir_name(it);
+  const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  static const std::regex number("\\s*([0-9]{1,18})\\s*");
+  std::smatch m;
+  HYTRA_CHECK(std::regex_match(text, m, number), latest.string(), ": expected an iteration number, got '",
+              text.substr(0, 40), "'");
+  const fs::path dir = fs::path(load) / iteration_dir_name(std::stoll(m[1].str()));
   HYTRA_CHECK(fs::exists(dir / "manifest.json"), dir.string(), ": checkpoint named by ", latest.string(),
               " is missing or incomplete");
   return dir.string();
@@ -134,19 +192,48 @@ std::string resolve_checkpoint_dir(const std::string& load) {
 CheckpointManifest read_manifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / "manifest.json").string();
   const Json j = Json::parse_file(path);
+  HYTRA_CHECK(j.is_object(), path, ": expected a JSON object");
   CheckpointManifest m;
   m.iteration = j.at("iteration").as_int("iteration");
   m.consumed_samples = j.at("consumed_samples").as_int("consumed_samples");
   m.consumed_valid_samples = j.at("consumed_valid_samples").as_int("consumed_valid_samples");
   m.optimizer_step = j.at("optimizer_step").as_int("optimizer_step");
   m.config = j.at("config").as_string("config");
+  HYTRA_CHECK(m.iteration >= 0 && m.consumed_valid_samples >= 0, path,
+              ": iteration and consumed samples must be non-negative");
+  // Every iteration consumes at least one sample and takes at most one optimizer step.
+  HYTRA_CHECK(m.consumed_samples >= m.iteration, path, ": iteration ", m.iteration, " with only ",
+              m.consumed_samples, " consumed samples is inconsistent (corrupt manifest)");
+  HYTRA_CHECK(m.optimizer_step >= 0 && m.optimizer_step <= m.iteration, path, ": optimizer step ", m.optimizer_step,
+              " is outside [0, iteration ", m.iteration, "] (corrupt manifest)");
+  const std::string dir_name = fs::path(dir).lexically_normal().filename().string().empty()
+                                   ? fs::path(dir).lexically_normal().parent_path().filename().string()
+                                   : fs::path(dir).lexically_normal().filename().string();
+  const int64_t dir_iteration = iteration_of_dir_name(dir_name);
+  HYTRA_CHECK(dir_iteration < 0 || dir_iteration == m.iteration, path, ": iteration ", m.iteration,
+              " differs from its directory's name ", dir_name);
+  if (const Json* model = j.find("model")) {
+    for (const auto& [k, v] : model->as_object("model")) m.model.emplace_back(k, v.as_string("model entry"));
+    m.has_model_record = true;
+  }
+  std::set<std::string> listed;
   for (const auto& [file, info] : j.at("files").as_object("files")) {
+    HYTRA_CHECK(plain_file_name(file), path, ": lists '", file,
+                "': a checkpoint's files must be plain names inside its directory");
     const std::string p = (fs::path(dir) / file).string();
-    HYTRA_CHECK(fs::exists(p), path, ": lists ", file, ", which is missing");
+    HYTRA_CHECK(fs::is_regular_file(p), path, ": lists ", file, ", which is missing");
     HYTRA_CHECK(int64_t(fs::file_size(p)) == info.at("bytes").as_int("bytes"), p, ": size differs from the manifest");
-    char sum[17];
-    std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a(p)));
-    HYTRA_CHECK(info.at("fnv1a64").as_string("fnv1a64") == sum, p, ": checksum differs from the manifest (corrupt file)");
+    HYTRA_CHECK(info.at("fnv1a64").as_string("fnv1a64") == checksum_text(p), p,
+                ": checksum differs from the manifest (corrupt file)");
+    listed.insert(file);
+    m.files.push_back(file);
+  }
+  HYTRA_CHECK(listed.count(kModelFile), path, ": 'files' does not list ", kModelFile,
+              " (a manifest must list every tensor file with its size and checksum)");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    HYTRA_CHECK(e.path().extension() != ".safetensors" || listed.count(n), e.path().string(),
+                ": not listed in ", path, "; refusing a checkpoint with unverified tensor files");
   }
   return m;
 }

@@ -1,14 +1,20 @@
-// Checkpoint directories like Megatron's (SPEC.md B4.2): SAVE/iter_0000100/ holding model.safetensors
-// (parameters under their canonical Megatron keys), optimizer.safetensors (Adam moments per
-// parameter, `<key>.exp_avg` / `<key>.exp_avg_sq`) and manifest.json (iteration, consumed samples,
-// optimizer step, config, hytra version, per-file byte counts and FNV-1a checksums), plus
-// SAVE/latest_checkpointed_iteration.txt. A save is atomic: everything is written into a temporary
-// directory, fsynced and renamed; the "latest" file is replaced last, so a crash at any moment
-// leaves the previous checkpoint loadable.
+// Checkpoint directories like Megatron's (SPEC.md B4.2, docs/checkpoints.md): SAVE/iter_0000100/
+// holding model.safetensors (parameters under their canonical Megatron keys), optimizer.safetensors
+// (Adam moments per parameter, `<key>.exp_avg` / `<key>.exp_avg_sq`) and manifest.json (iteration,
+// consumed samples, optimizer step, the resolved model configuration, hytra version, per-file byte
+// counts and FNV-1a checksums), plus SAVE/latest_checkpointed_iteration.txt.
+// A save is atomic and durable: every file is written to a temporary name, checked, fsynced and
+// renamed (core/atomic_file.h) inside a temporary directory SAVE/iter_XXXXXXX.tmp-PID, which is
+// renamed into place; the tracker is replaced last. Any failure removes the temporary directory and
+// throws naming the file and the OS error, so the previous checkpoint and tracker stay as they were.
+// Temporary directories left by killed saves are removed by the next save into the same SAVE.
+// Loading trusts nothing: the manifest must list model.safetensors, list only plain file names, list
+// every .safetensors file of the directory, and agree with the directory's iteration number.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/safetensors.h"
@@ -20,7 +26,12 @@ struct CheckpointManifest {
   int64_t consumed_samples = 0;
   int64_t consumed_valid_samples = 0;
   int64_t optimizer_step = 0;
-  std::string config;  // the run's flags as JSON text (informational)
+  std::string config;  // the run's flags as text (informational)
+  // The resolved model configuration (model/architecture.h): (flag name, value); empty in
+  // checkpoints written before hytra recorded it (has_model_record false).
+  std::vector<std::pair<std::string, std::string>> model;
+  bool has_model_record = false;
+  std::vector<std::string> files;  // the tensor files the manifest lists (verified)
 };
 
 struct CheckpointContents {
@@ -32,12 +43,22 @@ struct CheckpointContents {
 std::string iteration_dir_name(int64_t iteration);  // "iter_0000100"
 
 // Writes SAVE/iter_XXXXXXX atomically and points latest_checkpointed_iteration.txt at it; keeps the
-// newest `keep` iteration directories when keep > 0.
-void save_checkpoint(const std::string& save_dir, CheckpointContents contents, int64_t keep = 0);
+// newest `keep` iteration directories when keep > 0. F32 tensors holding NaN or Inf are refused
+// (an error naming the first such keys) unless allow_non_finite.
+void save_checkpoint(const std::string& save_dir, CheckpointContents contents, int64_t keep = 0,
+                     bool allow_non_finite = false);
 
 // The directory named by LOAD/latest_checkpointed_iteration.txt (or LOAD itself when it is an
 // iteration directory); errors name the file.
 std::string resolve_checkpoint_dir(const std::string& load);
 CheckpointManifest read_manifest(const std::string& dir);  // verifies the files' sizes and checksums
+
+// Leftover temporary directories and files of failed or killed saves in a --save directory.
+std::vector<std::string> leftover_save_temporaries(const std::string& save_dir);
+
+// The name of the first non-finite F32 element's tensor ("" when all are finite; other dtypes pass).
+std::string first_non_finite(const std::vector<SafetensorsTensor>& tensors);
+// Whether the `count` F32 values at `bytes` (possibly unaligned) are all finite.
+bool all_finite_f32(const unsigned char* bytes, int64_t count);
 
 }  // namespace hytra

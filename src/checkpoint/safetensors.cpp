@@ -11,6 +11,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
 
@@ -183,19 +184,12 @@ void write_safetensors(const std::string& path, std::vector<SafetensorsTensor> t
   }
   header += "}";
   while (header.size() % 8 != 0) header += ' ';
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  HYTRA_CHECK(f != nullptr, tmp, ": cannot create (", std::strerror(errno), ")");
+  AtomicFile f(path);
   const uint64_t n = header.size();
-  bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  for (const auto& t : tensors) ok = ok && std::fwrite(t.bytes.data(), 1, t.bytes.size(), f) == t.bytes.size();
-  ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail(str(path, ": write failed (", std::strerror(errno), ")"));
-  }
-  HYTRA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": rename failed (", std::strerror(errno), ")");
+  f.write(&n, 8);
+  f.write(header);
+  for (const auto& t : tensors) f.write(t.bytes.data(), t.bytes.size());
+  f.commit();
 }
 
 }  // namespace hytra

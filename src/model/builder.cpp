@@ -129,7 +129,7 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   DispatchOptions& d = o.dispatch;
   d.num_experts = c.num_experts;
   d.topk = c.moe_router_topk;
-  d.capacity_factor = c.moe_expert_capacity_factor;
+  d.capacity_factor = c.moe_expert_capacity_factor.value_or(-1.0);  // < 0: dropless
   d.drop_by_position = c.moe_token_drop_policy == "position";
   d.pad_to_capacity = c.moe_pad_expert_input_to_capacity;
   d.pad_multiple = c.moe_router_padding_for_quantization ? 16 : 0;

@@ -26,6 +26,15 @@ void ModelConfig::validate() const {
     if (!ok) errs.push_back(msg);
   };
   need(hidden_size > 0, str("--hidden-size: expected a positive integer, got ", hidden_size));
+  need(num_layers >= 0, str("--num-layers: expected a positive integer, got ", num_layers));
+  need(mtp_num_layers >= 0, str("--mtp-num-layers: expected a non-negative integer, got ", mtp_num_layers));
+  need(kv_channels >= 0, str("--kv-channels: expected a positive integer, got ", kv_channels));
+  for (auto [flag, v] : {std::pair<const char*, double>{"--hybrid-attention-ratio", hybrid_attention_ratio},
+                         {"--hybrid-mlp-ratio", hybrid_mlp_ratio}})
+    need(v >= 0.0 && v <= 1.0, str(flag, ": expected a number in [0, 1], got ", v));
+  need(!(hybrid_attention_ratio + hybrid_mlp_ratio > 1.0),
+       str("--hybrid-mlp-ratio: --hybrid-attention-ratio + --hybrid-mlp-ratio must be at most 1, got ",
+           hybrid_attention_ratio + hybrid_mlp_ratio));
   need(num_attention_heads > 0, str("--num-attention-heads: expected a positive integer, got ", num_attention_heads));
   if (num_attention_heads > 0) {
     need(kv_channels > 0 || hidden_size % num_attention_heads == 0,
@@ -110,7 +119,10 @@ void ModelConfig::validate() const {
              moe_router_load_balancing_type, "'"));
     need(moe_token_drop_policy == "probs" || moe_token_drop_policy == "position",
          str("--moe-token-drop-policy: expected probs or position, got '", moe_token_drop_policy, "'"));
-    need(!moe_pad_expert_input_to_capacity || moe_expert_capacity_factor > 0,
+    need(!moe_expert_capacity_factor || *moe_expert_capacity_factor > 0,
+         str("--moe-expert-capacity-factor: expected a positive number (or None: dropless), got ",
+             moe_expert_capacity_factor.value_or(0.0)));
+    need(!moe_pad_expert_input_to_capacity || moe_expert_capacity_factor,
          "--moe-pad-expert-input-to-capacity: needs --moe-expert-capacity-factor");
     const bool glu = activation == "swiglu" || activation == "quick_geglu";
     need(moe_mlp_glu_interleave_size >= 0 && (moe_mlp_glu_interleave_size == 0 ||

@@ -70,7 +70,7 @@ struct ModelConfig {
   std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | global_aux_loss | none
   double moe_aux_loss_coeff = 0.0;      // --moe-aux-loss-coeff
   double moe_z_loss_coeff = 0.0;        // --moe-z-loss-coeff (0 = None)
-  double moe_expert_capacity_factor = -1.0;  // --moe-expert-capacity-factor (< 0 = None: dropless)
+  std::optional<double> moe_expert_capacity_factor;  // --moe-expert-capacity-factor (None: dropless; else > 0)
   std::string moe_token_drop_policy = "probs";  // --moe-token-drop-policy: probs | position
   bool moe_pad_expert_input_to_capacity = false;  // --moe-pad-expert-input-to-capacity
   bool moe_router_padding_for_quantization = false;  // --moe-router-padding-for-quantization (multiple of 16)

@@ -30,13 +30,14 @@ void from_file(const SafetensorsFile& f, const std::string& name, const Tensor& 
 }  // namespace
 
 void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW& opt, const ResumePoint& at,
-                         const std::string& config_text) {
+                         const std::string& config_text, const std::vector<ArchitectureEntry>& arch) {
   CheckpointContents c;
   c.manifest.iteration = at.iteration;
   c.manifest.consumed_samples = at.consumed_samples;
   c.manifest.consumed_valid_samples = at.consumed_valid_samples;
   c.manifest.optimizer_step = opt.steps_taken();
   c.manifest.config = config_text;
+  for (const ArchitectureEntry& e : arch) c.manifest.model.emplace_back(e.name, e.value);
   size_t i = 0;
   for (Param* p : params.all()) {
     c.model.push_back(to_file(p->name, p->master));
@@ -44,7 +45,7 @@ void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW&
     c.optimizer.push_back(to_file(p->name + ".exp_avg_sq", opt.exp_avg_sq()[i]));
     ++i;
   }
-  save_checkpoint(tc.save, std::move(c), tc.ckpt_keep);
+  save_checkpoint(tc.save, std::move(c), tc.ckpt_keep, tc.ckpt_allow_non_finite);
 }
 
 namespace {
@@ -54,8 +55,12 @@ void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::st
                          std::vector<std::string>& file_keys, const std::string& path);
 
 void load_tensors(const std::string& path, std::vector<std::pair<std::string, Tensor>> targets,
-                  Strictness strictness) {
+                  Strictness strictness, bool allow_non_finite) {
   SafetensorsFile f(path);
+  for (const auto& e : f.entries())
+    HYTRA_CHECK(allow_non_finite || e.dtype != "F32" || all_finite_f32(f.data(e), (e.end - e.begin) / 4), path,
+                ": tensor '", e.name, "' holds NaN or Inf values; refusing to load a non-finite checkpoint "
+                "(--ckpt-allow-non-finite loads it anyway)");
   std::vector<std::string> file_keys;
   for (const auto& e : f.entries()) file_keys.push_back(e.name);
   load_expert_layouts(f, targets, file_keys, path);
@@ -167,15 +172,62 @@ void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::st
   file_keys = std::move(left);
 }
 
+// "--num-attention-heads" for "num_attention_heads"; entries without a flag of their own say what they are.
+std::string flag_of(const std::string& name) {
+  static const std::map<std::string, std::string> described = {
+      {"layer_sequence", "the layer pattern (--hybrid-layer-pattern / --num-layers, MTP parts included)"},
+      {"activation", "the activation (--swiglu / --squared-relu / --quick-geglu; else gelu)"},
+      {"padded_vocab_size", "the padded vocabulary (--vocab-size rounded up to --make-vocab-size-divisible-by)"},
+      {"add_bias_linear", "linear biases (--disable-bias-linear)"}};
+  if (auto it = described.find(name); it != described.end()) return it->second;
+  std::string f = "--" + name;
+  for (char& ch : f)
+    if (ch == '_') ch = '-';
+  return f;
+}
+
+void check_architecture(const CheckpointManifest& m, const std::vector<ArchitectureEntry>& arch,
+                        Strictness strictness, bool finetune, const std::string& dir) {
+  if (!m.has_model_record) {
+    log_warn(str(dir, ": the manifest records no model configuration (an older hytra checkpoint); its "
+                 "architecture cannot be compared with this run's"));
+    return;
+  }
+  std::map<std::string, std::string> saved(m.model.begin(), m.model.end()), run;
+  for (const ArchitectureEntry& e : arch) run[e.name] = e.value;
+  std::set<std::string> names;
+  for (const auto& [k, v] : saved) names.insert(k);
+  for (const auto& [k, v] : run) names.insert(k);
+  std::string weights, rest;
+  for (const std::string& k : names) {
+    const auto a = saved.find(k), b = run.find(k);
+    const std::string was = a == saved.end() ? "(not recorded)" : a->second;
+    const std::string now = b == run.end() ? "(not used)" : b->second;
+    if (was == now) continue;
+    const std::string line = str("\n  ", flag_of(k), ": checkpoint ", was, ", this run ", now);
+    (architecture_defines_weights(k) ? weights : rest) += line;
+  }
+  HYTRA_CHECK(weights.empty(), "--load ", dir, ": the checkpoint's model differs from this run's in what its "
+              "weights mean:", weights, rest, "\nRun with the checkpoint's values (its manifest.json lists them).");
+  if (rest.empty() || finetune) return;
+  const std::string msg = str("--load ", dir, ": the checkpoint was trained with other settings:", rest);
+  HYTRA_CHECK(strictness != Strictness::RaiseAll && strictness != Strictness::RaiseUnexpected, msg,
+              "\n(--ckpt-strictness ", strictness == Strictness::RaiseAll ? "raise_all" : "raise_unexpected",
+              " makes this an error; --finetune ignores training settings)");
+  log_warn(msg);
+}
+
 }  // namespace
 
-ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW& opt) {
+ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW& opt,
+                                const std::vector<ArchitectureEntry>& arch) {
   const std::string dir = resolve_checkpoint_dir(tc.load);
   const CheckpointManifest m = read_manifest(dir);
   const Strictness strictness = parse_strictness(tc.ckpt_strictness);
+  check_architecture(m, arch, strictness, tc.finetune, dir);
   std::vector<std::pair<std::string, Tensor>> weights;
   for (Param* p : params.all()) weights.emplace_back(p->name, p->master);
-  load_tensors(dir + "/model.safetensors", weights, strictness);
+  load_tensors(dir + "/model.safetensors", weights, strictness, tc.ckpt_allow_non_finite);
   params.sync_values_from_master();
   ResumePoint at;
   if (tc.finetune) return at;
@@ -188,7 +240,7 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW
     moments.emplace_back(p->name + ".exp_avg_sq", opt.exp_avg_sq()[i]);
     ++i;
   }
-  load_tensors(dir + "/optimizer.safetensors", moments, strictness);
+  load_tensors(dir + "/optimizer.safetensors", moments, strictness, tc.ckpt_allow_non_finite);
   opt.set_steps_taken(m.optimizer_step);
   return at;
 }

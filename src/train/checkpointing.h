@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "model/architecture.h"
 #include "nn/param.h"
 #include "train/adamw.h"
 #include "train/train_config.h"
@@ -16,11 +17,17 @@ struct ResumePoint {
   int64_t consumed_valid_samples = 0;  // validation samples consumed
 };
 
-// config_text: the run's configuration (the manifest's `config`, for people reading the checkpoint).
+// config_text: the run's configuration (the manifest's `config`, for people reading the checkpoint);
+// arch: the resolved model configuration the manifest records for --load to compare.
 void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW& opt, const ResumePoint& at,
-                         const std::string& config_text);
-// Loads --load per the flags (weights always; optimizer unless --no-load-optim or --finetune);
-// every parameter must be present with its shape, and no unknown key may be left over.
-ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW& opt);
+                         const std::string& config_text, const std::vector<ArchitectureEntry>& arch);
+// Loads --load per the flags (weights always; optimizer unless --no-load-optim or --finetune).
+// First compares the checkpoint's recorded model configuration with `arch` (Megatron's
+// check_checkpoint_args): a difference in an entry that defines the weights is an error; other
+// differences are errors under --ckpt-strictness raise_*, warnings otherwise, ignored with --finetune.
+// Every parameter must be present with its shape (per --ckpt-strictness), and tensors holding NaN
+// or Inf are refused unless --ckpt-allow-non-finite.
+ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW& opt,
+                                const std::vector<ArchitectureEntry>& arch);
 
 }  // namespace hytra

@@ -99,7 +99,7 @@ class Parser {
   void add(size_t index, const std::string& key, std::vector<std::string> values) {
     auto [it, inserted] = seen_.emplace(key, int(index + 1));
     if (!inserted) error(index, str("duplicate key '", key, "' (first set at line ", it->second, ")"));
-    out_.entries.push_back({key, std::move(values), int(index + 1)});
+    out_.entries.push_back({key, std::move(values), int(index + 1), {}});
   }
 
   // One scalar value (not a list): quotes removed and escapes decoded.
@@ -184,7 +184,8 @@ class Parser {
 
   // `[a, b, ...]` starting at lines_[index] (possibly over several lines); returns the elements and
   // sets *last to the index of the line holding the closing bracket.
-  std::vector<std::string> flow_list(size_t index, std::string text, size_t* last) const {
+  std::vector<std::string> flow_list(size_t index, std::string text, size_t* last,
+                                     std::vector<bool>* quoted_items = nullptr) const {
     size_t end = index;
     size_t close = find_outside_quotes(text, 1, "]", 0);
     while (close == std::string::npos) {
@@ -200,7 +201,9 @@ class Parser {
     while (!is_blank(body.substr(start))) {
       size_t comma = find_outside_quotes(body, start, ",", 0);
       if (comma == std::string::npos) comma = body.size();
-      items.push_back(scalar(index, body.substr(start, comma - start), true));
+      const std::string item = trim(body.substr(start, comma - start));
+      if (quoted_items) quoted_items->push_back(!item.empty() && (item[0] == '"' || item[0] == '\''));
+      items.push_back(scalar(index, item, true));
       if (comma == body.size()) break;
       start = comma + 1;
     }
@@ -264,10 +267,13 @@ class Parser {
     if (rest.empty()) error(i, str("expected a value after '", key, " ='"));
     if (rest[0] == '[') {
       size_t last = i;
-      add(i, key, flow_list(i, rest, &last));
+      std::vector<bool> quoted_items;
+      add(i, key, flow_list(i, rest, &last, &quoted_items));
+      out_.entries.back().quoted = std::move(quoted_items);
       return last;
     }
     add(i, key, {scalar(i, rest, false)});
+    out_.entries.back().quoted = {rest[0] == '"' || rest[0] == '\''};
     return i;
   }
 

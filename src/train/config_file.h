@@ -8,7 +8,8 @@
 // Keys are normalised to the flag spelling: underscores become dashes (`num_layers` == `num-layers`),
 // and a leading `--` is dropped.
 // Every value is kept as text (quotes removed), a scalar as a one-element list; the flag table
-// type-checks it. Errors read "FILE:LINE: what was expected, got what"; nested mappings, tables,
+// type-checks it. TOML is typed, so a quoted TOML string where a number or bool is expected is an
+// error (YAML files quote numbers freely, so there quotes only delimit). Errors read "FILE:LINE: what was expected, got what"; nested mappings, tables,
 // inline tables, nested lists, multi-line strings and duplicate keys are errors.
 #pragma once
 #include <string>
@@ -22,6 +23,7 @@ struct ConfigEntry {
   std::string key;                  // normalised: "num-layers" (no leading dashes)
   std::vector<std::string> values;  // scalars: one element; lists: the elements (maybe none)
   int line = 0;                     // 1-based line of the key, for error messages
+  std::vector<bool> quoted;         // per value: a TOML quoted string (typed: never a number or bool)
 };
 
 struct ConfigFile {

@@ -1,9 +1,11 @@
 #include "train/eval_step.h"
 
+#include <climits>
 #include <cstring>
 
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "model/architecture.h"
 #include "model/hybrid_model.h"
 #include "ops/ops.h"
 #include "train/adamw.h"
@@ -12,8 +14,10 @@
 namespace hytra {
 namespace {
 
-// A 2-D integer tensor of the batch file as int32 values.
-Tensor read_ids(const SafetensorsFile& f, const std::string& name, const std::string& path) {
+// A 2-D integer tensor of the batch file as int32 values, each a token id in [0, vocab) or, where
+// negatives_ignored (labels), a negative value marking a position that is not a target.
+Tensor read_ids(const SafetensorsFile& f, const std::string& name, const std::string& path, int64_t vocab,
+                bool negatives_ignored) {
   const SafetensorsEntry* e = f.find(name);
   HYTRA_CHECK(e != nullptr, path, ": no tensor '", name, "'");
   HYTRA_CHECK(e->shape.size() == 2 && (e->dtype == "I32" || e->dtype == "I64"), path, ": '", name,
@@ -29,6 +33,9 @@ Tensor read_ids(const SafetensorsFile& f, const std::string& name, const std::st
     } else {
       std::memcpy(&v, f.data(*e) + 8 * i, 8);
     }
+    HYTRA_CHECK((v >= 0 && v < vocab) || (negatives_ignored && v < 0 && v >= INT32_MIN), path, ": '", name,
+                "' element ", i, " is ", v, ", expected a token id in [0, ", vocab, ") (--vocab-size or the tokenizer's)",
+                negatives_ignored ? " or a negative value for an ignored position" : "");
     t.data<int32_t>()[i] = int32_t(v);
   }
   return t;
@@ -51,7 +58,7 @@ void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& 
   SafetensorsFile batch(batch_path);
   Tensor ids, labels;
   if (batch.find("tokens")) {
-    Tensor tokens = read_ids(batch, "tokens", batch_path);  // (B, T+1)
+    Tensor tokens = read_ids(batch, "tokens", batch_path, mc.vocab_size, false);  // (B, T+1)
     const int64_t B = tokens.size(0), T = tokens.size(1) - 1;
     HYTRA_CHECK(T >= 1, batch_path, ": 'tokens' needs at least 2 columns");
     ids = Tensor::empty({B, T}, DType::I32);
@@ -62,8 +69,8 @@ void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& 
         labels.data<int32_t>()[b * T + t] = tokens.data<int32_t>()[b * (T + 1) + t + 1];
       }
   } else {
-    ids = read_ids(batch, "input_ids", batch_path);
-    labels = read_ids(batch, "labels", batch_path);
+    ids = read_ids(batch, "input_ids", batch_path, mc.vocab_size, false);
+    labels = read_ids(batch, "labels", batch_path, mc.vocab_size, true);
     HYTRA_CHECK(ids.shape() == labels.shape(), batch_path, ": 'input_ids' and 'labels' differ in shape");
   }
   const Device dev = tc.device == "cuda" || (tc.device == "auto" && cuda_available()) ? Device::CUDA : Device::CPU;
@@ -74,7 +81,7 @@ void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& 
   AdamW opt(model.params(), AdamWConfig{});
   TrainConfig weights_only = tc;
   weights_only.finetune = true;  // parameters only
-  load_training_state(weights_only, model.params(), opt);
+  load_training_state(weights_only, model.params(), opt, architecture_record(mc, model.plan()));
   model.params().zero_grad();
 
   StepContext ctx(ex);

@@ -255,6 +255,12 @@ void FlagTable::apply_config(const ConfigFile& file) {
       fail(str(where, "unknown key '", e.key, "'",
                near.empty() ? "" : str("; did you mean '", near.substr(2), "'?")));
     }
+    using K = FlagSpec::Kind;
+    const bool typed = s->kind != K::String && s->kind != K::StringList;
+    for (size_t i = 0; i < e.quoted.size(); ++i)
+      HYTRA_CHECK(!typed || !e.quoted[i], where, e.key, ": expected ",
+                  s->kind == K::Bool ? "true or false" : s->kind == K::Float || s->kind == K::FloatList ? "a number" : "an integer",
+                  ", got the string \"", e.values[i], "\" (TOML strings are quoted: write the value without quotes)");
     try {
       check(*s, e.values);
     } catch (const Error& err) {

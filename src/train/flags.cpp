@@ -210,6 +210,9 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--ckpt-strictness", K::String, "assume_ok_unexpected",
             "key mismatches on --load: assume_ok_unexpected, log_all, raise_unexpected, raise_all",
             store(c.ckpt_strictness), {"assume_ok_unexpected", "log_all", "raise_unexpected", "raise_all"});
+  t.add("--ckpt-allow-non-finite", K::Bool, "false",
+        "save and load checkpoints whose tensors hold NaN or Inf (refused by default, naming the tensor)",
+        store(c.ckpt_allow_non_finite));
   t.add("--finetune", K::Bool, "false", "load weights only: iteration 0, fresh optimizer and data position",
             store(c.finetune));
   t.add("--log-jsonl", K::String, "None", "append one JSON object per logged iteration to FILE",

@@ -1,5 +1,6 @@
 #include "train/train_config.h"
 
+#include <cmath>
 #include <vector>
 
 #include "core/error.h"
@@ -17,7 +18,7 @@ void TrainConfig::validate() const {
          str("--global-batch-size: expected a multiple of --micro-batch-size (", micro_batch_size, "), got ",
              global_batch_size));
   need(train_iters > 0, str("--train-iters: expected a positive integer, got ", train_iters));
-  need(lr >= 0, str("--lr: expected a non-negative number, got ", lr));
+  need(lr >= 0 && std::isfinite(lr), str("--lr: expected a finite non-negative number, got ", lr));
   need(min_lr >= 0 && min_lr <= lr, str("--min-lr: expected a value in [0, --lr], got ", min_lr));
   need(lr_warmup_iters >= 0, str("--lr-warmup-iters: expected >= 0, got ", lr_warmup_iters));
   need(lr_warmup_fraction < 0 || lr_warmup_iters == 0,

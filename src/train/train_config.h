@@ -57,6 +57,7 @@ struct TrainConfig {
   bool no_load_rng = false;             // --no-load-rng: accepted; hytra's RNG is counter-based (no state)
   std::string ckpt_strictness = "assume_ok_unexpected";  // --ckpt-strictness (checkpoint/key_map.h)
   bool finetune = false;                // --finetune: weights only; iteration, data position, optimizer reset
+  bool ckpt_allow_non_finite = false;   // --ckpt-allow-non-finite (hytra): save/load tensors holding NaN/Inf
 
   int64_t num_micro_batches() const { return global_batch() / micro_batch_size; }
   int64_t global_batch() const { return global_batch_size > 0 ? global_batch_size : micro_batch_size; }

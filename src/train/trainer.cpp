@@ -132,8 +132,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   store.finalize(tc.bf16 ? DType::BF16 : DType::F32, dev);
   init_params(store, tc.seed);
   AdamW opt(store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+  const std::vector<ArchitectureEntry> arch = architecture_record(mc, model.plan());
   ResumePoint start;
-  if (!tc.load.empty()) start = load_training_state(tc, store, opt);
+  if (!tc.load.empty()) start = load_training_state(tc, store, opt, arch);
 
   TrainResult result;
   result.num_params = store.num_elements();
@@ -170,6 +171,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (start.iteration > 0)
     log << "hytra: resumed from " << tc.load << " at iteration " << start.iteration << " (" << consumed
         << " samples consumed)\n";
+  if (start.iteration >= tc.train_iters)
+    log << "hytra: the checkpoint's iteration " << start.iteration << " is at or past --train-iters "
+        << tc.train_iters << ": nothing to train\n";
   Allocator& device_alloc = allocator_for(dev);
   device_alloc.reset_peak();
   for (int64_t it = start.iteration + 1; it <= tc.train_iters; ++it) {
@@ -241,7 +245,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     const bool exiting = tc.exit_interval > 0 && it % tc.exit_interval == 0;
     if (!tc.save.empty() &&
         ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
-      save_training_state(tc, store, opt, {it, consumed, valid_consumed}, config_text);
+      save_training_state(tc, store, opt, {it, consumed, valid_consumed}, config_text, arch);
       t_interval = Clock::now();
     }
     if (exiting) {

@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <regex>
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
@@ -42,6 +45,25 @@ TrainResult run(const std::vector<std::string>& extra) {
 }
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+// The message of the hytra::Error that f throws ("" and a test failure when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
 
 TEST(Checkpoint, ResumeIsBitwiseIdentical) {
   const std::string dir = testing::TempDir() + "hytra_ckpt_resume";
@@ -178,7 +200,18 @@ TEST(Checkpoint, FinalNormLoadsAsFinalLayernorm) {
   const TrainResult r = run({"--hybrid-layer-pattern", "[*]-", "--load", dir, "--finetune", "--train-iters", "1",
                              "--lr-warmup-iters", "0", "--ckpt-strictness", "raise_all"});
   EXPECT_EQ(r.losses.size(), 1u);
-  try {  // a different model: missing and unexpected keys are listed
+  try {  // a different model: the recorded architecture names the difference
+    run({"--hybrid-layer-pattern", "-*", "--load", dir, "--finetune", "--train-iters", "1", "--lr-warmup-iters", "0",
+         "--ckpt-strictness", "raise_all"});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer pattern"), std::string::npos) << e.what();
+  }
+  // Without the record (a checkpoint of an older hytra) the key check still lists missing and
+  // unexpected keys.
+  const std::string manifest = dir + "/iter_0000002/manifest.json";
+  write_text(manifest, std::regex_replace(read_text(manifest), std::regex("\"model\": \\{[^}]*\\},\n  "), ""));
+  try {
     run({"--hybrid-layer-pattern", "-*", "--load", dir, "--finetune", "--train-iters", "1", "--lr-warmup-iters", "0",
          "--ckpt-strictness", "raise_all"});
     ADD_FAILURE() << "no error";
@@ -233,6 +266,20 @@ TEST(Checkpoint, EvalStepWritesLossesAndEveryGradient) {
                                 "--device", "cpu", "--load", dir},
                                m, tc, nullptr));
   eval_step(m, tc, batch, out);
+  {  // token ids outside the vocabulary are refused, not wrapped (2^32 + 5 is not 5)
+    const std::string bad = testing::TempDir() + "hytra_eval_bad.safetensors";
+    for (int64_t id : {(int64_t(1) << 32) + 5, int64_t(96), int64_t(-1)}) {
+      std::vector<int64_t> wide(tokens.begin(), tokens.end());
+      wide[3] = id;
+      SafetensorsTensor w{"tokens", "I64", {2, 9}, std::vector<unsigned char>(wide.size() * 8)};
+      std::memcpy(w.bytes.data(), wide.data(), w.bytes.size());
+      write_safetensors(bad, {w}, {});
+      const std::string e = error_of([&] { eval_step(m, tc, bad, out); });
+      EXPECT_NE(e.find("'tokens' element 3 is " + std::to_string(id) + ", expected a token id in [0, 96)"),
+                std::string::npos)
+          << e;
+    }
+  }
   SafetensorsFile r(out);
   const SafetensorsEntry* losses = r.find("losses");
   ASSERT_NE(losses, nullptr);
@@ -337,6 +384,146 @@ TEST(Checkpoint, KillDuringSaveLeavesALoadableCheckpoint) {
     EXPECT_GT(model.entries().size(), 0u);
   }
   EXPECT_GT(newest, 1) << "the killed runs never completed a save: the test did not exercise saving";
+}
+
+
+// The manifest records the resolved model; --load refuses a model whose weights would mean something
+// else, even where every tensor shape matches (Megatron's check_checkpoint_args).
+TEST(Checkpoint, LoadRefusesAnotherArchitecture) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_arch";
+  fs::remove_all(dir);
+  const std::vector<std::string> base = {"--hybrid-layer-pattern", "*-*-*-", "--untie-embeddings-and-output-weights",
+                                         "--train-iters", "4", "--lr-warmup-iters", "0"};
+  auto with = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  run(with({"--save", dir, "--exit-interval", "2"}));
+  const std::vector<std::pair<std::vector<std::string>, std::string>> differences = {
+      {{"--hybrid-layer-pattern", "*-*-"}, "layer pattern"},                                 // 6 layers into 4
+      {{"--num-attention-heads", "8", "--kv-channels", "4"}, "--num-attention-heads"},        // same QKV shape
+      {{"--squared-relu"}, "--activation: checkpoint gelu, this run squared_relu"},          // same MLP shapes
+      {{"--vocab-size", "90"}, "--vocab-size: checkpoint 96, this run 90"},                  // both padded to 96
+      {{"--untie-embeddings-and-output-weights=false"}, "--untie-embeddings-and-output-weights"},
+  };
+  for (const auto& [flags, needle] : differences) {
+    for (const char* finetune : {"--finetune=false", "--finetune"}) {
+      std::vector<std::string> load = {"--load", dir, finetune};
+      load.insert(load.end(), flags.begin(), flags.end());
+      const std::string e = error_of([&] { run(with(load)); });
+      EXPECT_NE(e.find(needle), std::string::npos) << e;
+      EXPECT_NE(e.find("what its weights mean"), std::string::npos) << e;
+    }
+  }
+  // Other settings follow --ckpt-strictness (a warning by default) and --finetune.
+  EXPECT_EQ(run(with({"--load", dir, "--seq-length", "8"})).losses.size(), 2u);
+  EXPECT_NE(error_of([&] { run(with({"--load", dir, "--seq-length", "8", "--ckpt-strictness", "raise_all"})); })
+                .find("--seq-length: checkpoint 16, this run 8"),
+            std::string::npos);
+  EXPECT_EQ(run(with({"--load", dir, "--seq-length", "8", "--ckpt-strictness", "raise_all", "--finetune"}))
+                .losses.size(),
+            4u);
+  EXPECT_EQ(run(with({"--load", dir, "--ckpt-strictness", "raise_all"})).losses.size(), 2u);  // the same model
+}
+
+std::vector<SafetensorsTensor> tensors_of(const std::string& path) {
+  SafetensorsFile f(path);
+  std::vector<SafetensorsTensor> out;
+  for (const auto& e : f.entries())
+    out.push_back({e.name, e.dtype, e.shape, std::vector<unsigned char>(f.data(e), f.data(e) + (e.end - e.begin))});
+  return out;
+}
+
+// NaN/Inf never reach a checkpoint silently: saving refuses them (naming the tensor) and so does
+// loading, unless --ckpt-allow-non-finite.
+TEST(Checkpoint, NonFiniteTensorsAreRefusedOnSaveAndLoad) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_nan";
+  fs::remove_all(dir);
+  // An lr beyond fp32's range turns the first step's weights into Inf/NaN: the save refuses them.
+  const std::string diverged = error_of([&] {
+    run({"--save", dir, "--train-iters", "1", "--lr", "1e39", "--lr-warmup-iters", "0", "--eval-iters", "0"});
+  });
+  EXPECT_NE(diverged.find("holds NaN or Inf values; refusing to save"), std::string::npos) << diverged;
+  EXPECT_FALSE(fs::exists(dir + "/iter_0000001"));
+  EXPECT_FALSE(fs::exists(dir + "/latest_checkpointed_iteration.txt"));
+
+  run({"--save", dir, "--train-iters", "2", "--lr-warmup-iters", "0"});
+  const std::string it = dir + "/iter_0000002";
+  const std::string model_before = read_text(it + "/model.safetensors");
+  CheckpointContents c;
+  c.manifest = read_manifest(it);
+  c.model = tensors_of(it + "/model.safetensors");
+  c.optimizer = tensors_of(it + "/optimizer.safetensors");
+  const float nan = std::nanf("");
+  std::memcpy(c.optimizer[3].bytes.data() + 4, &nan, 4);  // one Adam moment element, as a diverged run leaves it
+  const std::string key = c.optimizer[3].name;
+  const std::string refused = error_of([&] { save_checkpoint(dir, c); });
+  EXPECT_NE(refused.find("'" + key + "'"), std::string::npos) << refused;
+  EXPECT_EQ(read_text(it + "/model.safetensors"), model_before);  // the checkpoint is untouched
+  save_checkpoint(dir, c, 0, /*allow_non_finite=*/true);
+  const std::string load = error_of([&] { run({"--load", dir}); });
+  EXPECT_NE(load.find("'" + key + "' holds NaN or Inf values; refusing to load"), std::string::npos) << load;
+  EXPECT_EQ(run({"--load", dir, "--no-load-optim"}).losses.size(), 10u);  // the weights are finite
+  // Allowed, the NaN moment reaches the weights and the first step stops on them.
+  EXPECT_NE(error_of([&] { run({"--load", dir, "--ckpt-allow-non-finite"}); }).find("not finite"), std::string::npos);
+}
+
+// The manifest must vouch for every tensor file: listed by plain name with its size and checksum,
+// model.safetensors always, nothing unlisted beside them, its iteration that of its directory.
+TEST(Checkpoint, ManifestMustVouchForEveryTensorFile) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_manifest";
+  fs::remove_all(dir);
+  run({"--save", dir, "--train-iters", "2", "--lr-warmup-iters", "0"});
+  const std::string it = dir + "/iter_0000002", manifest = it + "/manifest.json";
+  const std::string good = read_text(manifest);
+  auto expect_refused = [&](const std::string& text, const std::string& needle) {
+    ASSERT_NE(text, good) << "the edit for '" << needle << "' changed nothing";
+    write_text(manifest, text);
+    const std::string e = error_of([&] { read_manifest(it); });
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+    EXPECT_NE(error_of([&] { run({"--load", dir}); }), "");
+    write_text(manifest, good);
+  };
+  auto replaced = [&](const std::string& re, const std::string& by) {
+    return std::regex_replace(good, std::regex(re), by);
+  };
+  expect_refused(replaced("\"files\": \\{.*\\}\n\\}", "\"files\": {}\n}"), "does not list model.safetensors");
+  expect_refused(replaced("\"model\\.safetensors\": \\{[^}]*\\}, ", ""), "does not list model.safetensors");
+  expect_refused(replaced("\"optimizer\\.safetensors\"", "\"../iter_0000002/optimizer.safetensors\""),
+                 "plain names");
+  expect_refused(replaced("\"iteration\": 2,", "\"iteration\": 3,"), "differs from its directory's name");
+  expect_refused(replaced("\"iteration\": 2,", "\"iteration\": 1000000000000000,"), "iteration 1000000000000000");
+  expect_refused(replaced("\"optimizer_step\": 2,", "\"optimizer_step\": 7,"), "optimizer step 7");
+  EXPECT_EQ(read_manifest(it).iteration, 2);
+  // A tensor file the manifest does not list is refused, not loaded unverified.
+  fs::copy_file(it + "/model.safetensors", it + "/extra.safetensors");
+  EXPECT_NE(error_of([&] { read_manifest(it); }).find("extra.safetensors: not listed"), std::string::npos);
+  fs::remove(it + "/extra.safetensors");
+  // The tracker must hold an iteration number.
+  for (const char* bad : {"", "abc\n", "2x\n", "-1\n"}) {
+    write_text(dir + "/latest_checkpointed_iteration.txt", bad);
+    EXPECT_NE(error_of([&] { resolve_checkpoint_dir(dir); }).find("expected an iteration number"), std::string::npos)
+        << bad;
+  }
+  write_text(dir + "/latest_checkpointed_iteration.txt", "2\n");
+  EXPECT_EQ(read_manifest(resolve_checkpoint_dir(dir)).iteration, 2);
+}
+
+// Temporary directories of killed or failed saves are removed by the next save into the directory.
+TEST(Checkpoint, SaveRemovesLeftoversOfKilledSaves) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_leftover";
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/iter_0000003.tmp-99999");
+  write_text(dir + "/iter_0000003.tmp-99999/model.safetensors.tmp-99999", "partial");
+  write_text(dir + "/latest_checkpointed_iteration.txt.tmp-99999", "");
+  write_text(dir + "/notes.txt", "a user's file");
+  EXPECT_EQ(leftover_save_temporaries(dir).size(), 2u);
+  run({"--save", dir, "--train-iters", "2", "--lr-warmup-iters", "0"});
+  EXPECT_TRUE(leftover_save_temporaries(dir).empty());
+  EXPECT_FALSE(fs::exists(dir + "/iter_0000003.tmp-99999"));
+  EXPECT_TRUE(fs::exists(dir + "/notes.txt"));
+  EXPECT_EQ(read_manifest(resolve_checkpoint_dir(dir)).iteration, 2);
 }
 
 }  // namespace

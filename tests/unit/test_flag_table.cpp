@@ -205,6 +205,27 @@ TEST(FlagTable, ConfigErrorsNameFileLineAndKey) {
             "run.yaml:1: --rampup-batch-size: expected 3 values, got 4");
 }
 
+// TOML is typed: a quoted string is never a number or a bool (YAML quotes only delimit).
+TEST(FlagTable, TomlStringsAreNotNumbers) {
+  auto toml_error = [](const std::string& text) {
+    Fields f;
+    FlagTable t = make_table(f);
+    try {
+      t.apply_config(parse_config_text(text, ConfigFormat::Toml, "run.toml"));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(toml_error("num_layers = \"4\"\n"),
+            "run.toml:1: num-layers: expected an integer, got the string \"4\" (TOML strings are quoted: write the "
+            "value without quotes)");
+  EXPECT_NE(toml_error("lr = '0.1'\n").find("expected a number, got the string"), std::string::npos);
+  EXPECT_NE(toml_error("bf16 = \"true\"\n").find("expected true or false"), std::string::npos);
+  EXPECT_EQ(toml_error("num_layers = 4\nlr = 0.1\nbf16 = true\n"), "no error");
+  EXPECT_EQ(config_error("num_layers: \"4\"\n"), "no error");  // YAML
+}
+
 TEST(FlagTable, SetterErrorsGetTheFlagName) {
   std::string style;
   FlagTable t;
