@@ -46,7 +46,6 @@ LayerPlan plan_for(const ModelConfig& cfg) {
   LayerPlan plan = build_layer_plan(o);
   HYTRA_CHECK(plan.mtp_depths == 0 || cfg.position_embedding_type != "learned_absolute",
               "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (SPEC A5.2)");
-  HYTRA_CHECK(plan.num_layers > 0, "--hybrid-layer-pattern: the main pattern has no layers");
   HYTRA_CHECK(cfg.recompute_granularity != "full" || cfg.recompute_num_layers <= plan.num_logical_layers,
               "--recompute-num-layers: expected at most the model's ", plan.num_logical_layers,
               " logical layers, got ", cfg.recompute_num_layers);

@@ -297,6 +297,8 @@ LayerPlan build_layer_plan(const PlanOptions& opt, std::vector<std::string>* war
   }
   plan.num_layers = physical;
   plan.num_logical_layers = int64_t(plan.items.size());
+  HYTRA_CHECK(physical > 0, "--hybrid-layer-pattern: the main pattern '", pattern.value_or(""),
+              "' has no layers (only '|' or '/' marks): expected at least one of M * - E G");
   if (parsed.mtp) {
     int64_t n = 0;
     for (const std::string& symbols : parse_segment(*parsed.mtp, "MTP")) {

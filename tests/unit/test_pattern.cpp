@@ -116,7 +116,8 @@ TEST(Pattern, NumberingAndCounts) {
   EXPECT_EQ(plan_of("M-M-|M-M*-|M-M-|M-M*-").num_layers, 18);
   EXPECT_EQ(plan_of("||M").num_layers, 1);
   EXPECT_EQ(plan_of("||M").num_segments, 3);
-  EXPECT_EQ(plan_of("").num_layers, 0);
+  for (const char* empty : {"", "|", "||", "/", "|/", "//"})  // no layer to build: a named error
+    EXPECT_ERROR_HAS(plan_of(empty), "has no layers");
   // Counts over all seven symbols, name-sorted; MTP counted once per depth.
   LayerPlan c = plan_of("M-M-|M-M*-/MM/MM");
   std::vector<std::pair<char, int64_t>> want = {{'*', 1}, {'D', 0}, {'G', 0}, {'M', 8}, {'+', 0}, {'-', 4}, {'E', 0}};
