@@ -1,5 +1,6 @@
 #include "data/gpt_data.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -23,10 +24,13 @@ std::vector<Weighted> parse_data_path(const std::vector<std::string>& path) {
   for (size_t i = 0; i < path.size(); i += 2) {
     char* end = nullptr;
     const double w = std::strtod(path[i].c_str(), &end);
-    HYTRA_CHECK(end && *end == '\0' && w >= 0, "--data-path: expected a non-negative weight before '", path[i + 1],
-                "', got '", path[i], "'");
+    HYTRA_CHECK(end != path[i].c_str() && *end == '\0' && std::isfinite(w) && w >= 0,
+                "--data-path: expected a finite non-negative weight before '", path[i + 1], "', got '", path[i], "'");
     out.push_back({w, path[i + 1]});
   }
+  double total = 0;
+  for (const auto& p : out) total += p.weight;
+  HYTRA_CHECK(total > 0, "--data-path: the blend weights are all zero (give at least one dataset a positive weight)");
   return out;
 }
 
@@ -35,7 +39,7 @@ std::vector<Weighted> parse_data_path(const std::vector<std::string>& path) {
 std::array<DataSplit, 3> build_gpt_splits(const std::vector<std::string>& data_path, const std::string& split,
                                           int64_t seq_length, uint32_t seed,
                                           const std::array<std::optional<int64_t>, 3>& num_samples,
-                                          const std::string& cache_dir) {
+                                          const std::string& cache_dir, int64_t vocab_size) {
   static const char* kSplitNames[3] = {"train", "valid", "test"};
   auto cache_for = [&](const std::string& prefix, size_t k) {
     const std::string dir = !cache_dir.empty() ? cache_dir
@@ -53,11 +57,12 @@ std::array<DataSplit, 3> build_gpt_splits(const std::vector<std::string>& data_p
   }
   std::array<DataSplit, 3> out;
   for (size_t k = 0; k < 3; ++k) {
+    // A zero --split weight leaves split k empty for every prefix alike.
+    if (!split_ranges(split, sources[0]->num_sequences())[k]) continue;
     if (parts.size() == 1) {
       const auto range = split_ranges(split, sources[0]->num_sequences())[k];
-      if (!range) continue;
       auto ds = std::make_shared<GptDataset>(sources[0], *range, seq_length, num_samples[k], seed,
-                                             cache_for(parts[0].prefix, k));
+                                             cache_for(parts[0].prefix, k), vocab_size);
       out[k] = {ds, ds->size()};
       continue;
     }
@@ -67,9 +72,8 @@ std::array<DataSplit, 3> build_gpt_splits(const std::vector<std::string>& data_p
     std::vector<std::shared_ptr<const SampleSource>> members;
     for (size_t d = 0; d < sources.size(); ++d) {
       const auto range = split_ranges(split, sources[d]->num_sequences())[k];
-      HYTRA_CHECK(range.has_value(), "--split: '", split, "' gives split ", k, " no data");
-      members.push_back(
-          std::make_shared<GptDataset>(sources[d], *range, seq_length, sizes[d], seed, cache_for(parts[d].prefix, k)));
+      members.push_back(std::make_shared<GptDataset>(sources[d], *range, seq_length, sizes[d], seed,
+                                                     cache_for(parts[d].prefix, k), vocab_size));
     }
     out[k] = {std::make_shared<BlendedDataset>(members, weights, n), n};
   }

@@ -18,9 +18,10 @@ struct DataSplit {
 
 // num_samples per split: none = one epoch (a single prefix only; blends need counts). The indices
 // are cached in cache_dir, or (empty) in {each dataset's directory}/cache/GPTDataset_indices.
+// vocab_size > 0: a sample holding a token outside [0, vocab_size) is an error (GptDataset).
 std::array<DataSplit, 3> build_gpt_splits(const std::vector<std::string>& data_path, const std::string& split,
                                           int64_t seq_length, uint32_t seed,
                                           const std::array<std::optional<int64_t>, 3>& num_samples,
-                                          const std::string& cache_dir = "");
+                                          const std::string& cache_dir = "", int64_t vocab_size = 0);
 
 }  // namespace hytra

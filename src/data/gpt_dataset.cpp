@@ -1,18 +1,14 @@
 #include "data/gpt_dataset.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <numeric>
 #include <regex>
 
 #include "core/error.h"
-#include "data/md5.h"
+#include "core/log.h"
+#include "data/index_cache.h"
 #include "data/mt19937.h"
-#include "data/npy.h"
 
 namespace hytra {
 
@@ -94,32 +90,42 @@ std::vector<int64_t> build_sample_index(const std::vector<int64_t>& lengths, con
   return rows;
 }
 
-GptIndices build_gpt_indices(const std::vector<int64_t>& lengths, SplitRange range, int64_t seq_length,
-                             std::optional<int64_t> num_samples, uint32_t seed) {
+EpochPlan plan_epochs(const std::vector<int64_t>& lengths, SplitRange range, int64_t seq_length,
+                      std::optional<int64_t> num_samples) {
   HYTRA_CHECK(seq_length > 0, "--seq-length: expected a positive integer, got ", seq_length);
   constexpr int64_t kExtra = 1;  // add_extra_token_to_sequence: samples hold seq_length + 1 tokens
-  int64_t tokens_per_epoch = 0;
-  for (int64_t s = range.begin; s < range.end; ++s) tokens_per_epoch += lengths[size_t(s)];
+  EpochPlan plan;
+  for (int64_t s = range.begin; s < range.end; ++s) plan.tokens_per_epoch += lengths[size_t(s)];
+  const int64_t T = plan.tokens_per_epoch;
+  if (T == 0) return plan;  // hytra decision 8: Megatron would loop forever counting epochs
+  if (num_samples) {
+    int64_t tokens = T;
+    while (tokens < *num_samples * seq_length + kExtra) {
+      tokens += T;
+      plan.num_epochs++;
+    }
+  }
+  if (plan.num_epochs > 1) {
+    plan.sans_final = ((plan.num_epochs - 1) * T - kExtra) / seq_length;
+    const int64_t from_final = *num_samples - plan.sans_final;
+    const int64_t per_epoch = (T - kExtra) / seq_length;
+    plan.separate_final_epoch = from_final < int64_t(0.80 * double(per_epoch));
+  }
+  plan.num_samples = (plan.num_epochs * T - kExtra) / seq_length;
+  return plan;
+}
+
+GptIndices build_gpt_indices(const std::vector<int64_t>& lengths, SplitRange range, int64_t seq_length,
+                             std::optional<int64_t> num_samples, uint32_t seed) {
+  const EpochPlan plan = plan_epochs(lengths, range, seq_length, num_samples);
   GptIndices idx;
-  if (tokens_per_epoch == 0) {  // hytra decision 8: Megatron would loop forever counting epochs
+  if (plan.tokens_per_epoch == 0) {
     HYTRA_CHECK(!num_samples || *num_samples == 0, "--split: the split of sequences [", range.begin, ", ", range.end,
                 ") holds no tokens but ", *num_samples, " samples were asked of it");
     return idx;
   }
-  if (num_samples) {
-    int64_t tokens = tokens_per_epoch;
-    while (tokens < *num_samples * seq_length + kExtra) {
-      tokens += tokens_per_epoch;
-      idx.num_epochs++;
-    }
-  }
-  int64_t sans_final = 0;
-  if (idx.num_epochs > 1) {
-    sans_final = ((idx.num_epochs - 1) * tokens_per_epoch - kExtra) / seq_length;
-    const int64_t from_final = *num_samples - sans_final;
-    const int64_t per_epoch = (tokens_per_epoch - kExtra) / seq_length;
-    idx.separate_final_epoch = from_final < int64_t(0.80 * double(per_epoch));
-  }
+  idx.num_epochs = plan.num_epochs;
+  idx.separate_final_epoch = plan.separate_final_epoch;
   RandomState rng(seed);
   if (idx.separate_final_epoch) {
     append_document_index(idx.document_index, range, idx.num_epochs - 1, rng);
@@ -128,68 +134,46 @@ GptIndices build_gpt_indices(const std::vector<int64_t>& lengths, SplitRange ran
     append_document_index(idx.document_index, range, idx.num_epochs, rng);
   }
 
-  idx.sample_index = build_sample_index(lengths, idx.document_index, seq_length, idx.num_epochs * tokens_per_epoch);
+  idx.sample_index =
+      build_sample_index(lengths, idx.document_index, seq_length, idx.num_epochs * plan.tokens_per_epoch);
   const int64_t n = int64_t(idx.sample_index.size()) / 2 - 1;
   if (idx.separate_final_epoch) {
-    append_shuffled_range(idx.shuffle_index, 0, sans_final, rng);
-    append_shuffled_range(idx.shuffle_index, sans_final, n, rng);
+    append_shuffled_range(idx.shuffle_index, 0, plan.sans_final, rng);
+    append_shuffled_range(idx.shuffle_index, plan.sans_final, n, rng);
   } else {
     append_shuffled_range(idx.shuffle_index, 0, n, rng);
   }
   return idx;
 }
 
-namespace {
-
-std::string description_of(const IndexCache& c, SplitRange range, int64_t seq_length, std::optional<int64_t> num_samples,
-                           uint32_t seed) {
-  std::string path;
-  for (char ch : c.dataset_path) path += (ch == '"' || ch == '\\') ? std::string("\\") + ch : std::string(1, ch);
-  return str("{\n    \"class\": \"GPTDataset\",\n    \"dataset_path\": \"", path, "\",\n    \"index_split\": \"",
-             c.split_name, "\",\n    \"sequence_range\": [", range.begin, ", ", range.end, "],\n    \"num_samples\": ",
-             num_samples ? std::to_string(*num_samples) : "null", ",\n    \"random_seed\": ", seed,
-             ",\n    \"sequence_length\": ", seq_length, ",\n    \"add_extra_token_to_sequence\": true\n}");
-}
-
-bool file_exists(const std::string& p) { return std::ifstream(p).good(); }
-
-std::vector<int64_t> as_vector(const NpyArray& a) { return a.values; }
-
-}  // namespace
-
 GptDataset::GptDataset(std::shared_ptr<const SequenceSource> source, SplitRange range, int64_t seq_length,
-                       std::optional<int64_t> num_samples, uint32_t seed, const std::optional<IndexCache>& cache)
-    : source_(std::move(source)), seq_length_(seq_length) {
+                       std::optional<int64_t> num_samples, uint32_t seed, const std::optional<IndexCache>& cache,
+                       int64_t vocab_size)
+    : source_(std::move(source)), seq_length_(seq_length), vocab_size_(vocab_size) {
   std::vector<int64_t> lengths(size_t(source_->num_sequences()));
   for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = source_->sequence_length(int64_t(i));
-  std::string base, description;
-  if (cache) {
-    description = description_of(*cache, range, seq_length, num_samples, seed);
-    base = cache->dir + "/" + md5_hex(description) + "-GPTDataset-" + cache->split_name + "-";
-    if (file_exists(base + "description.txt")) {
-      const NpyArray doc = read_npy(base + "document_index.npy");
-      idx_.document_index.assign(doc.values.begin(), doc.values.end());
-      idx_.sample_index = as_vector(read_npy(base + "sample_index.npy"));
-      idx_.shuffle_index = as_vector(read_npy(base + "shuffle_index.npy"));
-      HYTRA_CHECK(idx_.sample_index.size() == 2 * (idx_.shuffle_index.size() + 1) || idx_.shuffle_index.empty(),
-                  base, "*.npy: the cached indices disagree; delete them to rebuild");
-      from_cache_ = true;
-      return;
-    }
+  const EpochPlan plan = plan_epochs(lengths, range, seq_length, num_samples);
+  if (!cache || plan.tokens_per_epoch == 0) {  // an empty split has nothing worth caching
+    idx_ = build_gpt_indices(lengths, range, seq_length, num_samples, seed);
+    return;
+  }
+  const std::string description = cache_description(*cache, range, seq_length, num_samples, seed);
+  const std::string base = cache_base(*cache, description);
+  CacheRead r = read_index_cache(base, description, lengths, range, seq_length, plan);
+  if (r.indices) {
+    idx_ = std::move(*r.indices);
+    from_cache_ = true;
+    return;
   }
   idx_ = build_gpt_indices(lengths, range, seq_length, num_samples, seed);
-  if (!cache) return;
-  std::filesystem::create_directories(cache->dir);
-  const int64_t max_len = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
-  const bool small = std::max<int64_t>(int64_t(idx_.document_index.size()), max_len) <= INT32_MAX;
-  const int64_t n = int64_t(idx_.shuffle_index.size());
-  write_npy(base + "document_index.npy",
-            {"<i4", {int64_t(idx_.document_index.size())},
-             std::vector<int64_t>(idx_.document_index.begin(), idx_.document_index.end())});
-  write_npy(base + "sample_index.npy", {small ? "<i4" : "<i8", {n + 1, 2}, idx_.sample_index});
-  write_npy(base + "shuffle_index.npy", {n < int64_t(UINT32_MAX) - 1 ? "<u4" : "<i8", {n}, idx_.shuffle_index});
-  std::ofstream(base + "description.txt.tmp") << description;  // written last: marks a complete cache
-  std::filesystem::rename(base + "description.txt.tmp", base + "description.txt");
+  if (!r.problem.empty()) log_warn(r.problem + "; rebuilding the index cache");
+  try {
+    write_index_cache(base, description, idx_, lengths);
+  } catch (const Error& e) {
+    if (r.problem.empty()) throw;
+    fail(str(r.problem, "; the cache cannot be rebuilt (", e.what(), "): delete ", base,
+             "* or pass a writable --data-cache-path"));
+  }
 }
 
 std::vector<int32_t> GptDataset::sample(int64_t i) const {
@@ -204,11 +188,38 @@ std::vector<int32_t> GptDataset::sample(int64_t i) const {
     const int64_t seq = idx_.document_index[size_t(pos)];
     const int64_t stop = pos == end_pos ? end_offset + 1 : source_->sequence_length(seq);
     source_->read(seq, offset, stop - offset, out.data() + filled);
+    if (vocab_size_ > 0) check_vocabulary(out.data() + filled, stop - offset, seq, offset, i);
     filled += stop - offset;
   }
   HYTRA_ASSERT(filled == seq_length_ + 1, "sample ", i, " has ", filled, " tokens");
   return out;
 }
+
+void GptDataset::check_vocabulary(const int32_t* tokens, int64_t count, int64_t seq, int64_t offset,
+                                  int64_t item) const {
+  for (int64_t k = 0; k < count; ++k) {
+    if (tokens[k] >= 0 && tokens[k] < vocab_size_) continue;
+    // Megatron would index its embedding out of range; hytra's padded rows would train silently.
+    fail(str(source_->name(), ": token ", tokens[k], " (sequence ", seq, ", token ", offset + k, "; dataset item ",
+             item, ", sample ", idx_.shuffle_index[size_t(item)], ") is outside the vocabulary [0, ", vocab_size_,
+             "): the data was tokenized with another vocabulary than --tokenizer-type/--vocab-file (or --vocab-size) "
+             "give"));
+  }
+}
+
+namespace {
+
+double checked_weight_sum(const std::vector<double>& weights) {
+  double total = 0;
+  for (double w : weights) {
+    HYTRA_CHECK(std::isfinite(w) && w >= 0, "--data-path: blend weight ", w, " is not a finite non-negative number");
+    total += w;
+  }
+  HYTRA_CHECK(total > 0, "--data-path: the blend weights are all zero (give at least one dataset a positive weight)");
+  return total;
+}
+
+}  // namespace
 
 std::array<int64_t, 3> split_sample_counts(int64_t train_iters, int64_t global_batch, int64_t eval_interval,
                                            int64_t eval_iters) {
@@ -221,8 +232,7 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const SampleSource>> 
     : datasets_(std::move(datasets)) {
   HYTRA_CHECK(!datasets_.empty() && datasets_.size() == weights.size() && datasets_.size() < 32768,
               "--data-path: expected weight/prefix pairs");
-  double total = 0;
-  for (double w : weights) total += w;
+  const double total = checked_weight_sum(weights);
   for (double& w : weights) w /= total;
   std::vector<int64_t> taken(weights.size(), 0);
   dataset_index_.resize(size_t(size));
@@ -249,8 +259,7 @@ std::vector<int32_t> BlendedDataset::sample(int64_t i) const {
 }
 
 std::vector<int64_t> BlendedDataset::per_dataset_sizes(const std::vector<double>& weights, int64_t size) {
-  double total = 0;
-  for (double w : weights) total += w;
+  const double total = checked_weight_sum(weights);
   std::vector<int64_t> out;
   for (double w : weights) out.push_back(int64_t(std::ceil(std::ceil(double(size) * (w / total)) * 1.005)));
   return out;

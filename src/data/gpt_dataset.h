@@ -25,9 +25,21 @@ struct GptIndices {
   std::vector<int32_t> document_index;  // (E * sequences of the split) sequence ids, shuffled
   std::vector<int64_t> sample_index;    // ((n+1) * 2): (position in document_index, token offset)
   std::vector<int64_t> shuffle_index;   // (n): dataset item -> sample
-  int64_t num_epochs = 1;              // (these two only when built, not when read from a cache)
+  int64_t num_epochs = 1;
   bool separate_final_epoch = false;
 };
+
+// Megatron's epoch arithmetic for one split (SPEC B1.7 step 2) and the sample count it implies;
+// what the indices of a cache must add up to.
+struct EpochPlan {
+  int64_t tokens_per_epoch = 0;  // T: tokens of the split's sequences
+  int64_t num_epochs = 1;        // E
+  bool separate_final_epoch = false;
+  int64_t sans_final = 0;   // samples before the final epoch (shuffled apart when separate)
+  int64_t num_samples = 0;  // n = (E * T - 1) / seq_length; 0 when T is 0
+};
+EpochPlan plan_epochs(const std::vector<int64_t>& lengths, SplitRange range, int64_t seq_length,
+                      std::optional<int64_t> num_samples);
 
 // Megatron's build_sample_idx: ((n+1) * 2) rows of (position in document_index, token offset)
 // for n = (num_tokens - 1) / seq_length samples over the documents in document_index order.
@@ -40,7 +52,9 @@ GptIndices build_gpt_indices(const std::vector<int64_t>& lengths, SplitRange ran
 
 // Where a GPTDataset keeps its indices between runs (SPEC B1.7 "Cache files"): in `dir`,
 // {md5 of the description}-GPTDataset-{split}-description.txt and -document_index.npy,
-// -sample_index.npy, -shuffle_index.npy; reused when present, else built and written.
+// -sample_index.npy, -shuffle_index.npy as Megatron names them, plus hytra's -hytra_checksums.txt.
+// A cache is never trusted blindly (index_cache.h): a stale, damaged or out-of-range one is rebuilt
+// with a warning, or is a named error where it cannot be rewritten.
 struct IndexCache {
   std::string dir;           // --data-cache-path, or {dataset dir}/cache/GPTDataset_indices
   std::string dataset_path;  // the prefix, part of the description
@@ -49,8 +63,11 @@ struct IndexCache {
 
 class GptDataset : public SampleSource {
  public:
+  // vocab_size > 0: every token of a sample must lie in [0, vocab_size) (the tokenizer's size
+  // before padding), else sample() is an error naming the file, sequence, item and token.
   GptDataset(std::shared_ptr<const SequenceSource> source, SplitRange range, int64_t seq_length,
-             std::optional<int64_t> num_samples, uint32_t seed, const std::optional<IndexCache>& cache = {});
+             std::optional<int64_t> num_samples, uint32_t seed, const std::optional<IndexCache>& cache = {},
+             int64_t vocab_size = 0);
 
   int64_t size() const { return int64_t(idx_.shuffle_index.size()); }
   const GptIndices& indices() const { return idx_; }
@@ -59,8 +76,10 @@ class GptDataset : public SampleSource {
   std::vector<int32_t> sample(int64_t i) const override;
 
  private:
+  void check_vocabulary(const int32_t* tokens, int64_t count, int64_t seq, int64_t offset, int64_t item) const;
+
   std::shared_ptr<const SequenceSource> source_;
-  int64_t seq_length_;
+  int64_t seq_length_, vocab_size_;
   GptIndices idx_;
   bool from_cache_ = false;
 };
@@ -70,7 +89,7 @@ class GptDataset : public SampleSource {
 std::array<int64_t, 3> split_sample_counts(int64_t train_iters, int64_t global_batch, int64_t eval_interval,
                                            int64_t eval_iters);
 
-// BlendedDataset: weights normalised; item s comes from the dataset k maximising
+// BlendedDataset: weights (finite, >= 0, not all zero) normalised; item s comes from the dataset k maximising
 // w_k * max(s, 1) - taken_k (ties: lowest k), as its taken_k-th item.
 class BlendedDataset : public SampleSource {
  public:

@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 
@@ -43,15 +46,22 @@ void append_le(std::vector<unsigned char>& out, T v) {
   out.insert(out.end(), b, b + sizeof v);
 }
 
-int64_t token_at(const unsigned char* p, TokenDtype t) {
+int32_t saturate(int64_t v) { return int32_t(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX)); }
+
+int32_t saturate(double v) {
+  if (!(v >= double(INT32_MIN))) return INT32_MIN;  // also NaN
+  return v > double(INT32_MAX) ? INT32_MAX : int32_t(v);
+}
+
+int32_t token_at(const unsigned char* p, TokenDtype t) {
   switch (t) {
     case TokenDtype::U8: return *p;
     case TokenDtype::I8: return int8_t(*p);
     case TokenDtype::I16: return read_le<int16_t>(p);
     case TokenDtype::I32: return read_le<int32_t>(p);
-    case TokenDtype::I64: return read_le<int64_t>(p);
-    case TokenDtype::F64: return int64_t(read_le<double>(p));
-    case TokenDtype::F32: return int64_t(read_le<float>(p));
+    case TokenDtype::I64: return saturate(read_le<int64_t>(p));
+    case TokenDtype::F64: return saturate(read_le<double>(p));
+    case TokenDtype::F32: return saturate(double(read_le<float>(p)));
     case TokenDtype::U16: return read_le<uint16_t>(p);
   }
   return 0;
@@ -101,39 +111,50 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   lengths_.resize(S);
   pointers_.resize(S);
   document_indices_.resize(D);
+
+  // The .bin's size first: every sequence must lie inside it, so no .idx value can lead a read astray.
+  const int fd = open(bin_path.c_str(), O_RDONLY);
+  HYTRA_CHECK(fd >= 0, bin_path, ": cannot open (", std::strerror(errno), ")");
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    fail(str(bin_path, ": cannot stat (", std::strerror(errno), ")"));
+  }
+  bin_size_ = size_t(st.st_size);
+  const int64_t bin_size = int64_t(st.st_size);
+  auto check = [&](bool ok, const auto&... msg) {
+    if (!ok) {
+      close(fd);
+      fail(str(msg...));
+    }
+  };
   const unsigned char* p = idx.data() + kHeader;
   const int64_t item = int64_t(token_dtype_size(dtype_));
-  int64_t expected_pointer = 0;
+  int64_t expected_pointer = 0;  // <= bin_size throughout, so nothing below overflows
   for (uint64_t i = 0; i < S; ++i) {
     lengths_[i] = read_le<int32_t>(p + 4 * i);
     pointers_[i] = read_le<int64_t>(p + 4 * S + 8 * i);
-    HYTRA_CHECK(lengths_[i] >= 0, idx_path, ": sequence ", i, " has negative length ", lengths_[i]);
-    HYTRA_CHECK(pointers_[i] == expected_pointer, idx_path, ": sequence ", i, " starts at byte ", pointers_[i],
-                " of the .bin, expected ", expected_pointer, " (the sum of the previous lengths)");
+    check(lengths_[i] >= 0, idx_path, ": sequence ", i, " has negative length ", lengths_[i]);
+    check(pointers_[i] == expected_pointer, idx_path, ": sequence ", i, " starts at byte ", pointers_[i],
+          " of the .bin, expected ", expected_pointer, " (the sum of the previous lengths)");
+    check(lengths_[i] <= (bin_size - expected_pointer) / item, bin_path, ": truncated: sequence ", i, " of ",
+          idx_path, " (", lengths_[i], " tokens of ", item, " bytes from byte ", expected_pointer,
+          ") runs past its end (", bin_size, " bytes)");
     expected_pointer += lengths_[i] * item;
   }
   num_tokens_ = expected_pointer / item;
   for (uint64_t d = 0; d < D; ++d) {
     document_indices_[d] = read_le<int64_t>(p + 12 * S + 8 * d);
-    HYTRA_CHECK(d == 0 ? document_indices_[d] == 0 : document_indices_[d] >= document_indices_[d - 1], idx_path,
-                ": document index ", d, " (", document_indices_[d], ") must start at 0 and never decrease");
+    check(d == 0 ? document_indices_[d] == 0 : document_indices_[d] >= document_indices_[d - 1], idx_path,
+          ": document index ", d, " (", document_indices_[d], ") must start at 0 and never decrease");
   }
-  HYTRA_CHECK(document_indices_.back() == int64_t(S), idx_path, ": the last document index is ",
-              document_indices_.back(), ", expected the sequence count ", S);
-
-  const int fd = open(bin_path.c_str(), O_RDONLY);
-  HYTRA_CHECK(fd >= 0, bin_path, ": cannot open (", std::strerror(errno), ")");
-  struct stat st;
-  fstat(fd, &st);
-  bin_size_ = size_t(st.st_size);
-  if (bin_size_ != size_t(expected_pointer)) {
-    close(fd);
-    fail(str(bin_path, ": ", bin_size_ < size_t(expected_pointer) ? "truncated" : "trailing bytes", ": expected ",
-             expected_pointer, " bytes (", num_tokens_, " tokens of ", item, " bytes), got ", bin_size_));
-  }
+  check(document_indices_.back() == int64_t(S), idx_path, ": the last document index is ", document_indices_.back(),
+        ", expected the sequence count ", S);
+  check(bin_size == expected_pointer, bin_path, ": trailing bytes: expected ", expected_pointer, " bytes (",
+        num_tokens_, " tokens of ", item, " bytes), got ", bin_size);
   if (bin_size_ > 0) {
     void* m = mmap(nullptr, bin_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    HYTRA_CHECK(m != MAP_FAILED, bin_path, ": mmap failed (", std::strerror(errno), ")");
+    check(m != MAP_FAILED, bin_path, ": mmap failed (", std::strerror(errno), ")");
     bin_ = static_cast<const unsigned char*>(m);
   }
   close(fd);
@@ -144,8 +165,11 @@ IndexedDataset::~IndexedDataset() {
 }
 
 void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const {
-  HYTRA_ASSERT(seq >= 0 && seq < num_sequences_ && offset >= 0 && offset + count <= lengths_[size_t(seq)],
-               "read of sequence ", seq, " [", offset, ", +", count, ")");
+  HYTRA_CHECK(seq >= 0 && seq < num_sequences_ && offset >= 0 && count >= 0 &&
+                  offset <= lengths_[size_t(seq)] - count,
+              prefix_, ".bin: cannot read tokens [", offset, ", ", offset + count, ") of sequence ", seq, ": it has ",
+              seq >= 0 && seq < num_sequences_ ? lengths_[size_t(seq)] : 0, " tokens (", num_sequences_,
+              " sequences)");
   const size_t item = token_dtype_size(dtype_);
   const unsigned char* p = bin_ + size_t(pointers_[size_t(seq)]) + size_t(offset) * item;
   for (int64_t k = 0; k < count; ++k) out[k] = int32_t(token_at(p + size_t(k) * item, dtype_));

@@ -31,7 +31,10 @@ class IndexedDataset : public SequenceSource {
   int64_t sequence_length(int64_t i) const override { return lengths_[size_t(i)]; }
   const std::vector<int64_t>& document_indices() const { return document_indices_; }
   int64_t num_tokens() const { return num_tokens_; }
+  // Tokens outside int32 (int64 and float dtypes) saturate to INT32_MIN / INT32_MAX (NaN: INT32_MIN),
+  // so a vocabulary check still sees them.
   void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const override;
+  std::string name() const override { return prefix_ + ".bin"; }
   std::vector<int32_t> sequence(int64_t i) const;
   const std::string& prefix() const { return prefix_; }
 

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -68,27 +70,35 @@ NpyArray read_npy(const std::string& path) {
   HYTRA_CHECK(std::regex_match(header, m, re), path, ": unsupported .npy header ", header);
   NpyArray a;
   a.descr = m[1].str();
-  a.shape.push_back(std::stoll(m[2].str()));
-  if (!m[3].str().empty()) a.shape.push_back(std::stoll(m[3].str()));
   const int item = item_size(a.descr);
   HYTRA_CHECK(item > 0, path, ": unsupported dtype ", a.descr);
-  int64_t n = 1;
-  for (int64_t d : a.shape) n *= d;
-  HYTRA_CHECK(bytes.size() == 10 + hlen + size_t(n * item), path, ": expected ", n, " elements of ", item,
-              " bytes after the header, got ", bytes.size() - 10 - hlen, " bytes");
-  a.values.resize(size_t(n));
+  const size_t data_bytes = bytes.size() - 10 - hlen;
+  size_t n = 1, total = 0;
+  bool overflow = false;  // a shape no file could hold
+  for (int k : {2, 3}) {
+    const std::string d = m[k].str();
+    if (k == 3 && d.empty()) break;
+    const size_t v = d.size() <= 18 ? size_t(std::stoll(d)) : SIZE_MAX;
+    overflow |= __builtin_mul_overflow(n, v, &n);
+    a.shape.push_back(int64_t(std::min<size_t>(v, INT64_MAX)));
+  }
+  overflow |= __builtin_mul_overflow(n, size_t(item), &total);
+  HYTRA_CHECK(!overflow && data_bytes == total, path, ": the header's shape (", m[2].str(),
+              m[3].str().empty() ? "" : ", " + m[3].str(), ") of ", item, "-byte elements does not match the ",
+              data_bytes, " bytes of data after it");
+  a.values.resize(n);
   const char* p = bytes.data() + 10 + hlen;
-  for (int64_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     if (a.descr == "<i4") {
       int32_t x;
       std::memcpy(&x, p + 4 * i, 4);
-      a.values[size_t(i)] = x;
+      a.values[i] = x;
     } else if (a.descr == "<u4") {
       uint32_t x;
       std::memcpy(&x, p + 4 * i, 4);
-      a.values[size_t(i)] = x;
+      a.values[i] = x;
     } else {
-      std::memcpy(&a.values[size_t(i)], p + 8 * i, 8);
+      std::memcpy(&a.values[i], p + 8 * i, 8);
     }
   }
   return a;

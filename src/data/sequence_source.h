@@ -2,6 +2,7 @@
 // sees them: a count, each sequence's length, and reads of token ranges.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace hytra {
@@ -13,6 +14,8 @@ class SequenceSource {
   virtual int64_t sequence_length(int64_t i) const = 0;
   // out[0 .. count) = tokens [offset, offset + count) of sequence `seq`.
   virtual void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const = 0;
+  // Where the tokens live, for error messages (PREFIX.bin).
+  virtual std::string name() const = 0;
 };
 
 // Sequences held in memory (tests, small tools).
@@ -24,6 +27,7 @@ class InMemorySequences : public SequenceSource {
   void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const override {
     for (int64_t k = 0; k < count; ++k) out[k] = seqs_[size_t(seq)][size_t(offset + k)];
   }
+  std::string name() const override { return "in-memory sequences"; }
 
  private:
   std::vector<std::vector<int32_t>> seqs_;

@@ -111,7 +111,7 @@ std::array<std::shared_ptr<const SampleSource>, 2> data_sources(const ModelConfi
   const auto counts = split_sample_counts(tc.train_iters, tc.global_batch(), tc.eval_interval, tc.eval_iters);
   const auto splits = build_gpt_splits(tc.data_path, tc.split, mc.seq_length, uint32_t(tc.seed),
                                        {counts[0], counts[1], 0},  // the test split is not used in training
-                                       tc.data_cache_path);
+                                       tc.data_cache_path, mc.vocab_size);
   HYTRA_CHECK(splits[0].data != nullptr, "--split: '", tc.split, "' leaves no training data");
   HYTRA_CHECK(splits[1].data != nullptr || tc.eval_interval == 0 || tc.eval_iters == 0, "--split: '", tc.split,
               "' leaves no validation data (set --eval-iters 0 to train without validation)");

@@ -1,17 +1,20 @@
 // GPTDataset sampling against numpy (known RandomState outputs, and an independent numpy
 // rendition of SPEC.md B1.7 in gpt_dataset_ref.py), the SPEC's worked example, split rounding,
-// epochs, empty documents and blending.
+// epochs, empty documents, blending and its weights, and tokens outside the vocabulary.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 
 #include <unistd.h>
 
 #include "core/error.h"
+#include "data/gpt_data.h"
 #include "data/gpt_dataset.h"
+#include "data/indexed_dataset.h"
 #include "data/md5.h"
 #include "data/mt19937.h"
 #include "data/npy.h"
@@ -81,6 +84,67 @@ TEST(GptDataset, BlendingIsGreedyOnWeights) {
   for (int64_t s = 0; s < 4; ++s) first.push_back(blend.sample(s)[0]);
   EXPECT_EQ(first, (std::vector<int32_t>{1, 2, 1, 2}));
   EXPECT_EQ(BlendedDataset::per_dataset_sizes({0.3, 0.7}, 1000), (std::vector<int64_t>{302, 704}));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GptDataset, TokensOutsideTheVocabularyAreNamedErrors) {
+  // Vocabulary 300 (padded to 384 by the model): token 300 would train an unused padded row.
+  const std::string prefix = testing::TempDir() + "hytra_oov";
+  IndexedDatasetWriter w(prefix, TokenDtype::U16);
+  w.add_document({1, 2, 3, 4, 5, 6, 7, 8});
+  w.add_document({9, 10, 300, 11, 12, 13, 14, 15});
+  w.finalize();
+  auto src = std::make_shared<IndexedDataset>(prefix);
+  GptDataset ok(src, SplitRange{0, 2}, 3, std::nullopt, 1, {}, 301);
+  for (int64_t i = 0; i < ok.size(); ++i) EXPECT_NO_THROW(ok.sample(i));
+  GptDataset ds(src, SplitRange{0, 2}, 3, std::nullopt, 1, {}, 300);
+  std::string msg;
+  for (int64_t i = 0; i < ds.size() && msg.empty(); ++i) msg = error_of([&] { ds.sample(i); });
+  EXPECT_NE(msg.find(prefix + ".bin: token 300 (sequence 1, token 2; dataset item "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("outside the vocabulary [0, 300)"), std::string::npos) << msg;
+  // Through --data-path, as training builds it.
+  const std::string from_splits = error_of([&] {
+    const auto splits = build_gpt_splits({prefix}, "1", 3, 1, {std::nullopt, std::nullopt, std::nullopt},
+                                         testing::TempDir() + "hytra_oov_cache", 300);
+    for (int64_t i = 0; i < splits[0].size; ++i) splits[0].data->sample(i);
+  });
+  EXPECT_NE(from_splits.find("token 300"), std::string::npos) << from_splits;
+  // Negative tokens too (signed dtypes).
+  auto neg = std::make_shared<InMemorySequences>(std::vector<std::vector<int32_t>>{{1, 2, -4, 3, 5}});
+  GptDataset nds(neg, SplitRange{0, 1}, 4, std::nullopt, 1, {}, 300);
+  EXPECT_NE(error_of([&] { nds.sample(0); }).find("in-memory sequences: token -4"), std::string::npos);
+}
+
+TEST(GptDataset, BlendWeightsMustBeFiniteNonNegativeAndNotAllZero) {
+  const std::string prefix = testing::TempDir() + "hytra_blend";
+  IndexedDatasetWriter w(prefix, TokenDtype::U16);
+  for (int d = 0; d < 20; ++d) w.add_document(std::vector<int32_t>(10, d));
+  w.finalize();
+  auto build = [&](const std::string& w1, const std::string& w2) {
+    return error_of([&] {
+      build_gpt_splits({w1, prefix, w2, prefix}, "90,10,0", 4, 1, {8, 8, 0}, testing::TempDir() + "hytra_blend_cache");
+    });
+  };
+  const std::string zero = build("0", "0");
+  EXPECT_NE(zero.find("--data-path: the blend weights are all zero"), std::string::npos) << zero;
+  for (const char* bad : {"-1", "nan", "inf", "x"}) {
+    const std::string msg = build(bad, "1");
+    EXPECT_NE(msg.find("--data-path: expected a finite non-negative weight"), std::string::npos) << bad << ": " << msg;
+  }
+  EXPECT_EQ(build("0", "1"), "");  // one zero weight is fine
+  auto one = std::make_shared<InMemorySequences>(std::vector<std::vector<int32_t>>{{1, 1, 1, 1, 1}});
+  auto member = std::make_shared<GptDataset>(one, SplitRange{0, 1}, 2, std::nullopt, 3);
+  const std::vector<std::shared_ptr<const SampleSource>> two = {member, member};
+  EXPECT_NE(error_of([&] { BlendedDataset(two, {0.0, 0.0}, 4); }).find("--data-path"), std::string::npos);
+  EXPECT_NE(error_of([&] { BlendedDataset::per_dataset_sizes({0.0, 0.0}, 4); }).find("all zero"), std::string::npos);
 }
 
 TEST(IndexCache, Md5MatchesRfc1321) {

@@ -3,7 +3,11 @@
 // implementation (indexed_dataset_ref.py).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <climits>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -117,6 +121,70 @@ TEST(IndexedDataset, CorruptFilesAreNamedErrors) {
   EXPECT_NE(variant("pointer", with(34 + 8 + 8, 7), bin).find("starts at byte"), std::string::npos);
   EXPECT_NE(variant("docidx", with(82 - 8, 5), bin).find("last document index"), std::string::npos);
   EXPECT_NE(error_of(tmp("missing")).find("cannot open"), std::string::npos);
+}
+
+TEST(IndexedDataset, IdxValuesAreCheckedAgainstTheBin) {
+  const std::string p = tmp("sizes");
+  IndexedDatasetWriter w(p, TokenDtype::U16);
+  w.add_document({10, 11, 12});
+  w.add_document({13, 50256});
+  w.finalize();
+  const auto idx = bytes_of(p + ".idx"), bin = bytes_of(p + ".bin");
+  // Header 34 bytes, then the two int32 lengths, the two int64 pointers, the document indices.
+  auto with = [&](size_t at, std::vector<unsigned char> v) {
+    auto c = idx;
+    std::copy(v.begin(), v.end(), c.begin() + long(at));
+    return c;
+  };
+  auto variant = [&](const std::string& name, const std::vector<unsigned char>& i) {
+    const std::string q = tmp(name);
+    write_bytes(q + ".idx", i);
+    write_bytes(q + ".bin", bin);
+    return error_of(q);
+  };
+  const std::string negative = variant("neg", with(38, {0xff, 0xff, 0xff, 0xff}));
+  EXPECT_NE(negative.find(".idx: sequence 1 has negative length -1"), std::string::npos) << negative;
+  const std::string huge = variant("huge", with(38, {0xff, 0xff, 0xff, 0x7f}));  // 2^31 - 1 tokens
+  EXPECT_NE(huge.find(".bin: truncated: sequence 1 of"), std::string::npos) << huge;
+  EXPECT_NE(huge.find("2147483647 tokens"), std::string::npos) << huge;
+  const std::string past = variant("past", with(50, {0xe8, 0x03, 0, 0}));  // pointer 1000
+  EXPECT_NE(past.find(".idx: sequence 1 starts at byte 1000"), std::string::npos) << past;
+  // Reads outside a sequence are named errors, not internal ones.
+  IndexedDataset d(p);
+  int32_t out[4];
+  for (auto [seq, offset, count] : {std::array<int64_t, 3>{2, 0, 1}, {-1, 0, 1}, {1, 1, 2}, {0, -1, 1}}) {
+    try {
+      d.read(seq, offset, count, out);
+      ADD_FAILURE() << seq << " " << offset << " " << count;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(p + ".bin: cannot read tokens"), std::string::npos) << msg;
+      EXPECT_EQ(msg.find("internal error"), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(IndexedDataset, TokensBeyondInt32Saturate) {
+  // int64 and float tokens outside int32 must not wrap into a valid id (2^32 + 5 is not token 5).
+  for (TokenDtype t : {TokenDtype::I64, TokenDtype::F64}) {
+    const std::string p = tmp("wide" + std::to_string(int(t)));
+    IndexedDatasetWriter w(p, t);
+    w.add_document({1, 2, 3});
+    w.finalize();
+    auto bin = bytes_of(p + ".bin");
+    const int64_t big = (int64_t(1) << 32) + 5, neg = -(int64_t(1) << 40);
+    const double nan = std::nan("");
+    if (t == TokenDtype::I64) {
+      std::memcpy(bin.data(), &big, 8);
+      std::memcpy(bin.data() + 8, &neg, 8);
+    } else {
+      const double b = double(big);
+      std::memcpy(bin.data(), &b, 8);
+      std::memcpy(bin.data() + 8, &nan, 8);
+    }
+    write_bytes(p + ".bin", bin);
+    EXPECT_EQ(IndexedDataset(p).sequence(0), (std::vector<int32_t>{INT32_MAX, INT32_MIN, 3})) << int(t);
+  }
 }
 
 bool have_numpy() { return std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") == 0; }
