@@ -12,6 +12,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/md5.h"
 #include "data/npy.h"
@@ -67,16 +68,6 @@ std::vector<std::string> sidecar_lines(const std::vector<int64_t>& lengths, cons
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  HYTRA_CHECK(f != nullptr, tmp, ": cannot create (", std::strerror(errno), ")");
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
-                  fsync(fileno(f)) == 0;
-  std::fclose(f);
-  HYTRA_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, path, ": write failed (", std::strerror(errno), ")");
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -247,8 +238,8 @@ void write_index_cache(const std::string& base, const std::string& description, 
   write_npy(base + "shuffle_index.npy", shuffle);
   std::string sidecar;
   for (const std::string& line : sidecar_lines(lengths, doc, sample, shuffle)) sidecar += line + "\n";
-  write_text(base + "hytra_checksums.txt", sidecar);
-  write_text(base + "description.txt", description);
+  write_file_atomic(base + "hytra_checksums.txt", sidecar);
+  write_file_atomic(base + "description.txt", description);
 }
 
 }  // namespace hytra

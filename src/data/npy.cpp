@@ -11,6 +11,7 @@
 #include <iterator>
 #include <regex>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace hytra {
@@ -47,13 +48,7 @@ void write_npy(const std::string& path, const NpyArray& a) {
     }
     bytes.append(b, size_t(item));
   }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  HYTRA_CHECK(f != nullptr, tmp, ": cannot create (", std::strerror(errno), ")");
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0 &&
-                  fsync(fileno(f)) == 0;
-  std::fclose(f);
-  HYTRA_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, path, ": write failed (", std::strerror(errno), ")");
+  write_file_atomic(path, bytes);
 }
 
 NpyArray read_npy(const std::string& path) {

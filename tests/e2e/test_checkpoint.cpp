@@ -403,7 +403,7 @@ TEST(Checkpoint, LoadRefusesAnotherArchitecture) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> differences = {
       {{"--hybrid-layer-pattern", "*-*-"}, "layer pattern"},                                 // 6 layers into 4
       {{"--num-attention-heads", "8", "--kv-channels", "4"}, "--num-attention-heads"},        // same QKV shape
-      {{"--squared-relu"}, "--activation: checkpoint gelu, this run squared_relu"},          // same MLP shapes
+      {{"--squared-relu"}, "checkpoint gelu, this run squared_relu"},          // same MLP shapes
       {{"--vocab-size", "90"}, "--vocab-size: checkpoint 96, this run 90"},                  // both padded to 96
       {{"--untie-embeddings-and-output-weights=false"}, "--untie-embeddings-and-output-weights"},
   };

@@ -200,8 +200,9 @@ TEST(IndexCache, StaleCacheThatCannotBeRewrittenIsANamedError) {
   auto src = write_dataset(c.dir + "/ds", 5, 0);
   c.open(src);
   corrupt(c.base + "shuffle_index.npy", [](auto& v) { v.assign(v.size(), int64_t(1) << 31); });
-  // A directory where the rewrite's temporary file goes: unwritable even for root.
-  std::filesystem::create_directories(c.base + "document_index.npy.tmp");
+  // A directory where the rewrite's temporary file goes (core/atomic_file.h names it PATH.tmp-PID):
+  // unwritable even for root.
+  std::filesystem::create_directories(c.base + "document_index.npy.tmp-" + std::to_string(getpid()));
   testing::internal::CaptureStderr();
   try {
     GptDataset ds(src, kRange, kSeqLength, kNumSamples, kSeed, c.cache);
