@@ -135,7 +135,7 @@ void target_model_entries(std::vector<Entry>& out, const Env& e) {
   // LM head: the logits GEMM alone (whole vocabulary, fp32 out) is the floor of the fused forward.
   out.push_back({"gemm", dims({N, V, C}) + " nt C=fp32 (lm head)", bf, 2.0 * N * V * C, 0, [=] {
                    Tensor A = uniform({N, C}, bf, dev, 1), Bm = uniform({V, C}, bf, dev, 2), Cm = uniform({N, V}, f32, dev, 3);
-                   return std::function<void()>([=]() mutable { ops::gemm(*ex, Cm, A, Bm, false, true); });
+                   return std::function<void()>([=]() mutable { ops::gemm(*ex, Cm, A, Bm, false, true, 1.0f, 0.0f); });
                  }});
   for (int64_t chunk : {int64_t(4096), int64_t(8192), int64_t(16384)}) {
     const std::string cs = ncv + " chunk=" + dims({chunk});
@@ -186,7 +186,7 @@ std::vector<Entry> entries(const Env& e) {
                      Tensor A = uniform(ta ? Shape{K, M} : Shape{M, K}, ab, dev, 1);
                      Tensor B = uniform(tb ? Shape{N, K} : Shape{K, N}, ab, dev, 2);
                      Tensor C = uniform({M, N}, c, dev, 3);
-                     return std::function<void()>([=]() mutable { ops::gemm(*ex, C, A, B, ta, tb); });
+                     return std::function<void()>([=]() mutable { ops::gemm(*ex, C, A, B, ta, tb, 1.0f, 0.0f); });
                    }});
   };
   if (e.big) {

@@ -37,7 +37,7 @@ Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
   s.x32 = Tensor::empty({N, n * C}, sd, dev);
   ops::copy(ex, s.x32, s.X);
   s.proj = Tensor::empty({N, P}, sd, dev);
-  ops::gemm(ex, s.proj, s.x32, w_->master, false, true);
+  ops::gemm(ex, s.proj, s.x32, w_->master, false, true, 1.0f, 0.0f);
   s.alpha = Tensor::empty({3}, sd, dev);
   for (int i = 0; i < 3; ++i) {
     Tensor a = s.alpha.narrow(0, i, 1);

@@ -25,7 +25,7 @@ Tensor Linear::forward(StepContext& ctx, const Tensor& x) {
   const int64_t N = x.numel() / in_;
   Tensor x2 = x.view({N, in_});
   Tensor y = Tensor::empty({N, out_}, x.dtype(), x.device());  // (N, out)
-  ops::gemm(ex, y, x2, w_->value, false, true);
+  ops::gemm(ex, y, x2, w_->value, false, true, 1.0f, 0.0f);
   if (b_) ops::gemm(ex, y, ones_column(ex, N, x.dtype(), x.device()), b_->value.view({1, out_}), false, false, 1, 1);
 
   ctx.saved<Saved>(this).x = x2;
@@ -40,7 +40,7 @@ Tensor Linear::backward(StepContext& ctx, const Tensor& dy) {
   const int64_t N = s.x.size(0);
   Tensor dy2 = dy.view({N, out_});
   Tensor dx = Tensor::empty({N, in_}, dy.dtype(), dy.device());  // (N, in)
-  ops::gemm(ex, dx, dy2, w_->value, false, false);
+  ops::gemm(ex, dx, dy2, w_->value, false, false, 1.0f, 0.0f);
   Tensor x = s.x;
   Param* w = w_;
   Param* b = b_;

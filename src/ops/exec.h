@@ -5,7 +5,7 @@
 
 namespace hytra {
 
-class Backend;
+struct Backend;
 
 class Exec {
  public:

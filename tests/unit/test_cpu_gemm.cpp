@@ -118,7 +118,7 @@ TEST(CpuGemm, SmallIntegersExact) {
       A32.copy_from(A.to_f32_vector());
       B32.copy_from(B.to_f32_vector());
       Tensor C = Tensor::empty(with_batch(d, d.M, d.N), DType::F32);
-      ops::gemm(Exec::cpu(), C, A32, B32, ta, tb);
+      ops::gemm(Exec::cpu(), C, A32, B32, ta, tb, 1.0f, 0.0f);
       EXPECT_TRUE(test::all_close(C, naive_gemm(d, A, B, C, ta, tb, 1.0, 0.0), {0.0, 0.0}))
           << "ta=" << ta << " tb=" << tb;
     }
@@ -131,8 +131,8 @@ TEST(CpuGemm, BitwiseRepeatableAndTilingIndependent) {
   Tensor A = test::random_uniform({M, K}, DType::F32, 5100);
   Tensor B = test::random_uniform({N, K}, DType::F32, 5101);
   Tensor C1 = Tensor::empty({M, N}, DType::F32), C2 = Tensor::empty({M, N}, DType::F32);
-  ops::gemm(Exec::cpu(), C1, A, B, false, true);
-  ops::gemm(Exec::cpu(), C2, A, B, false, true);
+  ops::gemm(Exec::cpu(), C1, A, B, false, true, 1.0f, 0.0f);
+  ops::gemm(Exec::cpu(), C2, A, B, false, true, 1.0f, 0.0f);
   EXPECT_TRUE(test::bitwise_equal(C1, C2));
 
   const int64_t r0 = 37, rows = 101, c0 = 77, cols = 263;
@@ -177,21 +177,21 @@ TEST(CpuGemm, DispatchRejectsBadInputs) {
   Exec& ex = Exec::cpu();
   Tensor A = Tensor::zeros({4, 5}, DType::F32), B = Tensor::zeros({5, 6}, DType::F32);
   Tensor C = Tensor::zeros({4, 6}, DType::F32);
-  ops::gemm(ex, C, A, B, false, false);  // the valid call
+  ops::gemm(ex, C, A, B, false, false, 1.0f, 0.0f);  // the valid call
   Tensor Cbad = Tensor::zeros({4, 7}, DType::F32);
-  EXPECT_THROW(ops::gemm(ex, Cbad, A, B, false, false), Error);
-  EXPECT_THROW(ops::gemm(ex, C, A, B, true, false), Error);  // inner dims 4 vs 5
+  EXPECT_THROW(ops::gemm(ex, Cbad, A, B, false, false, 1.0f, 0.0f), Error);
+  EXPECT_THROW(ops::gemm(ex, C, A, B, true, false, 1.0f, 0.0f), Error);  // inner dims 4 vs 5
   Tensor Bbf = Tensor::zeros({5, 6}, DType::BF16);
-  EXPECT_THROW(ops::gemm(ex, C, A, Bbf, false, false), Error);
+  EXPECT_THROW(ops::gemm(ex, C, A, Bbf, false, false, 1.0f, 0.0f), Error);
   Tensor Cbf = Tensor::zeros({4, 6}, DType::BF16);
-  EXPECT_THROW(ops::gemm(ex, Cbf, A, B, false, false), Error);  // bf16 C needs bf16 inputs
+  EXPECT_THROW(ops::gemm(ex, Cbf, A, B, false, false, 1.0f, 0.0f), Error);  // bf16 C needs bf16 inputs
   Tensor A3 = Tensor::zeros({2, 4, 5}, DType::F32), B3 = Tensor::zeros({3, 5, 6}, DType::F32);
   Tensor C3 = Tensor::zeros({2, 4, 6}, DType::F32);
-  EXPECT_THROW(ops::gemm(ex, C3, A3, B3, false, false), Error);  // batch 2 vs 3
-  EXPECT_THROW(ops::gemm(ex, C3, A3, B, false, false), Error);   // 3-D with 2-D
+  EXPECT_THROW(ops::gemm(ex, C3, A3, B3, false, false, 1.0f, 0.0f), Error);  // batch 2 vs 3
+  EXPECT_THROW(ops::gemm(ex, C3, A3, B, false, false, 1.0f, 0.0f), Error);   // 3-D with 2-D
   Tensor Ai = Tensor::zeros({4, 5}, DType::I32), Bi = Tensor::zeros({5, 6}, DType::I32);
   Tensor Ci = Tensor::zeros({4, 6}, DType::I32);
-  EXPECT_THROW(ops::gemm(ex, Ci, Ai, Bi, false, false), Error);
+  EXPECT_THROW(ops::gemm(ex, Ci, Ai, Bi, false, false, 1.0f, 0.0f), Error);
 }
 
 }  // namespace

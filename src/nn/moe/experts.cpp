@@ -85,7 +85,7 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
     const int64_t n = rows_per_expert[size_t(e)];
     if (n == 0) continue;
     Tensor xe = x.narrow(0, o, n), he = s.h.narrow(0, o, n);
-    ops::gemm(ex, he, xe, fc1_.weight(e, F1, C, false), false, true);
+    ops::gemm(ex, he, xe, fc1_.weight(e, F1, C, false), false, true, 1.0f, 0.0f);
     if (opt_.bias) ops::gemm(ex, he, ones_column(ex, n, dt, dev), fc1_.bias(e, F1, false).view({1, F1}), false, false, 1.0f, 1.0f);
     o += n;
   }
@@ -95,7 +95,7 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
     const int64_t n = rows_per_expert[size_t(e)];
     if (n == 0) continue;
     Tensor ye = y.narrow(0, o, n);
-    ops::gemm(ex, ye, s.a.narrow(0, o, n), fc2_.weight(e, C, F, false), false, true);
+    ops::gemm(ex, ye, s.a.narrow(0, o, n), fc2_.weight(e, C, F, false), false, true, 1.0f, 0.0f);
     if (opt_.bias) ops::gemm(ex, ye, s.p.narrow(0, o, n), fc2_.bias(e, C, false).view({1, C}), false, false, 1.0f, 1.0f);
     o += n;
   }
@@ -128,10 +128,10 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
     const int64_t n = s.rows[size_t(e)];
     if (n == 0) continue;
     Tensor dye = dy.narrow(0, o, n), dae = da.narrow(0, o, n);
-    ops::gemm(ex, dae, dye, fc2_.weight(e, C, F, false), false, false);
+    ops::gemm(ex, dae, dye, fc2_.weight(e, C, F, false), false, false, 1.0f, 0.0f);
     if (opt_.bias) {
       Tensor dpe = dprobs_bias.narrow(0, o, n);
-      ops::gemm(ex, dpe, dye, fc2_.bias(e, C, false).view({C, 1}), false, false);
+      ops::gemm(ex, dpe, dye, fc2_.bias(e, C, false).view({C, 1}), false, false, 1.0f, 0.0f);
     }
     Tensor ae = s.a.narrow(0, o, n), dw = fc2_.weight(e, C, F, true);
     Tensor pe = opt_.bias ? s.p.narrow(0, o, n) : Tensor();
@@ -152,7 +152,7 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
     const int64_t n = s.rows[size_t(e)];
     if (n == 0) continue;
     Tensor dhe = dh.narrow(0, o, n), dxe = dx.narrow(0, o, n), xe = s.x.narrow(0, o, n);
-    ops::gemm(ex, dxe, dhe, fc1_.weight(e, F1, C, false), false, false);
+    ops::gemm(ex, dxe, dhe, fc1_.weight(e, F1, C, false), false, false, 1.0f, 0.0f);
     Tensor dw = fc1_.weight(e, F1, C, true);
     Tensor db = opt_.bias ? fc1_.bias(e, F1, true).view({F1, 1}) : Tensor();
     Tensor ones = opt_.bias ? ones_column(ex, n, dt, dev) : Tensor();

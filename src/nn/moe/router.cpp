@@ -36,7 +36,7 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
   s.x = x.view({N, C});
   s.logits = Tensor::empty({N, E}, sd, dev);
   const bool low = x.dtype() != sd && !opt_.fp32_logits;  // Megatron's logits in the activation dtype
-  ops::gemm(ex, s.logits, s.x, w_->value, false, true);
+  ops::gemm(ex, s.logits, s.x, w_->value, false, true, 1.0f, 0.0f);
   if (linear_bias_)
     ops::gemm(ex, s.logits, ones_column(ex, N, sd, dev), linear_bias_->master.view({1, E}), false, false, 1.0f, 1.0f);
   if (low) round_through(ex, s.logits, x.dtype());
@@ -102,7 +102,7 @@ Tensor TopKRouter::backward(StepContext& ctx, const Tensor& dprobs) {
   }
   Tensor dx = Tensor::empty(s.x.shape(), xt, s.x.device());
   if (xt == dlogits.dtype()) {
-    ops::gemm(ex, dx, dlogits, w_->value, false, false);
+    ops::gemm(ex, dx, dlogits, w_->value, false, false, 1.0f, 0.0f);
     ops::gemm(ex, w_->grad, dlogits, s.x, true, false, 1.0f, 1.0f);
   } else if (opt_.fp32_logits) {  // --moe-router-dtype fp32: both gradient GEMMs in fp32
     Tensor x32 = Tensor::empty(s.x.shape(), dlogits.dtype(), s.x.device());
@@ -110,13 +110,13 @@ Tensor TopKRouter::backward(StepContext& ctx, const Tensor& dprobs) {
     ops::copy(ex, x32, s.x);
     ops::copy(ex, w32, w_->value);
     Tensor dx32 = Tensor::empty(s.x.shape(), dlogits.dtype(), s.x.device());
-    ops::gemm(ex, dx32, dlogits, w32, false, false);
+    ops::gemm(ex, dx32, dlogits, w32, false, false, 1.0f, 0.0f);
     ops::copy(ex, dx, dx32);
     ops::gemm(ex, w_->grad, dlogits, x32, true, false, 1.0f, 1.0f);
   } else {  // the gradient in the activation dtype, as Megatron's bf16 router
     Tensor dl = Tensor::empty(dlogits.shape(), xt, dlogits.device());
     ops::copy(ex, dl, dlogits);
-    ops::gemm(ex, dx, dl, w_->value, false, false);
+    ops::gemm(ex, dx, dl, w_->value, false, false, 1.0f, 0.0f);
     ops::gemm(ex, w_->grad, dl, s.x, true, false, 1.0f, 1.0f);
   }
   s = Saved{};
