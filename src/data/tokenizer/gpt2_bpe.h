@@ -48,6 +48,9 @@ class Gpt2Bpe {
 
   void encode_into(std::string_view text, size_t base_offset, WordCache& cache, std::vector<int32_t>& out) const;
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  // Merge loops over byte symbols (gpt2_bpe.cpp): same result, the queue is O(n log n).
+  void merge_by_rescan(std::vector<int32_t>& sym) const;
+  void merge_by_queue(std::vector<int32_t>& sym) const;
 
   std::unordered_map<std::string, int32_t> token_to_id_;  // token strings in the byte alphabet
   std::vector<std::string> id_to_bytes_;                  // raw bytes of each id
