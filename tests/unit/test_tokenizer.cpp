@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/thread_pool.h"
 #include "data/tokenizer/byte_alphabet.h"
 #include "data/tokenizer/gpt2_bpe.h"
 #include "data/tokenizer/pretokenize.h"
@@ -525,6 +526,22 @@ TEST(Gpt2Bpe, ErrorsNameTheFileAndProblem) {
   e = error_of([&] { Gpt2Bpe::from_hf_tokenizer_json((dir / "nomodel.json").string()); });
   EXPECT_NE(e.find("missing key 'model'"), std::string::npos) << e;
   fs::remove_all(dir);
+}
+
+// Worker threads that fail: encode_batch reports the first bad document's error (the pool rethrows
+// the lowest chunk's), whatever the pool size and thread timing.
+TEST(Gpt2Bpe, EncodeBatchErrorIsTheFirstBadDocumentsForAnyPool) {
+  REQUIRE_GPT2_FILES();
+  std::vector<std::string> docs;
+  for (int d = 0; d < 64; ++d) docs.push_back("document " + std::to_string(d) + " is fine");
+  docs[20] = "abc\xFF";
+  docs[40] = "\xC0\xAF";
+  docs[63] = "x\xFF";
+  for (int run = 0; run < 200; ++run) {
+    ThreadPool pool(1 + run % 8);
+    const std::string e = error_of([&] { gpt2().encode_batch(docs, pool); });
+    ASSERT_NE(e.find("at byte offset 3 (byte 0xff)"), std::string::npos) << "run " << run << ": " << e;
+  }
 }
 
 TEST(Json, ParsesValuesEscapesAndSurrogates) {

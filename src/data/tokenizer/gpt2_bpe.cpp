@@ -192,9 +192,9 @@ std::vector<int32_t> Gpt2Bpe::encode_with_special(std::string_view utf8) const {
   return out;
 }
 
-std::vector<std::vector<int32_t>> Gpt2Bpe::encode_batch(const std::vector<std::string>& docs) const {
+std::vector<std::vector<int32_t>> Gpt2Bpe::encode_batch(const std::vector<std::string>& docs, ThreadPool& pool) const {
   std::vector<std::vector<int32_t>> out(docs.size());
-  parallel_for(int64_t(docs.size()), 1, [&](int64_t begin, int64_t end) {
+  pool.parallel_for(int64_t(docs.size()), 1, [&](int64_t begin, int64_t end) {
     WordCache cache;
     for (int64_t d = begin; d < end; ++d) encode_into(docs[size_t(d)], 0, cache, out[size_t(d)]);
   });

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/thread_pool.h"
+
 namespace hytra {
 
 class Gpt2Bpe {
@@ -22,8 +24,9 @@ class Gpt2Bpe {
   std::vector<int32_t> encode(std::string_view utf8) const;
   // Like encode, but added/special tokens (longest match) are emitted as their ids.
   std::vector<int32_t> encode_with_special(std::string_view utf8) const;
-  // Encodes each document (in parallel over hytra::parallel_for); identical to encode() per doc.
-  std::vector<std::vector<int32_t>> encode_batch(const std::vector<std::string>& docs) const;
+  // Encodes each document (in parallel over `pool`); identical to encode() per doc.
+  std::vector<std::vector<int32_t>> encode_batch(const std::vector<std::string>& docs,
+                                                 ThreadPool& pool = ThreadPool::global()) const;
 
   // The raw bytes of the tokens, concatenated.
   std::string decode_bytes(const std::vector<int32_t>& ids) const;
