@@ -35,7 +35,20 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::write(const void* data, size_t bytes) {
   HYTRA_ASSERT(fd_ >= 0, path_, " written after commit");
-  const char* p = static_cast<const char*>(data);
+  constexpr size_t kBuffer = size_t(1) << 20;
+  if (buffer_.size() + bytes > kBuffer) flush();
+  if (bytes > kBuffer)
+    write_all(static_cast<const char*>(data), bytes);
+  else
+    buffer_.append(static_cast<const char*>(data), bytes);
+}
+
+void AtomicFile::flush() {
+  write_all(buffer_.data(), buffer_.size());
+  buffer_.clear();
+}
+
+void AtomicFile::write_all(const char* p, size_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
@@ -48,6 +61,7 @@ void AtomicFile::write(const void* data, size_t bytes) {
 
 void AtomicFile::commit() {
   HYTRA_ASSERT(fd_ >= 0, path_, " committed twice");
+  flush();
   HYTRA_CHECK(::fsync(fd_) == 0, path_, ": fsync failed (", os_error(), ")");
   const int fd = fd_;
   fd_ = -1;

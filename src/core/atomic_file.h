@@ -18,14 +18,17 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  void write(const void* data, size_t bytes);
+  void write(const void* data, size_t bytes);  // buffered (1 MiB); errors surface here or in commit()
   void write(std::string_view text) { write(text.data(), text.size()); }
-  int64_t bytes_written() const { return written_; }
   const std::string& path() const { return path_; }
   void commit();
 
  private:
+  void flush();                                // the buffer to the file
+  void write_all(const char* p, size_t bytes);  // one write(2) loop; throws naming the OS error
+
   std::string path_, tmp_;
+  std::string buffer_;
   int fd_ = -1;
   int64_t written_ = 0;
 };

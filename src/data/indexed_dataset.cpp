@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace hytra {
@@ -65,11 +66,6 @@ int32_t token_at(const unsigned char* p, TokenDtype t) {
     case TokenDtype::U16: return read_le<uint16_t>(p);
   }
   return 0;
-}
-
-void fsync_and_close(std::FILE* f, const std::string& path) {
-  HYTRA_CHECK(std::fflush(f) == 0 && fsync(fileno(f)) == 0, path, ": write failed (", std::strerror(errno), ")");
-  std::fclose(f);
 }
 
 }  // namespace
@@ -182,17 +178,9 @@ std::vector<int32_t> IndexedDataset::sequence(int64_t i) const {
 }
 
 IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, TokenDtype dtype)
-    : prefix_(std::move(prefix)), bin_tmp_(prefix_ + ".bin.tmp"), dtype_(dtype) {
-  bin_ = std::fopen(bin_tmp_.c_str(), "wb");
-  HYTRA_CHECK(bin_ != nullptr, bin_tmp_, ": cannot create (", std::strerror(errno), ")");
-}
+    : prefix_(std::move(prefix)), dtype_(dtype), bin_(std::make_unique<AtomicFile>(prefix_ + ".bin")) {}
 
-IndexedDatasetWriter::~IndexedDatasetWriter() {
-  if (done_) return;
-  if (bin_) std::fclose(bin_);
-  std::remove(bin_tmp_.c_str());
-  std::remove((prefix_ + ".idx.tmp").c_str());
-}
+IndexedDatasetWriter::~IndexedDatasetWriter() = default;
 
 void IndexedDatasetWriter::write_tokens(const int32_t* tokens, int64_t n) {
   std::vector<unsigned char> buf;
@@ -210,8 +198,7 @@ void IndexedDatasetWriter::write_tokens(const int32_t* tokens, int64_t n) {
       case TokenDtype::U16: append_le(buf, uint16_t(t)); break;
     }
   }
-  HYTRA_CHECK(std::fwrite(buf.data(), 1, buf.size(), bin_) == buf.size(), bin_tmp_, ": write failed (",
-              std::strerror(errno), ")");
+  bin_->write(buf.data(), buf.size());
 }
 
 void IndexedDatasetWriter::add_document(const std::vector<int32_t>& tokens, const std::vector<int64_t>& sentence_lengths) {
@@ -256,17 +243,10 @@ void IndexedDatasetWriter::finalize() {
     pointer += int64_t(n) * int64_t(token_dtype_size(dtype_));
   }
   for (int64_t d : document_indices_) append_le<int64_t>(idx, d);
-  const std::string idx_tmp = prefix_ + ".idx.tmp";
-  std::FILE* f = std::fopen(idx_tmp.c_str(), "wb");
-  HYTRA_CHECK(f != nullptr, idx_tmp, ": cannot create (", std::strerror(errno), ")");
-  const bool ok = std::fwrite(idx.data(), 1, idx.size(), f) == idx.size();
-  fsync_and_close(f, idx_tmp);
-  HYTRA_CHECK(ok, idx_tmp, ": write failed");
-  fsync_and_close(bin_, bin_tmp_);
-  bin_ = nullptr;
-  HYTRA_CHECK(std::rename(bin_tmp_.c_str(), (prefix_ + ".bin").c_str()) == 0 &&
-                  std::rename(idx_tmp.c_str(), (prefix_ + ".idx").c_str()) == 0,
-              prefix_, ".bin/.idx: rename failed (", std::strerror(errno), ")");
+  // The .bin first: a reader validates an .idx against its .bin, so a crash between the two renames
+  // leaves an old .idx that no longer matches the new .bin, a named error, never a wrong read.
+  bin_->commit();
+  write_file_atomic(prefix_ + ".idx", std::string_view(reinterpret_cast<const char*>(idx.data()), idx.size()));
   done_ = true;
 }
 

@@ -4,12 +4,15 @@
 // builds them and publishes them atomically (temporary files, fsync, rename).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "data/sequence_source.h"
 
 namespace hytra {
+
+class AtomicFile;
 
 // dtype codes of the .idx header (SPEC B1.3).
 enum class TokenDtype : uint8_t { U8 = 1, I8 = 2, I16 = 3, I32 = 4, I64 = 5, F64 = 6, F32 = 7, U16 = 8 };
@@ -52,20 +55,20 @@ class IndexedDataset : public SequenceSource {
 class IndexedDatasetWriter {
  public:
   IndexedDatasetWriter(std::string prefix, TokenDtype dtype);
-  ~IndexedDatasetWriter();  // removes the temporary files if finalize() did not run
+  ~IndexedDatasetWriter();  // the temporary files go away if finalize() did not run (core/atomic_file.h)
   // One document of one or more sequences (sentence_lengths sum to tokens.size(); empty = one
   // sequence holding all tokens; an empty document adds no sequence, only a boundary).
   void add_document(const std::vector<int32_t>& tokens, const std::vector<int64_t>& sentence_lengths = {});
   // Appends every document of another dataset (Megatron's add_index, used to merge partitions).
   void add_index(const IndexedDataset& other);
-  // Writes PREFIX.idx next to PREFIX.bin and renames both into place.
+  // Publishes PREFIX.bin, then writes PREFIX.idx (both durably, core/atomic_file.h).
   void finalize();
 
  private:
   void write_tokens(const int32_t* tokens, int64_t n);
-  std::string prefix_, bin_tmp_;
+  std::string prefix_;
   TokenDtype dtype_;
-  std::FILE* bin_ = nullptr;
+  std::unique_ptr<AtomicFile> bin_;
   std::vector<int32_t> lengths_;
   std::vector<int64_t> document_indices_{0};
   bool done_ = false;
