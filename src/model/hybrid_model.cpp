@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/int_tensor.h"
 #include "model/builder.h"
 #include "model/naming.h"
 #include "model/pattern.h"
@@ -110,7 +109,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
                                               output_->weight(), build, store_));
   }
   counts_.mtp_depths = plan_.mtp_depths;
-  mtp_loss_sums_.assign(size_t(plan_.mtp_depths), 0.0);
+  mtp_pending_.assign(size_t(plan_.mtp_depths), {});
   plan_recompute();
 }
 
@@ -154,36 +153,24 @@ void HybridModel::plan_recompute() {
   }
 }
 
-namespace {
-// ids rolled left by one position per row (B,T) with `fill` in the vacated last column (SPEC A5.1).
-std::vector<int32_t> roll_left(const std::vector<int32_t>& v, int64_t B, int64_t T, int32_t fill) {
-  std::vector<int32_t> out(v.size());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) out[size_t(b * T + t)] = t + 1 < T ? v[size_t(b * T + t + 1)] : fill;
-  return out;
-}
-}  // namespace
-
 void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
   Exec& ex = ctx.ex();
-  const int64_t B = ids.size(0), T = ids.size(1), D = int64_t(mtp_.size());
+  const int64_t D = int64_t(mtp_.size());
   Saved& s = ctx.saved<Saved>(this);
   s.mtp_dloss.clear();
   s.mtp_in.clear();
-  std::vector<int32_t> id = int32_values(ids), lab = int32_values(labels);
-  Tensor h = y;
+  Tensor h = y, id = ids, lab = labels;
   for (int64_t k = 0; k < D; ++k) {
-    id = roll_left(id, B, T, 0);
-    lab = roll_left(lab, B, T, -1);  // the rolled-in tail is masked
-    int64_t tokens = 0;
-    for (int32_t l : lab) tokens += l >= 0;
-    // Gradient of (factor / D) * sum(mask * CE) / max(tokens, 1), at the main loss's micro-batch scale.
-    const double w = cfg_.mtp_loss_scaling_factor / double(D) / double(std::max<int64_t>(tokens, 1));
-    std::vector<double> d(lab.size());
-    for (size_t i = 0; i < lab.size(); ++i) d[i] = lab[i] >= 0 ? w * ctx.aux_loss_scale : 0.0;
+    // Depth k+1 reads ids and labels rolled once more (the rolled-in tail masked) and its loss
+    // gradient is that of (factor / D) x its mean loss over the targets, at the micro-batch's scale.
+    Tensor ids_k = Tensor::empty(ids.shape(), DType::I32, ids.device());
+    Tensor labels_k = Tensor::empty(ids.shape(), DType::I32, ids.device());
+    Tensor dloss = Tensor::empty(ids.shape(), stat_dtype(y.dtype()), ids.device());
+    Tensor targets = Tensor::empty({1}, stat_dtype(y.dtype()), ids.device());
+    ops::mtp_shift(ex, ids_k, labels_k, dloss, targets, id, lab, cfg_.mtp_loss_scaling_factor / double(D),
+                   ctx.aux_loss_scale);
     Tensor h_next;
-    const Tensor ids_k = int32_tensor(id, {B, T}, ids.device()), labels_k = int32_tensor(lab, {B, T}, ids.device());
-    // Full recompute (hytra decision 4): each depth is one unit, uniform or block alike.
+    // Full recompute (docs/spec/README.md decision 4): each depth is one unit, uniform or block alike.
     const bool checkpoint = cfg_.recompute_granularity == "full";
     if (checkpoint) {
       s.mtp_in.push_back({h, ids_k, labels_k});
@@ -191,15 +178,14 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
     }
     Tensor losses = mtp_[size_t(k)]->forward(ctx, h, ids_k, labels_k, h_next);
     if (checkpoint) ctx.drop(ctx.end_record());
-    Tensor dl = Tensor::empty(losses.shape(), losses.dtype());
-    dl.copy_from_f64(d);
-    s.mtp_dloss.push_back(dl.to(losses.device()));
+    s.mtp_dloss.push_back(dloss);
     Tensor total = Tensor::empty({1}, losses.dtype(), losses.device());
     ops::sum(ex, total, losses);
-    mtp_loss_sums_[size_t(k)] += tokens > 0 ? total.to_f64_vector()[0] / double(tokens) : 0.0;
+    mtp_pending_[size_t(k)].push_back({total, targets});  // read once per step (mtp_losses)
     h = h_next;
+    id = ids_k;
+    lab = labels_k;
   }
-  ++mtp_micro_batches_;
 }
 
 // One sub-layer of the plain (non-mHC) stack: each residual add h + f is fused with the next input
@@ -310,7 +296,14 @@ Tensor HybridModel::backward_mhc_stack(StepContext& ctx, const Tensor& dout) {
 
 std::vector<double> HybridModel::mtp_losses() const {
   std::vector<double> out;
-  for (double v : mtp_loss_sums_) out.push_back(mtp_micro_batches_ > 0 ? v / double(mtp_micro_batches_) : 0.0);
+  for (const auto& depth : mtp_pending_) {
+    double sum = 0;  // each micro-batch's mean over its targets, in micro-batch order
+    for (const auto& [total, targets] : depth) {
+      const double n = targets.to_f64_vector()[0];
+      sum += n > 0 ? total.to_f64_vector()[0] / n : 0.0;
+    }
+    out.push_back(depth.empty() ? 0.0 : sum / double(depth.size()));
+  }
   return out;
 }
 
@@ -435,8 +428,7 @@ std::vector<MoeStats> HybridModel::moe_stats() const {
 
 void HybridModel::finish_step() {
   for (MoeLayer* moe : moe_layers()) moe->finish_step();
-  mtp_loss_sums_.assign(mtp_.size(), 0.0);
-  mtp_micro_batches_ = 0;
+  mtp_pending_.assign(mtp_.size(), {});
 }
 
 void HybridModel::backward_dw(StepContext& ctx) {

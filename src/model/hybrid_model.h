@@ -70,8 +70,9 @@ class HybridModel {
   std::unique_ptr<Norm> final_norm_;
   std::unique_ptr<OutputLayer> output_;
   std::vector<std::unique_ptr<MtpDepth>> mtp_;  // SPEC A5: one per depth
-  std::vector<double> mtp_loss_sums_;            // per depth, over this step's micro-batches
-  int64_t mtp_micro_batches_ = 0;
+  // Per depth, per training micro-batch of this step: (sum of its losses (1), its targets (1)), on
+  // the device until mtp_losses() reads them.
+  std::vector<std::vector<std::pair<Tensor, Tensor>>> mtp_pending_;
   struct MtpInput {
     Tensor h, ids, labels;  // (B,T,C), (B,T), (B,T)
   };

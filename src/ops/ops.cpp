@@ -956,6 +956,25 @@ void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Te
   ex.backend().lm_head_ce_fwd_bwd(ex, loss, dx, dw, x, w, labels, dloss, token_chunk);
 }
 
+void mtp_shift(Exec& ex, Tensor& ids_next, Tensor& labels_next, Tensor& dloss, Tensor& targets, const Tensor& ids,
+               const Tensor& labels, double scale, double grad_scale) {
+  const char* op = "mtp_shift";
+  for (auto [n, t] : {Arg{"ids_next", &ids_next}, {"labels_next", &labels_next}, {"dloss", &dloss},
+                      {"targets", &targets}, {"ids", &ids}, {"labels", &labels}})
+    check_arg(ex, op, n, *t);
+  HYTRA_CHECK(ids.dim() == 2, op, ": argument 'ids' must be (B,T), got ", ids.desc());
+  for (auto [n, t] : {Arg{"ids_next", &ids_next}, {"labels_next", &labels_next}, {"ids", &ids}, {"labels", &labels}}) {
+    HYTRA_CHECK(t->dtype() == DType::I32, op, ": argument '", n, "' must be int32, got ", t->desc());
+    check_shape(op, n, *t, ids.shape());
+  }
+  check_float(op, "dloss", dloss);
+  check_stat(op, "dloss", dloss, dloss, ids.shape());
+  check_stat(op, "targets", targets, dloss, {1});
+  HYTRA_CHECK(ids_next.raw() != ids.raw() && labels_next.raw() != labels.raw(), op,
+              ": the rolled outputs must not alias their inputs");
+  ex.backend().mtp_shift(ex, ids_next, labels_next, dloss, targets, ids, labels, scale, grad_scale);
+}
+
 void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std) {
   check_arg(ex, "random_normal", "y", y);
   check_float("random_normal", "y", y);
