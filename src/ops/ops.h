@@ -70,9 +70,9 @@ void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& d
 
 // Gated RMSNorm over groups of `group_size` channels (C % group_size == 0); w is (C), or
 // (group_size) shared by every group. rstd (N, C/group_size) fp32 (fp64 with fp64 x).
-//   norm_before_gate = false (Mamba-2 mixer.norm, SPEC A8.1 step 5): u = x * silu(z),
+//   norm_before_gate = false (Mamba-2 mixer.norm, docs/spec/mamba_gdn.md §1 step 5): u = x * silu(z),
 //     y = u * rstd * w with rstd = 1/sqrt(mean_group(u^2) + eps);
-//   norm_before_gate = true (gated delta net out_norm, A8.2 step 6): y = x * rstd * w * silu(z)
+//   norm_before_gate = true (gated delta net out_norm, docs/spec/mamba_gdn.md §2 step 6): y = x * rstd * w * silu(z)
 //     with rstd = 1/sqrt(mean_group(x^2) + eps).
 // x, z, y (N,C) one dtype; w in x's dtype.
 void gated_rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& z, const Tensor& w,
@@ -110,7 +110,7 @@ void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& d
                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                    double softmax_scale);
 
-// ---- causal depthwise conv1d (Mamba-2 and gated delta net, SPEC.md A8) ----------------------------
+// ---- causal depthwise conv1d (Mamba-2 and gated delta net, docs/spec/mamba_gdn.md) ----------------
 // y[b,t,c] = act(bias[c] + sum_{j<K} w[c,j] * x[b, t-(K-1)+j, c]) with x = 0 before t = 0; act is
 // SiLU when `silu`, else the identity. x, y (B,T,C); w (C,K) (the checkpoint's [C,1,K] viewed 2-D)
 // and bias (C) in x's dtype.
@@ -119,7 +119,7 @@ void conv1d_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& w, const Ten
 void conv1d_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x, const Tensor& w,
                 const Tensor& bias, bool silu);
 
-// ---- Mamba-2 SSD scan (SPEC.md A8.1 steps 3-4) -------------------------------------------------
+// ---- Mamba-2 SSD scan (docs/spec/mamba_gdn.md §1 steps 3-4) -----------------------------------
 // Per batch b and head h (group g = h / (H/G)), in fp32: dt_t = softplus(dt_raw_t + dt_bias[h]),
 // A = -exp(A_log[h]), state S (P,N) from 0:
 //   S_t = exp(dt_t A) S_{t-1} + dt_t x_t B_t^T;   y_t = S_t C_t + D[h] x_t.
@@ -135,7 +135,7 @@ void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tenso
                         const Tensor& Bm, const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log,
                         const Tensor& D, int64_t chunk_size);
 
-// ---- gated delta rule (gated delta net, SPEC.md A8.2 steps 3-5) --------------------------------
+// ---- gated delta rule (gated delta net, docs/spec/mamba_gdn.md §2 steps 3-5) -------------------
 // Per batch b and value head h (key head h / (Hv/Hk): q and k repeat_interleave'd), in fp32:
 // q, k L2-normalised over dk (u * rsqrt(sum u^2 + 1e-6)); g_t = -exp(A_log[h]) * softplus(alpha_t +
 // dt_bias[h]); beta_t = sigmoid(beta_raw_t); state S (dv,dk) from 0:
@@ -153,7 +153,7 @@ void gated_delta_rule_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& 
                           const Tensor& dt_bias, int64_t chunk_size);
 
 // ---- activations (rows N) ------------------------------------------------------------------------
-// SwiGLU: y (N,F) = silu(x[:, :F]) * x[:, F:] for x (N,2F): the gate is the FIRST half (SPEC A2.1).
+// SwiGLU: y (N,F) = silu(x[:, :F]) * x[:, F:] for x (N,2F): the gate is the FIRST half (docs/spec/names.md §1).
 void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x);
 void swiglu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);  // dx (N,2F) =
 // GeLU (exact, erf form, as torch.nn.functional.gelu): y = x * Phi(x). Any shape.
@@ -163,9 +163,9 @@ void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
 void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x);
 void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x);
 
-// ---- mixture-of-experts (SPEC.md A3) -----------------------------------------------------------
+// ---- mixture-of-experts (docs/spec/moe.md) -----------------------------------------------------
 enum class RouterScore { Softmax, Sigmoid };
-// Top-k routing of N tokens over E experts (A3.1), in fp32 from logits (N,E) fp32 (fp64 on CPU):
+// Top-k routing of N tokens over E experts (docs/spec/moe.md §1), in fp32 from logits (N,E) fp32 (fp64 on CPU):
 //  - Softmax, !pre_softmax: select on the raw logits; probs = softmax over the k selected logits.
 //  - Softmax, pre_softmax: s = softmax over all E; select on s; probs = the selected s.
 //  - Sigmoid: s = sigmoid(logits); select on s + expert_bias (when defined, (E) fp32); probs = the
@@ -181,7 +181,7 @@ void moe_router_fwd(Exec& ex, Tensor& probs, Tensor& top, const Tensor& logits, 
 // dlogits (N,E) = (d probs / d logits)^T dprobs with the selection `top` held fixed.
 void moe_router_bwd(Exec& ex, Tensor& dlogits, const Tensor& dprobs, const Tensor& logits, const Tensor& top,
                     RouterScore score, bool pre_softmax, double scaling);
-// Switch load-balancing loss (A3.2) over num_seqs consecutive groups of N/num_seqs tokens (1 group:
+// Switch load-balancing loss (docs/spec/moe.md §2) over num_seqs consecutive groups of N/num_seqs tokens (1 group:
 // aux_loss and global_aux_loss; one per sequence: seq_aux_loss). scores (N,E): softmax over E, or
 // sigmoid normalised to sum 1 per token; counts (num_seqs,E) fp32 = how many tokens of each group
 // have expert e among the top k of their scores. With tokens = global_counts ((1,E) fp32, the
@@ -191,19 +191,19 @@ void moe_router_bwd(Exec& ex, Tensor& dlogits, const Tensor& dprobs, const Tenso
 void moe_aux_loss(Exec& ex, Tensor& loss, Tensor& counts, Tensor& dlogits, const Tensor& logits,
                   const Tensor& global_counts, int64_t k, RouterScore score, int64_t num_seqs, double coeff,
                   double grad_scale);
-// z-loss (A3.2): loss (1) fp32 = coeff * mean_t logsumexp(logits_t)^2; dlogits (N,E) += grad_scale * dloss/dlogits.
+// z-loss (docs/spec/moe.md §2): loss (1) fp32 = coeff * mean_t logsumexp(logits_t)^2; dlogits (N,E) += grad_scale * dloss/dlogits.
 void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, double coeff, double grad_scale);
-// Token permutation (A3.4): y[r,:] = x[idx[r],:]; y (R,C), x (N,C), idx (R) int32 in [0,N).
+// Token permutation (docs/spec/moe.md §4): y[r,:] = x[idx[r],:]; y (R,C), x (N,C), idx (R) int32 in [0,N).
 void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx);
-// Un-permutation as a plain scatter-add (A3.4 step 8), deterministic: y[n,:] = sum over
+// Un-permutation as a plain scatter-add (docs/spec/moe.md §4 step 8), deterministic: y[n,:] = sum over
 // j in [offsets[n], offsets[n+1]) of x[rows[j],:], in that order (0 when empty). y (N,C) =,
 // x (R,C), offsets (N+1) int32 from 0 to M, rows (M) int32 in [0,R) (M = R for the un-permutation;
 // fewer when some rows feed no output, e.g. padding rows in the probability gradient).
 void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offsets, const Tensor& rows);
-// Expert activation with the routing probability applied after it (A3.5): y (R,F) = act(h) * probs.
+// Expert activation with the routing probability applied after it (docs/spec/moe.md §5): y (R,F) = act(h) * probs.
 // GLU kinds (SwiGLU: silu; QuickGeGLU: g * sigmoid(1.702 g)) read h (R,2F) as gate and linear halves
 // (plain: [gate F | linear F]; glu_interleave I > 0: alternating blocks of I gate and I linear
-// columns, A2.7) and compute act(min(gate, clamp)) * (min(max(lin, -clamp), clamp) + linear_offset)
+// columns, docs/spec/names.md §7) and compute act(min(gate, clamp)) * (min(max(lin, -clamp), clamp) + linear_offset)
 // (clamp <= 0: no clamping); GeLU and SquaredReLU read h (R,F). probs (R) fp32.
 enum class ExpertActivation { SwiGLU, QuickGeGLU, GeLU, SquaredReLU };
 void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, ExpertActivation act,
@@ -212,9 +212,9 @@ void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, Expe
 void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& h, const Tensor& probs,
                  ExpertActivation act, int64_t glu_interleave, double linear_offset, double clamp);
 
-// ---- mHC hyper-connections (SPEC.md A4; maths in fp32 whatever the activation dtype) -------------
+// ---- mHC hyper-connections (docs/spec/mhc.md; maths in fp32 whatever the activation dtype) -------
 enum class MhcVariant { Main, Dev };
-// Sinkhorn-Knopp projection of per-token logits onto doubly stochastic n x n matrices (A4.3).
+// Sinkhorn-Knopp projection of per-token logits onto doubly stochastic n x n matrices (docs/spec/mhc.md §3).
 // Main: M = exp(L - rowmax L); T times: rows /= max(rowsum, 1e-6), then columns /= max(colsum, 1e-6).
 // Dev: M = softmax_row(L) + 1e-6; columns /= (colsum + 1e-6); then T-1 times rows then columns, each
 // /= (sum + 1e-6). M, logits (R,n,n) fp32 (fp64 on CPU); iterations T >= 1.
@@ -222,11 +222,11 @@ void sinkhorn_fwd(Exec& ex, Tensor& M, const Tensor& logits, int64_t iterations,
 // dlogits (R,n,n) = exact gradient through the T unrolled iterations (recomputed from logits).
 void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& logits, int64_t iterations,
                   MhcVariant variant);
-// The per-token mixing coefficients (A4.2 steps 1-4) from x (N, n*C) (the flattened streams, any
+// The per-token mixing coefficients (docs/spec/mhc.md §2 steps 1-4) from x (N, n*C) (the flattened streams, any
 // float dtype) and proj = mapping_proj(x) (N, n^2+2n) fp32: r = 1 / (||x||_2 / sqrt(nC) + 1e-6),
 // h = r * proj * alpha + bias with alpha = (alpha[0] x n, alpha[1] x n, alpha[2] x n^2);
 // h_pre = sigmoid(h[0:n]) (+ 1e-6 for Dev), h_post = 2 sigmoid(h[n:2n]),
-// h_res = sinkhorn(h[2n:] as n x n, row-major; for Dev transposed after, A4.1's H_res^T).
+// h_res = sinkhorn(h[2n:] as n x n, row-major; for Dev transposed after, the H_res^T of docs/spec/mhc.md §1).
 // h_pre, h_post (N,n), h_res (N,n,n), r (N) fp32; alpha (3), bias (n^2+2n) fp32 (fp64 on CPU).
 void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& x,
                     const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
@@ -236,12 +236,12 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor&
                     const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj,
                     const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations,
                     MhcVariant variant);
-// Aggregation (A4.2 step 5): u[t,:] = sum_i h_pre[t,i] X[t,i,:]. X (N,n,C), u (N,C) one dtype;
+// Aggregation (docs/spec/mhc.md §2 step 5): u[t,:] = sum_i h_pre[t,i] X[t,i,:]. X (N,n,C), u (N,C) one dtype;
 // h_pre (N,n) fp32.
 void mhc_aggregate_fwd(Exec& ex, Tensor& u, const Tensor& X, const Tensor& h_pre);
 // dX (N,n,C) += h_pre[t,i] du[t,:]; dh_pre (N,n) fp32 = <X[t,i,:], du[t,:]>.
 void mhc_aggregate_bwd(Exec& ex, Tensor& dX, Tensor& dh_pre, const Tensor& du, const Tensor& X, const Tensor& h_pre);
-// Combine (A4.2 step 6): Y[t,i,:] = sum_j h_res[t,i,j] X[t,j,:] + h_post[t,i] F[t,:].
+// Combine (docs/spec/mhc.md §2 step 6): Y[t,i,:] = sum_j h_res[t,i,j] X[t,j,:] + h_post[t,i] F[t,:].
 // Y, X (N,n,C), F (N,C) one dtype; h_res (N,n,n), h_post (N,n) fp32. Y aliases nothing.
 void mhc_combine_fwd(Exec& ex, Tensor& Y, const Tensor& X, const Tensor& F, const Tensor& h_res, const Tensor& h_post);
 // dX (N,n,C) = h_res^T dY; dF (N,C) = sum_i h_post[t,i] dY[t,i,:]; dh_res (N,n,n), dh_post (N,n) fp32 =.
