@@ -1,4 +1,4 @@
-// bench_ops: one record per op and shape (STYLE.md rule 12): op, shape, dtype, median ms,
+// bench_ops: one record per op and shape (docs/ARCHITECTURE.md style rule 12): op, shape, dtype, median ms,
 // TFLOP/s (compute-bound ops) or GB/s (memory-bound ops: bytes read + written once), device.
 //   bench_ops [-o <op>] [--repeats <n>]
 // With a GPU (CUDA build) the CUDA backend runs at training sizes, timed with CUDA events on the
@@ -326,7 +326,7 @@ std::vector<Entry> entries(const Env& e) {
     attention(1, 64, 2, 1, D);
   }
 
-  // Gated delta rule at the SPEC A8.2 head layout (Hv 32, Hk 16, dk = dv = 128). FLOPs of the
+  // Gated delta rule at the docs/spec/mamba_gdn.md §2 head layout (Hv 32, Hk 16, dk = dv = 128). FLOPs of the
   // recurrence per state element and step: 6 forward (S k, S q, update), 16 backward (recompute
   // not counted).
   const int64_t gB = e.big ? 2 : 4, gT = e.big ? 4096 : 128, gHv = e.big ? 32 : 4, gHk = gHv / 2;
@@ -416,7 +416,7 @@ std::vector<Entry> entries(const Env& e) {
                    return std::function<void()>(
                        [=]() mutable { ops::adamw(*ex, p, m, v, g, pc, 1e-4, 0.9, 0.95, 1e-8, 0.1, 1.0, 10); });
                  }});
-  // Mamba-2 mixer shapes (SPEC.md A8.1): conv over the 2*d_inner + 2*G*N = 10240 xBC channels of
+  // Mamba-2 mixer shapes (docs/spec/mamba_gdn.md §1): conv over the 2*d_inner + 2*G*N = 10240 xBC channels of
   // d_model 4096; the gated norm over d_inner 8192 in G = 8 groups.
   const int64_t Bc = 2, Tc = e.big ? 4096 : 256, Cc = e.big ? 10240 : 256, Kc = 4;
   const std::string btc = "B=" + dims({Bc}) + " T=" + dims({Tc}) + " C=" + dims({Cc}) + " K=4 silu";

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Module boundaries (STYLE.md): dependencies point down only, core <- ops <- nn <- model <- train,
+# Module boundaries (docs/ARCHITECTURE.md): dependencies point down only, core <- ops <- nn <- model <- train,
 # and CUDA headers appear only in ops/cuda and core/*_cuda.* files. Fails naming each violation.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,4 @@
-// `hytra ops`: the op x backend table (STYLE.md: ops listed with the backends that implement them).
+// `hytra ops`: the op x backend table (docs/ARCHITECTURE.md "The op interface").
 #include <cstdio>
 
 #include "commands.h"

@@ -1,4 +1,4 @@
-// Checkpoint directories like Megatron's (SPEC.md B4.2, docs/checkpoints.md): SAVE/iter_0000100/
+// Checkpoint directories like Megatron's (docs/spec/megatron_cli.md §5, docs/checkpoints.md): SAVE/iter_0000100/
 // holding model.safetensors (parameters under their canonical Megatron keys), optimizer.safetensors
 // (Adam moments per parameter, `<key>.exp_avg` / `<key>.exp_avg_sq`) and manifest.json (iteration,
 // consumed samples, optimizer step, the resolved model configuration, hytra version, per-file byte

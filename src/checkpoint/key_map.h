@@ -1,10 +1,10 @@
-// Loading checkpoints written under other names or layouts (SPEC.md A2, hytra decision 2):
+// Loading checkpoints written under other names or layouts (docs/spec/names.md, docs/spec/README.md decision 2):
 //  - aliases: decoder.final_norm <-> decoder.final_layernorm; Megatron's local (non-TE) spec names
 //    input_layernorm.weight <-> self_attention.linear_qkv.layer_norm_weight and
 //    pre_mlp_layernorm.weight <-> mlp.linear_fc1.layer_norm_weight (dense MLP layers);
 //    mixer.conv1d_weight/bias <-> mixer.conv1d.weight/bias;
 //  - grouped experts: one `weight` [E, out, in] <-> per-expert `weight0..weight{E-1}` with
-//    TEGroupedLinear's early-return rules (A2.6);
+//    TEGroupedLinear's early-return rules (docs/spec/names.md §6);
 //  - strictness (--ckpt-strictness) for keys the model lacks or the file lacks.
 #pragma once
 #include <cstdint>
@@ -31,7 +31,7 @@ void normalize_grouped_keys(StateDict& sd, const std::string& prefix, const std:
 
 // Megatron GPT checkpoints (attention and MLP of layer i under one decoder.layers.<i>) loaded into
 // an ungrouped hybrid model (`*-*-`): the i-th `*` takes GPT layer i's self_attention.*, the i-th
-// `-` its mlp.* (SPEC A2.3's interop; Mamba layers keep their initial values). Returns the file key
+// `-` its mlp.* (docs/spec/names.md §3 interop; Mamba layers keep their initial values). Returns the file key
 // each file key stands for in the model's naming, or the keys unchanged when the file is not in GPT
 // layout or the model has grouped layers; mismatched layer counts are an error.
 std::vector<std::string> gpt_keys_as_hybrid(const std::vector<std::string>& file_keys,

@@ -1,4 +1,4 @@
-// safetensors files (SPEC.md B2): u64 little-endian header length N, an N-byte JSON header
+// safetensors files (docs/spec/safetensors.md): u64 little-endian header length N, an N-byte JSON header
 // ({"__metadata__": {str: str}, name: {"dtype", "shape", "data_offsets": [begin, end]}}), then the
 // data buffer. The reader memory-maps the file and validates every header field (dtype, shape vs
 // byte size, offsets tiling the buffer without gaps or overlap, no trailing bytes, duplicate names);

@@ -1,5 +1,5 @@
 // CudaGraph: the kernels one piece of host code queues on a CUDA stream, captured once into a CUDA
-// graph and then replayed with a single launch (DESIGN.md "Precision and speed": the training
+// graph and then replayed with a single launch (docs/ARCHITECTURE.md "One training step": the training
 // micro-batch). Capture runs the host code without running its kernels (relaxed mode, so the
 // caching allocator may still cudaMalloc); allocations made during it come from a private pool of the
 // CUDA allocator, so the addresses the graph replays into are never handed to other work. A replay

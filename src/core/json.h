@@ -1,6 +1,6 @@
 // A small JSON DOM (RFC 8259): objects (keys kept in file order), arrays, strings (with \u escapes
 // and surrogate pairs, stored as UTF-8), numbers (double), true/false/null. Parse errors throw
-// hytra::Error naming the byte offset and what was expected. Used for tokenizer files (SPEC B6).
+// hytra::Error naming the byte offset and what was expected. Used for tokenizer files (docs/spec/tokenizers.md).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,5 +1,5 @@
 // The train/valid/test datasets of `--data-path`: one prefix (a GPTDataset per split) or weighted
-// prefixes `W1 P1 W2 P2 ...` (a GPTDataset per prefix and split, blended; SPEC.md B1.7).
+// prefixes `W1 P1 W2 P2 ...` (a GPTDataset per prefix and split, blended; docs/spec/gpt_dataset.md §10).
 #pragma once
 #include <array>
 #include <memory>

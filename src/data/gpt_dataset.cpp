@@ -97,7 +97,7 @@ EpochPlan plan_epochs(const std::vector<int64_t>& lengths, SplitRange range, int
   EpochPlan plan;
   for (int64_t s = range.begin; s < range.end; ++s) plan.tokens_per_epoch += lengths[size_t(s)];
   const int64_t T = plan.tokens_per_epoch;
-  if (T == 0) return plan;  // hytra decision 8: Megatron would loop forever counting epochs
+  if (T == 0) return plan;  // docs/spec/README.md decision 8: Megatron would loop forever counting epochs
   if (num_samples) {
     int64_t tokens = T;
     while (tokens < *num_samples * seq_length + kExtra) {

@@ -1,4 +1,4 @@
-// Megatron's GPTDataset sampling, bit for bit (SPEC.md B1.7): the --split ranges, the epoch count
+// Megatron's GPTDataset sampling, bit for bit (docs/spec/gpt_dataset.md): the --split ranges, the epoch count
 // and separate-final-epoch rule, the shuffled document index, the sample index (documents
 // concatenated across boundaries, seq_length+1 tokens per sample, consecutive samples sharing one
 // token) and the shuffled sample order, all from one numpy-compatible RandomState(seed).
@@ -29,7 +29,7 @@ struct GptIndices {
   bool separate_final_epoch = false;
 };
 
-// Megatron's epoch arithmetic for one split (SPEC B1.7 step 2) and the sample count it implies;
+// Megatron's epoch arithmetic for one split (docs/spec/gpt_dataset.md §3) and the sample count it implies;
 // what the indices of a cache must add up to.
 struct EpochPlan {
   int64_t tokens_per_epoch = 0;  // T: tokens of the split's sequences
@@ -50,7 +50,7 @@ std::vector<int64_t> build_sample_index(const std::vector<int64_t>& lengths, con
 GptIndices build_gpt_indices(const std::vector<int64_t>& lengths, SplitRange range, int64_t seq_length,
                              std::optional<int64_t> num_samples, uint32_t seed);
 
-// Where a GPTDataset keeps its indices between runs (SPEC B1.7 "Cache files"): in `dir`,
+// Where a GPTDataset keeps its indices between runs (docs/spec/gpt_dataset.md §11): in `dir`,
 // {md5 of the description}-GPTDataset-{split}-description.txt and -document_index.npy,
 // -sample_index.npy, -shuffle_index.npy as Megatron names them, plus hytra's -hytra_checksums.txt.
 // A cache is never trusted blindly (index_cache.h): a stale, damaged or out-of-range one is rebuilt

@@ -1,4 +1,4 @@
-// The GPTDataset index cache on disk (SPEC.md B1.7): reading it back only after checking it
+// The GPTDataset index cache on disk (docs/spec/gpt_dataset.md §11): reading it back only after checking it
 // describes this dataset, and writing it so the next run can check it.
 //
 // Files, in the cache directory, named by the md5 of the description as Megatron names them:

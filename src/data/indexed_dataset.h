@@ -1,4 +1,4 @@
-// Megatron's indexed dataset, "MMIDIDX" (SPEC.md B1): PREFIX.idx (header, sequence lengths, byte
+// Megatron's indexed dataset, "MMIDIDX" (docs/spec/indexed_dataset.md): PREFIX.idx (header, sequence lengths, byte
 // pointers, document indices) and PREFIX.bin (the tokens of every sequence, back to back), little
 // endian, no padding. The reader memory-maps both files and validates every field; the writer
 // builds them and publishes them atomically (temporary files, fsync, rename).
@@ -14,7 +14,7 @@ namespace hytra {
 
 class AtomicFile;
 
-// dtype codes of the .idx header (SPEC B1.3).
+// dtype codes of the .idx header (docs/spec/indexed_dataset.md §3).
 enum class TokenDtype : uint8_t { U8 = 1, I8 = 2, I16 = 3, I32 = 4, I64 = 5, F64 = 6, F32 = 7, U16 = 8 };
 size_t token_dtype_size(TokenDtype t);
 // uint16 when the vocabulary fits (< 65500), else int32 (Megatron's DType.optimal_dtype).

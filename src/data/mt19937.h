@@ -1,6 +1,6 @@
 // numpy's legacy RandomState(seed) for an integer seed, reduced to what Megatron's GPTDataset uses:
 // MT19937 seeded by init_genrand (mt[0] = seed, mt[i] = 1812433253 * (mt[i-1] ^ (mt[i-1] >> 30)) + i),
-// tempered 32-bit outputs, and RandomState.shuffle of a 1-D array (SPEC.md B1.7 "Exact RNG"):
+// tempered 32-bit outputs, and RandomState.shuffle of a 1-D array (docs/spec/gpt_dataset.md §9):
 // for i = n-1 down to 1, j uniform in [0, i] by masked rejection (mask = smallest 2^k-1 >= i; 64-bit
 // draws, high word first, when i > 2^32-1), then swap a[i], a[j].
 #pragma once

@@ -1,4 +1,4 @@
-// `hytra preprocess`, the library side (Megatron's tools/preprocess_data.py, SPEC.md B1.6):
+// `hytra preprocess`, the library side (Megatron's tools/preprocess_data.py, docs/spec/indexed_dataset.md §6):
 // JSON Lines (a string, or a list of sentence strings, under each --json-keys key) or plain text
 // (one document per line) -> PREFIX_{key}_document.bin/.idx. Empty sentences are dropped; with
 // --append-eod a document that produced a token gets the end-of-document id appended to its last

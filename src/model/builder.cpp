@@ -14,7 +14,7 @@
 namespace hytra {
 namespace {
 
-// Selective recompute of `module` (--recompute-modules, SPEC A6).
+// Selective recompute of `module` (--recompute-modules, docs/spec/recompute.md §3).
 bool recompute(const ModelConfig& c, const char* module) {
   return c.recompute_granularity == "selective" &&
          std::find(c.recompute_modules.begin(), c.recompute_modules.end(), module) != c.recompute_modules.end();
@@ -157,7 +157,7 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
 
 using Factory = std::unique_ptr<Module> (*)(const ModelConfig&, const SubLayerSpec&, ParamStore&);
 
-// One row per symbol (SPEC.md A1.1). Symbols without a row parse but do not build yet.
+// One row per symbol (docs/spec/pattern.md §1). Symbols without a row parse but do not build yet.
 const std::map<char, Factory>& symbol_table() {
   static const std::map<char, Factory> table = {
       {'M', make_mamba2},

@@ -1,5 +1,5 @@
-// The symbol table: one row per pattern symbol -> factory of its sub-layer module (STYLE.md
-// "Model from a pattern string"). A symbol without a row is a "not built yet" error.
+// The symbol table: one row per pattern symbol -> factory of its sub-layer module (docs/ARCHITECTURE.md
+// "The model from a pattern"). A symbol without a row is a "not built yet" error.
 #pragma once
 #include <memory>
 #include <string>

@@ -1,5 +1,5 @@
 // ModelConfig: everything that determines the model's shape and numerics. Each field names its
-// Megatron-LM flag and default (SPEC.md B4.3); validate() collects every violation as
+// Megatron-LM flag and default (docs/spec/megatron_cli.md §6); validate() collects every violation as
 // "--flag: expected X, got Y" and throws them together. After validation the config is const.
 #pragma once
 #include <cstdint>
@@ -42,20 +42,20 @@ struct ModelConfig {
   int64_t make_vocab_size_divisible_by = 128;  // --make-vocab-size-divisible-by
   int64_t seq_length = 0;               // --seq-length: training sequence length T
 
-  // Mamba-2 mixer (`M`, SPEC.md A8.1). d_conv 4, expand 2, conv bias, no linear bias (Megatron's).
+  // Mamba-2 mixer (`M`, docs/spec/mamba_gdn.md §1). d_conv 4, expand 2, conv bias, no linear bias (Megatron's).
   int64_t mamba_state_dim = 128;        // --mamba-state-dim: SSM state N
   int64_t mamba_head_dim = 64;          // --mamba-head-dim: P
   int64_t mamba_num_groups = 8;         // --mamba-num-groups: B/C groups G (H % G == 0)
   int64_t mamba_num_heads = 0;          // --mamba-num-heads: H; 0 = 2 * hidden / P
   int64_t mamba_chunk_size = 128;       // --mamba-chunk-size: SSD chunk length (Megatron's chunk_size)
-  // Gated delta net (`G`, SPEC.md A8.2). Chunk size 64 (Megatron's).
+  // Gated delta net (`G`, docs/spec/mamba_gdn.md §2). Chunk size 64 (Megatron's).
   int64_t linear_conv_kernel_dim = 4;   // --linear-conv-kernel-dim: causal conv width
   int64_t linear_key_head_dim = 128;    // --linear-key-head-dim: dk
   int64_t linear_value_head_dim = 128;  // --linear-value-head-dim: dv
   int64_t linear_num_key_heads = 16;    // --linear-num-key-heads: Hk
   int64_t linear_num_value_heads = 32;  // --linear-num-value-heads: Hv (a multiple of Hk)
 
-  // Mixture-of-experts (`E`, SPEC.md A3). Experts use --swiglu / --squared-relu / --quick-geglu / GeLU.
+  // Mixture-of-experts (`E`, docs/spec/moe.md). Experts use --swiglu / --squared-relu / --quick-geglu / GeLU.
   int64_t num_experts = 0;              // --num-experts: routed experts E (0 = None)
   int64_t moe_ffn_hidden_size = 0;      // --moe-ffn-hidden-size: expert width; 0 = --ffn-hidden-size
   int64_t moe_router_topk = 2;          // --moe-router-topk: k
@@ -82,7 +82,7 @@ struct ModelConfig {
   double glu_linear_offset = 0.0;       // --glu-linear-offset: added to the GLU linear half
   double activation_func_clamp_value = 0.0;  // --activation-func-clamp-value (0 = None; MoE experts)
 
-  // mHC hyper-connections (SPEC.md A4, hytra decision 3).
+  // mHC hyper-connections (docs/spec/mhc.md, docs/spec/README.md decision 3).
   bool enable_mhc = false;              // --enable-mhc-connections (alias --enable-hyper-connections)
   int64_t mhc_num_residual_streams = 4; // --mhc-num-residual-streams (alias --num-residual-streams): n
   int64_t mhc_sinkhorn_iterations = 20; // --mhc-sinkhorn-iterations
@@ -90,7 +90,7 @@ struct ModelConfig {
   int64_t mhc_recompute_layer_num = 0;  // --mhc-recompute-layer-num (0 = None)
   std::string mhc_variant = "main";     // --mhc-variant: main | dev (DeepSeek-V4 flavour)
 
-  // Activation recompute (SPEC.md A6, hytra decisions 4-5).
+  // Activation recompute (docs/spec/recompute.md, docs/spec/README.md decisions 4-5).
   std::string recompute_granularity;    // --recompute-granularity: full | selective | "" (None)
   std::string recompute_method;         // --recompute-method: uniform | block (full recompute)
   int64_t recompute_num_layers = 0;     // --recompute-num-layers: logical layers per unit / checkpointed

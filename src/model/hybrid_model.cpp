@@ -15,7 +15,7 @@
 
 namespace hytra {
 
-// Selective recompute of a sub-layer's body (SPEC A6): mlp `-`, moe `E`, mamba `M`.
+// Selective recompute of a sub-layer's body (docs/spec/recompute.md §3): mlp `-`, moe `E`, mamba `M`.
 bool selective_body(const ModelConfig& cfg, char symbol) {
   if (cfg.recompute_granularity != "selective") return false;
   auto wants = [&](const char* m) {
@@ -44,7 +44,7 @@ LayerPlan plan_for(const ModelConfig& cfg) {
   o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio;
   LayerPlan plan = build_layer_plan(o);
   HYTRA_CHECK(plan.mtp_depths == 0 || cfg.position_embedding_type != "learned_absolute",
-              "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (SPEC A5.2)");
+              "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (docs/spec/mtp.md §2)");
   HYTRA_CHECK(cfg.recompute_granularity != "full" || cfg.recompute_num_layers <= plan.num_logical_layers,
               "--recompute-num-layers: expected at most the model's ", plan.num_logical_layers,
               " logical layers, got ", cfg.recompute_num_layers);
@@ -52,7 +52,7 @@ LayerPlan plan_for(const ModelConfig& cfg) {
 }
 
 HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(cfg), plan_(plan) {
-  cfg_.num_layers = plan_.num_layers;  // the pattern decides (SPEC A1.6)
+  cfg_.num_layers = plan_.num_layers;  // the pattern decides (docs/spec/pattern.md §6)
   const int64_t V = cfg_.padded_vocab_size(), C = cfg_.hidden_size;
   embedding_ = std::make_unique<Embedding>(kWordEmbeddingKey, V, C, cfg_.init_method_std, store_);
   if (cfg_.position_embedding_type == "learned_absolute")
@@ -75,7 +75,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
     for (size_t j = 0; j < item.symbols.size(); ++j) {
       SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j]};
       std::unique_ptr<Module> layer = build_sublayer(cfg_, spec, store_);
-      if (cfg_.enable_mhc) {  // hytra decision 3: one hyper-connection per physical sub-layer
+      if (cfg_.enable_mhc) {  // docs/spec/README.md decision 3: one hyper-connection per physical sub-layer
         const char s = spec.symbol;
         const char* name = s == '*' ? "self_attention_hyper_connection."
                            : (s == '-' || s == 'E') ? "mlp_hyper_connection."
@@ -113,7 +113,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   plan_recompute();
 }
 
-// SPEC A6: full/uniform checkpoints consecutive chunks of --recompute-num-layers logical layers (a
+// docs/spec/recompute.md §2-§3: full/uniform checkpoints consecutive chunks of --recompute-num-layers logical layers (a
 // `[...]` group is one), full/block the first --recompute-num-layers logical layers one by one;
 // selective checkpoints the bodies of the listed sub-layer kinds (mlp `-`, moe `E`, mamba `M`).
 void HybridModel::plan_recompute() {
@@ -136,8 +136,8 @@ void HybridModel::plan_recompute() {
     }
   }
   if (cfg_.recompute_granularity == "selective" && cfg_.enable_mhc) {
-    // Selective "mhc" (SPEC A4.6): blocks of --mhc-recompute-layer-num sub-layers, by default
-    // max(1, floor(sqrt(n L / (n + 2)))) (hytra decision 3); a block keeps its input streams and each
+    // Selective "mhc" (docs/spec/mhc.md §6): blocks of --mhc-recompute-layer-num sub-layers, by default
+    // max(1, floor(sqrt(n L / (n + 2)))) (docs/spec/README.md decision 3); a block keeps its input streams and each
     // layer's mappings and output F, and rebuilds the other layers' input streams in backward.
     if (std::find(cfg_.recompute_modules.begin(), cfg_.recompute_modules.end(), "mhc") != cfg_.recompute_modules.end()) {
       const double n = double(cfg_.mhc_num_residual_streams), L = double(sublayers_.size());
@@ -218,7 +218,7 @@ void HybridModel::forward_sublayer(StepContext& ctx, Saved& saved, size_t i, Ten
   }
 }
 
-// mHC (SPEC A4.2 "block level"): the embedding output is replicated into n streams, every sub-layer's
+// mHC (docs/spec/mhc.md §2, block level): the embedding output is replicated into n streams, every sub-layer's
 // hyper-connection mixes them, and their mean enters the final norm.
 Tensor HybridModel::forward_mhc_stack(StepContext& ctx, const Tensor& h) {
   Exec& ex = ctx.ex();
@@ -340,7 +340,7 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
 
 // The LM loss from the final-normed hidden state y, then the MTP depths. MTP trains only: its losses
 // are not part of the returned LM loss (their gradients are applied in backward and their values
-// logged, SPEC A5.2).
+// logged, docs/spec/mtp.md §2).
 Tensor HybridModel::head(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
   Tensor losses = output_->forward(ctx, y, labels, ctx.grad_enabled ? ctx.loss_grad : Tensor());
   Saved& s = ctx.saved<Saved>(this);

@@ -45,7 +45,7 @@ class HybridModel {
   // Backpropagates dloss (B,T), accumulating parameter gradients.
   void backward(StepContext& ctx, const Tensor& dloss);
   // Runs the weight-gradient work backward() queued under ctx.delay_wgrad, layer by layer from the
-  // last (SPEC.md A3.7), then anything still queued (the output layer and embeddings never queue).
+  // last (docs/spec/moe.md §7), then anything still queued (the output layer and embeddings never queue).
   void backward_dw(StepContext& ctx);
 
   // The MoE layers' routing statistics over this step's micro-batches (aux/z losses, tokens per
@@ -69,7 +69,7 @@ class HybridModel {
   std::vector<std::unique_ptr<Module>> sublayers_;  // physical order
   std::unique_ptr<Norm> final_norm_;
   std::unique_ptr<OutputLayer> output_;
-  std::vector<std::unique_ptr<MtpDepth>> mtp_;  // SPEC A5: one per depth
+  std::vector<std::unique_ptr<MtpDepth>> mtp_;  // docs/spec/mtp.md: one per depth
   // Per depth, per training micro-batch of this step: (sum of its losses (1), its targets (1)), on
   // the device until mtp_losses() reads them.
   std::vector<std::vector<std::pair<Tensor, Tensor>>> mtp_pending_;

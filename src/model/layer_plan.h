@@ -1,4 +1,4 @@
-// LayerPlan: what a hybrid layer pattern (docs/pattern.md, SPEC.md A1) describes — the logical
+// LayerPlan: what a hybrid layer pattern (docs/pattern.md, docs/spec/pattern.md) describes — the logical
 // layers (items: one symbol, or a `[...]` group) with their physical layer numbers and pipeline
 // segments, the MTP part, per-symbol counts and, when asked, one pipeline stage's share.
 #pragma once
@@ -13,7 +13,7 @@ namespace hytra {
 struct LayerItem {
   std::string symbols;            // "*" or, for the group [*-], "*-"
   std::vector<int64_t> physical;  // 1-based physical layer numbers of the members (consecutive)
-  int64_t logical = 0;            // logical index: keys "decoder.layers.<logical>." (SPEC A2.5)
+  int64_t logical = 0;            // logical index: keys "decoder.layers.<logical>." (docs/spec/names.md §5)
   int64_t segment = 0;            // index of the '|'-segment holding the item
 };
 

@@ -1,5 +1,5 @@
-// Canonical Megatron-Core state-dict keys assigned from the layer plan (SPEC.md A2, hytra
-// decision 2): every sub-layer of logical layer i lives under "decoder.layers.<i>." (a `[*-]` group
+// Canonical Megatron-Core state-dict keys assigned from the layer plan (docs/spec/names.md,
+// docs/spec/README.md decision 2): every sub-layer of logical layer i lives under "decoder.layers.<i>." (a `[*-]` group
 // is one logical layer, keyed like a GPT TransformerLayer); the final norm is
 // "decoder.final_layernorm.weight" when the main pattern contains '[' and
 // "decoder.final_norm.weight" otherwise.

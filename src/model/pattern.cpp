@@ -39,7 +39,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 bool has(const std::string& s, char c) { return s.find(c) != std::string::npos; }
 
-// Attention cannot be mixed with MLA/DSA in one pattern (SPEC A1.3).
+// Attention cannot be mixed with MLA/DSA in one pattern (docs/spec/pattern.md §3).
 void check_attention_mix(const std::string& flat) {
   HYTRA_CHECK(!(has(flat, '*') && (has(flat, 'D') || has(flat, '+'))),
               "Not supported to have both Attention and MLA/DSA in one model");
@@ -178,7 +178,7 @@ std::vector<std::string> parse_segment(const std::string& segment, const std::st
                     "Valid symbols are: ", valid_symbols_text(name == "main"));
       HYTRA_CHECK(!has(group.substr(0, group.size() - 1), 'E'), "In ", name,
                   " pattern, MoE layer 'E' must be the last symbol inside a layer group.");
-      // hytra decision 1: two sub-layers of one kind in a group would share checkpoint keys.
+      // docs/spec/README.md decision 1: two sub-layers of one kind in a group would share checkpoint keys.
       for (size_t a = 0; a < group.size(); ++a)
         HYTRA_CHECK(group.find(group[a], a + 1) == std::string::npos, "In ", name, " pattern, layer group '[", group,
                     "]' holds two '", group[a], "' sub-layers; hytra rejects this because both would be saved under "

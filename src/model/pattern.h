@@ -1,4 +1,4 @@
-// The hybrid layer pattern language (SPEC.md A1, with PR #4942's `[...]` groups and hytra decision 1):
+// The hybrid layer pattern language (docs/spec/pattern.md, with PR #4942's `[...]` groups and docs/spec/README.md decision 1):
 // parsing with Megatron's check order and messages, counting, pipeline-segment selection with
 // physical and logical offsets, and pattern generation from the deprecated ratios.
 #pragma once
@@ -10,7 +10,7 @@
 
 namespace hytra {
 
-// SPEC A1.3: (main or none, mtp or none, depths). Throws hytra::Error.
+// docs/spec/pattern.md §3: (main or none, mtp or none, depths). Throws hytra::Error.
 struct ParsedPattern {
   std::optional<std::string> main, mtp;
   int64_t mtp_depths = 0;
@@ -20,7 +20,7 @@ ParsedPattern parse_hybrid_pattern(const std::optional<std::string>& pattern);
 // One pipe-free segment as items ("M", "*-" for [*-], ...); `name` goes into error messages.
 std::vector<std::string> parse_segment(const std::string& segment, const std::string& name);
 
-// SPEC A1.6 step 1-2, with Python's round-half-to-even.
+// docs/spec/pattern.md §6 steps 1-2, with Python's round-half-to-even.
 std::string pattern_from_ratios(int64_t num_layers, double attention_ratio, double mlp_ratio);
 
 struct PlanOptions {
@@ -29,7 +29,7 @@ struct PlanOptions {
   std::optional<int64_t> mtp_num_layers;  // --mtp-num-layers
   double hybrid_attention_ratio = 0.0;    // --hybrid-attention-ratio
   double hybrid_mlp_ratio = 0.0;          // --hybrid-mlp-ratio
-  // Pipeline stage to select (SPEC A1.5): --pipeline-model-parallel-size, the rank, the virtual
+  // Pipeline stage to select (docs/spec/pattern.md §5): --pipeline-model-parallel-size, the rank, the virtual
   // stage, --decoder-first/last-pipeline-num-layers.
   std::optional<int64_t> pipeline_size, pipeline_rank, virtual_stage, first_stage_layers, last_stage_layers;
 };

@@ -1,10 +1,10 @@
 // SelfAttention (`*`): f(x) = linear_proj(attention(rope(qk_norm(split(linear_qkv(norm(x))))))).
-// Keys under the layer prefix (SPEC.md A2.1): self_attention.linear_qkv.layer_norm_weight (the
+// Keys under the layer prefix (docs/spec/names.md §1): self_attention.linear_qkv.layer_norm_weight (the
 // pre-norm fused into the QKV GEMM in Megatron's TE spec), self_attention.linear_qkv.weight
 // ((H + 2 Hkv) D, C) with rows grouped per KV group g as [H/Hkv query heads of g; k_g; v_g],
 // self_attention.q_layernorm / k_layernorm (optional, over D), self_attention.linear_proj.weight (C, H D),
 // biases with add_bias_linear. Causal, softmax scale 1/sqrt(D), RoPE rotate-half over
-// int(D * rotary_percent) channels (hytra decision 7).
+// int(D * rotary_percent) channels (docs/spec/README.md decision 7).
 #pragma once
 #include <memory>
 #include <string>

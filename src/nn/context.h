@@ -1,6 +1,6 @@
 // StepContext: the state of one micro-batch in flight — the executor, each layer's saved tensors
 // (a slot per layer, keyed by the layer's address, holding that layer's `Saved` struct), and the
-// queue of delayed weight-gradient tasks (--delay-wgrad-compute, SPEC.md A3.7): under delay_wgrad,
+// queue of delayed weight-gradient tasks (--delay-wgrad-compute, docs/spec/moe.md §7): under delay_wgrad,
 // Linear::backward pushes its dW/db GEMMs here tagged with the Linear as owner; a layer's
 // backward_dw() runs only its own Linears' tasks (EP-overlap schedules run them per layer), and
 // run_wgrad() drains everything still queued, in push order.
@@ -36,7 +36,7 @@ class StepContext {
   // Drops every saved tensor (the start of a new micro-batch's forward).
   void clear() { slots_.clear(); }
 
-  // Activation recompute (DESIGN.md layer contract): between begin_record() and end_record() every
+  // Activation recompute (docs/ARCHITECTURE.md "The layer contract"): between begin_record() and end_record() every
   // slot used is noted, so a block's saved state can be dropped after its forward (drop) and rebuilt
   // by running the same forward again in backward, with `recomputing` set (layers then skip their
   // once-per-micro-batch bookkeeping, e.g. MoE token counts).

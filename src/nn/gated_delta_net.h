@@ -1,16 +1,16 @@
-// Gated delta net (`G`, SPEC.md A8.2): f(x) = out_proj(rmsnorm_heads(o) * silu(z)) with
+// Gated delta net (`G`, docs/spec/mamba_gdn.md §2): f(x) = out_proj(rmsnorm_heads(o) * silu(z)) with
 //   qkvzba = in_proj(norm(x)), split along features into q, k (Hk*dk each), v, z (Hv*dv each),
 //   beta_raw, alpha (Hv each);
 //   [q k v] = silu(causal depthwise conv1d([q k v]) + bias);
 //   o = gated delta rule (L2-normalised q and k, g = -exp(A_log) softplus(alpha + dt_bias),
 //       beta = sigmoid(beta_raw), chunk size 64);
 //   out_norm: RMSNorm over dv per head (weight [dv], eps --norm-epsilon), times silu(z).
-// Keys under `<prefix>self_attention.` (SPEC.md A2.2): in_proj.layer_norm_weight, in_proj.weight
+// Keys under `<prefix>self_attention.` (docs/spec/names.md §2): in_proj.layer_norm_weight, in_proj.weight
 // [2 Hk dk + 2 Hv dv + 2 Hv, C], conv1d.weight [2 Hk dk + Hv dv, 1, K], conv1d.bias, A_log [Hv],
 // dt_bias [Hv], out_norm.weight [dv], out_proj.weight [C, Hv dv] (no linear biases by default, as
 // Megatron's GDN; the bias option serves the gradient checks). Init (Megatron): in_proj N(0, std), out_proj N(0, std / sqrt(2 L)), conv weight
 // and bias U(+-1/sqrt(K)), dt_bias = 1, A_log = ln U(1, 16), norms 1.
-// The recurrence reads the fp32 masters of A_log and dt_bias (DESIGN.md: SSM maths in fp32).
+// The recurrence reads the fp32 masters of A_log and dt_bias (docs/ARCHITECTURE.md "Precision": SSM maths in fp32).
 #pragma once
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-// mHC hyper-connection around one sub-layer (SPEC.md A4.2, hytra decision 3): the residual stream is
+// mHC hyper-connection around one sub-layer (docs/spec/mhc.md §2, docs/spec/README.md decision 3): the residual stream is
 // n streams X (N, n, C); per token, from the flattened streams x = vec(X),
 //   proj = mapping_proj(x) (fp32), (H_pre, H_post, H_res) = coefficients(x, proj, alpha, bias)
 //   (sigmoid, 2 sigmoid, Sinkhorn; ops::mhc_coeffs_fwd), u = sum_i H_pre[i] X[i],
@@ -34,7 +34,7 @@ class HyperConnection : public Module {
   Tensor forward(StepContext& ctx, const Tensor& X) override;    // X (B,T,n,C) -> X' (B,T,n,C)
   Tensor backward(StepContext& ctx, const Tensor& dY) override;  // dX' -> dX
   void backward_dw(StepContext& ctx) override { layer_->backward_dw(ctx); }
-  // mHC recompute (SPEC A4.6): forget the saved input streams (and their fp32 copy) after forward;
+  // mHC recompute (docs/spec/mhc.md §6): forget the saved input streams (and their fp32 copy) after forward;
   // rebuild_streams(X) restores them from the recomputed input and returns this layer's output again
   // (the combine of X with the kept F, H_res, H_post: bitwise the forward's).
   void drop_streams(StepContext& ctx);

@@ -1,15 +1,15 @@
-// Mamba-2 mixer (`M`, SPEC.md A8.1): f(x) = out_proj(gated_norm(ssd(conv(in_proj(norm(x)))), z)).
+// Mamba-2 mixer (`M`, docs/spec/mamba_gdn.md §1): f(x) = out_proj(gated_norm(ssd(conv(in_proj(norm(x)))), z)).
 //   zxBCdt = in_proj(norm(x)), split along features into z (d_inner), xBC (d_inner + 2GN), dt (H);
 //   xBC = silu(causal depthwise conv1d(xBC) + bias), split into x (H,P), B (G,N), C (G,N);
 //   y = SSD scan (softplus(dt + dt_bias), A = -exp(A_log), D skip), chunk by chunk;
 //   out = out_proj(rmsnorm_groups(y * silu(z)) * norm.weight)  (gate first; eps 1e-5, G groups).
-// Keys under `<prefix>mixer.` (hytra decision 2): in_proj.layer_norm_weight, in_proj.weight
+// Keys under `<prefix>mixer.` (docs/spec/README.md decision 2): in_proj.layer_norm_weight, in_proj.weight
 // [2 d_inner + 2GN + H, C], conv1d.weight [d_inner + 2GN, 1, d_conv], conv1d.bias, A_log [H],
 // D [H], dt_bias [H], norm.weight [d_inner], out_proj.weight [C, d_inner]. No linear biases.
 // Init (Megatron): in_proj N(0, std), out_proj N(0, std / sqrt(2 L)), conv weight and bias
 // U(+-1/sqrt(d_conv)) (kaiming-uniform a=sqrt(5) of fan-in d_conv), dt_bias = softplus^-1 of a
 // log-uniform dt in [1e-3, 0.1] (floor 1e-4), A_log = ln U(1, 16), D = 1, norm weight 1.
-// The SSD scan reads the fp32 masters of dt_bias, A_log and D (DESIGN.md: SSM maths in fp32).
+// The SSD scan reads the fp32 masters of dt_bias, A_log and D (docs/ARCHITECTURE.md "Precision": SSM maths in fp32).
 #pragma once
 #include <memory>
 #include <string>

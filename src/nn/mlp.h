@@ -4,7 +4,7 @@
 // otherwise — and `<prefix>linear_fc2.weight` (C, F), biases with add_bias_linear. GLU activations
 // add --glu-linear-offset to the linear half (SwiGLU with a non-zero offset and QuickGeGLU run the
 // expert activation op with probability 1).
-// MLP (`-`): f(x) = FeedForward(norm(x)) under the layer prefix (SPEC.md A2.1):
+// MLP (`-`): f(x) = FeedForward(norm(x)) under the layer prefix (docs/spec/names.md §1):
 // mlp.linear_fc1.layer_norm_weight (fused pre-norm), mlp.linear_fc1.weight, mlp.linear_fc2.weight.
 #pragma once
 #include <memory>

@@ -1,4 +1,4 @@
-// Module: the layer contract (DESIGN.md). forward(ctx, x) saves what backward needs in the layer's
+// Module: the layer contract (docs/ARCHITECTURE.md). forward(ctx, x) saves what backward needs in the layer's
 // slot of ctx and returns y; backward(ctx, dy) returns dx (overwritten) and accumulates parameter
 // gradients (+=) or, with ctx.delay_wgrad, queues them for backward_dw().
 // Sub-layers of the residual stream (attention, MLP, ...) compute f(h) only: the model adds the

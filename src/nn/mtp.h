@@ -1,4 +1,4 @@
-// One multi-token-prediction depth k (SPEC.md A5.1): from the previous depth's final-normed hidden
+// One multi-token-prediction depth k (docs/spec/mtp.md §1): from the previous depth's final-normed hidden
 // state h (depth 1: the main decoder's output after its final norm) and the token ids rolled left
 // k times (0-filled tail),
 //   z = eh_proj([enorm(embedding(ids_k)), hnorm(h)])      (embedding FIRST; eh_proj [C, 2C], no bias)
@@ -6,7 +6,7 @@
 //   h_k = final_layernorm(z);  per-token loss = CE(output_layer(h_k), labels rolled k times).
 // The embedding table and the output layer are the main model's (shared Params, own saved state).
 // Keys under `mtp.layers.<k-1>.`: enorm.weight, hnorm.weight, eh_proj.weight, final_layernorm.weight,
-// and the inner sub-layers under `mtp_model_layer.layers.<j>.` (the hybrid path of A2.4).
+// and the inner sub-layers under `mtp_model_layer.layers.<j>.` (the hybrid path of docs/spec/names.md §4).
 #pragma once
 #include <functional>
 #include <memory>

@@ -1,7 +1,7 @@
 // Norm: RMSNorm (y = x / rms(x) * w) or LayerNorm (y = (x - mean) / std * w + b) over the last dim.
 // Keys `<prefix><stem>weight` (+ `<prefix><stem>bias` for LayerNorm): stem "" for a standalone norm
 // ("decoder.final_norm.weight"), "layer_norm_" where Megatron fuses the norm into the next GEMM
-// ("...self_attention.linear_qkv.layer_norm_weight", SPEC.md A2.1).
+// ("...self_attention.linear_qkv.layer_norm_weight", docs/spec/names.md §1).
 #pragma once
 #include <string>
 

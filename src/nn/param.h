@@ -1,9 +1,9 @@
 // Parameters: each is a named view into one flat value buffer and one flat gradient buffer
-// (DESIGN.md "Parameters live in flat buffers"), so the optimizer, the grad norm and later the
+// (docs/ARCHITECTURE.md "The layer contract"), so the optimizer, the grad norm and later the
 // all-reduces and checkpoints work on large contiguous spans. Layers create their Params at
 // construction (shape, init, decay flag, canonical Megatron key); ParamStore::finalize() then
 // allocates the buffers and points every Param at its slice.
-// Mixed precision (--bf16, DESIGN.md "Precision"): the model computes with bf16 values while the
+// Mixed precision (--bf16, docs/ARCHITECTURE.md "Precision"): the model computes with bf16 values while the
 // optimizer updates an fp32 master copy; `master` then views a separate fp32 buffer and the values
 // are refreshed from it (init, load, every optimizer step). In fp32/fp64 runs master IS the value.
 #pragma once
@@ -22,8 +22,8 @@ enum class InitKind {
   Zeros,
   Ones,
   Uniform,      // U(lo, hi)
-  LogUniform,   // ln U(lo, hi): Mamba/GDN A_log (SPEC.md A8)
-  MambaDtBias,  // dt = exp(U(ln lo, ln hi)) clamped >= 1e-4, then softplus^-1(dt) (SPEC.md A8.1)
+  LogUniform,   // ln U(lo, hi): Mamba/GDN A_log (docs/spec/mamba_gdn.md)
+  MambaDtBias,  // dt = exp(U(ln lo, ln hi)) clamped >= 1e-4, then softplus^-1(dt) (docs/spec/mamba_gdn.md §1)
 };
 
 struct Param {

@@ -79,7 +79,7 @@ void load_tensors(const std::string& path, std::vector<std::pair<std::string, Te
   }
 }
 
-// Grouped expert tensors load into per-expert parameters and back (SPEC.md A2.6, hytra decision 2):
+// Grouped expert tensors load into per-expert parameters and back (docs/spec/names.md §6, docs/spec/README.md decision 2):
 // a model key "<p>experts.linear_fcX.<kind><e><suffix>" absent from the file takes slice e of the
 // file's "<p>experts.linear_fcX.<kind><suffix>" ([E, ...] unbound on dim 0, or the packed [E*out, ...]
 // form in E equal chunks), and a grouped model key absent from the file stacks the file's complete
@@ -141,7 +141,7 @@ void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::st
       const Shape tail(g.empty() ? g.begin() : g.begin() + 1, g.end());
       Shape t_tail = t.shape();
       if (!t_tail.empty()) t_tail.erase(t_tail.begin());
-      const bool unbind = !g.empty() && g[0] == E && tail == t.shape();  // [E, out, in]: wins (A2.6)
+      const bool unbind = !g.empty() && g[0] == E && tail == t.shape();  // [E, out, in]: wins (docs/spec/names.md §6)
       const bool packed = !g.empty() && t.dim() >= 1 && g[0] == E * t.size(0) && tail == t_tail;  // [E*out, in]
       HYTRA_CHECK(e->dtype == "F32" && (unbind || packed), path, ": cannot split checkpoint tensor '", q.grouped,
                   "' ", e->dtype, shape_str(g), " into ", E, " experts of F32", shape_str(t.shape()));

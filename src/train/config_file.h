@@ -1,4 +1,4 @@
-// `--config FILE`: a flat YAML or TOML file holding flag values (STYLE.md "Configuration flow").
+// `--config FILE`: a flat YAML or TOML file holding flag values (docs/ARCHITECTURE.md "Configuration flow").
 //
 // Accepted (format chosen by extension: .yaml/.yml or .toml):
 //   YAML  `key: value`, `key: [a, b]`, or `key:` followed by block `- item` lines; `#` comments;

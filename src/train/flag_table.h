@@ -1,5 +1,5 @@
 // Generic command-line flags: a table of FlagSpec rows that parses argv and `--config FILE`
-// (STYLE.md "Configuration flow"; flag names and defaults in SPEC B4.3).
+// (docs/ARCHITECTURE.md "Configuration flow"; flag names and defaults in docs/spec/megatron_cli.md §6).
 //
 // Command line: `--flag value`, `--flag=value`; bool flags take no value (`--flag`, or `--flag=true|false`);
 // list flags take every following token up to the next `--flag` (or `--flag=v` for one element);

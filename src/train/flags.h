@@ -1,5 +1,5 @@
 // The flag rows of `hytra train`: one row per Megatron-LM flag hytra implements, bound to its
-// config field (SPEC.md B4.3 names and defaults; docs/configuration.md lists them).
+// config field (docs/spec/megatron_cli.md §6 names and defaults; docs/configuration.md lists them).
 #pragma once
 #include "model/config.h"
 #include "train/flag_table.h"

@@ -1,4 +1,4 @@
-// Learning-rate schedule: Megatron-Core's OptimizerParamScheduler.get_lr (SPEC B4.1, B8.6).
+// Learning-rate schedule: Megatron-Core's OptimizerParamScheduler.get_lr (docs/spec/megatron_cli.md §4, docs/spec/gotchas.md §2 item 6).
 //
 // Megatron counts the schedule in samples (num_steps += global batch after every iteration). hytra
 // counts in optimizer steps: at a constant global batch every ratio below is the same quotient, so the

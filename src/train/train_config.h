@@ -1,5 +1,5 @@
 // TrainConfig: the run (batching, optimizer, schedule, evaluation, logging). Each field names its
-// Megatron-LM flag and default (SPEC.md B4.3). validate() collects every violation and throws them
+// Megatron-LM flag and default (docs/spec/megatron_cli.md §6). validate() collects every violation and throws them
 // together; after it the config is const.
 #pragma once
 #include <cstdint>

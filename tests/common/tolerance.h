@@ -1,4 +1,4 @@
-// Named tolerances, one place (STYLE.md rule 10). A comparison passes when every element has
+// Named tolerances, one place (docs/ARCHITECTURE.md style rule 10). A comparison passes when every element has
 // |got - want| <= atol + rtol * |want|, and nothing is NaN/Inf.
 #pragma once
 #include "core/dtype.h"

@@ -221,7 +221,7 @@ TEST(Checkpoint, FinalNormLoadsAsFinalLayernorm) {
   }
 }
 
-// SPEC A2.3's interop: a GPT checkpoint (attention and MLP of layer i under one index) fills an
+// docs/spec/names.md §3 interop: a GPT checkpoint (attention and MLP of layer i under one index) fills an
 // ungrouped hybrid model, the i-th `*` from GPT layer i's attention, the i-th `-` from its MLP.
 TEST(Checkpoint, GptCheckpointFillsAnUngroupedHybridModel) {
   const std::string gpt = testing::TempDir() + "hytra_ckpt_gpt", hyb = testing::TempDir() + "hytra_ckpt_hyb";

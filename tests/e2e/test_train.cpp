@@ -138,7 +138,7 @@ TEST(Train, MtpLearnsLogsItsDepthsAndIsBitwiseDeterministic) {
   EXPECT_LT(std::stod(text.substr(at + 12)), std::log(96.0) - 1.0);  // the depths learn too
 }
 
-// Activation recompute (SPEC A6, hytra decisions 4-5): every setting reproduces the run without
+// Activation recompute (docs/spec/recompute.md, docs/spec/README.md decisions 4-5): every setting reproduces the run without
 // recompute bit for bit (losses and gradient norms), on a model with Mamba, attention, MoE, gated
 // delta net and MLP layers, a `[*-]` group and an MTP depth, with and without mHC (every sub-layer
 // kind under mHC). (The saved-activation bytes are
@@ -203,7 +203,7 @@ void check_recompute_is_bitwise(const std::vector<std::string>& device) {
 
 TEST(Train, RecomputeIsBitwiseIdentical) { check_recompute_is_bitwise({}); }
 
-// The seed and deprecated spellings Megatron users have in their scripts (hytra decision 3, A3.3).
+// The seed and deprecated spellings Megatron users have in their scripts (docs/spec/README.md decision 3, docs/spec/moe.md §3).
 TEST(Train, FlagAliasesSetTheSameFields) {
   ModelConfig m;
   TrainConfig t;

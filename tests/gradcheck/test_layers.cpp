@@ -316,7 +316,7 @@ TEST(Gradcheck, MoeExpertsActivationsLayoutsAndShared) {
   }
 }
 
-// One MTP depth (SPEC A5.1) with an attention + MLP inner block: gradients of its per-token losses
+// One MTP depth (docs/spec/mtp.md §1) with an attention + MLP inner block: gradients of its per-token losses
 // reach the previous hidden state, its own norms and eh_proj, the inner layers and the shared
 // embedding and output weights. Rolled labels mask the tail (-1).
 TEST(Gradcheck, MtpDepth) {
@@ -355,7 +355,7 @@ TEST(Gradcheck, MtpDepth) {
       [&](StepContext& ctx, const Tensor& dl) { return depth.backward(ctx, dl, Tensor()); });
 }
 
-// mHC around an MLP (SPEC A4.2-A4.3): through the aggregation, the combine, the coefficients and
+// mHC around an MLP (docs/spec/mhc.md §2-§3): through the aggregation, the combine, the coefficients and
 // the unrolled Sinkhorn iterations, for n = 1, 2, 4 and both variants.
 TEST(Gradcheck, HyperConnection) {
   uint64_t seed = 190;

@@ -1,4 +1,4 @@
-// test_parity: every op on CUDA against the CPU reference (STYLE.md "Parity").
+// test_parity: every op on CUDA against the CPU reference (docs/ARCHITECTURE.md "Tests").
 //   test_parity [-o <op>] [--seed <n>]
 // First a coverage check: every HYTRA_OP_LIST entry must have a case (and every case must name a
 // listed op), else it fails naming the op, with or without a GPU. Without a GPU it then prints

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference for GPTDataset sampling (SPEC.md B1.7), written with numpy's own
+"""Independent reference for GPTDataset sampling (docs/spec/gpt_dataset.md), written with numpy's own
 numpy.random.RandomState. Reads one JSON config per line on stdin:
   {"lengths": [...], "split": "969,30,1", "which": 0, "seq_length": L, "seed": S, "num_samples": n|null}
 and prints one JSON line per config: {"document_index": [...], "sample_index": [...flattened],

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent numpy implementation of Megatron's MMIDIDX layout (SPEC.md B1.2-B1.4).
+"""Independent numpy implementation of Megatron's MMIDIDX layout (docs/spec/indexed_dataset.md §2-§4).
   indexed_dataset_ref.py write PREFIX < spec.json   spec: {"dtype": code, "documents": [[[tokens of
                                                       sequence], ...], ...]} (documents of sequences)
   indexed_dataset_ref.py read PREFIX                prints {"dtype", "lengths", "pointers",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent safetensors reader/writer from SPEC.md B2 (Python standard library only).
+"""Independent safetensors reader/writer from docs/spec/safetensors.md (Python standard library only).
   safetensors_ref.py read FILE    prints {"metadata": {...}, "tensors": {name: [dtype, shape, hex bytes]}}
   safetensors_ref.py write FILE   < the same JSON: writes the file (reference ordering, 8-byte padding)"""
 import json

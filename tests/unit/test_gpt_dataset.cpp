@@ -1,5 +1,5 @@
 // GPTDataset sampling against numpy (known RandomState outputs, and an independent numpy
-// rendition of SPEC.md B1.7 in gpt_dataset_ref.py), the SPEC's worked example, split rounding,
+// rendition of docs/spec/gpt_dataset.md in gpt_dataset_ref.py), its worked example (§5), split rounding,
 // epochs, empty documents, blending and its weights, and tokens outside the vocabulary.
 #include <gtest/gtest.h>
 
@@ -39,7 +39,7 @@ TEST(RandomState, MatchesNumpy) {
 }
 
 TEST(GptDataset, WorkedExampleSampleIndex) {
-  // SPEC B1.7: lengths 5, 3, 7 in document order, L = 4 -> rows (0,0), (0,4), (2,0), (2,4):
+  // docs/spec/gpt_dataset.md §5: lengths 5, 3, 7 in document order, L = 4 -> rows (0,0), (0,4), (2,0), (2,4):
   // samples d0[0:5]; d0[4], d1[0:3], d2[0]; d2[0:5].
   EXPECT_EQ(build_sample_index({5, 3, 7}, {0, 1, 2}, 4, 15), (std::vector<int64_t>{0, 0, 0, 4, 2, 0, 2, 4}));
   // An empty document is skipped over: lengths 2, 0, 4 with L = 2 -> (0,0), (2,0), (2,2).

@@ -1,5 +1,5 @@
 // The model from a pattern: canonical keys per logical layer, final-norm naming, tied/untied head,
-// "not built yet" symbols, and SPEC A2.5's numerics rule (a group is only a naming/scheduling
+// "not built yet" symbols, and the numerics rule of docs/spec/names.md §5 (a group is only a naming/scheduling
 // boundary: `[*-]` computes exactly what `*-` computes with the same weights).
 #include <gtest/gtest.h>
 
@@ -100,7 +100,7 @@ TEST(HybridModel, UnbuiltSymbolsAreNamedErrors) {
   }
 }
 
-// SPEC.md A2.2: Mamba-2 and gated delta net keys and shapes, Megatron's order within a layer.
+// docs/spec/names.md §2: Mamba-2 and gated delta net keys and shapes, Megatron's order within a layer.
 TEST(HybridModel, MambaAndGatedDeltaNetKeys) {
   ModelConfig c = tiny("MG");
   HybridModel m(c, plan_for(c));
@@ -155,7 +155,7 @@ TEST(HybridModel, FlopsCountMtpMambaAndGdnAsMegatron) {
   EXPECT_DOUBLE_EQ(flops_per_token(c, k), want);
 }
 
-// Megatron's initialisation of the Mamba and GDN parameters (SPEC.md A8): ranges, constants, and
+// Megatron's initialisation of the Mamba and GDN parameters (docs/spec/mamba_gdn.md): ranges, constants, and
 // per-layer draws (the Philox stream is keyed by the parameter name).
 TEST(HybridModel, MambaAndGatedDeltaNetInit) {
   ModelConfig c = tiny("MMG");
@@ -218,7 +218,7 @@ TEST(HybridModel, GroupEqualsUngroupedBitwise) {
   for (double l : loss_g.to_f64_vector()) EXPECT_NEAR(l, std::log(32.0), 1.0);
 }
 
-// MTP (SPEC A5): with two depths the gradient of J = mean main CE + (factor / D) * sum_k (mean CE of
+// MTP (docs/spec/mtp.md): with two depths the gradient of J = mean main CE + (factor / D) * sum_k (mean CE of
 // depth k, labels rolled k times) matches central differences of J, in fp64, on elements of every
 // parameter (the depths' own, the shared embedding and head, the main stack). J's MTP part comes
 // from the logged per-depth losses of the same forward.
@@ -338,7 +338,7 @@ TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
   EXPECT_EQ(none - norm, 4 * 64 * 32 * 4);  // exactly the MoE layer's pre_mlp_layernorm output (B,T,C) fp32
 }
 
-// Selective "mhc" (SPEC A4.6): inside each recompute block only the block's input streams stay saved.
+// Selective "mhc" (docs/spec/mhc.md §6): inside each recompute block only the block's input streams stay saved.
 TEST(HybridModel, MhcRecomputeLowersSavedActivationBytes) {
   auto saved_bytes = [](const std::vector<std::string>& modules, int64_t block) {
     ModelConfig c = tiny("M*-M*-");

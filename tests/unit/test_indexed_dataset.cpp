@@ -1,4 +1,4 @@
-// Megatron's .bin/.idx files: SPEC B1.5's worked example byte for byte, round trips for every dtype,
+// Megatron's .bin/.idx files: the worked example of docs/spec/indexed_dataset.md §5 byte for byte, round trips for every dtype,
 // empty documents, merging, corruption errors, and both directions against an independent numpy
 // implementation (indexed_dataset_ref.py).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Cross-layout loading: TEGroupedLinear's key normalisation against SPEC.md A2.6's test vectors,
+// Cross-layout loading: TEGroupedLinear's key normalisation against the test vectors of docs/spec/names.md §6,
 // the name aliases, and --ckpt-strictness.
 #include <gtest/gtest.h>
 

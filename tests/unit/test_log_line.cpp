@@ -1,5 +1,5 @@
 // Megatron log line, validation block, JSONL records and the progress text, against strings written
-// by hand from SPEC B4.1's format table.
+// by hand from the format table of docs/spec/megatron_cli.md §1.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

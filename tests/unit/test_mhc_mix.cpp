@@ -1,4 +1,4 @@
-// ops::mhc_aggregate_* and ops::mhc_combine_* on the CPU (SPEC.md A4.2 steps 5-6): the A4.2 vector
+// ops::mhc_aggregate_* and ops::mhc_combine_* on the CPU (docs/spec/mhc.md §2 steps 5-6): the §2 vector
 // (streams [1,2],[3,4]), the forwards and backwards against naive loops in fp64 (fp64, fp32 and
 // bf16 data), and both backwards against fp64 central differences of <out, r> on every input.
 // aggregate_bwd's dX starts random (it accumulates); combine_bwd's outputs start at 1e30 (they are

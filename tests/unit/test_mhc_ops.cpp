@@ -1,5 +1,5 @@
-// The mHC ops on the CPU (ops.h "mHC", SPEC.md A4.2, A4.3): the Sinkhorn vectors of A4.3 for both
-// variants, doubly-stochastic outputs for random logits, n = 1, A4.2's coefficient vector, and
+// The mHC ops on the CPU (ops.h "mHC", docs/spec/mhc.md §2-§3): the Sinkhorn vectors of §3 for both
+// variants, doubly-stochastic outputs for random logits, n = 1, §2's coefficient vector, and
 // sinkhorn_bwd / mhc_coeffs_bwd against fp64 finite differences of every input (dx, dalpha and
 // dbias start non-zero: they accumulate).
 // Row sums for random logits (uniform in [-2, 2]): both variants end on a column normalisation, so
@@ -119,7 +119,7 @@ TEST(MhcOps, SinkhornOfOneStreamIsOne) {
   }
 }
 
-// A4.2: n = 2, C = 2, streams [1,2],[3,4], proj = 0 (W = 0), bias = 0, any alpha.
+// docs/spec/mhc.md §2: n = 2, C = 2, streams [1,2],[3,4], proj = 0 (W = 0), bias = 0, any alpha.
 TEST(MhcOps, CoefficientsSpecVector) {
   for (MhcVariant v : {MhcVariant::Main, MhcVariant::Dev})
     for (DType dt : {DType::F32, DType::F64}) {

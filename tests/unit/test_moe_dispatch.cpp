@@ -1,5 +1,5 @@
 // CPU reference of the MoE dispatch ops (ops/cpu/moe_dispatch.cpp): gather_rows and
-// scatter_add_rows against index loops, the SPEC A2.7 interleave vector and interleaved == plain
+// scatter_add_rows against index loops, the docs/spec/names.md §7 interleave vector and interleaved == plain
 // for every GLU kind, closed forms of the forward, the clamp-boundary gradient convention, and fp64
 // central differences of moe_act_bwd (dh and dprobs) for every kind, away from clamp edges and kinks.
 #include <gtest/gtest.h>
@@ -34,7 +34,7 @@ Tensor ints(const std::vector<int32_t>& v) {
 }
 
 // Interleaves the columns of a plain GLU tensor (R, [gate F | linear F]) with block size I: the
-// last dim viewed as [2, F/I, I] with its first two axes swapped (the inverse of SPEC A2.7's
+// last dim viewed as [2, F/I, I] with its first two axes swapped (the inverse of docs/spec/names.md §7's
 // un-interleaving).
 std::vector<double> interleave(const std::vector<double>& plain, int64_t R, int64_t F, int64_t I) {
   std::vector<double> out(plain.size());
@@ -92,7 +92,7 @@ TEST(MoeDispatch, ScatterAddRowsIsTheOrderedLoop) {
   EXPECT_THROW(ops::scatter_add_rows(ex, y, x, ints({0, 1, 2}), ints({8, 0, 0, 0, 0, 0, 0, 0})), Error);
 }
 
-// SPEC A2.7's vector: I = 2, F = 4, interleaved [1,2,5,6,3,4,7,8] is gate 1..4, linear 5..8; then
+// docs/spec/names.md §7's vector: I = 2, F = 4, interleaved [1,2,5,6,3,4,7,8] is gate 1..4, linear 5..8; then
 // random rows for more block sizes, forward and backward, bitwise.
 TEST(MoeDispatch, InterleavedLayoutEqualsPlain) {
   Exec& ex = Exec::cpu();

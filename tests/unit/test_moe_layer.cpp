@@ -99,7 +99,7 @@ TEST(MoeLayer, OneExpertTopOneIsTheDenseMlp) {
   for (double g : a.grads["decoder.layers.0.mlp.router.weight"].to_f64_vector()) EXPECT_EQ(g, 0.0);
 }
 
-// SPEC.md A2.7: interleaved fc1 row r holds gate row b*I+w (w < I) or linear row b*I+w-I
+// docs/spec/names.md §7: interleaved fc1 row r holds gate row b*I+w (w < I) or linear row b*I+w-I
 // (b = r / 2I, w = r % 2I). Rows of the plain [gate; linear] weight moved there give the same layer.
 TEST(MoeLayer, GluInterleavedEqualsPlainAfterTheRowPermutation) {
   for (int64_t I : {1, 2}) {

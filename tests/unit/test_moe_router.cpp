@@ -1,4 +1,4 @@
-// The MoE router ops on the CPU (ops/cpu/moe_router.cpp): the SPEC.md A3.2 vectors, hand-checked
+// The MoE router ops on the CPU (ops/cpu/moe_router.cpp): the docs/spec/moe.md §2 vectors, hand-checked
 // routing in every mode (group-limited masking and tie-breaking included), and fp64 central
 // differences of moe_router_bwd (through probs, at points where the selection is stable) and of
 // the aux and z losses' dlogits.
@@ -49,7 +49,7 @@ void expect_near_all(const std::vector<double>& got, const std::vector<double>& 
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
 }
 
-// ---- SPEC vectors --------------------------------------------------------------------------------
+// ---- docs/spec/moe.md §2 vectors ------------------------------------------------------------------
 
 const std::vector<double> kSpecScores = {.4, .3, .2, .1, .1, .2, .3, .4};  // (2,4), rows sum to 1
 
@@ -95,7 +95,7 @@ TEST(MoeAuxLoss, PerSequenceNormalisation) {
   std::vector<double> alt, same;  // (4,4): [r0 r1 r0 r1] and [r0 r0 r1 r1]
   for (const auto* r : {&r0, &r1, &r0, &r1}) alt.insert(alt.end(), r->begin(), r->end());
   for (const auto* r : {&r0, &r0, &r1, &r1}) same.insert(same.end(), r->begin(), r->end());
-  // Two balanced sequences: each is the SPEC vector.
+  // Two balanced sequences: each is the docs/spec/moe.md §2 vector.
   EXPECT_NEAR(aux(make({4, 4}, log_of(alt)), 2, RouterScore::Softmax, 2, 0.3).loss, 0.3, 1e-12);
   // Sequence 0 uses experts {0,1} twice: P = [.8 .6 .4 .2], counts [2 2 0 0] -> 2.8; sequence 1
   // mirrors it. loss = coeff * 4 / (2 * 2^2) * (2.8 + 2.8) / 2 = 1.4 coeff.

@@ -122,7 +122,7 @@ TEST(StepContext, SlotsAreTypedPerOwnerAndCleared) {
   EXPECT_EQ(ctx.pending_wgrad(), 0u);
 }
 
-// backward_dw of one layer runs that layer's queued GEMMs only (SPEC.md A3.7 owners).
+// backward_dw of one layer runs that layer's queued GEMMs only (docs/spec/moe.md §7 owners).
 TEST(StepContext, BackwardDwRunsOnlyTheLayersOwnTasks) {
   ParamStore s;
   AttentionOptions ao;
@@ -183,7 +183,7 @@ TEST(Linear, ForwardMatchesNaiveLoop) {
   EXPECT_TRUE(test::all_close(y, f64({2, 3, O}, want), test::tol_for(DType::F64)));
 }
 
-// fc1 rows 0..F-1 are the gated (activated) half for SwiGLU (SPEC.md A2.1); naive fp64 reference.
+// fc1 rows 0..F-1 are the gated (activated) half for SwiGLU (docs/spec/names.md §1); naive fp64 reference.
 TEST(Mlp, ForwardMatchesNaiveLoopForEachActivation) {
   const int64_t Bn = 2, T = 3, C = 4, F = 5, N = Bn * T;
   uint64_t seed = 30;
@@ -450,7 +450,7 @@ TEST(Keys, MlpAndAttentionUseMegatronNames) {
                           "decoder.layers.0.self_attention.linear_proj.bias [8]"}));
 }
 
-// Naive causal GQA attention from the weight layout of SPEC.md A2.1 (rows per KV group g:
+// Naive causal GQA attention from the weight layout of docs/spec/names.md §1 (rows per KV group g:
 // [H/Hkv query heads of g; k_g; v_g]), RMSNorm input, no RoPE, no biases, in double.
 TEST(SelfAttention, QkvRowLayoutMatchesANaiveImplementation) {
   const int64_t B = 2, T = 4, C = 6, H = 4, G = 2, D = 3, R = H / G;
@@ -520,7 +520,7 @@ TEST(SelfAttention, QkvRowLayoutMatchesANaiveImplementation) {
   EXPECT_TRUE(test::all_close(y, w, test::tol_for(DType::F64)));
 }
 
-// Hand-built weights (SPEC.md A2.1 row groups per KV group g: [R query heads; k_g; v_g]) so every
+// Hand-built weights (docs/spec/names.md §1 row groups per KV group g: [R query heads; k_g; v_g]) so every
 // output has a closed form. C = H*D = 8, RMSNorm with eps 0 on +-1 inputs is the identity,
 // linear_proj is the identity, no RoPE. Inputs: x_0 = (1,1,...,1), x_1 = (1,-1,1,-1,...).
 //   q_h = (alpha_h, 0) from channel 0;  k_g = (+-beta_g, 0) from channel 1;

@@ -1,5 +1,5 @@
-// The pattern language against SPEC.md A1.7's vectors, Megatron's messages and check order,
-// hytra decision 1 (duplicate kinds in a group), numbering, pipeline stages and the ratios.
+// The pattern language against the vectors of docs/spec/pattern.md §7, Megatron's messages and check order,
+// docs/spec/README.md decision 1 (duplicate kinds in a group), numbering, pipeline stages and the ratios.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -73,7 +73,7 @@ TEST(Pattern, ErrorsAndCheckOrder) {
   EXPECT_ERROR_HAS(parse_hybrid_pattern(std::string("M*M*/MM/M*")),  // 9
                    "All MTP patterns must be identical. Pattern 1 is 'MM', but pattern 2 is 'M*'. Full pattern: "
                    "'M*M*/MM/M*'");
-  // Identity is checked before symbols (A10 item 2), and a trailing '/' after an MTP part is an error.
+  // Identity is checked before symbols (docs/spec/gotchas.md §1 item 2), and a trailing '/' after an MTP part is an error.
   EXPECT_ERROR_HAS(parse_hybrid_pattern(std::string("M*M*/MM/Ma")), "must be identical");
   EXPECT_ERROR_HAS(parse_hybrid_pattern(std::string("M*M*/MM/")), "must be identical");
   EXPECT_ERROR_HAS(parse_hybrid_pattern(std::string("M*M*/M|M/M|M")),  // 12

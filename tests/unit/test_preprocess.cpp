@@ -1,5 +1,5 @@
 // `hytra preprocess` (library side) with the real GPT-2 tokenizer: JSON Lines with escapes, lists of
-// sentences, several keys, empty documents, --append-eod (SPEC.md B1.6), and a training run on the
+// sentences, several keys, empty documents, --append-eod (docs/spec/indexed_dataset.md §6), and a training run on the
 // result through --data-path.
 #include <gtest/gtest.h>
 

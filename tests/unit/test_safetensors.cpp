@@ -1,4 +1,4 @@
-// safetensors (SPEC.md B2): the writer's exact bytes (ordering, compact JSON, padding), round trips,
+// safetensors (docs/spec/safetensors.md): the writer's exact bytes (ordering, compact JSON, padding), round trips,
 // and every header validation error.
 #include <gtest/gtest.h>
 

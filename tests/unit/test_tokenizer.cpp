@@ -1,4 +1,4 @@
-// GPT-2 byte-level BPE tokenizer (SPEC B6, B8 item 8): hand-checked ids, token-for-token equality
+// GPT-2 byte-level BPE tokenizer (docs/spec/tokenizers.md, docs/spec/gotchas.md §2 item 8): hand-checked ids, token-for-token equality
 // with the npm gpt-3-encoder reference run under node (Brown corpus + a torture text), round trips,
 // the HF tokenizer.json loader, the JSON parser and error messages.
 #include <gtest/gtest.h>
@@ -183,7 +183,7 @@ void expect_same_tokens(const std::vector<std::vector<int32_t>>& got, const std:
 
 TEST(Gpt2Bpe, HandCheckedIds) {
   REQUIRE_GPT2_FILES();
-  // Ids from the gpt-3-encoder npm package (run by hand) and SPEC B6.1's vectors.
+  // Ids from the gpt-3-encoder npm package (run by hand) and the vectors of docs/spec/tokenizers.md §5.
   const std::vector<std::pair<std::string, std::vector<int32_t>>> cases = {
       {"Hello world", {15496, 995}},
       {" the quick brown fox", {262, 2068, 7586, 21831}},

@@ -1,4 +1,4 @@
-// GPT-2 byte-to-unicode alphabet and its inverse (SPEC B6.1).
+// GPT-2 byte-to-unicode alphabet and its inverse (docs/spec/tokenizers.md §2).
 #include "data/tokenizer/byte_alphabet.h"
 
 #include <array>

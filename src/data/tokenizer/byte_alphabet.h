@@ -1,4 +1,4 @@
-// GPT-2's byte-to-unicode alphabet (SPEC B6.1): bytes 0x21-0x7E, 0xA1-0xAC, 0xAE-0xFF map to the
+// GPT-2's byte-to-unicode alphabet (docs/spec/tokenizers.md §2): bytes 0x21-0x7E, 0xA1-0xAC, 0xAE-0xFF map to the
 // same code point; the other 68 bytes map, in increasing byte order, to U+0100..U+0143.
 #pragma once
 #include <string>

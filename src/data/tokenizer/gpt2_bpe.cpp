@@ -1,4 +1,4 @@
-// Gpt2Bpe encode/decode (SPEC B6.1): pre-tokens -> bytes -> byte-alphabet symbols -> rank-ordered
+// Gpt2Bpe encode/decode (docs/spec/tokenizers.md §4): pre-tokens -> bytes -> byte-alphabet symbols -> rank-ordered
 // merges -> ids, with a per-word cache.
 #include "data/tokenizer/gpt2_bpe.h"
 

@@ -1,8 +1,8 @@
-// Byte-level BPE tokenizer with GPT-2 semantics (SPEC B6): the GPT-2 regex pre-tokenizer, the
+// Byte-level BPE tokenizer with GPT-2 semantics (docs/spec/tokenizers.md): the GPT-2 regex pre-tokenizer, the
 // byte-to-unicode alphabet, merges applied by rank (all occurrences of the best pair per step) and
 // a per-word cache. Loads GPT-2's encoder.json + vocab.bpe, or an HF tokenizer.json whose model is
 // BPE with a ByteLevel (use_regex) pre-tokenizer. encode() does not parse special tokens (as
-// Megatron's GPT2BPETokenizer, SPEC B8 item 8); encode_with_special() does.
+// Megatron's GPT2BPETokenizer, docs/spec/gotchas.md §2 item 8); encode_with_special() does.
 #pragma once
 #include <array>
 #include <cstdint>

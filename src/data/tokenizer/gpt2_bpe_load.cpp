@@ -1,5 +1,5 @@
-// Loading Gpt2Bpe from GPT-2's encoder.json + vocab.bpe (SPEC B6.1) or an HF tokenizer.json with a
-// BPE model and ByteLevel pre-tokenizer (SPEC B6.2).
+// Loading Gpt2Bpe from GPT-2's encoder.json + vocab.bpe (docs/spec/tokenizers.md §1) or an HF tokenizer.json with a
+// BPE model and ByteLevel pre-tokenizer (docs/spec/tokenizers.md §6).
 #include <algorithm>
 #include <fstream>
 #include <sstream>

@@ -1,4 +1,4 @@
-// GPT-2 regex pre-tokenizer as a scanner (SPEC B6.1, B8 item 8: the \s+(?!\S) lookahead).
+// GPT-2 regex pre-tokenizer as a scanner (docs/spec/tokenizers.md §3, docs/spec/gotchas.md §2 item 8: the \s+(?!\S) lookahead).
 #include "data/tokenizer/pretokenize.h"
 
 #include "core/error.h"

@@ -1,4 +1,4 @@
-// The GPT-2 pre-tokenizer (SPEC B6.1): splits UTF-8 text like the JavaScript regex
+// The GPT-2 pre-tokenizer (docs/spec/tokenizers.md §3): splits UTF-8 text like the JavaScript regex
 //   /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu
 // with matchAll semantics (leftmost match, first matching alternative, no gaps), written as a
 // hand scanner over the Unicode classes of unicode_classes.h. Also UTF-8 helpers shared by the

@@ -1,16 +1,16 @@
-// GroupedExperts (SPEC.md A3.5): for each expert e, on its contiguous block of dispatched rows,
+// GroupedExperts (docs/spec/moe.md §5): for each expert e, on its contiguous block of dispatched rows,
 //   y_e = fc2_e( act(fc1_e(x_e)) * p ) (+ p * b2_e)
 // with p the row's routing probability, applied after the activation and before fc2
-// (ops::moe_act_fwd, which also reads the GLU interleave layout of A2.7 natively). The GEMMs run
+// (ops::moe_act_fwd, which also reads the GLU interleave layout of docs/spec/names.md §7 natively). The GEMMs run
 // expert by expert over the row blocks (a straightforward grouped GEMM; the fused sm90 kernel is a
-// later issue). Weights, by layout (A2.6, hytra decision 2), under `<prefix>` = "...mlp.experts.":
+// later issue). Weights, by layout (docs/spec/names.md §6, docs/spec/README.md decision 2), under `<prefix>` = "...mlp.experts.":
 //   Indexed: linear_fc1.weight0..weight{E-1} [F1, C], linear_fc2.weight<e> [C, F] (biases bias<e>)
 //   Grouped: linear_fc1.weight [E, F1, C], linear_fc2.weight [E, C, F] (biases [E, out])
 //   Single (E = 1; shared experts, prefix "...mlp.shared_experts."): linear_fc1.weight [F1, C] ...
 // F1 = 2F for GLU activations. Indexed and grouped tensors draw identical initial values
 // (Param::init_groups). fc1 ~ N(0, std), fc2 ~ N(0, std / sqrt(2 L)) as Megatron.
 // Weight gradients accumulate at once or, under ctx.delay_wgrad, as queued tasks run by
-// backward_dw() (fc2 then fc1 per expert, SPEC.md A3.7): the same GEMMs, identical gradients.
+// backward_dw() (fc2 then fc1 per expert, docs/spec/moe.md §7): the same GEMMs, identical gradients.
 #pragma once
 #include <functional>
 #include <string>

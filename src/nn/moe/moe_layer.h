@@ -1,5 +1,5 @@
-// MoE layer (`E`, SPEC.md A3): f(x) = unpermute(experts(permute(norm(x)), probs)) + shared(norm(x))
-// with the norm `<prefix>pre_mlp_layernorm.weight` (a separate norm in MoE layers, A2.1), the
+// MoE layer (`E`, docs/spec/moe.md): f(x) = unpermute(experts(permute(norm(x)), probs)) + shared(norm(x))
+// with the norm `<prefix>pre_mlp_layernorm.weight` (a separate norm in MoE layers, docs/spec/names.md §1), the
 // TopKRouter, the one-rank token dispatcher (token_dispatcher.h: the seam for expert parallelism),
 // GroupedExperts under `<prefix>mlp.experts.`, and optional shared experts
 // (`<prefix>mlp.shared_experts.linear_fc1/fc2.weight`) whose output is scaled, with

@@ -129,7 +129,7 @@ void TopKRouter::count_tokens(const std::vector<int64_t>& per_expert) {
 
 void TopKRouter::finish_step() {
   if (bias_) {
-    // Aux-loss-free balancing (SPEC.md A3.1): bias += rate * sign(mean count - count).
+    // Aux-loss-free balancing (docs/spec/moe.md §1): bias += rate * sign(mean count - count).
     const std::vector<int64_t>& c = stats_.tokens_per_expert;
     double mean = 0;
     for (int64_t v : c) mean += double(v);

@@ -1,4 +1,4 @@
-// TopKRouter (SPEC.md A3.1-A3.2): logits = x W^T in fp32, top-k routing (ops::moe_router_fwd), the
+// TopKRouter (docs/spec/moe.md §1-§2): logits = x W^T in fp32, top-k routing (ops::moe_router_fwd), the
 // load-balancing and z losses, and the aux-loss-free expert bias.
 // Keys: `<prefix>mlp.router.weight` [E, C] (N(0, std)), `<prefix>mlp.router.bias` [E] (zeros; with
 // add_bias_linear, fp32 master like Megatron's fp32 router bias), `<prefix>mlp.router.expert_bias` [E]

@@ -1,4 +1,4 @@
-// Token dispatch for one rank (SPEC.md A3.3-A3.4; the seam where expert parallelism's all-to-all
+// Token dispatch for one rank (docs/spec/moe.md §3-§4; the seam where expert parallelism's all-to-all
 // goes): the router's top-k choices become a DispatchPlan on the host — capacity dropping,
 // padding, and a permutation of rows in expert order with token order kept inside each expert —
 // whose index tensors drive ops::gather_rows (permute) and ops::scatter_add_rows (un-permute as a

@@ -1,4 +1,4 @@
-// Activations, CPU reference (ops.h "activations"; SPEC A3.5), in the compute type (float, double
+// Activations, CPU reference (ops.h "activations"; docs/spec/moe.md §5), in the compute type (float, double
 // for fp64); each chunk or row is read before it is written, so pointwise outputs and dx may alias
 // an input:
 //   swiglu  x = [g | u] (N, 2F), gate FIRST: y = silu(g)*u, s = sigmoid(g), silu(g) = g*s;

@@ -1,4 +1,4 @@
-// Causal GQA softmax attention, CPU reference (ops.h "attention"; SPEC hytra decision 7), row by row
+// Causal GQA softmax attention, CPU reference (ops.h "attention"; docs/spec/README.md decision 7), row by row
 // in the compute type (float, double for fp64). q, out (B,T,H,D); k, v (B,T,Hkv,D); query head h
 // reads kv head h / (H/Hkv). For query row t and keys j <= t:
 //   forward   s_j = scale * q_t.k_j, m = max_j s_j, l = sum_j exp(s_j - m),

@@ -1,5 +1,5 @@
-// Causal depthwise conv1d over time, CPU reference (ops.h "causal depthwise conv1d"; SPEC.md A8.1
-// step 2, A8.2 step 2), in the compute type (float, double for fp64):
+// Causal depthwise conv1d over time, CPU reference (ops.h "causal depthwise conv1d"; docs/spec/mamba_gdn.md
+// §1 step 2, §2 step 2), in the compute type (float, double for fp64):
 //   p[b,t,c] = bias[c] + sum_{j<K} w[c,j] * x[b, t-(K-1)+j, c]   (x = 0 before t = 0)
 //   y = silu(p) or p;   g = dy * silu'(p) (or dy), silu'(p) = s * (1 + p * (1 - s)), s = sigmoid(p)
 //   dx[b,s,c] = sum_{j<K} w[c,j] * g[b, s+(K-1)-j, c]   (g = 0 from t = T on)

@@ -1,5 +1,5 @@
 // LM head + vocabulary cross-entropy, CPU reference (ops.h "LM head + vocabulary cross-entropy";
-// SPEC hytra decision 7), in the compute type (float, double for fp64). x (N,C), w (V,C).
+// docs/spec/README.md decision 7), in the compute type (float, double for fp64). x (N,C), w (V,C).
 // The logits z = x @ w^T exist only as one (kRows, chunk) block at a time:
 //   forward   online log-sum-exp over the vocabulary chunks of each row:
 //             m' = max(m, max_v z_v), l' = l*exp(m - m') + sum_v exp(z_v - m'), lse = m + log(l);

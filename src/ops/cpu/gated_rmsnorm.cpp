@@ -1,5 +1,5 @@
-// Gated RMSNorm over groups of group_size channels, CPU reference (ops.h "norms"; SPEC.md A8.1
-// step 5 and A8.2 step 6), in the compute type (float, double for fp64). Per row n and group:
+// Gated RMSNorm over groups of group_size channels, CPU reference (ops.h "norms"; docs/spec/mamba_gdn.md
+// §1 step 5 and §2 step 6), in the compute type (float, double for fp64). Per row n and group:
 //   sz = silu(z), sz' = s * (1 + z * (1 - s)), s = sigmoid(z); w[c] is w[c] or w[c % group_size]
 //   norm_before_gate = false: u = x*sz, r = 1/sqrt(mean(u^2) + eps), y = u*r*w
 //     gu = dy*w, du = r*(gu - u*r^2*mean(gu*u)), dx = du*sz, dz = du*x*sz'

@@ -1,4 +1,4 @@
-// Gated delta rule (gated DeltaNet core, SPEC.md A8.2 steps 3-5), CPU reference (ops.h "gated delta
+// Gated delta rule (gated DeltaNet core, docs/spec/mamba_gdn.md §2 steps 3-5), CPU reference (ops.h "gated delta
 // rule"), in the compute type (float; double for fp64 data). Per batch b and value head h, key head
 // h / (Hv/Hk):
 //   qn = q * rsqrt(|q|^2 + 1e-6), kn likewise;  g_t = -exp(A_log[h]) softplus(alpha_t + dt_bias[h]);

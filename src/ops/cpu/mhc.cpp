@@ -1,4 +1,4 @@
-// mHC Sinkhorn-Knopp and mixing coefficients, CPU reference (ops.h "mHC", SPEC.md A4.2, A4.3).
+// mHC Sinkhorn-Knopp and mixing coefficients, CPU reference (ops.h "mHC", docs/spec/mhc.md §2-§3).
 // Sinkhorn on one n x n logit matrix L, as a list of steps, each dividing every row (or column)
 // by a denominator d of that line's sum s:
 //   main: M0 = exp(L - rowmax L); T x (row, col);           d = max(s, 1e-6)

@@ -1,4 +1,4 @@
-// mHC stream mixing, CPU reference (ops.h "mHC hyper-connections", SPEC.md A4.2 steps 5-6):
+// mHC stream mixing, CPU reference (ops.h "mHC hyper-connections", docs/spec/mhc.md §2 steps 5-6):
 //   aggregate: u[t,:] = sum_i h_pre[t,i] X[t,i,:]
 //              dX[t,i,:] += h_pre[t,i] du[t,:];  dh_pre[t,i] = <X[t,i,:], du[t,:]>
 //   combine:   Y[t,i,:] = sum_j h_res[t,i,j] X[t,j,:] + h_post[t,i] F[t,:]

@@ -1,5 +1,5 @@
-// MoE token movement and expert activation, CPU reference (ops.h "mixture-of-experts"; SPEC A2.7,
-// A3.4, A3.5). Math in the compute type T (float, double for fp64 data), every row read before it is
+// MoE token movement and expert activation, CPU reference (ops.h "mixture-of-experts"; docs/spec/names.md §7,
+// docs/spec/moe.md §4-§5). Math in the compute type T (float, double for fp64 data), every row read before it is
 // written (so dh may alias h).
 //   gather_rows       y[r,:] = x[idx[r],:], a byte copy (any dtype); an idx outside [0,N) throws.
 //   scatter_add_rows  y[n,:] = sum over j in [offsets[n], offsets[n+1]) of x[rows[j],:], added in j
@@ -7,7 +7,7 @@
 //                     0 <= offsets[n] <= offsets[n+1] <= R (rows past offsets[N], e.g. capacity
 //                     padding, are never read) and used rows in [0,R); anything else throws.
 //   moe_act_fwd/bwd   y = a * p[r] with a = act(h) per output column f:
-//     GLU kinds, gate column c(f) = f/I*2I + f%I and linear column c(f)+I of h (A2.7; the plain
+//     GLU kinds, gate column c(f) = f/I*2I + f%I and linear column c(f)+I of h (docs/spec/names.md §7; the plain
 //     layout [gate F | linear F] is I = F):
 //       g = min(gate, L), u = clamp(lin, -L, L) + linear_offset (no clamping when L <= 0),
 //       a = act(g) u, act(v) = v sigmoid(k v), k = 1 (SwiGLU) or 1.702 (QuickGeGLU),

@@ -1,4 +1,4 @@
-// MoE router ops, CPU reference (ops.h "mixture-of-experts"; SPEC.md A3.1-A3.2; Megatron-Core
+// MoE router ops, CPU reference (ops.h "mixture-of-experts"; docs/spec/moe.md §1-§2; Megatron-Core
 // TopKRouter: moe_utils.py topk_routing_with_score_function, group_limited_topk,
 // compute_routing_scores_for_aux_loss, switch_load_balancing_loss_func, z_loss_func).
 // All math in the compute type T: float for fp32 logits, double for fp64 (gradchecks).

@@ -1,5 +1,5 @@
 // Rotary position embedding on (B, T, H, D), CPU reference (ops.h "rotary position embedding";
-// SPEC hytra decision 7). Frequencies follow Megatron in fp32: inv_freq[i] = 1 / base^(2i/R) and
+// docs/spec/README.md decision 7). Frequencies follow Megatron in fp32: inv_freq[i] = 1 / base^(2i/R) and
 // angle = float(t) * inv_freq[i]; cos/sin of that angle are then taken in the compute type.
 // Pair i of the R = rotary_dim rotated channels is (i, i + R/2) (rotate-half) or (2i, 2i+1)
 // (interleaved); with (a, b) a pair:

@@ -1,4 +1,4 @@
-// Mamba-2 SSD chunk scan, CPU reference (ops.h "SSD"; SPEC.md A8.1 steps 3-4), in the compute type
+// Mamba-2 SSD chunk scan, CPU reference (ops.h "SSD"; docs/spec/mamba_gdn.md §1 steps 3-4), in the compute type
 // (float, double for fp64). Per batch b and head h (group g = h / (H/G)), with
 //   dt_t = softplus(dt_raw_t + dt_bias[h]),  A = -exp(A_log[h]),  a_t = dt_t A  (log-decay):
 //   S_t = exp(a_t) S_{t-1} + dt_t x_t B_t^T   (S in R^{P x N}, S_{-1} = 0);   y_t = S_t C_t + D[h] x_t.

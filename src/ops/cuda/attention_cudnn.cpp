@@ -1,5 +1,5 @@
 // Causal GQA flash attention through cuDNN's fused SDPA engines, built with the C backend API
-// (cudnn_graph.h). The only file that includes cuDNN (STYLE.md).
+// (cudnn_graph.h). The only file that includes cuDNN (docs/ARCHITECTURE.md).
 //
 // cuDNN's logical layout is (b, h, s, d); hytra's (B,T,H,D) tensors are expressed through strides:
 //   Q, O, dO, dQ: dims (B,H,T,D) strides (T*H*D, D, H*D, 1);  K, V, dK, dV: (B,Hkv,T,D), (T*Hkv*D, D, Hkv*D, 1)

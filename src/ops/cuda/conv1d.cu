@@ -1,5 +1,5 @@
-// Causal depthwise conv1d over time, forward and backward (ops.h "causal depthwise conv1d"; SPEC.md
-// A8.1 step 2, A8.2 step 2), math in fp32:
+// Causal depthwise conv1d over time, forward and backward (ops.h "causal depthwise conv1d"; docs/spec/mamba_gdn.md
+// §1 step 2, §2 step 2), math in fp32:
 //   p[b,t,c] = bias[c] + sum_{j<K} w[c,j] * x[b, t-(K-1)+j, c];   y = silu(p) or p
 //   g = dy * silu'(p) (or dy);   dx[b,s,c] = sum_{j<K} w[c,j] * g[b, s+(K-1)-j, c]
 //   dw[c,j] += sum_{b,t} g[b,t,c] * x[b, t-(K-1)+j, c];   dbias[c] += sum_{b,t} g[b,t,c]

@@ -1,5 +1,5 @@
-// Gated RMSNorm over groups of group_size channels, forward and backward (ops.h "norms"; SPEC.md
-// A8.1 step 5, A8.2 step 6), statistics in fp32. Per row and group, sz = silu(z):
+// Gated RMSNorm over groups of group_size channels, forward and backward (ops.h "norms"; docs/spec/mamba_gdn.md
+// §1 step 5, §2 step 6), statistics in fp32. Per row and group, sz = silu(z):
 //   norm_before_gate = false: u = x*sz, r = 1/sqrt(mean(u^2) + eps), y = u*r*w
 //     du = r*(gu - u*r^2*mean(gu*u)), gu = dy*w;  dx = du*sz, dz = du*x*sz'
 //   norm_before_gate = true:  r = 1/sqrt(mean(x^2) + eps), y = x*r*w*sz

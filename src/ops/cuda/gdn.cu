@@ -1,4 +1,4 @@
-// Gated delta rule (gated DeltaNet core, SPEC.md A8.2 steps 3-5), forward and backward (ops.h
+// Gated delta rule (gated DeltaNet core, docs/spec/mamba_gdn.md §2 steps 3-5), forward and backward (ops.h
 // "gated delta rule"), fp32 math and state, fp32 or bf16 activations. Per batch b and value head h:
 //   S_t = a_t S_{t-1} + u_t kn_t^T,  u_t = beta_t (v_t - a_t S_{t-1} kn_t),  a_t = exp(g_t),
 //   o_t = scale S_t qn_t = scale (a_t S_{t-1} qn_t + u_t (kn_t.qn_t)),

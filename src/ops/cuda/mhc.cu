@@ -1,4 +1,4 @@
-// mHC Sinkhorn-Knopp and mixing coefficients on CUDA (ops.h "mHC", SPEC.md A4.2, A4.3); the maths
+// mHC Sinkhorn-Knopp and mixing coefficients on CUDA (ops.h "mHC", docs/spec/mhc.md §2-§3); the maths
 // and the backward formulas are those of ops/cpu/mhc.cpp (its header derives them), in fp32.
 // One thread per n x n matrix (per token): its matrix lives in a local array sized for n <= NMAX,
 // NMAX in {4, 8, 16} (the CUDA limit is n <= 16). The Sinkhorn backward stores no iterates: for

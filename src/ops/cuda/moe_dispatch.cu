@@ -1,5 +1,5 @@
-// MoE token movement and expert activation on CUDA (ops.h "mixture-of-experts"; SPEC A2.7, A3.4,
-// A3.5). Formulas, clamp-gradient convention (closed intervals, as torch.clamp) and NaN handling are
+// MoE token movement and expert activation on CUDA (ops.h "mixture-of-experts"; docs/spec/names.md §7,
+// docs/spec/moe.md §4-§5). Formulas, clamp-gradient convention (closed intervals, as torch.clamp) and NaN handling are
 // those of the CPU reference, ops/cpu/moe_dispatch.cpp; math in fp32, fp32/bf16 I/O, no atomics.
 //   gather_rows: a row copy in the widest word (16, 8, 4, 2 or 1 bytes) dividing the row size and
 //     aligning both buffers. The device cannot throw: an idx outside [0,N) fills its row with

@@ -1,4 +1,4 @@
-// MoE router ops on CUDA (ops.h "mixture-of-experts"; SPEC.md A3.1-A3.2): top-k routing forward
+// MoE router ops on CUDA (ops.h "mixture-of-experts"; docs/spec/moe.md §1-§2): top-k routing forward
 // and backward, the Switch load-balancing loss and the z-loss, fp32 throughout. The formulas, the
 // selection order (value descending, ties to the lower index) and the aux loss's top k on the
 // logits are those of the CPU reference, ops/cpu/moe_router.cpp.

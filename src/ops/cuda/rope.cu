@@ -1,4 +1,4 @@
-// Rotary position embedding (ops.h "rotary position embedding"; SPEC hytra decision 7).
+// Rotary position embedding (ops.h "rotary position embedding"; docs/spec/README.md decision 7).
 // Token t, pair i < R/2: inv_freq = 1 / base^(2i/R) and angle = t * inv_freq in fp32 (Megatron);
 // pairs (i, i + R/2) rotate-half or (2i, 2i+1) interleaved:
 //   y_a = x_a cos - x_b sin,  y_b = x_b cos + x_a sin   (backward: the same with -sin).

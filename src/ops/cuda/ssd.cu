@@ -1,4 +1,4 @@
-// Mamba-2 SSD scan, forward and backward (ops.h "SSD"; SPEC.md A8.1 steps 3-4): plain sequential-
+// Mamba-2 SSD scan, forward and backward (ops.h "SSD"; docs/spec/mamba_gdn.md §1 steps 3-4): plain sequential-
 // in-time kernels, correct and deterministic, not tuned. Per batch b and head h (group g):
 //   dt_t = softplus(dt_raw_t + dt_bias[h]), A = -exp(A_log[h]), a_t = dt_t A,
 //   S_t = exp(a_t) S_{t-1} + dt_t x_t B_t^T (S: P x N),  y_t = S_t C_t + D[h] x_t.

@@ -1,4 +1,4 @@
-// Megatron training-log formatting (log_line.h, SPEC B4.1). printf's %E/%f round the exact binary
+// Megatron training-log formatting (log_line.h, docs/spec/megatron_cli.md §1-§2). printf's %E/%f round the exact binary
 // value half-to-even like Python's format(), so the digits match Megatron's.
 #include "train/metrics/log_line.h"
 

@@ -1,4 +1,4 @@
-// Megatron's per-iteration console line and validation block, character for character (SPEC B4.1).
+// Megatron's per-iteration console line and validation block, character for character (docs/spec/megatron_cli.md §1-§2).
 //
 // Iteration line: fields in this order, each followed by " |", optional ones only when set:
 //   " [YYYY-MM-DD HH:MM:SS.ffffff]"  " iteration {:8d}/{:8d}"  " consumed samples: {:12d}"

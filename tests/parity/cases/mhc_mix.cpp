@@ -1,5 +1,5 @@
-// Parity cases for the mHC stream mixing (aggregate and combine, forward and backward; SPEC.md
-// A4.2 steps 5-6): n = 1, 2, 4 (and 3, 8, 16 for the other stream bounds of the kernels), C odd
+// Parity cases for the mHC stream mixing (aggregate and combine, forward and backward; docs/spec/mhc.md
+// §2 steps 5-6): n = 1, 2, 4 (and 3, 8, 16 for the other stream bounds of the kernels), C odd
 // (the scalar path) and C = 2048 (16-byte vectors), fp32 and bf16, every output. Coefficients are
 // fp32 in their ranges (h_pre, h_res in [0,1), h_post in [0,2)); aggregate_bwd's dX starts random
 // to check `+=`.
