@@ -1,5 +1,6 @@
 #include "data/gpt_data.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -23,10 +24,13 @@ std::vector<Weighted> parse_data_path(const std::vector<std::string>& path) {
   for (size_t i = 0; i < path.size(); i += 2) {
     char* end = nullptr;
     const double w = std::strtod(path[i].c_str(), &end);
-    HYTRA_CHECK(end && *end == '\0' && w >= 0, "--data-path: expected a non-negative weight before '", path[i + 1],
-                "', got '", path[i], "'");
+    HYTRA_CHECK(end && *end == '\0' && w >= 0 && std::isfinite(w),
+                "--data-path: expected a non-negative weight before '", path[i + 1], "', got '", path[i], "'");
     out.push_back({w, path[i + 1]});
   }
+  double sum = 0;
+  for (const Weighted& p : out) sum += p.weight;
+  HYTRA_CHECK(sum > 0 && std::isfinite(sum), "--data-path: the weights must have a positive finite sum, got ", sum);
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -49,6 +50,9 @@ void TrainConfig::validate() const {
                          {"--ckpt-keep", ckpt_keep}})
     need(v >= 0, str(flag, ": expected a positive integer, got ", v));
   need(mock_data != !data_path.empty(), "--data-path: give either --data-path (Megatron .bin/.idx files) or --mock-data");
+  need(data_path.empty() || seed <= UINT32_MAX,
+       str("--seed: expected 0..", UINT32_MAX, " with --data-path (the shuffle is numpy's RandomState, as in ",
+           "Megatron), got ", int64_t(seed)));
   need(data_path.empty() || !tokenizer_type.empty(),
        "--tokenizer-type: required with --data-path (it fixes the vocabulary size)");
   need(device == "cpu" || device == "cuda" || device == "auto",

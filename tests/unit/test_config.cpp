@@ -2,6 +2,7 @@
 // value ends in an error naming its flag, before anything is built.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,31 @@ TEST(Config, MhcGroupsWithTwoMlpsOrTwoMixersAreRefused) {
                   "--num-experts", "4"},
                  "--enable-mhc-connections");
   EXPECT_EQ(config_error({"--enable-mhc-connections", "--hybrid-layer-pattern", "[M*][-*]"}), "no error");
+}
+
+// The data order is numpy's RandomState(seed): a seed past 32 bits was silently truncated.
+TEST(Config, DataSeedsMustFitRandomState) {
+  TrainConfig t;
+  t.micro_batch_size = 1;
+  t.train_iters = 1;
+  t.data_path = {"prefix"};
+  t.tokenizer_type = "GPT2BPETokenizer";
+  for (uint64_t seed : {uint64_t(1) << 32, ~uint64_t(0)}) {
+    t.seed = seed;
+    try {
+      t.validate();
+      ADD_FAILURE() << "no error for seed " << seed;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--seed: expected 0..4294967295 with --data-path"), std::string::npos)
+          << e.what();
+    }
+  }
+  t.seed = 4294967295u;
+  t.validate();
+  t.data_path.clear();
+  t.mock_data = true;
+  t.seed = uint64_t(1) << 32;  // mock data and init take 64-bit seeds
+  t.validate();
 }
 
 TEST(Config, PatternsWithoutLayersAreRefused) {
