@@ -47,6 +47,7 @@ int cmd_bench(int argc, char** argv) {
       overrides.push_back(args[i]);
     }
   }
+  check_bench_counts(warmup, steps);  // before --train-iters is derived from them
   rest.push_back("--train-iters");  // the bench decides the length; flags given after the name still win
   rest.push_back(std::to_string(warmup + steps));
   rest.insert(rest.end(), overrides.begin(), overrides.end());

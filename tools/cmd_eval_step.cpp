@@ -16,10 +16,12 @@ int cmd_eval_step(int argc, char** argv) {
   std::string batch, out;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "--batch" || a == "--out") && i + 1 < argc)
+    if (a == "--batch" || a == "--out") {
+      HYTRA_CHECK(i + 1 < argc, a, ": expected a file name");
       (a == "--batch" ? batch : out) = argv[++i];
-    else
+    } else {
       args.push_back(a);
+    }
   }
   // The model flags are `hytra train`'s; the run needs no data, so synthetic data stands in.
   bool has_data = false;

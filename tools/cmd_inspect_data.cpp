@@ -1,6 +1,7 @@
 // `hytra inspect-data`: either one dataset's files (`PREFIX [--show N]`: dtype, counts, the first
 // documents) or the samples training would see (`--data-path ... --split --seq-length --seed
 // [--num-samples T V E] --show-samples K`, as JSON: each split's `len` and first `samples`).
+#include <cstdint>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -72,8 +73,13 @@ int cmd_inspect_data(int argc, char** argv) {
   std::array<std::optional<int64_t>, 3> counts;
   if (!num_samples_text.empty()) {
     if (num_samples_text.size() != 3) throw Error("--num-samples: expected three counts (train valid test)");
-    for (size_t k = 0; k < 3; ++k) counts[k] = parse_int_value("--num-samples", num_samples_text[k]);
+    for (size_t k = 0; k < 3; ++k) {
+      counts[k] = parse_int_value("--num-samples", num_samples_text[k]);
+      HYTRA_CHECK(*counts[k] >= 0, "--num-samples: expected counts >= 0, got ", *counts[k]);
+    }
   }
+  HYTRA_CHECK(seed >= 0 && seed <= UINT32_MAX, "--seed: expected 0..", UINT32_MAX,
+              " (the shuffle is numpy's RandomState, as in Megatron), got ", seed);
   const auto splits = build_gpt_splits(data_path, split, seq_length, uint32_t(seed), counts, cache_dir);
   const char* names[3] = {"train", "valid", "test"};
   std::cout << "{\n";

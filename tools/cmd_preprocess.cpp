@@ -1,5 +1,6 @@
 // `hytra preprocess`: Megatron's tools/preprocess_data.py flags -> PREFIX_{key}_document.bin/.idx.
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,9 @@
 #include "train/metrics/progress.h"
 
 namespace hytra {
+namespace {
+constexpr int64_t kMaxWorkers = 4096;
+}  // namespace
 
 int cmd_preprocess(int argc, char** argv) {
   PreprocessOptions opt;
@@ -32,7 +36,12 @@ int cmd_preprocess(int argc, char** argv) {
     std::cout << t.help_text("hytra preprocess --input FILE --output-prefix P --tokenizer-type T ...");
     return 0;
   }
-  HYTRA_CHECK(workers >= 0 && workers <= 4096, "--workers: expected 0 (all cores) to 4096, got ", workers);
+  // Each worker is a thread started up front: a mistyped count must not start a hundred thousand.
+  HYTRA_CHECK(workers >= 0 && workers <= kMaxWorkers, "--workers: expected 0 (all cores) to ", kMaxWorkers, ", got ",
+              workers);
+  const std::set<std::string> keys(opt.json_keys.begin(), opt.json_keys.end());
+  HYTRA_CHECK(keys.size() == opt.json_keys.size(), "--json-keys: a key is given twice (each key writes its own "
+              "PREFIX_{key}_document files)");
   opt.workers = int(workers);
   const Gpt2Bpe tok = load_tokenizer(tc);
   ProgressBar bar("preprocess", 100);

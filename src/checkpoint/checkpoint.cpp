@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -178,6 +179,7 @@ std::string resolve_checkpoint_dir(const std::string& load) {
   std::ifstream f(latest, std::ios::binary);
   HYTRA_CHECK(f.good(), load, ": not a checkpoint: ", latest.string(),
               " not found (expected a --save directory or an iter_* directory)");
+  HYTRA_CHECK(fs::is_regular_file(latest), latest.string(), ": not a regular file (expected an iteration number)");
   const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
   static const std::regex number("\\s*([0-9]{1,18})\\s*");
   std::smatch m;
@@ -189,8 +191,10 @@ std::string resolve_checkpoint_dir(const std::string& load) {
   return dir.string();
 }
 
-CheckpointManifest read_manifest(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "manifest.json").string();
+namespace {
+
+CheckpointManifest parse_manifest(const std::string& dir, const std::string& path) {
+  HYTRA_CHECK(fs::is_regular_file(path), path, ": not a regular file (expected the checkpoint's JSON manifest)");
   const Json j = Json::parse_file(path);
   HYTRA_CHECK(j.is_object(), path, ": expected a JSON object");
   CheckpointManifest m;
@@ -201,8 +205,11 @@ CheckpointManifest read_manifest(const std::string& dir) {
   m.config = j.at("config").as_string("config");
   HYTRA_CHECK(m.iteration >= 0 && m.consumed_valid_samples >= 0, path,
               ": iteration and consumed samples must be non-negative");
-  // Every iteration consumes at least one sample and takes at most one optimizer step.
+  // Every iteration consumes at least one sample and at most a global batch (< 2^31), and takes at
+  // most one optimizer step.
   HYTRA_CHECK(m.consumed_samples >= m.iteration, path, ": iteration ", m.iteration, " with only ",
+              m.consumed_samples, " consumed samples is inconsistent (corrupt manifest)");
+  HYTRA_CHECK(m.consumed_samples / INT32_MAX <= m.iteration, path, ": iteration ", m.iteration, " with ",
               m.consumed_samples, " consumed samples is inconsistent (corrupt manifest)");
   HYTRA_CHECK(m.optimizer_step >= 0 && m.optimizer_step <= m.iteration, path, ": optimizer step ", m.optimizer_step,
               " is outside [0, iteration ", m.iteration, "] (corrupt manifest)");
@@ -236,6 +243,19 @@ CheckpointManifest read_manifest(const std::string& dir) {
                 ": not listed in ", path, "; refusing a checkpoint with unverified tensor files");
   }
   return m;
+}
+
+}  // namespace
+
+CheckpointManifest read_manifest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "manifest.json").string();
+  try {
+    return parse_manifest(dir, path);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find(dir) != std::string::npos) throw;
+    fail(str(path, ": ", what));  // a missing key or a wrong type: the JSON accessors do not name the file
+  }
 }
 
 }  // namespace hytra

@@ -55,6 +55,51 @@ int64_t expected_bytes(const std::string& path, const std::string& name, const s
   return n * bits / 8;
 }
 
+// The tensors and metadata of a parsed header, checked against the data buffer's size.
+void read_entries(const std::string& path, const Json& root, int64_t buffer, std::vector<SafetensorsEntry>& entries,
+                  std::map<std::string, std::string>& metadata) {
+  std::set<std::string> seen;
+  for (const auto& [name, v] : root.as_object("the safetensors header")) {
+    HYTRA_CHECK(seen.insert(name).second, path, ": duplicate tensor name '", name, "'");
+    if (name == "__metadata__") {
+      for (const auto& [k, val] : v.as_object("__metadata__")) {
+        HYTRA_CHECK(val.is_string(), path, ": __metadata__['", k, "'] must be a string");
+        metadata[k] = val.as_string();
+      }
+      continue;
+    }
+    HYTRA_CHECK(v.is_object(), path, ": tensor '", name, "': expected an object with dtype, shape, data_offsets");
+    SafetensorsEntry e;
+    e.name = name;
+    const Json* dt = v.find("dtype");
+    const Json* sh = v.find("shape");
+    const Json* off = v.find("data_offsets");
+    HYTRA_CHECK(dt && sh && off, path, ": tensor '", name, "': missing dtype, shape or data_offsets");
+    HYTRA_CHECK(v.as_object().size() == 3, path, ": tensor '", name, "': unexpected keys besides dtype, shape, data_offsets");
+    e.dtype = dt->as_string("dtype");
+    for (const Json& d : sh->as_array("shape")) e.shape.push_back(d.as_int("shape entry"));
+    const auto& o = off->as_array("data_offsets");
+    HYTRA_CHECK(o.size() == 2, path, ": tensor '", name, "': data_offsets must be [begin, end]");
+    e.begin = o[0].as_int("data_offsets");
+    e.end = o[1].as_int("data_offsets");
+    HYTRA_CHECK(0 <= e.begin && e.begin <= e.end && e.end <= buffer, path, ": tensor '", name, "': data_offsets [",
+                e.begin, ", ", e.end, "] are outside the ", buffer, "-byte data buffer");
+    const int64_t want = expected_bytes(path, name, e.dtype, e.shape);
+    HYTRA_CHECK(e.end - e.begin == want, path, ": tensor '", name, "': data_offsets span ", e.end - e.begin,
+                " bytes but ", e.dtype, " with its shape needs ", want);
+    entries.push_back(e);
+  }
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  int64_t cursor = 0;
+  for (const auto& e : entries) {
+    HYTRA_CHECK(e.begin == cursor, path, ": tensor '", e.name, "' starts at byte ", e.begin, " of the data buffer, ",
+                e.begin < cursor ? "overlapping the previous tensor" : "leaving a gap", " (expected ", cursor, ")");
+    cursor = e.end;
+  }
+  HYTRA_CHECK(cursor == buffer, path, ": ", buffer - cursor, " trailing bytes after the last tensor");
+}
 
 }  // namespace
 
@@ -64,10 +109,14 @@ int safetensors_dtype_bits(const std::string& dtype) {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the check below refuses it.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK);
   HYTRA_CHECK(fd >= 0, path, ": cannot open (", std::strerror(errno), ")");
   struct stat st;
-  fstat(fd, &st);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    fail(str(path, ": not a regular file (expected a .safetensors file)"));
+  }
   size_ = size_t(st.st_size);
   if (size_ > 0) {
     void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -92,48 +141,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     fail(str(path, ": header: ", e.what()));
   }
   data_ = map_ + 8 + n;
-  const int64_t buffer = int64_t(size_ - 8 - n);
-  std::set<std::string> seen;
-  for (const auto& [name, v] : root.as_object("the safetensors header")) {
-    HYTRA_CHECK(seen.insert(name).second, path, ": duplicate tensor name '", name, "'");
-    if (name == "__metadata__") {
-      for (const auto& [k, val] : v.as_object("__metadata__")) {
-        HYTRA_CHECK(val.is_string(), path, ": __metadata__['", k, "'] must be a string");
-        metadata_[k] = val.as_string();
-      }
-      continue;
-    }
-    HYTRA_CHECK(v.is_object(), path, ": tensor '", name, "': expected an object with dtype, shape, data_offsets");
-    SafetensorsEntry e;
-    e.name = name;
-    const Json* dt = v.find("dtype");
-    const Json* sh = v.find("shape");
-    const Json* off = v.find("data_offsets");
-    HYTRA_CHECK(dt && sh && off, path, ": tensor '", name, "': missing dtype, shape or data_offsets");
-    HYTRA_CHECK(v.as_object().size() == 3, path, ": tensor '", name, "': unexpected keys besides dtype, shape, data_offsets");
-    e.dtype = dt->as_string("dtype");
-    for (const Json& d : sh->as_array("shape")) e.shape.push_back(d.as_int("shape entry"));
-    const auto& o = off->as_array("data_offsets");
-    HYTRA_CHECK(o.size() == 2, path, ": tensor '", name, "': data_offsets must be [begin, end]");
-    e.begin = o[0].as_int("data_offsets");
-    e.end = o[1].as_int("data_offsets");
-    HYTRA_CHECK(0 <= e.begin && e.begin <= e.end && e.end <= buffer, path, ": tensor '", name, "': data_offsets [",
-                e.begin, ", ", e.end, "] are outside the ", buffer, "-byte data buffer");
-    const int64_t want = expected_bytes(path, name, e.dtype, e.shape);
-    HYTRA_CHECK(e.end - e.begin == want, path, ": tensor '", name, "': data_offsets span ", e.end - e.begin,
-                " bytes but ", e.dtype, " with its shape needs ", want);
-    entries_.push_back(e);
+  try {
+    read_entries(path, root, int64_t(size_ - 8 - n), entries_, metadata_);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;
+    fail(str(path, ": header: ", what));  // the JSON accessors' errors do not name the file
   }
-  std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  int64_t cursor = 0;
-  for (const auto& e : entries_) {
-    HYTRA_CHECK(e.begin == cursor, path, ": tensor '", e.name, "' starts at byte ", e.begin, " of the data buffer, ",
-                e.begin < cursor ? "overlapping the previous tensor" : "leaving a gap", " (expected ", cursor, ")");
-    cursor = e.end;
-  }
-  HYTRA_CHECK(cursor == buffer, path, ": ", buffer - cursor, " trailing bytes after the last tensor");
 }
 
 SafetensorsFile::~SafetensorsFile() {

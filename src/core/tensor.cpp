@@ -21,6 +21,13 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
+int64_t checked_numel(const Shape& s, int64_t elem_bytes) {
+  int64_t n = elem_bytes;
+  for (int64_t d : s)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
+  return n / elem_bytes;
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape st(shape.size());
   int64_t acc = 1;
@@ -37,6 +44,8 @@ Storage::~Storage() {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) HYTRA_CHECK(d >= 0, "tensor shape ", shape_str(shape), " has a negative size");
+  HYTRA_CHECK(checked_numel(shape, int64_t(dtype_size(dtype))) >= 0, "tensor shape ", shape_str(shape), " of ",
+              dtype_name(dtype), " holds more bytes than a 64-bit size can count");
   Tensor t;
   t.storage_ = std::make_shared<Storage>();
   t.storage_->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);

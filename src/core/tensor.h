@@ -18,6 +18,9 @@ using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& s);
 int64_t shape_numel(const Shape& s);
+// The element count of a shape about to be allocated, or -1 when a size is negative or the count
+// times elem_bytes does not fit in int64 (sizes from flags or files can be anything).
+int64_t checked_numel(const Shape& s, int64_t elem_bytes = 1);
 
 // Owned (or borrowed) raw memory on one device.
 struct Storage {

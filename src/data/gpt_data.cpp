@@ -31,6 +31,7 @@ std::vector<Weighted> parse_data_path(const std::vector<std::string>& path) {
   double total = 0;
   for (const auto& p : out) total += p.weight;
   HYTRA_CHECK(total > 0, "--data-path: the blend weights are all zero (give at least one dataset a positive weight)");
+  HYTRA_CHECK(std::isfinite(total), "--data-path: the weights must have a positive finite sum, got ", total);
   return out;
 }
 

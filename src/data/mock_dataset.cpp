@@ -1,6 +1,7 @@
 #include "data/mock_dataset.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "core/error.h"
 #include "core/philox.h"
@@ -38,6 +39,9 @@ int32_t MockDataset::token_at(int64_t position) const {
 
 std::vector<int32_t> MockDataset::sample(int64_t index) const {
   HYTRA_ASSERT(index >= 0, "negative sample index ", index);
+  // A resumed run starts at the checkpoint's consumed samples, which a manifest may set anywhere.
+  HYTRA_CHECK(index <= (INT64_MAX - 1) / seq_length_ - 1, "--mock-data: sample ", index,
+              " lies past the end of the mock stream (", INT64_MAX, " tokens)");
   std::vector<int32_t> out(size_t(seq_length_ + 1));
   // Sample j overlaps sample j+1 by one token, as in Megatron's GPTDataset.
   int64_t start = index * seq_length_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "core/error.h"
 #include "model/builder.h"
@@ -24,6 +25,15 @@ bool selective_body(const ModelConfig& cfg, char symbol) {
   return (symbol == '-' && wants("mlp")) || (symbol == 'E' && wants("moe")) || (symbol == 'M' && wants("mamba"));
 }
 
+namespace {
+// The key of a sub-layer's mHC hyper-connection inside its logical layer (docs/spec/README.md decision 3).
+const char* hyper_connection_name(char symbol) {
+  return symbol == '*' ? "self_attention_hyper_connection."
+         : (symbol == '-' || symbol == 'E') ? "mlp_hyper_connection."
+                                              : "hyper_connection.";
+}
+}  // namespace
+
 LayerPlan plan_for(const ModelConfig& cfg) {
   PlanOptions o;
   if (!cfg.hybrid_layer_pattern.empty()) {
@@ -45,6 +55,14 @@ LayerPlan plan_for(const ModelConfig& cfg) {
   LayerPlan plan = build_layer_plan(o);
   HYTRA_CHECK(plan.mtp_depths == 0 || cfg.position_embedding_type != "learned_absolute",
               "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (docs/spec/mtp.md §2)");
+  for (const LayerItem& item : plan.items) {
+    std::set<std::string> names;  // one hyper-connection key per sub-layer of the group
+    for (char c : item.symbols)
+      HYTRA_CHECK(!cfg.enable_mhc || names.insert(hyper_connection_name(c)).second,
+                  "--enable-mhc-connections: layer group '[", item.symbols, "]' holds two sub-layers whose "
+                  "hyper-connections share the key decoder.layers.<i>.", hyper_connection_name(c),
+                  " (the mixers M and G, or - and E); split the group");
+  }
   HYTRA_CHECK(cfg.recompute_granularity != "full" || cfg.recompute_num_layers <= plan.num_logical_layers,
               "--recompute-num-layers: expected at most the model's ", plan.num_logical_layers,
               " logical layers, got ", cfg.recompute_num_layers);
@@ -76,13 +94,10 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
       SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j]};
       std::unique_ptr<Module> layer = build_sublayer(cfg_, spec, store_);
       if (cfg_.enable_mhc) {  // docs/spec/README.md decision 3: one hyper-connection per physical sub-layer
-        const char s = spec.symbol;
-        const char* name = s == '*' ? "self_attention_hyper_connection."
-                           : (s == '-' || s == 'E') ? "mlp_hyper_connection."
-                                                    : "hyper_connection.";
         HyperConnectionOptions o = hc;
-        o.recompute_layer = selective_body(cfg_, s);
-        layer = std::make_unique<HyperConnection>(o, spec.prefix + name, std::move(layer), store_);
+        o.recompute_layer = selective_body(cfg_, spec.symbol);
+        layer = std::make_unique<HyperConnection>(o, spec.prefix + hyper_connection_name(spec.symbol),
+                                                  std::move(layer), store_);
       }
       sublayers_.push_back(std::move(layer));
       count(spec.symbol);

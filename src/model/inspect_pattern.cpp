@@ -1,5 +1,6 @@
 #include "model/inspect_pattern.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -19,8 +20,9 @@ constexpr const char* kUsage =
 
 int64_t to_int(const std::string& flag, const std::string& v) {
   char* end = nullptr;
+  errno = 0;
   const long long x = std::strtoll(v.c_str(), &end, 10);
-  HYTRA_CHECK(!v.empty() && *end == '\0', flag, ": expected an integer, got '", v, "'");
+  HYTRA_CHECK(!v.empty() && *end == '\0' && errno != ERANGE, flag, ": expected an integer, got '", v, "'");
   return x;
 }
 

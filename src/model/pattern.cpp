@@ -103,9 +103,16 @@ PipelineStage select_stage(const LayerPlan& plan, const PlanOptions& opt) {
     int64_t offset = 0, count = 0;
     if (first_or_last) {
       const int64_t first = opt.first_stage_layers.value_or(0), last = opt.last_stage_layers.value_or(0);
+      HYTRA_CHECK(!opt.first_stage_layers || (first >= 1 && first <= n),
+                  "--decoder-first-pipeline-num-layers: expected 1..", n, " (the pattern's layers), got ", first);
+      HYTRA_CHECK(!opt.last_stage_layers || (last >= 1 && last <= n),
+                  "--decoder-last-pipeline-num-layers: expected 1..", n, " (the pattern's layers), got ", last);
       const int64_t middle_layers = n - first - last;
       const int64_t middle_stages = pp - int64_t(opt.first_stage_layers.has_value()) -
                                     int64_t(opt.last_stage_layers.has_value());
+      HYTRA_CHECK(middle_layers >= 0 && (middle_stages > 0 || middle_layers == 0),
+                  "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers: ", first, " + ", last,
+                  " layers leave ", middle_layers, " of the pattern's ", n, " for ", middle_stages, " other stages");
       int64_t per_middle = 0;
       if (middle_stages > 0) {
         HYTRA_CHECK(middle_layers % middle_stages == 0, "Middle layers (", middle_layers,
@@ -226,8 +233,8 @@ ParsedPattern parse_hybrid_pattern(const std::optional<std::string>& pattern) {
 }
 
 std::string pattern_from_ratios(int64_t num_layers, double attention_ratio, double mlp_ratio) {
-  HYTRA_CHECK(num_layers > 0, "--num-layers: required (positive) with --hybrid-attention-ratio/--hybrid-mlp-ratio, got ",
-              num_layers);
+  HYTRA_CHECK(num_layers > 0 && num_layers <= kMaxLayers, "--num-layers: required (1..", kMaxLayers,
+              ") with --hybrid-attention-ratio/--hybrid-mlp-ratio, got ", num_layers);
   HYTRA_CHECK(attention_ratio >= 0 && attention_ratio <= 1,
               "--hybrid-attention-ratio: expected a value in [0, 1], got ", attention_ratio);
   HYTRA_CHECK(mlp_ratio >= 0 && mlp_ratio <= 1, "--hybrid-mlp-ratio: expected a value in [0, 1], got ", mlp_ratio);
@@ -268,7 +275,8 @@ std::string pattern_from_ratios(int64_t num_layers, double attention_ratio, doub
 
 LayerPlan build_layer_plan(const PlanOptions& opt, std::vector<std::string>* warnings) {
   std::optional<std::string> pattern = opt.pattern;
-  const bool ratios = opt.hybrid_attention_ratio > 0 || opt.hybrid_mlp_ratio > 0;
+  // Any non-zero ratio (NaN and negatives too) asks for generation, which checks their range.
+  const bool ratios = opt.hybrid_attention_ratio != 0 || opt.hybrid_mlp_ratio != 0;
   if (ratios) {
     HYTRA_CHECK(!pattern, "--hybrid-attention-ratio / --hybrid-mlp-ratio: cannot be combined with "
                           "--hybrid-layer-pattern (the ratios are deprecated: give the pattern alone)");

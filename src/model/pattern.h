@@ -20,6 +20,10 @@ ParsedPattern parse_hybrid_pattern(const std::optional<std::string>& pattern);
 // One pipe-free segment as items ("M", "*-" for [*-], ...); `name` goes into error messages.
 std::vector<std::string> parse_segment(const std::string& segment, const std::string& name);
 
+// The most layers --num-layers may ask a generated pattern for (a GPT stack or the ratios): far
+// above any real model, low enough that a mistyped count fails at once instead of filling memory.
+inline constexpr int64_t kMaxLayers = 65536;
+
 // docs/spec/pattern.md §6 steps 1-2, with Python's round-half-to-even.
 std::string pattern_from_ratios(int64_t num_layers, double attention_ratio, double mlp_ratio);
 

@@ -1,6 +1,7 @@
 #include "nn/param.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <vector>
 
@@ -14,12 +15,17 @@ Param& ParamStore::create(const std::string& name, const Shape& shape, InitKind 
                           bool no_decay) {
   HYTRA_ASSERT(!finalized(), "parameter ", name, " created after finalize()");
   HYTRA_CHECK(by_name_.count(name) == 0, "duplicate parameter name '", name, "'");
+  // Shapes come from the size flags: a product too large for int64 must not reach finalize().
+  const int64_t n = checked_numel(shape, 8);
+  HYTRA_CHECK(n >= 0 && n <= INT64_MAX / 8 - num_elements_, "parameter '", name, "' of shape ", shape_str(shape),
+              " is too large: the model's parameters would not fit in 64-bit sizes (check the size flags)");
   auto p = std::make_unique<Param>();
   p->name = name;
   p->shape = shape;
   p->init = init;
   p->init_std = init_std;
   p->no_decay = no_decay;
+  num_elements_ += n;
   Param* raw = p.get();
   owned_.push_back(std::move(p));
   order_.push_back(raw);
@@ -30,12 +36,6 @@ Param& ParamStore::create(const std::string& name, const Shape& shape, InitKind 
 Param* ParamStore::find(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;
-}
-
-int64_t ParamStore::num_elements() const {
-  int64_t n = 0;
-  for (const Param* p : order_) n += shape_numel(p->shape);
-  return n;
 }
 
 void ParamStore::finalize(DType dtype, Device device) {

@@ -64,7 +64,7 @@ class ParamStore {
 
   const std::vector<Param*>& all() const { return order_; }  // creation order
   Param* find(const std::string& name) const;
-  int64_t num_elements() const;
+  int64_t num_elements() const { return num_elements_; }
   Tensor& flat_values() { return values_; }
   Tensor& flat_master() { return master_; }
   bool has_separate_master() const { return master_.raw() != values_.raw(); }
@@ -82,6 +82,7 @@ class ParamStore {
   std::vector<std::unique_ptr<Param>> owned_;
   std::vector<Param*> order_;
   std::map<std::string, Param*> by_name_;
+  int64_t num_elements_ = 0;
   Tensor values_, master_, grads_;  // (total elements)
 };
 

@@ -1,6 +1,7 @@
 #include "train/bench.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <ostream>
 #include <sstream>
@@ -10,10 +11,19 @@
 
 namespace hytra {
 
-BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainConfig train, int64_t warmup,
-                      int64_t steps, std::ostream& log) {
+void check_bench_counts(int64_t warmup, int64_t steps) {
   HYTRA_CHECK(warmup >= 0, "--warmup: expected a count >= 0, got ", warmup);
   HYTRA_CHECK(steps >= 1, "--steps: expected a count >= 1, got ", steps);
+  HYTRA_CHECK(warmup <= INT64_MAX - steps, "--warmup + --steps: ", warmup, " + ", steps,
+              " iterations overflow a 64-bit count");
+}
+
+BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainConfig train, int64_t warmup,
+                      int64_t steps, std::ostream& log) {
+  check_bench_counts(warmup, steps);
+  // Resuming would skip the iterations the checkpoint has done, and with them the measured ones.
+  HYTRA_CHECK(train.load.empty(), "--load: bench measures a fresh run of the config; it cannot resume ", train.load,
+              " (drop --load)");
   train.train_iters = warmup + steps;
   train.eval_interval = 0;
   train.save.clear();

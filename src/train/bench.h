@@ -27,8 +27,11 @@ struct BenchResult {
   double flops_per_token = 0;
 };
 
+// Throws naming --warmup / --steps unless warmup >= 0, steps >= 1 and their sum fits in int64.
+void check_bench_counts(int64_t warmup, int64_t steps);
+
 // Trains `model`/`train` for `warmup + steps` iterations (train_iters is overridden, validation off)
-// and measures the last `steps`.
+// and measures the last `steps`. A fresh run only: --load is an error.
 BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainConfig train, int64_t warmup,
                       int64_t steps, std::ostream& log);
 

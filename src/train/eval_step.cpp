@@ -73,6 +73,11 @@ void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& 
     labels = read_ids(batch, "labels", batch_path, mc.vocab_size, true);
     HYTRA_CHECK(ids.shape() == labels.shape(), batch_path, ": 'input_ids' and 'labels' differ in shape");
   }
+  HYTRA_CHECK(ids.numel() > 0, batch_path, ": the batch is empty (", shape_str(ids.shape()),
+              "): expected at least one sequence of at least one token");
+  HYTRA_CHECK(mc.position_embedding_type != "learned_absolute" || ids.size(1) <= mc.max_positions(), batch_path,
+              ": sequences of ", ids.size(1), " tokens exceed the ", mc.max_positions(),
+              " learned positions (--max-position-embeddings, default --seq-length)");
   const Device dev = tc.device == "cuda" || (tc.device == "auto" && cuda_available()) ? Device::CUDA : Device::CPU;
   Exec& ex = Exec::for_device(dev);
   HybridModel model(mc, plan_for(mc));
@@ -88,7 +93,7 @@ void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& 
   Tensor losses = model.forward(ctx, ids.to(dev), labels.to(dev));  // (B, T)
   int64_t targets = 0;
   for (int64_t i = 0; i < labels.numel(); ++i) targets += labels.data<int32_t>()[i] >= 0;
-  HYTRA_CHECK(targets > 0, batch_path, ": no label is a target (all are -1)");
+  HYTRA_CHECK(targets > 0, batch_path, ": no label is a target (all are negative)");
   std::vector<double> d(size_t(labels.numel()));
   double sum = 0;
   const std::vector<double> l = losses.to_f64_vector();

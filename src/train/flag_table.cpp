@@ -74,8 +74,9 @@ double parse_float_value(const std::string& flag, const std::string& text) {
   char* end = nullptr;
   errno = 0;
   const double v = blank ? 0.0 : std::strtod(text.c_str(), &end);
-  HYTRA_CHECK(!blank && end == text.c_str() + text.size() && errno != ERANGE, flag,
-              ": expected a number, got '", text, "'");
+  HYTRA_CHECK(!blank && end == text.c_str() + text.size(), flag, ": expected a number, got '", text, "'");
+  HYTRA_CHECK(errno != ERANGE, flag, ": ", text,
+              " is outside the range of a double (magnitudes 1e-308 to 1e308, or 0)");
   return v;
 }
 

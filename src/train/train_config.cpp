@@ -1,6 +1,9 @@
 #include "train/train_config.h"
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -13,6 +16,10 @@ void TrainConfig::validate() const {
     if (!ok) errs.push_back(msg);
   };
   need(micro_batch_size > 0, str("--micro-batch-size: expected a positive integer, got ", micro_batch_size));
+  // As ModelConfig's sizes: batch x sequence x width must stay inside 64-bit shape arithmetic.
+  for (auto [flag, v] : {std::pair<const char*, int64_t>{"--micro-batch-size", micro_batch_size},
+                         {"--global-batch-size", global_batch_size}})
+    need(v <= INT32_MAX, str(flag, ": expected at most ", INT32_MAX, ", got ", v));
   if (micro_batch_size > 0)
     need(global_batch_size >= 0 && global_batch() % micro_batch_size == 0,
          str("--global-batch-size: expected a multiple of --micro-batch-size (", micro_batch_size, "), got ",
@@ -21,20 +28,31 @@ void TrainConfig::validate() const {
   need(lr >= 0 && std::isfinite(lr), str("--lr: expected a finite non-negative number, got ", lr));
   need(min_lr >= 0 && min_lr <= lr, str("--min-lr: expected a value in [0, --lr], got ", min_lr));
   need(lr_warmup_iters >= 0, str("--lr-warmup-iters: expected >= 0, got ", lr_warmup_iters));
+  need(lr_decay_iters >= 0, str("--lr-decay-iters: expected a positive integer, got ", lr_decay_iters));
+  need(lr_wsd_decay_iters >= 0, str("--lr-wsd-decay-iters: expected a positive integer, got ", lr_wsd_decay_iters));
+  need(lr_warmup_init >= 0, str("--lr-warmup-init: expected >= 0, got ", lr_warmup_init));
   need(lr_warmup_fraction < 0 || lr_warmup_iters == 0,
        "--lr-warmup-fraction: cannot be combined with --lr-warmup-iters");
   need(lr_warmup_fraction < 0 || lr_warmup_fraction <= 1,
        str("--lr-warmup-fraction: expected a value in [0, 1], got ", lr_warmup_fraction));
   need(optimizer == "adam", str("--optimizer: expected adam (AdamW; sgd is not implemented), got '", optimizer, "'"));
-  need(weight_decay >= 0, str("--weight-decay: expected >= 0, got ", weight_decay));
-  need(clip_grad >= 0, str("--clip-grad: expected >= 0, got ", clip_grad));
+  need(weight_decay >= 0 && std::isfinite(weight_decay),
+       str("--weight-decay: expected a finite number >= 0, got ", weight_decay));
+  need(clip_grad >= 0 && std::isfinite(clip_grad), str("--clip-grad: expected a finite number >= 0, got ", clip_grad));
   need(adam_beta1 >= 0 && adam_beta1 < 1, str("--adam-beta1: expected a value in [0, 1), got ", adam_beta1));
   need(adam_beta2 >= 0 && adam_beta2 < 1, str("--adam-beta2: expected a value in [0, 1), got ", adam_beta2));
-  need(adam_eps > 0, str("--adam-eps: expected a positive number, got ", adam_eps));
+  need(adam_eps > 0 && std::isfinite(adam_eps), str("--adam-eps: expected a positive finite number, got ", adam_eps));
   need(eval_interval >= 0, str("--eval-interval: expected >= 0, got ", eval_interval));
   need(eval_iters >= 0, str("--eval-iters: expected >= 0, got ", eval_iters));
   need(log_interval > 0, str("--log-interval: expected a positive integer, got ", log_interval));
+  for (auto [flag, v] : {std::pair<const char*, int64_t>{"--save-interval", save_interval},
+                         {"--exit-interval", exit_interval},
+                         {"--ckpt-keep", ckpt_keep}})
+    need(v >= 0, str(flag, ": expected a positive integer, got ", v));
   need(mock_data != !data_path.empty(), "--data-path: give either --data-path (Megatron .bin/.idx files) or --mock-data");
+  need(data_path.empty() || seed <= UINT32_MAX,
+       str("--seed: expected 0..", UINT32_MAX, " with --data-path (the shuffle is numpy's RandomState, as in ",
+           "Megatron), got ", int64_t(seed)));
   need(data_path.empty() || !tokenizer_type.empty(),
        "--tokenizer-type: required with --data-path (it fixes the vocabulary size)");
   need(device == "cpu" || device == "cuda" || device == "auto",

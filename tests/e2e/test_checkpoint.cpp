@@ -301,6 +301,34 @@ TEST(Checkpoint, EvalStepWritesLossesAndEveryGradient) {
   }
 }
 
+// Batches the model cannot take are named errors: empty ones (they read as "no label is a target"),
+// sequences longer than the learned positions (an embedding index error), a directory.
+TEST(Checkpoint, EvalStepRefusesBatchesTheModelCannotTake) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_eval_learned";
+  fs::remove_all(dir);
+  run({"--save", dir, "--train-iters", "2", "--lr-warmup-iters", "0", "--position-embedding-type", "learned_absolute"});
+  ModelConfig m;
+  TrainConfig tc;
+  ASSERT_TRUE(parse_train_args({"--hybrid-layer-pattern", "[*-]*-", "--hidden-size", "32", "--num-attention-heads", "4",
+                                "--ffn-hidden-size", "64", "--normalization", "RMSNorm", "--vocab-size", "96",
+                                "--make-vocab-size-divisible-by", "32", "--seq-length", "16", "--micro-batch-size", "2",
+                                "--train-iters", "1", "--lr", "1", "--mock-data", "--device", "cpu", "--load", dir},
+                               m, tc, nullptr));
+  const std::string batch = testing::TempDir() + "hytra_eval_shape.safetensors";
+  const std::string out = testing::TempDir() + "hytra_eval_shape_out.safetensors";
+  auto eval_tokens = [&](int64_t rows, int64_t cols) {
+    SafetensorsTensor t{"tokens", "I32", {rows, cols}, std::vector<unsigned char>(size_t(rows * cols) * 4, 0)};
+    write_safetensors(batch, {t}, {});
+    return error_of([&] { eval_step(m, tc, batch, out); });
+  };
+  EXPECT_NE(eval_tokens(0, 9).find("the batch is empty ([0, 8])"), std::string::npos);
+  EXPECT_NE(eval_tokens(1, 18).find("sequences of 17 tokens exceed the 16 learned positions"), std::string::npos);
+  EXPECT_NE(error_of([&] { eval_step(m, tc, dir, out); }).find(dir + ": not a regular file"), std::string::npos);
+  SafetensorsTensor fits{"tokens", "I32", {1, 17}, std::vector<unsigned char>(17 * 4, 0)};
+  write_safetensors(batch, {fits}, {});
+  eval_step(m, tc, batch, out);
+}
+
 // Megatron GPTModel naming (plain transformer layers, final_layernorm) and a hybrid model of `[*-]`
 // groups load each other's checkpoints and give the same loss on the same batch.
 TEST(Checkpoint, GptNamingAndGroupedHybridGiveTheSameLoss) {
@@ -495,6 +523,12 @@ TEST(Checkpoint, ManifestMustVouchForEveryTensorFile) {
   expect_refused(replaced("\"iteration\": 2,", "\"iteration\": 3,"), "differs from its directory's name");
   expect_refused(replaced("\"iteration\": 2,", "\"iteration\": 1000000000000000,"), "iteration 1000000000000000");
   expect_refused(replaced("\"optimizer_step\": 2,", "\"optimizer_step\": 7,"), "optimizer step 7");
+  // More samples than two global batches (< 2^31 each) can hold: a resume would start the data there.
+  expect_refused(replaced("\"consumed_samples\": [0-9]+,", "\"consumed_samples\": 8000000000000000,"),
+                 "iteration 2 with 8000000000000000 consumed samples is inconsistent");
+  // Missing keys and wrong types name the manifest (the JSON accessors alone do not).
+  expect_refused(replaced("  \"consumed_samples\": [0-9]+,\n", ""), manifest + ": missing key 'consumed_samples'");
+  expect_refused(replaced("\"config\": \"[^\"]*\"", "\"config\": 1"), manifest + ": config: expected a string");
   EXPECT_EQ(read_manifest(it).iteration, 2);
   // A tensor file the manifest does not list is refused, not loaded unverified.
   fs::copy_file(it + "/model.safetensors", it + "/extra.safetensors");
@@ -506,7 +540,12 @@ TEST(Checkpoint, ManifestMustVouchForEveryTensorFile) {
     EXPECT_NE(error_of([&] { resolve_checkpoint_dir(dir); }).find("expected an iteration number"), std::string::npos)
         << bad;
   }
-  write_text(dir + "/latest_checkpointed_iteration.txt", "2\n");
+  const std::string latest = dir + "/latest_checkpointed_iteration.txt";
+  fs::remove(latest);
+  fs::create_directory(latest);  // used to surface as "basic_filebuf::underflow error reading the file"
+  EXPECT_NE(error_of([&] { resolve_checkpoint_dir(dir); }).find(latest + ": not a regular file"), std::string::npos);
+  fs::remove(latest);
+  write_text(latest, "2\n");
   EXPECT_EQ(read_manifest(resolve_checkpoint_dir(dir)).iteration, 2);
 }
 

@@ -6,6 +6,7 @@
 // replays are bitwise the eager run.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -363,6 +364,30 @@ TEST(Train, BenchMeasuresTheStepsAfterWarmup) {
   for (const char* key : {"config=tiny", "mbs=4", "gbs=8", "seq=32", "step_ms=", "tokens_per_s=", "tflops_per_gpu=",
                           "mfu=", "peak_mem_gib=", "loss="})
     EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
+}
+
+// Counts that overflow and a resumed run (which measured fewer iterations than warm-up + steps and
+// met the result's internal check) are named errors.
+TEST(Train, BenchRefusesBadCountsAndResuming) {
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t);
+  std::ostringstream log;
+  auto error_of = [&](int64_t warmup, int64_t steps) {
+    try {
+      run_bench("tiny", m, t, warmup, steps, log);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of(-1, 1).find("--warmup: expected a count >= 0"), std::string::npos);
+  EXPECT_NE(error_of(0, 0).find("--steps: expected a count >= 1"), std::string::npos);
+  EXPECT_NE(error_of(INT64_MAX, 1).find("overflow"), std::string::npos);
+  t.load = testing::TempDir() + "hytra_bench_ckpt";
+  const std::string e = error_of(1, 1);
+  EXPECT_NE(e.find("--load: bench measures a fresh run"), std::string::npos) << e;
+  EXPECT_EQ(e.find("internal error"), std::string::npos) << e;
 }
 
 // The dense `*-*-` stack, the M*G- hybrid and an MoE hybrid. fp32_tol bounds the fp32 GPU run's

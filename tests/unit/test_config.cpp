@@ -2,6 +2,7 @@
 // value ends in an error naming its flag, before anything is built.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,88 @@ TEST(Config, OutOfRangeValuesNameTheirFlag) {
   expect_error({"--lr", "nan"}, "--lr");
 }
 
+// Values that used to reach an internal assertion, a crash or a misleading error far from their flag.
+TEST(Config, HugeSizesNameTheirFlag) {
+  const std::string max64 = "9223372036854775807";
+  for (const char* flag : {"--seq-length", "--kv-channels", "--max-position-embeddings", "--vocab-size",
+                           "--mamba-chunk-size", "--hidden-size", "--ffn-hidden-size", "--micro-batch-size",
+                           "--global-batch-size"})
+    expect_error({flag, max64}, flag);
+  expect_error({"--vocab-size", max64, "--make-vocab-size-divisible-by", "1"}, "--vocab-size");
+  expect_error({"--hybrid-layer-pattern", "*E", "--num-experts", "4", "--moe-ffn-hidden-size", max64},
+               "--moe-ffn-hidden-size");
+  expect_error({"--hybrid-layer-pattern", "*E", "--num-experts", max64}, "--num-experts");
+  expect_error({"--hybrid-layer-pattern", "G", "--normalization", "RMSNorm", "--linear-conv-kernel-dim", max64},
+               "--linear-conv-kernel-dim");
+  expect_error({"--hybrid-layer-pattern", "", "--num-layers", max64}, "--num-layers");
+  expect_error({"--enable-mhc-connections", "--mhc-sinkhorn-iterations", "1000000000"}, "--mhc-sinkhorn-iterations");
+}
+
+TEST(Config, NonFiniteAndNegativeValuesNameTheirFlag) {
+  expect_error({"--position-embedding-type", "rope", "--rotary-base", "0"}, "--rotary-base");
+  expect_error({"--position-embedding-type", "rope", "--rotary-base", "nan"}, "--rotary-base");
+  expect_error({"--init-method-std", "inf"}, "--init-method-std");
+  expect_error({"--swiglu", "--glu-linear-offset", "nan"}, "--glu-linear-offset");
+  expect_error({"--mtp-loss-scaling-factor", "inf"}, "--mtp-loss-scaling-factor");
+  expect_error({"--enable-mhc-connections", "--mhc-init-gating-factor", "inf"}, "--mhc-init-gating-factor");
+  expect_error({"--weight-decay", "inf"}, "--weight-decay");
+  const std::vector<std::string> moe = {"--hybrid-layer-pattern", "*E", "--num-experts", "4"};
+  auto with_moe = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), moe.begin(), moe.end());
+    return extra;
+  };
+  expect_error(with_moe({"--moe-expert-capacity-factor", "inf"}), "--moe-expert-capacity-factor");
+  expect_error(with_moe({"--moe-router-topk-scaling-factor", "nan"}), "--moe-router-topk-scaling-factor");
+  expect_error(with_moe({"--moe-aux-loss-coeff", "inf"}), "--moe-aux-loss-coeff");
+  expect_error(with_moe({"--moe-router-num-groups", "-1"}), "--moe-router-num-groups");
+  expect_error(with_moe({"--moe-ffn-hidden-size", "-1"}), "--moe-ffn-hidden-size");
+  expect_error({"--max-position-embeddings", "-1"}, "--max-position-embeddings");
+  for (const char* flag : {"--lr-decay-iters", "--lr-warmup-init", "--ckpt-keep", "--save-interval", "--exit-interval"})
+    expect_error({flag, "-5"}, flag);
+}
+
+// int(8 x 16 / 3 / 64) x 64 = 0: a zero-width MLP divided by zero in the SwiGLU kernel.
+TEST(Config, SwigluDefaultWidthOfZeroIsRefused) {
+  expect_error({"--swiglu", "--hidden-size", "16"}, "--ffn-hidden-size");
+  expect_error({"--hybrid-layer-pattern", "*E", "--num-experts", "4", "--swiglu", "--hidden-size", "16"},
+               "--ffn-hidden-size");
+  EXPECT_EQ(config_error({"--swiglu", "--hidden-size", "16", "--ffn-hidden-size", "24"}), "no error");
+}
+
+// Two sub-layers of one group whose hyper-connections would share a key (duplicate parameters).
+TEST(Config, MhcGroupsWithTwoMlpsOrTwoMixersAreRefused) {
+  for (const char* p : {"[M*][-E]", "[GM]"})
+    expect_error({"--enable-mhc-connections", "--normalization", "RMSNorm", "--hybrid-layer-pattern", p,
+                  "--num-experts", "4"},
+                 "--enable-mhc-connections");
+  EXPECT_EQ(config_error({"--enable-mhc-connections", "--hybrid-layer-pattern", "[M*][-*]"}), "no error");
+}
+
+// The data order is numpy's RandomState(seed): a seed past 32 bits was silently truncated.
+TEST(Config, DataSeedsMustFitRandomState) {
+  TrainConfig t;
+  t.micro_batch_size = 1;
+  t.train_iters = 1;
+  t.data_path = {"prefix"};
+  t.tokenizer_type = "GPT2BPETokenizer";
+  for (uint64_t seed : {uint64_t(1) << 32, ~uint64_t(0)}) {
+    t.seed = seed;
+    try {
+      t.validate();
+      ADD_FAILURE() << "no error for seed " << seed;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--seed: expected 0..4294967295 with --data-path"), std::string::npos)
+          << e.what();
+    }
+  }
+  t.seed = 4294967295u;
+  t.validate();
+  t.data_path.clear();
+  t.mock_data = true;
+  t.seed = uint64_t(1) << 32;  // mock data and init take 64-bit seeds
+  t.validate();
+}
+
 TEST(Config, PatternsWithoutLayersAreRefused) {
   for (const char* p : {"|", "||", "/", "//", "|/", "/*"}) expect_error({"--hybrid-layer-pattern", p}, "pattern");
 }
@@ -69,6 +152,11 @@ TEST(Config, ValidEdgeValuesPass) {
   EXPECT_EQ(config_error({"--hybrid-layer-pattern", "*E*E", "--num-experts", "4", "--moe-expert-capacity-factor",
                           "1.5"}),
             "no error");
+  // Huge but finite: the dispatcher caps the capacity at the token count.
+  EXPECT_EQ(config_error({"--hybrid-layer-pattern", "*E*E", "--num-experts", "4", "--moe-expert-capacity-factor",
+                          "1e300"}),
+            "no error");
+  EXPECT_EQ(config_error({"--seq-length", "2147483647", "--position-embedding-type", "rope"}), "no error");
 }
 
 }  // namespace

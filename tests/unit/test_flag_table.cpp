@@ -124,6 +124,9 @@ TEST(FlagTable, AliasIsAnotherNameOfTheRow) {
 TEST(FlagTable, ErrorsNameTheFlag) {
   EXPECT_EQ(parse_error({"--lr", "abc"}), "--lr: expected a number, got 'abc'");
   EXPECT_EQ(parse_error({"--lr="}), "--lr: expected a number, got ''");
+  for (const char* v : {"1e-320", "1e400"})  // numbers, but not doubles (they used to read "expected a number")
+    EXPECT_EQ(parse_error({"--lr", v}),
+              str("--lr: ", v, " is outside the range of a double (magnitudes 1e-308 to 1e308, or 0)"));
   EXPECT_EQ(parse_error({"--seed", "1.5"}), "--seed: expected an integer, got '1.5'");
   EXPECT_EQ(parse_error({"--seed", "99999999999999999999"}),
             "--seed: expected an integer, got '99999999999999999999'");

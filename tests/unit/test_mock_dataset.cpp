@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <string>
+
+#include "core/error.h"
 #include "data/loader.h"
 #include "data/mock_dataset.h"
 
@@ -42,6 +46,20 @@ TEST(MockDataset, SeedAndSplitChangeTheStreamDeterministically) {
   }
   EXPECT_TRUE(differs_seed);
   EXPECT_TRUE(differs_split);
+}
+
+// Indices whose tokens lie past int64 (a resumed manifest may hold any count) are a named error
+// instead of a wrapped, negative stream position.
+TEST(MockDataset, IndicesPastTheStreamAreRefused) {
+  MockDataset d(50, 1 << 20, 3, 0);
+  for (int64_t index : {INT64_MAX / 2, INT64_MAX}) {
+    try {
+      d.sample(index);
+      ADD_FAILURE() << "no error for " << index;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("past the end of the mock stream"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Loader, LabelsAreInputsShiftedByOne) {

@@ -226,6 +226,13 @@ TEST(TokenDispatcher, CapacityDropPoliciesAndPadding) {
   EXPECT_EQ(padded.rows_per_expert, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(ints(padded.row_token), (std::vector<int32_t>{0, 1, 0, 2}));  // expert 1 filled with token 0
   EXPECT_EQ(ints(padded.row_prob), (std::vector<int32_t>{0, 1, 4, 2}));  // 4 = N*K: probability 0
+  // A capacity past the token count (or past int64: 1e300) is the token count: every expert padded to N.
+  for (double huge : {3.0, 1e18, 1e300}) {
+    o.capacity_factor = huge;
+    DispatchPlan all = plan_dispatch(top, probs, 4, o, Device::CPU);
+    EXPECT_EQ(all.routed_per_expert, (std::vector<int64_t>{3, 1})) << huge;
+    EXPECT_EQ(all.rows_per_expert, (std::vector<int64_t>{4, 4})) << huge;
+  }
 
   DispatchOptions q;
   q.num_experts = 2;

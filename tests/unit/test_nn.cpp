@@ -47,6 +47,24 @@ TEST(ParamStore, ViewsAliasTheFlatBuffers) {
   EXPECT_EQ(s.find("c"), nullptr);
 }
 
+// Shapes from size flags whose element count overflows int64 (alone or summed) name the parameter
+// instead of reaching finalize() with a wrapped total.
+TEST(ParamStore, OverflowingShapesNameTheParameter) {
+  ParamStore s;
+  s.create("a.weight", {3, int64_t(1) << 58}, InitKind::Normal, 1.0, false);  // not allocated here
+  // Alone past int64, past it in fp64 bytes, past it summed with a.weight, negative.
+  for (const Shape& shape :
+       {Shape{int64_t(1) << 40, int64_t(1) << 40}, Shape{int64_t(1) << 61}, Shape{int64_t(1) << 59}, Shape{-1, 4}}) {
+    try {
+      s.create("b.weight", shape, InitKind::Normal, 1.0, false);
+      ADD_FAILURE() << "no error for " << shape_str(shape);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("parameter 'b.weight' of shape"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(s.num_elements(), 3 * (int64_t(1) << 58));
+}
+
 TEST(ParamStore, InitDependsOnSeedAndNameOnly) {
   auto make = [](bool reversed, uint64_t seed) {
     auto s = std::make_unique<ParamStore>();

@@ -2,6 +2,8 @@
 // docs/spec/README.md decision 1 (duplicate kinds in a group), numbering, pipeline stages and the ratios.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cmath>
 #include <sstream>
 
 #include "core/error.h"
@@ -184,6 +186,22 @@ TEST(Pattern, AutoSplitWithoutPipes) {
   EXPECT_EQ(build_layer_plan(f).stage->physical_offset, 7);
   f.last_stage_layers = 2;  // middle = 7, not divisible by 2
   EXPECT_ERROR_HAS(build_layer_plan(f), "Middle layers (7) must be evenly divisible by middle pipeline stages (2).");
+  // Counts outside 1..layers, or leaving layers no stage takes, name their flag (they used to give
+  // empty stages and offsets past the pattern).
+  for (int64_t bad : {int64_t(0), int64_t(-1), int64_t(11), INT64_MAX}) {
+    PlanOptions b = pipeline("MMMMMMMMM*", 2, 0);
+    b.first_stage_layers = bad;
+    EXPECT_ERROR_HAS(build_layer_plan(b), "--decoder-first-pipeline-num-layers: expected 1..10");
+    b.first_stage_layers.reset();
+    b.last_stage_layers = bad;
+    EXPECT_ERROR_HAS(build_layer_plan(b), "--decoder-last-pipeline-num-layers: expected 1..10");
+  }
+  PlanOptions two = pipeline("MMMMMMMMM*", 2, 1);
+  two.first_stage_layers = 6;
+  two.last_stage_layers = 6;  // 12 of 10 layers
+  EXPECT_ERROR_HAS(build_layer_plan(two), "leave -2 of the pattern's 10");
+  two.last_stage_layers = 3;  // no middle stage takes the 1 left
+  EXPECT_ERROR_HAS(build_layer_plan(two), "leave 1 of the pattern's 10 for 0 other stages");
   // A slice boundary inside a group.
   EXPECT_ERROR_HAS(build_layer_plan(pipeline("M[*-]M", 2, 0)),
                    "Pipeline splitting would split a bracketed hybrid layer group");
@@ -212,6 +230,15 @@ TEST(Pattern, FromRatiosRoundsHalfToEven) {
   PlanOptions none;
   none.hybrid_mlp_ratio = 0.5;
   EXPECT_ERROR_HAS(build_layer_plan(none), "--num-layers: required");
+  // Negative and NaN ratios are range errors, not "no pattern given"; a huge --num-layers is refused
+  // before a pattern string of that length is built.
+  for (double bad : {-0.5, std::nan("")}) {
+    PlanOptions r;
+    r.num_layers = 4;
+    r.hybrid_attention_ratio = bad;
+    EXPECT_ERROR_HAS(build_layer_plan(r), "--hybrid-attention-ratio: expected a value in [0, 1]");
+  }
+  EXPECT_ERROR_HAS(pattern_from_ratios(INT64_MAX, 0.5, 0.0), "--num-layers: required (1..65536)");
 }
 
 TEST(Pattern, NumLayersAndMtpFlagsYieldToThePatternWithAWarning) {
@@ -281,6 +308,8 @@ TEST(Pattern, InspectPatternCli) {
   EXPECT_NE(err.find("--pipline-rank: unknown flag"), std::string::npos);
   EXPECT_EQ(run_cli({"M*", "--num-layers", "two"}, out, err), 1);
   EXPECT_NE(err.find("--num-layers: expected an integer, got 'two'"), std::string::npos);
+  EXPECT_EQ(run_cli({"M*", "--num-layers", "99999999999999999999"}, out, err), 1);  // was clamped to INT64_MAX
+  EXPECT_NE(err.find("--num-layers: expected an integer, got '99999999999999999999'"), std::string::npos);
   EXPECT_EQ(run_cli({"M*", "--pipeline-rank", "0"}, out, err), 1);
   EXPECT_NE(err.find("need --pipeline-model-parallel-size"), std::string::npos);
 }

@@ -2,7 +2,10 @@
 // and every header validation error.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -110,6 +113,20 @@ TEST(Safetensors, HeaderValidationErrors) {
   }
   EXPECT_NE(error_of(tmp("huge")).find("exceeds the format's limit"), std::string::npos);
   EXPECT_NE(error_of(tmp("missing-file")).find("cannot open"), std::string::npos);
+  // Type errors inside the header name the file too (they used to read "shape entry: ..." alone).
+  const std::string inf = raw_file("inf", "{\"x\":{\"dtype\":\"F32\",\"shape\":[1e400],\"data_offsets\":[0,4]}}", 4);
+  EXPECT_EQ(error_of(inf), inf + ": header: shape entry: expected an integer, got inf");
+  const std::string meta = raw_file("meta-array", "{\"__metadata__\":[1]}", 0);
+  EXPECT_EQ(error_of(meta), meta + ": header: __metadata__: expected an object, got array");
+  // A directory or a FIFO is not read (a FIFO without a writer used to block the open forever).
+  const std::string dir = testing::TempDir() + "hytra_st_dir.safetensors";
+  std::filesystem::create_directories(dir);
+  EXPECT_NE(error_of(dir).find("not a regular file"), std::string::npos);
+  const std::string fifo = testing::TempDir() + "hytra_st_fifo.safetensors";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(error_of(fifo).find("not a regular file"), std::string::npos);
+  std::filesystem::remove(fifo);
 }
 
 TEST(Safetensors, WriterRejectsBadTensorsAndLeavesNoFile) {

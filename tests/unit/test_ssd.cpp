@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "common/random.h"
@@ -170,6 +171,22 @@ TEST(CpuSsd, BackwardAccumulatesParameterGradients) {
       EXPECT_NEAR(a->data<double>()[h], p0.data<double>()[h] + f->data<double>()[h], 1e-12);
     }
   EXPECT_EQ(std::vector<double>(acc.dx.to_f64_vector()), fresh.dx.to_f64_vector());  // activation grads are `=`
+}
+
+// A chunk longer than T is one chunk of T, up to INT64_MAX (where T + chunk - 1 used to overflow
+// into a negative chunk count and a crash in the backward).
+TEST(CpuSsd, HugeChunkSizesEqualOneChunkOfT) {
+  Inputs in = make_inputs(1, 9, 2, 1, 3, 4, DType::F64, 400);
+  const Tensor dy = test::random_uniform(in.x.shape(), DType::F64, test::test_seed(410));
+  const Tensor zero = Tensor::zeros({2}, DType::F64);
+  const Grads want = run_bwd(in, dy, 9, zero);
+  for (int64_t chunk : {int64_t(10), INT64_MAX / 2, INT64_MAX}) {
+    EXPECT_EQ(run_fwd(in, chunk).to_f64_vector(), run_fwd(in, 9).to_f64_vector()) << chunk;
+    const Grads g = run_bwd(in, dy, chunk, zero);
+    for (auto [a, b] : {std::pair{&g.dx, &want.dx}, {&g.ddt_raw, &want.ddt_raw}, {&g.dB, &want.dB}, {&g.dC, &want.dC},
+                        {&g.ddt_bias, &want.ddt_bias}, {&g.dA_log, &want.dA_log}, {&g.dD, &want.dD}})
+      EXPECT_EQ(a->to_f64_vector(), b->to_f64_vector()) << chunk;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "common/compare.h"
 #include "common/random.h"
 #include "core/error.h"
@@ -22,6 +24,23 @@ TEST(Tensor, ShapeStridesAndViews) {
   EXPECT_EQ(t.narrow(0, 1, 1).data<float>()[1], 5.0f);
   EXPECT_FALSE(t.narrow(2, 0, 2).is_contiguous());
   EXPECT_THROW(t.view({5, 5}), Error);
+}
+
+// Sizes from flags or files: a count past int64 is an error, not a wrapped size.
+TEST(Tensor, OverflowingShapesAreRefused) {
+  EXPECT_EQ(checked_numel({2, 3, 4}), 24);
+  EXPECT_EQ(checked_numel({}), 1);
+  EXPECT_EQ(checked_numel({0, INT64_MAX}), 0);
+  EXPECT_EQ(checked_numel({int64_t(1) << 32, int64_t(1) << 31}), -1);  // 2^63
+  EXPECT_EQ(checked_numel({int64_t(1) << 31, int64_t(1) << 31}), int64_t(1) << 62);
+  EXPECT_EQ(checked_numel({int64_t(1) << 31, int64_t(1) << 31}, 2), -1);  // 2^63 bytes
+  EXPECT_EQ(checked_numel({3, -1}), -1);
+  try {
+    Tensor::empty({int64_t(1) << 40, int64_t(1) << 30}, DType::F32);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more bytes than a 64-bit size can count"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Tensor, DtypeRoundTrip) {

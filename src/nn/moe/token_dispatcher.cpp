@@ -30,7 +30,10 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<do
     }
 
   const bool capped = o.capacity_factor > 0;
-  const int64_t capacity = capped ? int64_t(std::ceil(double(N * K) / double(E) * o.capacity_factor)) : 0;
+  // Megatron's ceil(N K / E x factor), capped at N: an expert holds a token at most once, and a huge
+  // factor must not overflow the conversion.
+  const double want = std::ceil(double(N * K) / double(E) * o.capacity_factor);
+  const int64_t capacity = !capped ? 0 : want < double(N) ? int64_t(want) : N;
   DispatchPlan plan;
   plan.rows_per_expert.assign(size_t(E), 0);
   plan.routed_per_expert.assign(size_t(E), 0);

@@ -162,7 +162,8 @@ void ssd_bwd_impl(Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& d
   const Dims d(x, Bm);
   const int64_t P = d.P, N = d.N, PN = d.P * d.N, hpg = d.heads_per_group();
   if (d.T == 0) return;
-  const int64_t chunks = (d.T + Q - 1) / Q, Qc = std::min(Q, d.T);
+  Q = std::min(Q, d.T);  // one chunk of T is the same scan, and T + Q cannot overflow
+  const int64_t chunks = (d.T + Q - 1) / Q, Qc = Q;
   std::vector<T> bias(d.H), alog(d.H), dskip(d.H);  // (H) each
   load(dt_bias, 0, d.H, bias.data());
   load(A_log, 0, d.H, alog.data());
