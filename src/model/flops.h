@@ -1,4 +1,5 @@
-// Model FLOPs and parameter counts for throughput and MFU (llm.c's mfu.h idea):
+// Model FLOPs and parameter counts for throughput and MFU (llm.c's mfu.h idea), summed over the layer
+// kinds' rows (model/layer_kinds.cpp holds each kind's terms):
 //   FLOPs per token = 6 x (parameters of every matmul, LM head included)
 //                   + 6 x (attention layers) x seq_length x (heads x head_dim)   [causal QK^T and PV]
 //                   + 3 x (Mamba layers) x 7 x d_inner x N           [SSD scan, Megatron's hybrid_flops]
@@ -11,17 +12,10 @@
 #include <cstdint>
 
 #include "model/config.h"
+#include "model/layer_kinds.h"
 
 namespace hytra {
 
-struct LayerCounts {
-  int64_t attention = 0;  // '*' sub-layers
-  int64_t mlp = 0;        // '-' sub-layers
-  int64_t mamba = 0;      // 'M' sub-layers
-  int64_t gdn = 0;        // 'G' sub-layers
-  int64_t moe = 0;        // 'E' sub-layers
-  int64_t mtp_depths = 0; // MTP depths (their inner sub-layers are in the counts above)
-};
 
 int64_t matmul_params(const ModelConfig& cfg, const LayerCounts& counts);
 double flops_per_token(const ModelConfig& cfg, const LayerCounts& counts);

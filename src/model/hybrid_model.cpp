@@ -5,7 +5,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "model/builder.h"
+#include "model/layer_kinds.h"
 #include "model/naming.h"
 #include "model/pattern.h"
 #include "nn/moe/moe_layer.h"
@@ -15,24 +15,6 @@
 #include "ops/ops.h"
 
 namespace hytra {
-
-// Selective recompute of a sub-layer's body (docs/spec/recompute.md §3): mlp `-`, moe `E`, mamba `M`.
-bool selective_body(const ModelConfig& cfg, char symbol) {
-  if (cfg.recompute_granularity != "selective") return false;
-  auto wants = [&](const char* m) {
-    return std::find(cfg.recompute_modules.begin(), cfg.recompute_modules.end(), m) != cfg.recompute_modules.end();
-  };
-  return (symbol == '-' && wants("mlp")) || (symbol == 'E' && wants("moe")) || (symbol == 'M' && wants("mamba"));
-}
-
-namespace {
-// The key of a sub-layer's mHC hyper-connection inside its logical layer (docs/spec/README.md decision 3).
-const char* hyper_connection_name(char symbol) {
-  return symbol == '*' ? "self_attention_hyper_connection."
-         : (symbol == '-' || symbol == 'E') ? "mlp_hyper_connection."
-                                              : "hyper_connection.";
-}
-}  // namespace
 
 LayerPlan plan_for(const ModelConfig& cfg) {
   PlanOptions o;
@@ -58,9 +40,9 @@ LayerPlan plan_for(const ModelConfig& cfg) {
   for (const LayerItem& item : plan.items) {
     std::set<std::string> names;  // one hyper-connection key per sub-layer of the group
     for (char c : item.symbols)
-      HYTRA_CHECK(!cfg.enable_mhc || names.insert(hyper_connection_name(c)).second,
+      HYTRA_CHECK(!cfg.enable_mhc || names.insert(layer_kind(c).hyper_connection).second,
                   "--enable-mhc-connections: layer group '[", item.symbols, "]' holds two sub-layers whose "
-                  "hyper-connections share the key decoder.layers.<i>.", hyper_connection_name(c),
+                  "hyper-connections share the key decoder.layers.<i>.", layer_kind(c).hyper_connection,
                   " (the mixers M and G, or - and E); split the group");
   }
   HYTRA_CHECK(cfg.recompute_granularity != "full" || cfg.recompute_num_layers <= plan.num_logical_layers,
@@ -76,13 +58,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   if (cfg_.position_embedding_type == "learned_absolute")
     position_embedding_ =
         std::make_unique<Embedding>(kPositionEmbeddingKey, cfg_.max_positions(), C, cfg_.init_method_std, store_);
-  auto count = [this](char s) {
-    counts_.attention += s == '*';
-    counts_.mlp += s == '-';
-    counts_.mamba += s == 'M';
-    counts_.gdn += s == 'G';
-    counts_.moe += s == 'E';
-  };
+  auto count = [this](char s) { ++counts_.sublayers[s]; };
   HyperConnectionOptions hc;
   hc.hidden = C;
   hc.streams = cfg_.mhc_num_residual_streams;
@@ -96,7 +72,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
       if (cfg_.enable_mhc) {  // docs/spec/README.md decision 3: one hyper-connection per physical sub-layer
         HyperConnectionOptions o = hc;
         o.recompute_layer = selective_body(cfg_, spec.symbol);
-        layer = std::make_unique<HyperConnection>(o, spec.prefix + hyper_connection_name(spec.symbol),
+        layer = std::make_unique<HyperConnection>(o, spec.prefix + layer_kind(spec.symbol).hyper_connection,
                                                   std::move(layer), store_);
       }
       sublayers_.push_back(std::move(layer));

@@ -27,8 +27,6 @@ class MoeLayer;
 // The plan for a config: from --hybrid-layer-pattern, or the ratios, or (neither) a GPT stack of
 // --num-layers `[*-]` groups. Throws the pattern's named errors.
 LayerPlan plan_for(const ModelConfig& cfg);
-// Whether selective recompute checkpoints the body of a sub-layer of this symbol (mlp, moe, mamba).
-bool selective_body(const ModelConfig& cfg, char symbol);
 
 class HybridModel {
  public:

@@ -5,22 +5,24 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "model/layer_kinds.h"
 
 namespace hytra {
 namespace {
 
-// Layer symbols in Megatron's "name-sorted" order: ATTENTION, DS_ATTENTION, GDN, MAMBA, MLA, MLP, MOE.
-constexpr char kSymbols[] = {'*', 'D', 'G', 'M', '+', '-', 'E'};
-
-bool is_layer_symbol(char c) {
-  for (char s : kSymbols)
-    if (s == c) return true;
-  return false;
+// Layer symbols in Megatron's "name-sorted" order (ATTENTION, DS_ATTENTION, GDN, MAMBA, MLA, MLP, MOE):
+// the order of model/layer_kinds.cpp's rows.
+std::string layer_symbols() {
+  std::string s;
+  for (const LayerKind& k : layer_kinds()) s += k.symbol;
+  return s;
 }
+
+bool is_layer_symbol(char c) { return layer_symbols().find(c) != std::string::npos; }
 
 std::string valid_symbols_text(bool allow_pipe) {
   std::string s = "{";
-  for (char c : kSymbols) s += str("'", c, "', ");
+  for (char c : layer_symbols()) s += str("'", c, "', ");
   s += "'[', ']'";
   if (allow_pipe) s += ", '|'";
   return s + "}";
@@ -317,7 +319,7 @@ LayerPlan build_layer_plan(const PlanOptions& opt, std::vector<std::string>* war
       plan.mtp_items.push_back(item);
     }
   }
-  for (char c : kSymbols) {
+  for (char c : layer_symbols()) {
     int64_t count = 0;
     for (const auto& item : plan.items) count += int64_t(std::count(item.symbols.begin(), item.symbols.end(), c));
     for (const auto& item : plan.mtp_items) count += plan.mtp_depths * (item.symbols[0] == c);

@@ -16,18 +16,14 @@
 
 namespace hytra {
 
-struct AttentionOptions {
+struct AttentionOptions : PreNormOptions {
   int64_t hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;  // C, H, Hkv, D
   bool qk_norm = false;                 // --qk-layernorm
   bool recompute_core = false;          // selective recompute "core_attn": rerun attention_fwd in backward
   bool bias = false;                    // add_bias_linear
-  NormKind norm = NormKind::RMSNorm;    // --normalization
-  double norm_eps = 1e-5;
   bool use_rope = true;                 // --position-embedding-type rope
   double rotary_base = 10000.0, rotary_percent = 1.0;
   bool rotary_interleaved = false;
-  double init_std = 0.02;               // linear_qkv
-  double output_init_std = 0.02;        // linear_proj (Megatron: std / sqrt(2 L))
 };
 
 class SelfAttention : public PreNormModule {

@@ -21,7 +21,7 @@
 
 namespace hytra {
 
-struct GatedDeltaNetOptions {
+struct GatedDeltaNetOptions : PreNormOptions {
   int64_t hidden = 0;            // C
   int64_t key_heads = 16;        // Hk (--linear-num-key-heads)
   int64_t value_heads = 32;      // Hv (--linear-num-value-heads)
@@ -30,10 +30,6 @@ struct GatedDeltaNetOptions {
   int64_t conv_kernel = 4;       // --linear-conv-kernel-dim
   int64_t chunk_size = 64;
   bool bias = false;             // linear biases (Megatron: none)
-  NormKind norm = NormKind::RMSNorm;  // the fused pre-norm of in_proj
-  double norm_eps = 1e-5;
-  double init_std = 0.02;
-  double output_init_std = 0.02;
 };
 
 class GatedDeltaNet : public PreNormModule {

@@ -20,7 +20,7 @@
 
 namespace hytra {
 
-struct Mamba2Options {
+struct Mamba2Options : PreNormOptions {
   int64_t hidden = 0;       // C (d_model)
   int64_t num_heads = 0;    // H (--mamba-num-heads)
   int64_t head_dim = 64;    // P (--mamba-head-dim)
@@ -28,10 +28,6 @@ struct Mamba2Options {
   int64_t num_groups = 8;   // G (--mamba-num-groups)
   int64_t conv_kernel = 4;  // d_conv
   int64_t chunk_size = 128; // --mamba-chunk-size
-  NormKind norm = NormKind::RMSNorm;  // the fused pre-norm of in_proj
-  double norm_eps = 1e-5;
-  double init_std = 0.02;         // in_proj
-  double output_init_std = 0.02;  // out_proj (Megatron: std / sqrt(2 L))
 };
 
 class Mamba2Mixer : public PreNormModule {

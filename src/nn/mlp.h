@@ -20,15 +20,11 @@ namespace hytra {
 enum class Activation { SwiGLU, GeLU, SquaredReLU, QuickGeGLU };
 inline bool is_glu(Activation a) { return a == Activation::SwiGLU || a == Activation::QuickGeGLU; }
 
-struct MlpOptions {
+struct MlpOptions : PreNormOptions {
   int64_t hidden = 0, ffn = 0;  // C, F
   Activation activation = Activation::GeLU;
   double glu_linear_offset = 0.0;  // GLU: added to the linear half (--glu-linear-offset)
   bool bias = false;
-  NormKind norm = NormKind::RMSNorm;
-  double norm_eps = 1e-5;
-  double init_std = 0.02;         // linear_fc1
-  double output_init_std = 0.02;  // linear_fc2 (Megatron: std / sqrt(2 L))
 };
 
 class FeedForward : public Module {

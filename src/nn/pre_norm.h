@@ -9,6 +9,16 @@
 
 namespace hytra {
 
+// The options every pre-norm sub-layer takes from the model config (one copy, model/layer_kinds.cpp):
+// its input norm and the initialisation of its input and output projections. Each layer's options
+// struct derives from it.
+struct PreNormOptions {
+  NormKind norm = NormKind::RMSNorm;  // --normalization
+  double norm_eps = 1e-5;             // --norm-epsilon
+  double init_std = 0.02;             // input projections (--init-method-std)
+  double output_init_std = 0.02;      // output projections (Megatron: init_std / sqrt(2 x layers))
+};
+
 class PreNormModule : public Module {
  public:
   Tensor forward(StepContext& ctx, const Tensor& x) override { return forward_body(ctx, input_norm().forward(ctx, x)); }

@@ -326,9 +326,9 @@ TEST(Train, NemotronExamplesBuild) {
     ASSERT_TRUE(parse_train_args({"--config", path}, m, t, nullptr));
     m.validate();
     HybridModel model(m, plan_for(m));
-    EXPECT_EQ(model.layer_counts().mamba, w.mamba) << w.file;
-    EXPECT_EQ(model.layer_counts().attention, w.attention) << w.file;
-    EXPECT_EQ(model.layer_counts().mlp, w.mlp) << w.file;
+    EXPECT_EQ(model.layer_counts().of('M'), w.mamba) << w.file;
+    EXPECT_EQ(model.layer_counts().of('*'), w.attention) << w.file;
+    EXPECT_EQ(model.layer_counts().of('-'), w.mlp) << w.file;
     const double n = double(model.params().num_elements());
     EXPECT_TRUE(n > w.params_min && n < w.params_max) << w.file << ": " << n << " parameters";
   }

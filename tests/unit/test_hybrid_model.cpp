@@ -75,8 +75,8 @@ TEST(HybridModel, UngroupedPatternUsesFinalNormAndUntiedHead) {
   auto k = keys(m);
   EXPECT_EQ(k[k.size() - 2], "decoder.final_norm.weight");
   EXPECT_EQ(k.back(), "output_layer.weight");
-  EXPECT_EQ(m.layer_counts().attention, 1);
-  EXPECT_EQ(m.layer_counts().mlp, 1);
+  EXPECT_EQ(m.layer_counts().of('*'), 1);
+  EXPECT_EQ(m.layer_counts().of('-'), 1);
 }
 
 TEST(HybridModel, GptStackWithoutPattern) {
@@ -131,8 +131,8 @@ TEST(HybridModel, MambaAndGatedDeltaNetKeys) {
     EXPECT_EQ(m.params().all()[i]->name, want[i].first);
     EXPECT_EQ(m.params().all()[i]->shape, want[i].second) << want[i].first;
   }
-  EXPECT_EQ(m.layer_counts().mamba, 1);
-  EXPECT_EQ(m.layer_counts().gdn, 1);
+  EXPECT_EQ(m.layer_counts().of('M'), 1);
+  EXPECT_EQ(m.layer_counts().of('G'), 1);
 }
 
 // Model FLOPs per token (src/model/flops.h): the MTP depth's inner layers, eh_proj and extra LM head
@@ -141,10 +141,10 @@ TEST(HybridModel, FlopsCountMtpMambaAndGdnAsMegatron) {
   ModelConfig c = tiny("MG*-/*-");
   HybridModel m(c, plan_for(c));
   const LayerCounts k = m.layer_counts();
-  EXPECT_EQ(k.attention, 2);
-  EXPECT_EQ(k.mlp, 2);
-  EXPECT_EQ(k.mamba, 1);
-  EXPECT_EQ(k.gdn, 1);
+  EXPECT_EQ(k.of('*'), 2);
+  EXPECT_EQ(k.of('-'), 2);
+  EXPECT_EQ(k.of('M'), 1);
+  EXPECT_EQ(k.of('G'), 1);
   EXPECT_EQ(k.mtp_depths, 1);
   const double C = 8, V = 32, T = 6, H = 2, D = 4, F = 12;
   const double attn = C * (H + 2 * H) * D + H * D * C, mlp = 3 * C * F;  // MHA (1 KV group each); SwiGLU

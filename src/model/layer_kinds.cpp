@@ -1,8 +1,7 @@
-#include "model/builder.h"
+#include "model/layer_kinds.h"
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include "core/error.h"
 #include "nn/attention.h"
@@ -25,8 +24,19 @@ NormKind norm_kind(const ModelConfig& c) { return c.normalization == "RMSNorm" ?
 // Megatron: output projections (linear_proj, linear_fc2) use std / sqrt(2 * num_layers).
 double output_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2.0 * double(c.num_layers)); }
 
+// The options every pre-norm sub-layer shares (nn/pre_norm.h).
+PreNormOptions pre_norm(const ModelConfig& c) {
+  PreNormOptions o;
+  o.norm = norm_kind(c);
+  o.norm_eps = c.norm_epsilon;
+  o.init_std = c.init_method_std;
+  o.output_init_std = output_std(c);
+  return o;
+}
+
 std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
   AttentionOptions o;
+  static_cast<PreNormOptions&>(o) = pre_norm(c);
   o.hidden = c.hidden_size;
   o.num_heads = c.num_attention_heads;
   o.num_kv_heads = c.kv_heads();
@@ -34,28 +44,21 @@ std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec&
   o.qk_norm = c.qk_layernorm;
   o.recompute_core = recompute(c, "core_attn");
   o.bias = c.add_bias_linear;
-  o.norm = norm_kind(c);
-  o.norm_eps = c.norm_epsilon;
   o.use_rope = c.position_embedding_type == "rope";
   o.rotary_base = c.rotary_base;
   o.rotary_percent = c.rotary_percent;
   o.rotary_interleaved = c.rotary_interleaved;
-  o.init_std = c.init_method_std;
-  o.output_init_std = output_std(c);
   return std::make_unique<SelfAttention>(o, s.prefix, store);
 }
 
 std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
   MlpOptions o;
+  static_cast<PreNormOptions&>(o) = pre_norm(c);
   o.hidden = c.hidden_size;
   o.ffn = c.ffn_size();
   o.activation = activation_from_name(c.activation);
   o.glu_linear_offset = c.glu_linear_offset;
   o.bias = c.add_bias_linear;
-  o.norm = norm_kind(c);
-  o.norm_eps = c.norm_epsilon;
-  o.init_std = c.init_method_std;
-  o.output_init_std = output_std(c);
   return std::make_unique<Mlp>(o, s.prefix, store);
 }
 
@@ -64,16 +67,13 @@ std::unique_ptr<Module> make_mamba2(const ModelConfig& c, const SubLayerSpec& s,
               "--mamba-head-dim: must divide the Mamba inner width 2 x --hidden-size (", 2 * c.hidden_size,
               ") when --mamba-num-heads is not given, got ", c.mamba_head_dim);
   Mamba2Options o;
+  static_cast<PreNormOptions&>(o) = pre_norm(c);
   o.hidden = c.hidden_size;
   o.num_heads = c.mamba_heads();
   o.head_dim = c.mamba_head_dim;
   o.state_dim = c.mamba_state_dim;
   o.num_groups = c.mamba_num_groups;
   o.chunk_size = c.mamba_chunk_size;
-  o.norm = norm_kind(c);
-  o.norm_eps = c.norm_epsilon;
-  o.init_std = c.init_method_std;
-  o.output_init_std = output_std(c);
   return std::make_unique<Mamba2Mixer>(o, s.prefix, store);
 }
 
@@ -82,16 +82,13 @@ std::unique_ptr<Module> make_gdn(const ModelConfig& c, const SubLayerSpec& s, Pa
   HYTRA_CHECK(c.normalization == "RMSNorm", "--normalization: gated delta net layers ('G', physical layer ",
               s.layer_number, ") need RMSNorm (their out_norm is an RMSNorm), got ", c.normalization);
   GatedDeltaNetOptions o;
+  static_cast<PreNormOptions&>(o) = pre_norm(c);
   o.hidden = c.hidden_size;
   o.key_heads = c.linear_num_key_heads;
   o.value_heads = c.linear_num_value_heads;
   o.key_head_dim = c.linear_key_head_dim;
   o.value_head_dim = c.linear_value_head_dim;
   o.conv_kernel = c.linear_conv_kernel_dim;
-  o.norm = norm_kind(c);
-  o.norm_eps = c.norm_epsilon;
-  o.init_std = c.init_method_std;
-  o.output_init_std = output_std(c);
   return std::make_unique<GatedDeltaNet>(o, s.prefix, store);
 }
 
@@ -99,6 +96,7 @@ ops::ExpertActivation expert_activation(const std::string& name) {
   if (name == "swiglu") return ops::ExpertActivation::SwiGLU;
   if (name == "quick_geglu") return ops::ExpertActivation::QuickGeGLU;
   if (name == "squared_relu") return ops::ExpertActivation::SquaredReLU;
+  HYTRA_ASSERT(name == "gelu", "activation '", name, "' (ModelConfig::validate admits only four)");
   return ops::ExpertActivation::GeLU;
 }
 
@@ -155,38 +153,78 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   return std::make_unique<MoeLayer>(o, s.prefix, s.layer_number, store);
 }
 
-using Factory = std::unique_ptr<Module> (*)(const ModelConfig&, const SubLayerSpec&, ParamStore&);
+// ---- FLOPs per token (model/flops.h): the weights a token is multiplied by, and the rest -------------
+bool glu(const ModelConfig& c) { return c.activation == "swiglu" || c.activation == "quick_geglu"; }
 
-// One row per symbol (docs/spec/pattern.md §1). Symbols without a row parse but do not build yet.
-const std::map<char, Factory>& symbol_table() {
-  static const std::map<char, Factory> table = {
-      {'M', make_mamba2},
-      {'*', make_attention},
-      {'-', make_mlp},
-      {'E', make_moe},
-      {'G', make_gdn},
-  };
-  return table;
+int64_t attention_params(const ModelConfig& c) {  // linear_qkv + linear_proj
+  const int64_t C = c.hidden_size, H = c.num_attention_heads, Hkv = c.kv_heads(), D = c.head_dim();
+  return C * (H + 2 * Hkv) * D + H * D * C;
 }
-
-const char* symbol_name(char s) {
-  switch (s) {
-    case 'M': return "Mamba-2";
-    case 'G': return "gated delta net";
-    case 'E': return "mixture-of-experts";
-    case 'D': return "DeepSeek sparse attention";
-    case '+': return "multi-latent attention";
-    default: return "layer";
-  }
+double attention_core_flops(const ModelConfig& c) {  // causal QK^T and PV, a step is 3 forwards
+  return 6.0 * double(c.seq_length) * double(c.num_attention_heads * c.head_dim());
 }
+int64_t mlp_params(const ModelConfig& c) {  // linear_fc1 + linear_fc2
+  return c.hidden_size * c.ffn_size() * (glu(c) ? 2 : 1) + c.ffn_size() * c.hidden_size;
+}
+int64_t mamba_params(const ModelConfig& c) {  // in_proj + out_proj
+  const int64_t C = c.hidden_size, Di = c.mamba_d_inner(), GN = c.mamba_num_groups * c.mamba_state_dim;
+  return C * (2 * Di + 2 * GN + c.mamba_heads()) + Di * C;
+}
+double ssd_flops(const ModelConfig& c) {  // Megatron's hybrid_flops: the SSD scan, 7 d_inner N forward
+  return 3.0 * 7.0 * double(c.mamba_d_inner() * c.mamba_state_dim);
+}
+int64_t gdn_params(const ModelConfig& c) {  // in_proj + out_proj
+  const int64_t C = c.hidden_size, qk = c.linear_num_key_heads * c.linear_key_head_dim;
+  const int64_t v = c.linear_num_value_heads * c.linear_value_head_dim;
+  return C * (2 * qk + 2 * v + 2 * c.linear_num_value_heads) + v * C;
+}
+double delta_rule_flops(const ModelConfig& c) {  // hybrid_flops: 8 Hv dv dk and the conv 2 K (2 qk + v)
+  const int64_t qk = c.linear_num_key_heads * c.linear_key_head_dim;
+  const int64_t v = c.linear_num_value_heads * c.linear_value_head_dim;
+  return 3.0 * (8.0 * double(c.linear_num_value_heads * c.linear_value_head_dim * c.linear_key_head_dim) +
+                2.0 * double(c.linear_conv_kernel_dim * (2 * qk + v)));
+}
+int64_t moe_params(const ModelConfig& c) {  // router, k routed experts, the shared experts and their gate
+  const int64_t C = c.hidden_size, Fe = c.moe_ffn_size(), Fs = c.moe_shared_expert_intermediate_size;
+  const int64_t g = glu(c) ? 2 : 1;
+  return c.num_experts * C + c.moe_router_topk * (C * Fe * g + Fe * C) + (C * Fs * g + Fs * C) +
+         (c.moe_shared_expert_gate ? C : 0);
+}
+double no_flops(const ModelConfig&) { return 0.0; }
 
 }  // namespace
 
+const std::vector<LayerKind>& layer_kinds() {
+  static const std::vector<LayerKind> kinds = {
+      // symbol, name, mHC key, recompute module, factory, matmul weights, other FLOPs
+      {'*', "attention", "self_attention_hyper_connection.", nullptr, make_attention, attention_params,
+       attention_core_flops},
+      {'D', "DeepSeek sparse attention", "self_attention_hyper_connection.", nullptr, nullptr, nullptr, nullptr},
+      {'G', "gated delta net", "hyper_connection.", nullptr, make_gdn, gdn_params, delta_rule_flops},
+      {'M', "Mamba-2", "hyper_connection.", "mamba", make_mamba2, mamba_params, ssd_flops},
+      {'+', "multi-latent attention", "self_attention_hyper_connection.", nullptr, nullptr, nullptr, nullptr},
+      {'-', "MLP", "mlp_hyper_connection.", "mlp", make_mlp, mlp_params, no_flops},
+      {'E', "mixture-of-experts", "mlp_hyper_connection.", "moe", make_moe, moe_params, no_flops},
+  };
+  return kinds;
+}
+
+const LayerKind& layer_kind(char symbol) {
+  for (const LayerKind& k : layer_kinds())
+    if (k.symbol == symbol) return k;
+  HYTRA_ASSERT(false, "layer symbol '", symbol, "' is not in the pattern language (the parser admits it)");
+}
+
 std::unique_ptr<Module> build_sublayer(const ModelConfig& cfg, const SubLayerSpec& spec, ParamStore& store) {
-  auto it = symbol_table().find(spec.symbol);
-  HYTRA_CHECK(it != symbol_table().end(), "--hybrid-layer-pattern: layer symbol '", spec.symbol, "' (",
-              symbol_name(spec.symbol), ", physical layer ", spec.layer_number, ") is not built yet in hytra");
-  return it->second(cfg, spec, store);
+  const LayerKind& kind = layer_kind(spec.symbol);
+  HYTRA_CHECK(kind.build != nullptr, "--hybrid-layer-pattern: layer symbol '", spec.symbol, "' (", kind.name,
+              ", physical layer ", spec.layer_number, ") is not built yet in hytra");
+  return kind.build(cfg, spec, store);
+}
+
+bool selective_body(const ModelConfig& cfg, char symbol) {
+  const char* module = layer_kind(symbol).recompute_module;
+  return module != nullptr && recompute(cfg, module);
 }
 
 }  // namespace hytra

@@ -1,0 +1,54 @@
+// One row per pattern symbol (docs/spec/pattern.md §1): everything the model needs to know about a
+// layer kind, in one place. Adding a layer kind is one row here (with its factory and FLOPs), its
+// nn/ layer, its config fields and flags, and a gradient check (docs/ARCHITECTURE.md).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "nn/module.h"
+#include "nn/param.h"
+
+namespace hytra {
+
+struct SubLayerSpec {
+  char symbol;           // '*', '-', ...
+  std::string prefix;    // canonical key prefix, e.g. "decoder.layers.3."
+  int64_t layer_number;  // physical layer number, 1-based
+};
+
+struct LayerKind {
+  char symbol;
+  const char* name;              // for messages: "Mamba-2"
+  const char* hyper_connection;  // its mHC key after the logical layer's prefix (docs/spec/README.md decision 3)
+  const char* recompute_module;  // the --recompute-modules entry that reruns its body, or nullptr
+  // The sub-layer module; nullptr: the symbol parses but is not built yet.
+  std::unique_ptr<Module> (*build)(const ModelConfig&, const SubLayerSpec&, ParamStore&);
+  int64_t (*matmul_params)(const ModelConfig&);  // weights one token is multiplied by (6 FLOPs each per step)
+  double (*other_flops)(const ModelConfig&);     // per token and step beyond the matmuls (attention core, scans)
+};
+
+// Every symbol of the pattern language, built or not, in the grammar's order.
+const std::vector<LayerKind>& layer_kinds();
+const LayerKind& layer_kind(char symbol);  // a symbol of layer_kinds()
+
+// The sub-layer module for spec.symbol; a named error for a symbol that is not built yet.
+std::unique_ptr<Module> build_sublayer(const ModelConfig& cfg, const SubLayerSpec& spec, ParamStore& store);
+
+// Whether selective recompute (--recompute-modules) reruns the body of a sub-layer of this kind.
+bool selective_body(const ModelConfig& cfg, char symbol);
+
+// Sub-layers per symbol (MTP inner layers included) and MTP depths: what FLOPs are counted from.
+struct LayerCounts {
+  std::map<char, int64_t> sublayers;
+  int64_t mtp_depths = 0;
+  int64_t of(char symbol) const {
+    auto it = sublayers.find(symbol);
+    return it == sublayers.end() ? 0 : it->second;
+  }
+};
+
+}  // namespace hytra
