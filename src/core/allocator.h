@@ -1,4 +1,4 @@
-// Allocators. The CPU one is plain aligned malloc; the CUDA one (cuda_allocator_cuda.cu) caches
+// Allocators. The CPU one is plain aligned malloc; the CUDA one (cuda_runtime_cuda.cu) caches
 // freed blocks by size so steady-state training never calls cudaMalloc. Both keep statistics:
 // bytes in use now and the peak since the last reset, which tests and `hytra bench` read.
 #pragma once

@@ -146,13 +146,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       << mc.seq_length << " tokens (" << num_micro << " micro-batches of " << mbs << ")\n";
 
   const auto [train_data, valid_data] = data_sources(mc, tc);
-  const std::string config_text =
-      str("pattern=", model.plan().main.value_or(""), " hidden=", mc.hidden_size, " heads=", mc.num_attention_heads, "/",
-          mc.kv_heads(), " head_dim=", mc.head_dim(), " ffn=", mc.ffn_size(), " activation=", mc.activation,
-          " normalization=", mc.normalization, " position_embedding=", mc.position_embedding_type,
-          " vocab=", mc.padded_vocab_size(), " seq_length=", mc.seq_length, " bias=", mc.add_bias_linear,
-          " tied=", !mc.untie_embeddings_and_output_weights, " seed=", tc.seed, " global_batch=", gbs,
-          " lr=", tc.lr, " train_iters=", tc.train_iters);
+  // The manifest's informational text: the run's training settings (its "model" object records the
+  // resolved model configuration, model/architecture.cpp).
+  const std::string config_text = str("seed=", tc.seed, " global_batch=", gbs, " micro_batch=", mbs, " lr=", tc.lr,
+                                      " min_lr=", tc.min_lr, " lr_decay_style=", tc.lr_decay_style,
+                                      " train_iters=", tc.train_iters, " bf16=", tc.bf16);
   int64_t valid_consumed = start.consumed_valid_samples;
   std::unique_ptr<JsonlWriter> jsonl;
   if (!tc.log_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);

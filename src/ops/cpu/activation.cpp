@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/row_io.h"
 
@@ -48,11 +49,6 @@ void pointwise_bwd(Tensor& dx, const Tensor& dy, const Tensor& x, F dfdx) {
       store(dx, off, len, xv.data());
     }
   });
-}
-
-template <class T>
-T sigmoid(T g) {
-  return T(1) / (T(1) + std::exp(-g));
 }
 
 template <class T>

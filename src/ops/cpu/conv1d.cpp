@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/row_io.h"
 
@@ -21,11 +22,6 @@ namespace {
 constexpr int64_t kRowBlock = 32;
 
 int64_t row_grain(int64_t C, int64_t K) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(C * K, 1)); }
-
-template <class S>
-S sigmoid(S v) {
-  return S(1) / (S(1) + std::exp(-v));
-}
 
 // p (C) = the pre-activation of row (b, t); x rows of batch b start at xb (element offset).
 template <class S>

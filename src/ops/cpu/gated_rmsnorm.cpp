@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/row_io.h"
 
@@ -23,11 +24,6 @@ namespace {
 constexpr int64_t kRowBlock = 32;
 
 int64_t row_grain(int64_t C) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)); }
-
-template <class S>
-S sigmoid(S v) {
-  return S(1) / (S(1) + std::exp(-v));
-}
 
 // w (C) or (group_size), expanded to (C).
 template <class S>

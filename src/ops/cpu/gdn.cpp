@@ -4,7 +4,7 @@
 //   qn = q * rsqrt(|q|^2 + 1e-6), kn likewise;  g_t = -exp(A_log[h]) softplus(alpha_t + dt_bias[h]);
 //   beta_t = sigmoid(beta_raw_t);  S (dv,dk) from 0:
 //   S_t = exp(g_t) S_{t-1} (I - beta_t kn_t kn_t^T) + beta_t v_t kn_t^T;   o_t = S_t qn_t / sqrt(dk).
-// softplus is torch's (x above 20 passes through).
+// softplus: cpu_math.h's (equal to torch's thresholded one to rounding).
 //
 // Forward, chunk by chunk (WY/UT form). In a chunk of steps i = 0..L-1 entered with state S0, let
 // D(i,j) = exp(g_{j+1} + ... + g_i) (D(i,i) = 1) and D0(i) = exp(g_0 + ... + g_i). The corrections
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/row_io.h"
 
@@ -41,14 +42,6 @@ namespace {
 
 constexpr double kNormEps = 1e-6;
 
-template <class T>
-T softplus(T x) {
-  return x > T(20) ? x : std::log1p(std::exp(x));
-}
-template <class T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
 // Eight interleaved partial sums (so the compiler vectorises it), added in a fixed order.
 template <class T>
 T dot(const T* a, const T* b, int64_t n) {

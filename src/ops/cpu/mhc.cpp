@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/row_io.h"
 
@@ -149,11 +150,6 @@ void sinkhorn_bwd_impl(Tensor& dlogits, const Tensor& dM, const Tensor& logits, 
     for (int64_t r = r0; r < r1; ++r)
       sinkhorn_backward_one(dl + r * n * n, dm + r * n * n, l + r * n * n, n, steps, variant, iterates);
   });
-}
-
-template <class T>
-T sigmoid(T v) {
-  return T(1) / (T(1) + std::exp(-v));
 }
 
 // The expanded alpha (P): alpha[0] x n, alpha[1] x n, alpha[2] x n^2.

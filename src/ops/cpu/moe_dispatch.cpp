@@ -28,6 +28,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/row_io.h"
 
@@ -40,11 +41,6 @@ bool is_glu(Kind k) { return k == Kind::SwiGLU || k == Kind::QuickGeGLU; }
 
 // Column of h holding the gate of output column f; its linear partner is I columns further on.
 int64_t gate_col(int64_t f, int64_t I) { return f / I * 2 * I + f % I; }
-
-template <class T>
-T sigmoid(T v) {
-  return T(1) / (T(1) + std::exp(-v));
-}
 
 // k of act(v) = v sigmoid(k v) for the GLU kinds.
 template <class T>

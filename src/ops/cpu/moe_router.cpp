@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/row_io.h"
 
@@ -41,11 +42,6 @@ namespace {
 using ops::RouterScore;
 
 int64_t row_grain(int64_t E) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(E, 1)); }
-
-template <class T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
 
 // s (n) = softmax(x (n)).
 template <class T>

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/row_io.h"
 
@@ -40,15 +41,6 @@ struct Dims {
   int64_t so(int64_t b, int64_t t, int64_t h) const { return (b * T + t) * H + h; }
 };
 
-template <class T>
-T softplus(T z) {
-  return std::max(z, T(0)) + std::log1p(std::exp(-std::abs(z)));
-}
-
-template <class T>
-T sigmoid(T z) {
-  return T(1) / (T(1) + std::exp(-z));
-}
 
 // a . b as four interleaved partial sums, added in a fixed order (so still deterministic): lets the
 // compiler vectorise where one running sum would wait on each add.

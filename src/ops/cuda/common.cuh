@@ -124,6 +124,8 @@ __device__ __forceinline__ void store_v(T* p, const float* in) {
 }
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+// log(1 + e^x) without overflow or cancellation (the CPU reference's cpu_math.h softplus).
+__device__ __forceinline__ float softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 
 // Raw 16-byte words of N elements (for prefetching into registers), and their conversion.
 template <class T, int N>

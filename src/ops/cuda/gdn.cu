@@ -60,8 +60,6 @@ struct Stage {
   float beta[kStage];
 };
 
-__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
 // Steps [t0, t0+n) of head (b, h) into st, one warp per step; dout may be null. dk_pad/dv_pad: the
 // widths the threads read (kTpr*NC, slots*NR).
 __device__ void stage_load(Stage& st, const Args& p, const void* dout, int64_t b, int h, int64_t t0, int n,

@@ -66,10 +66,8 @@ struct ScanArgs {
   bool reverse = false;
 };
 
-__device__ __forceinline__ float softplus_f(float z) { return fmaxf(z, 0.0f) + log1pf(expf(-fabsf(z))); }
-
 __device__ __forceinline__ float dt_at(const ScanArgs& a, int64_t b, int64_t t, int64_t h) {
-  return softplus_f(load_f(a.dt_raw, a.dtype, (b * a.T + t) * a.H + h) + a.dt_bias[h]);
+  return softplus(load_f(a.dt_raw, a.dtype, (b * a.T + t) * a.H + h) + a.dt_bias[h]);
 }
 
 __device__ __forceinline__ double warp_sum_d(double v) {
@@ -282,7 +280,7 @@ __global__ void ssd_dt_grad_kernel(ScanArgs a, void* ddt_raw, const double* q, c
     double rt = 0.0, e = 0.0;
     if (t >= 0) {
       z = load_f(a.dt_raw, a.dtype, (b * a.T + t) * a.H + h) + a.dt_bias[h];
-      dt = softplus_f(z);
+      dt = softplus(z);
       rt = r[bh * a.T + t];
       e = q[bh * a.T + t] - double(dt) * rt;
     }
