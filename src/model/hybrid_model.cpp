@@ -12,6 +12,7 @@
 #include "nn/hyper_connection.h"
 #include "nn/mtp.h"
 #include "nn/pre_norm.h"
+#include "nn/recompute.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -108,40 +109,45 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
 // `[...]` group is one), full/block the first --recompute-num-layers logical layers one by one;
 // selective checkpoints the bodies of the listed sub-layer kinds (mlp `-`, moe `E`, mamba `M`).
 void HybridModel::plan_recompute() {
-  unit_of_.assign(sublayers_.size(), -1);
-  selective_.assign(sublayers_.size(), false);
+  const size_t L = sublayers_.size();
+  std::vector<bool> selective(L, false), mhc_block_start;
   std::vector<std::pair<size_t, size_t>> items;  // sub-layer range of each logical layer
   size_t at = 0;
   for (const LayerItem& item : plan_.items) {
     items.push_back({at, at + item.symbols.size()});
     at += item.symbols.size();
   }
+  // The units partition the sub-layers; full recompute marks some (docs/spec/recompute.md §1-2).
+  size_t next = 0;
   if (cfg_.recompute_granularity == "full") {
     const size_t k = size_t(cfg_.recompute_num_layers);
     const bool uniform = cfg_.recompute_method == "uniform";
     for (size_t first = 0; first < items.size(); first += uniform ? k : 1) {
       if (!uniform && first >= k) break;
       const size_t last = uniform ? std::min(first + k, items.size()) - 1 : first;
-      units_.push_back({items[first].first, items[last].second});
-      for (size_t i = units_.back().begin; i < units_.back().end; ++i) unit_of_[i] = int(units_.size()) - 1;
+      units_.push_back({items[first].first, items[last].second, true});
+      next = items[last].second;
     }
   }
+  for (; next < L; ++next) units_.push_back({next, next + 1, false});
   if (cfg_.recompute_granularity == "selective" && cfg_.enable_mhc) {
     // Selective "mhc" (docs/spec/mhc.md §6): blocks of --mhc-recompute-layer-num sub-layers, by default
     // max(1, floor(sqrt(n L / (n + 2)))) (docs/spec/README.md decision 3); a block keeps its input streams and each
     // layer's mappings and output F, and rebuilds the other layers' input streams in backward.
     if (std::find(cfg_.recompute_modules.begin(), cfg_.recompute_modules.end(), "mhc") != cfg_.recompute_modules.end()) {
-      const double n = double(cfg_.mhc_num_residual_streams), L = double(sublayers_.size());
+      const double n = double(cfg_.mhc_num_residual_streams);
       const size_t k = cfg_.mhc_recompute_layer_num > 0 ? size_t(cfg_.mhc_recompute_layer_num)
-                                                        : size_t(std::max(1.0, std::floor(std::sqrt(n * L / (n + 2)))));
-      mhc_block_start_.assign(sublayers_.size(), false);
-      for (size_t i = 0; i < sublayers_.size(); i += k) mhc_block_start_[i] = true;
+                                                        : size_t(std::max(1.0, std::floor(std::sqrt(n * double(L) / (n + 2)))));
+      mhc_block_start.assign(L, false);
+      for (size_t i = 0; i < L; i += k) mhc_block_start[i] = true;
     }
-  } else if (cfg_.recompute_granularity == "selective" && !cfg_.enable_mhc) {  // (mHC: in the wrappers)
+  } else if (cfg_.recompute_granularity == "selective") {  // (mHC: in the wrappers)
     size_t i = 0;
     for (const LayerItem& item : plan_.items)
-      for (char sym : item.symbols) selective_[i++] = selective_body(cfg_, sym);
+      for (char sym : item.symbols) selective[i++] = selective_body(cfg_, sym);
   }
+  residual_ = std::make_unique<ResidualStream>(cfg_, sublayers_, *final_norm_, std::move(selective),
+                                               std::move(mhc_block_start));
 }
 
 void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
@@ -163,12 +169,12 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
     Tensor h_next;
     // Full recompute (docs/spec/README.md decision 4): each depth is one unit, uniform or block alike.
     const bool checkpoint = cfg_.recompute_granularity == "full";
-    if (checkpoint) {
-      s.mtp_in.push_back({h, ids_k, labels_k});
-      ctx.begin_record();
+    if (checkpoint) s.mtp_in.push_back({h, ids_k, labels_k});
+    Tensor losses;
+    {
+      DropScope keep(ctx, checkpoint);
+      losses = mtp_[size_t(k)]->forward(ctx, h, ids_k, labels_k, h_next);
     }
-    Tensor losses = mtp_[size_t(k)]->forward(ctx, h, ids_k, labels_k, h_next);
-    if (checkpoint) ctx.drop(ctx.end_record());
     s.mtp_dloss.push_back(dloss);
     Tensor total = Tensor::empty({1}, losses.dtype(), losses.device());
     ops::sum(ex, total, losses);
@@ -177,112 +183,6 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
     id = ids_k;
     lab = labels_k;
   }
-}
-
-// One sub-layer of the plain (non-mHC) stack: each residual add h + f is fused with the next input
-// norm where that norm is the next sub-layer's own (PreNormModule) or the final norm. A body under
-// selective recompute keeps only its input (saved.body_in) and drops what it saved.
-void HybridModel::forward_sublayer(StepContext& ctx, Saved& saved, size_t i, Tensor& h, Tensor& f) {
-  Exec& ex = ctx.ex();
-  Module* layer = sublayers_[i].get();
-  auto* pre = dynamic_cast<PreNormModule*>(layer);
-  auto body = [&](const Tensor& y) {
-    if (!selective_[i] || ctx.recomputing) return pre->forward_body(ctx, y);
-    saved.body_in[i] = y;
-    ctx.begin_record();
-    Tensor out = pre->forward_body(ctx, y);
-    ctx.drop(ctx.end_record());
-    return out;
-  };
-  if (!f.defined()) {
-    f = pre ? body(pre->input_norm().forward(ctx, h)) : layer->forward(ctx, h);
-  } else if (pre) {
-    Tensor sum;
-    Tensor y = pre->input_norm().forward_add(ctx, h, f, sum);
-    h = sum;
-    f = body(y);
-  } else {
-    Tensor next = Tensor::empty(h.shape(), h.dtype(), h.device());
-    ops::add(ex, next, h, f);
-    h = next;
-    f = layer->forward(ctx, h);
-  }
-}
-
-// mHC (docs/spec/mhc.md §2, block level): the embedding output is replicated into n streams, every sub-layer's
-// hyper-connection mixes them, and their mean enters the final norm.
-Tensor HybridModel::forward_mhc_stack(StepContext& ctx, const Tensor& h) {
-  Exec& ex = ctx.ex();
-  const int64_t n = cfg_.mhc_num_residual_streams, C = cfg_.hidden_size, B = h.size(0), T = h.size(1), N = B * T;
-  Tensor X = Tensor::empty({B, T, n, C}, h.dtype(), h.device());
-  Tensor X3 = X.view({N, n, C});
-  for (int64_t i = 0; i < n; ++i) ops::slice_scatter(ex, X3, h.view({N, 1, C}), 1, i);
-  Saved& s = ctx.saved<Saved>(this);
-  s.unit_in.assign(units_.size(), {});
-  s.mhc_block_in.assign(sublayers_.size(), Tensor());
-  for (size_t i = 0; i < sublayers_.size(); ++i) {
-    const int u = unit_of_[i];
-    if (u >= 0 && units_[size_t(u)].begin == i) {  // full recompute: the unit keeps its n-stream input
-      s.unit_in[size_t(u)] = {X, Tensor()};
-      ctx.begin_record();
-    }
-    const Tensor X_in = X;
-    X = sublayers_[i]->forward(ctx, X);
-    if (u >= 0 && units_[size_t(u)].end == i + 1) ctx.drop(ctx.end_record());
-    if (!mhc_block_start_.empty()) {  // selective "mhc": inside a block only its input streams stay
-      if (mhc_block_start_[i])
-        s.mhc_block_in[i] = X_in;
-      else
-        static_cast<HyperConnection*>(sublayers_[i].get())->drop_streams(ctx);
-    }
-  }
-  s.mhc_X = X.view({N, n, C});
-  s.mhc_mean = Tensor::empty({N, n}, stat_dtype(h.dtype()), h.device());
-  ops::fill(ex, s.mhc_mean, 1.0 / double(n));
-  Tensor out = Tensor::empty({N, C}, h.dtype(), h.device());
-  ops::mhc_aggregate_fwd(ex, out, s.mhc_X, s.mhc_mean);
-  return out.view(h.shape());
-}
-
-Tensor HybridModel::backward_mhc_stack(StepContext& ctx, const Tensor& dout) {
-  Exec& ex = ctx.ex();
-  Saved& s = ctx.saved<Saved>(this);
-  const Tensor X = s.mhc_X, mean = s.mhc_mean;
-  s.mhc_X = s.mhc_mean = Tensor();
-  const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
-  Tensor dX = Tensor::empty(X.shape(), X.dtype(), X.device());
-  ops::fill(ex, dX, 0.0);  // zeroed on the stream (a CUDA graph captures it)
-  Tensor unused = Tensor::empty({N, n}, mean.dtype(), X.device());
-  ops::mhc_aggregate_bwd(ex, dX, unused, dout.view({N, C}), X, mean);
-  Tensor dX4 = dX.view({dout.size(0), dout.size(1), n, C});
-  for (size_t i = sublayers_.size(); i-- > 0;) {
-    const int u = unit_of_[i];
-    if (u >= 0 && units_[size_t(u)].end == i + 1) {
-      Tensor Xr = s.unit_in[size_t(u)].first;
-      ctx.recomputing = true;
-      for (size_t j = units_[size_t(u)].begin; j <= i; ++j) Xr = sublayers_[j]->forward(ctx, Xr);
-      ctx.recomputing = false;
-    }
-    if (!mhc_block_start_.empty() && (i + 1 == sublayers_.size() || mhc_block_start_[i + 1])) {
-      // The block's last layer: rebuild every dropped input stream of the block, in forward order.
-      size_t first = i;
-      while (!mhc_block_start_[first]) --first;
-      Tensor Xr = s.mhc_block_in[first];
-      for (size_t j = first; j < i; ++j) {
-        auto* hc = static_cast<HyperConnection*>(sublayers_[j].get());
-        Xr = hc->rebuild_streams(ctx, Xr);
-      }
-      if (i != first) static_cast<HyperConnection*>(sublayers_[i].get())->rebuild_streams(ctx, Xr);
-    }
-    dX4 = sublayers_[i]->backward(ctx, dX4);
-  }
-  // The replication's backward: the sum over streams.
-  Tensor ones = Tensor::empty({N, n}, mean.dtype(), X.device());
-  ops::fill(ex, ones, 1.0);
-  Tensor dh = Tensor::empty(dout.shape(), dout.dtype(), dout.device());
-  Tensor dh2 = dh.view({N, C});
-  ops::mhc_aggregate_fwd(ex, dh2, dX4.view({N, n, C}), ones);
-  return dh;
 }
 
 std::vector<double> HybridModel::mtp_losses() const {
@@ -310,23 +210,17 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
     Tensor p = position_embedding_->forward(ctx, pos_ids.to(ids.device()));
     ops::add(ex, h, h, p);
   }
-  if (cfg_.enable_mhc) return head(ctx, final_norm_->forward(ctx, forward_mhc_stack(ctx, h)), ids, labels);
+  // The one stack loop: units of sub-layers (a full-recompute unit keeps its input state and drops
+  // what its layers save), the residual stream's policy (plain or mHC) joining their outputs.
   Saved& saved = ctx.saved<Saved>(this);  // (a stable reference: slots never move)
   saved.unit_in.assign(units_.size(), {});
-  saved.body_in.assign(sublayers_.size(), Tensor());
-  Tensor f;  // the previous sub-layer's output, not yet added to h
-  for (size_t i = 0; i < sublayers_.size(); ++i) {
-    const int u = unit_of_[i];
-    const bool first = u >= 0 && units_[size_t(u)].begin == i, last = u >= 0 && units_[size_t(u)].end == i + 1;
-    if (first) {  // full recompute: keep the unit's input, drop what its layers save
-      saved.unit_in[size_t(u)] = {h, f};
-      ctx.begin_record();
-    }
-    forward_sublayer(ctx, saved, i, h, f);
-    if (last) ctx.drop(ctx.end_record());
+  ResidualStream::State state = residual_->enter(ctx, h);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (units_[u].recompute) saved.unit_in[u] = state;
+    DropScope keep(ctx, units_[u].recompute);
+    for (size_t i = units_[u].begin; i < units_[u].end; ++i) residual_->step(ctx, i, state);
   }
-  Tensor sum;
-  return head(ctx, final_norm_->forward_add(ctx, h, f, sum), ids, labels);
+  return head(ctx, residual_->leave(ctx, state), ids, labels);
 }
 
 // The LM loss from the final-normed hidden state y, then the MTP depths. MTP trains only: its losses
@@ -350,43 +244,24 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
       if (!saved.mtp_in.empty()) {  // full recompute: the depth's forward again
         const MtpInput& in = saved.mtp_in[size_t(k)];
         Tensor unused;
-        ctx.recomputing = true;
+        RerunScope rerun(ctx);
         mtp_[size_t(k)]->forward(ctx, in.h, in.ids, in.labels, unused);
-        ctx.recomputing = false;
       }
       dnext = mtp_[size_t(k)]->backward(ctx, saved.mtp_dloss[size_t(k)], dnext);
     }
     ops::axpy(ex, dy, dnext, 1.0);
   }
-  if (cfg_.enable_mhc) {
-    Tensor dh = backward_mhc_stack(ctx, final_norm_->backward(ctx, dy));
-    if (position_embedding_) position_embedding_->backward(ctx, dh);
-    embedding_->backward(ctx, dh);
-    return;
-  }
-  Tensor dh = final_norm_->backward(ctx, dy);  // d(the last sum)
-  // h_next = h + f(h): dh = dh_next + df/dh, the add fused into the input norm's backward.
-  for (size_t i = sublayers_.size(); i-- > 0;) {
-    const int u = unit_of_[i];
-    if (u >= 0 && units_[size_t(u)].end == i + 1) {  // full recompute: rebuild the unit's saved state
-      auto [h, f] = saved.unit_in[size_t(u)];
-      ctx.recomputing = true;
-      for (size_t j = units_[size_t(u)].begin; j <= i; ++j) forward_sublayer(ctx, saved, j, h, f);
-      ctx.recomputing = false;
+  Tensor d = residual_->enter_backward(ctx, dy);
+  for (size_t u = units_.size(); u-- > 0;) {
+    const Unit& unit = units_[u];
+    if (unit.recompute) {  // full recompute: rebuild the unit's saved state from its input
+      RerunScope rerun(ctx);
+      ResidualStream::State state = saved.unit_in[u];
+      for (size_t j = unit.begin; j < unit.end; ++j) residual_->step(ctx, j, state);
     }
-    Module* layer = sublayers_[i].get();
-    if (auto* pre = dynamic_cast<PreNormModule*>(layer)) {
-      if (saved.body_in[i].defined()) {  // selective recompute: the body's forward again
-        ctx.recomputing = true;
-        pre->forward_body(ctx, saved.body_in[i]);
-        ctx.recomputing = false;
-      }
-      dh = pre->input_norm().backward_add(ctx, pre->backward_body(ctx, dh), dh);
-    } else {
-      Tensor dx = layer->backward(ctx, dh);
-      ops::axpy(ex, dh, dx, 1.0);
-    }
+    for (size_t i = unit.end; i-- > unit.begin;) d = residual_->step_backward(ctx, i, d);
   }
+  const Tensor dh = residual_->leave_backward(ctx, d);
   if (position_embedding_) position_embedding_->backward(ctx, dh);
   embedding_->backward(ctx, dh);
 }

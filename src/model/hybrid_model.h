@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/flops.h"
 #include "model/layer_plan.h"
+#include "model/residual_stream.h"
 #include "nn/context.h"
 #include "nn/embedding.h"
 #include "nn/lm_head.h"
@@ -32,6 +33,8 @@ class HybridModel {
  public:
   // Builds the modules and registers their parameters; call params().finalize(...) and init next.
   HybridModel(const ModelConfig& cfg, const LayerPlan& plan);
+  HybridModel(const HybridModel&) = delete;  // residual_ refers to members
+  HybridModel& operator=(const HybridModel&) = delete;
 
   ParamStore& params() { return store_; }
   const LayerPlan& plan() const { return plan_; }
@@ -75,29 +78,21 @@ class HybridModel {
     Tensor h, ids, labels;  // (B,T,C), (B,T), (B,T)
   };
   struct Saved {
-    std::vector<std::pair<Tensor, Tensor>> unit_in;  // full recompute: each unit's input (h, pending f)
-    std::vector<Tensor> body_in;    // selective recompute: a checkpointed body's input (B,T,C)
+    std::vector<ResidualStream::State> unit_in;  // full recompute: each recomputed unit's input state
     bool mtp_active = false;
     std::vector<MtpInput> mtp_in;   // full recompute: each MTP depth's inputs
     std::vector<Tensor> mtp_dloss;  // per MTP depth (B,T): the scaled loss gradient, fixed in forward
-    Tensor mhc_X;                   // (N,n,C) the last sub-layer's mHC streams
-    Tensor mhc_mean;                // (N,n) the contraction's weights 1/n
-    std::vector<Tensor> mhc_block_in;  // selective "mhc": each block's input streams, at its first layer
   };
   void forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
-  Tensor forward_mhc_stack(StepContext& ctx, const Tensor& h);       // (B,T,C) -> stream mean (B,T,C)
-  Tensor backward_mhc_stack(StepContext& ctx, const Tensor& dout);   // -> d embedding output
   std::vector<MoeLayer*> moe_layers() const;  // main stack, then MTP depths
-  void forward_sublayer(StepContext& ctx, Saved& saved, size_t i, Tensor& h, Tensor& f);
   Tensor head(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
   void plan_recompute();
   struct Unit {
-    size_t begin, end;  // sub-layer range of one full-recompute unit
+    size_t begin, end;  // sub-layer range
+    bool recompute;     // full recompute: keeps only its input, reruns its layers in backward
   };
-  std::vector<Unit> units_;
-  std::vector<int> unit_of_;       // per sub-layer: its unit, or -1
-  std::vector<bool> selective_;    // per sub-layer: its body is recomputed
-  std::vector<bool> mhc_block_start_;  // selective "mhc": a sub-layer that starts a recompute block
+  std::vector<Unit> units_;  // a partition of the sub-layers, in order
+  std::unique_ptr<ResidualStream> residual_;
 };
 
 }  // namespace hytra

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "nn/recompute.h"
 
 namespace hytra {
 
@@ -51,12 +52,10 @@ Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
                       opt_.sinkhorn_iterations, opt_.variant);
   Tensor u = Tensor::empty({N, C}, X4.dtype(), dev);
   ops::mhc_aggregate_fwd(ex, u, s.X, s.h_pre);
-  if (opt_.recompute_layer && !ctx.recomputing) {  // keep the sub-layer's input, drop what it saves
-    s.u = u.view({B, T, C});
-    ctx.begin_record();
-    s.F = layer_->forward(ctx, s.u).view({N, C});
-    ctx.drop(ctx.end_record());
-  } else {
+  const bool drop = opt_.recompute_layer && !ctx.recomputing;  // keep the sub-layer's input only
+  if (drop) s.u = u.view({B, T, C});
+  {
+    DropScope keep(ctx, drop);
     s.F = layer_->forward(ctx, u.view({B, T, C})).view({N, C});
   }
   Tensor Y = Tensor::empty({N, n, C}, X4.dtype(), dev);
@@ -91,9 +90,8 @@ Tensor HyperConnection::backward(StepContext& ctx, const Tensor& dY4) {
   Tensor dh_res = Tensor::empty({N, n, n}, sd, dev), dh_post = Tensor::empty({N, n}, sd, dev);
   ops::mhc_combine_bwd(ex, dX, dF, dh_res, dh_post, dY4.view({N, n, C}), s.X, s.F, s.h_res, s.h_post);
   if (s.u.defined()) {  // selective recompute: the sub-layer's forward again
-    ctx.recomputing = true;
+    RerunScope rerun(ctx);
     layer_->forward(ctx, s.u);
-    ctx.recomputing = false;
   }
   const Tensor du = layer_->backward(ctx, dF.view({s.shape[0], s.shape[1], C})).view({N, C});
   Tensor dh_pre = Tensor::empty({N, n}, sd, dev);

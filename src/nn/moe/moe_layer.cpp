@@ -1,6 +1,7 @@
 #include "nn/moe/moe_layer.h"
 
 #include "core/error.h"
+#include "nn/recompute.h"
 #include "core/int_tensor.h"
 #include "nn/module.h"
 
@@ -69,16 +70,14 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
       g = Tensor::empty({N}, r.probs.dtype(), dev);
       ops::fill(ex, g, 1.0);
     }
-    if (opt_.recompute_shared && !ctx.recomputing) {  // keep the inputs, drop what they save
+    const bool drop = opt_.recompute_shared && !ctx.recomputing;  // keep the inputs only
+    if (drop) {
       s.shared_rerun = true;
       s.shared_in = y2;
       s.shared_gate = g;
-      ctx.begin_record();
-      ops::axpy(ex, out, shared_->forward(ctx, y2, g, {N}), 1.0);
-      ctx.drop(ctx.end_record());
-    } else {
-      ops::axpy(ex, out, shared_->forward(ctx, y2, g, {N}), 1.0);
     }
+    DropScope keep(ctx, drop);
+    ops::axpy(ex, out, shared_->forward(ctx, y2, g, {N}), 1.0);
   }
   if (opt_.recompute_norm && !ctx.recomputing) {  // the norm output is rebuilt in backward
     router_->forget_input(ctx);
@@ -115,9 +114,8 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
   ops::axpy(ex, dy, router_->backward(ctx, dprobs.view({N, K})), 1.0);
   if (shared_) {
     if (s.shared_rerun) {
-      ctx.recomputing = true;
+      RerunScope rerun(ctx);
       shared_->forward(ctx, s.shared_in, s.shared_gate, {N});
-      ctx.recomputing = false;
     }
     Tensor dg = Tensor::empty({N}, sd, dev);
     ops::axpy(ex, dy, shared_->backward(ctx, df2, dg), 1.0);
