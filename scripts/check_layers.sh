@@ -19,6 +19,13 @@ check nn 'model|train|data|checkpoint'
 check model 'train|data|checkpoint'
 check data 'ops|nn|model|train|checkpoint'
 check checkpoint 'ops|nn|train|data|dist'
+# The library never parses argv: nothing under src/ includes the CLI (tools/cli).
+cli=$(grep -rnE '#include "cli/' src || true)
+if [ -n "$cli" ]; then
+  echo "check_layers: src/ must not include the CLI (tools/cli):"
+  echo "$cli"
+  bad=1
+fi
 cuda=$(grep -rlnE '#include <(cuda|cublas|cudnn|nccl)' src | grep -vE '^src/ops/cuda/|^src/core/[a-z_]*_cuda\.(cu|h|cuh)$' || true)
 if [ -n "$cuda" ]; then
   echo "check_layers: CUDA headers outside src/ops/cuda and src/core/*_cuda.*:"

@@ -1,7 +1,7 @@
 // `hytra bench NAME|FILE [--warmup W] [--steps N] [training flags]`: trains a named config
 // (bench/configs/NAME.yaml, or a config file) on its data (mock tokens in the bundled configs) for
 // W warm-up and N measured steps, then prints the config's size and one record line
-// (train/bench.h). Any training flag after the name overrides the file.
+// (cli/bench.h). Any training flag after the name overrides the file.
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -9,9 +9,9 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "train/bench.h"
-#include "train/flag_table.h"
-#include "train/flags.h"
+#include "cli/bench.h"
+#include "cli/flag_table.h"
+#include "cli/flags.h"
 
 namespace hytra {
 namespace {

@@ -1,4 +1,4 @@
-// `hytra eval-step [model flags] --load CKPT --batch FILE --out OUT.safetensors` (train/eval_step.h).
+// `hytra eval-step [model flags] --load CKPT --batch FILE --out OUT.safetensors` (cli/eval_step.h).
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -6,8 +6,8 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "train/eval_step.h"
-#include "train/flags.h"
+#include "cli/eval_step.h"
+#include "cli/flags.h"
 
 namespace hytra {
 

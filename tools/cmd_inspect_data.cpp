@@ -12,7 +12,7 @@
 #include "data/gpt_data.h"
 #include "data/indexed_dataset.h"
 #include "data/preprocess.h"
-#include "train/flag_table.h"
+#include "cli/flag_table.h"
 
 namespace hytra {
 namespace {

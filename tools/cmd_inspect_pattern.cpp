@@ -1,8 +1,8 @@
-// `hytra inspect-pattern`: a thin wrapper over model/inspect_pattern (kept in the library for tests).
+// `hytra inspect-pattern`: a thin wrapper over cli/inspect_pattern (in hytra_cli, for tests).
 #include <iostream>
 
 #include "commands.h"
-#include "model/inspect_pattern.h"
+#include "cli/inspect_pattern.h"
 
 namespace hytra {
 

@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "data/preprocess.h"
-#include "train/flag_table.h"
+#include "cli/flag_table.h"
 #include "train/metrics/progress.h"
 
 namespace hytra {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "train/flags.h"
+#include "cli/flags.h"
 #include "train/trainer.h"
 
 namespace hytra {

@@ -20,8 +20,8 @@
 #include "checkpoint/safetensors.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "train/eval_step.h"
-#include "train/flags.h"
+#include "cli/eval_step.h"
+#include "cli/flags.h"
 #include "train/trainer.h"
 
 namespace hytra {

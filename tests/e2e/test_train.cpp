@@ -16,8 +16,8 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "model/hybrid_model.h"
-#include "train/bench.h"
-#include "train/flags.h"
+#include "cli/bench.h"
+#include "cli/flags.h"
 #include "train/trainer.h"
 
 namespace hytra {

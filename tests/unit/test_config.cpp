@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "model/hybrid_model.h"
-#include "train/flags.h"
+#include "cli/flags.h"
 
 namespace hytra {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "train/config_file.h"
+#include "cli/config_file.h"
 
 namespace hytra {
 namespace {

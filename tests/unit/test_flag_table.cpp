@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "train/flag_table.h"
+#include "cli/flag_table.h"
 
 namespace hytra {
 namespace {

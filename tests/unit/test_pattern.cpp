@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "model/inspect_pattern.h"
+#include "cli/inspect_pattern.h"
 #include "model/pattern.h"
-#include "model/plan_json.h"
+#include "cli/plan_json.h"
 
 namespace hytra {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "data/indexed_dataset.h"
 #include "data/preprocess.h"
-#include "train/flags.h"
+#include "cli/flags.h"
 #include "train/trainer.h"
 
 namespace hytra {

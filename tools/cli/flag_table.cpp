@@ -1,5 +1,5 @@
 // FlagTable: argv + config-file parsing over a table of FlagSpec rows (flag_table.h).
-#include "train/flag_table.h"
+#include "cli/flag_table.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "train/flags.h"
+#include "cli/flags.h"
 
 #include "core/error.h"
 #include "data/preprocess.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "train/config_file.h"
+#include "cli/config_file.h"
 
 namespace hytra {
 

@@ -1,4 +1,4 @@
-#include "train/eval_step.h"
+#include "cli/eval_step.h"
 
 #include <climits>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "model/plan_json.h"
+#include "cli/plan_json.h"
 
 #include <sstream>
 

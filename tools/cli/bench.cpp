@@ -1,4 +1,4 @@
-#include "train/bench.h"
+#include "cli/bench.h"
 
 #include <algorithm>
 #include <climits>

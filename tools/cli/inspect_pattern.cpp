@@ -1,4 +1,4 @@
-#include "model/inspect_pattern.h"
+#include "cli/inspect_pattern.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "model/pattern.h"
-#include "model/plan_json.h"
+#include "cli/plan_json.h"
 
 namespace hytra {
 namespace {

@@ -1,5 +1,5 @@
 // Flat YAML / TOML config reader (config_file.h): a line-based parser for the subset a flag file needs.
-#include "train/config_file.h"
+#include "cli/config_file.h"
 
 #include <algorithm>
 #include <cctype>

@@ -2,7 +2,7 @@
 // config field (docs/spec/megatron_cli.md §6 names and defaults; docs/configuration.md lists them).
 #pragma once
 #include "model/config.h"
-#include "train/flag_table.h"
+#include "cli/flag_table.h"
 #include "train/train_config.h"
 
 namespace hytra {

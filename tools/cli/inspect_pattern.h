@@ -1,5 +1,5 @@
 // `hytra inspect-pattern PATTERN [flags]`: the layer plan as JSON on `out`, or the error on `err`
-// with exit status 1. In the library (not tools/) so tests can run it; the CLI only forwards argv.
+// with exit status 1. In the CLI library (hytra_cli) so tests can run it; hytra.cpp only forwards argv.
 #pragma once
 #include <ostream>
 
