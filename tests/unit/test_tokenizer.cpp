@@ -489,6 +489,29 @@ TEST(Gpt2Bpe, TenMillionLetterWordEncodesQuickly) {
   EXPECT_EQ(gpt2().decode_bytes(ids), word);
 }
 
+// Long single words (random letters up to 3,000, repeated letters and pairs) against the reference
+// encoder itself (quadratic in the word: longer words would take it minutes): the O(n log n) merge
+// loop gives its tokens.
+TEST(Gpt2Bpe, LongWordsMatchTheReferenceEncoder) {
+  REQUIRE_GPT2_FILES();
+  std::mt19937 rng(11);
+  std::vector<std::string> docs = {std::string(2000, 'a'), std::string(1501, 'z'), "ab" + std::string(1500, 'b')};
+  std::string abab;
+  for (int i = 0; i < 1000; ++i) abab += "ab";
+  docs.push_back(abab);
+  for (int n : {1, 2, 7, 33, 100, 1000, 3000}) {
+    std::string w(size_t(n), 'a');
+    for (char& c : w) c = char('a' + rng() % 26);
+    docs.push_back(w);
+  }
+  std::string skip;
+  auto want = reference_encode(docs, "long_words", &skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  std::vector<std::vector<int32_t>> got;
+  for (const auto& d : docs) got.push_back(gpt2().encode(d));
+  expect_same_tokens(got, want, docs);
+}
+
 template <class F>
 std::string error_of(F&& f) {
   try {
