@@ -213,9 +213,9 @@ CheckpointManifest parse_manifest(const std::string& dir, const std::string& pat
               m.consumed_samples, " consumed samples is inconsistent (corrupt manifest)");
   HYTRA_CHECK(m.optimizer_step >= 0 && m.optimizer_step <= m.iteration, path, ": optimizer step ", m.optimizer_step,
               " is outside [0, iteration ", m.iteration, "] (corrupt manifest)");
-  const std::string dir_name = fs::path(dir).lexically_normal().filename().string().empty()
-                                   ? fs::path(dir).lexically_normal().parent_path().filename().string()
-                                   : fs::path(dir).lexically_normal().filename().string();
+  fs::path normal = fs::path(dir).lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();  // "ck/iter_0000002/"
+  const std::string dir_name = normal.filename().string();
   const int64_t dir_iteration = iteration_of_dir_name(dir_name);
   HYTRA_CHECK(dir_iteration < 0 || dir_iteration == m.iteration, path, ": iteration ", m.iteration,
               " differs from its directory's name ", dir_name);
