@@ -48,51 +48,6 @@ std::string alias_target(const std::string& key, const std::set<std::string>& ex
   return "";
 }
 
-void normalize_grouped_keys(StateDict& sd, const std::string& prefix, const std::string& kind, int64_t n,
-                            bool want_grouped) {
-  const std::string grouped = prefix + kind;
-  auto indexed = [&](int64_t i) { return prefix + kind + std::to_string(i); };
-  if (want_grouped) {
-    if (sd.count(grouped)) return;  // target layout already present
-    for (int64_t i = 0; i < n; ++i)
-      if (!sd.count(indexed(i))) return;  // incomplete indexed set: leave as it is
-    const SafetensorsTensor first = sd[indexed(0)];
-    SafetensorsTensor out{grouped, first.dtype, first.shape, {}};
-    out.shape.insert(out.shape.begin(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      const SafetensorsTensor& t = sd[indexed(i)];
-      HYTRA_CHECK(t.dtype == first.dtype && t.shape == first.shape, grouped, ": ", indexed(i),
-                  " differs in dtype or shape from ", indexed(0));
-      out.bytes.insert(out.bytes.end(), t.bytes.begin(), t.bytes.end());
-      sd.erase(indexed(i));
-    }
-    sd[grouped] = std::move(out);
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i)
-    if (sd.count(indexed(i))) return;  // an indexed key exists: leave as it is
-  auto it = sd.find(grouped);
-  if (it == sd.end()) return;
-  const SafetensorsTensor g = it->second;
-  std::vector<int64_t> part;
-  if (!g.shape.empty() && g.shape[0] == n) {
-    part.assign(g.shape.begin() + 1, g.shape.end());  // unbind dim 0 (wins over chunking)
-  } else if (!g.shape.empty() && g.shape[0] % n == 0) {
-    part = g.shape;
-    part[0] /= n;  // N equal chunks of the packed [N*out, ...] form
-  } else {
-    fail(str("Cannot split checkpoint tensor ", grouped, " of shape ", shape_str(g.shape), " into ", n, " experts"));
-  }
-  sd.erase(it);
-  const size_t chunk = g.bytes.size() / size_t(n);
-  for (int64_t i = 0; i < n; ++i) {
-    SafetensorsTensor t{indexed(i), g.dtype, part,
-                        std::vector<unsigned char>(g.bytes.begin() + long(chunk * size_t(i)),
-                                                   g.bytes.begin() + long(chunk * size_t(i + 1)))};
-    sd[indexed(i)] = std::move(t);
-  }
-}
-
 namespace {
 
 // decoder.layers.<i>.<part>.<rest> -> (i, part, rest); part is "self_attention" or "mlp".

@@ -3,8 +3,9 @@
 //    input_layernorm.weight <-> self_attention.linear_qkv.layer_norm_weight and
 //    pre_mlp_layernorm.weight <-> mlp.linear_fc1.layer_norm_weight (dense MLP layers);
 //    mixer.conv1d_weight/bias <-> mixer.conv1d.weight/bias;
-//  - grouped experts: one `weight` [E, out, in] <-> per-expert `weight0..weight{E-1}` with
-//    TEGroupedLinear's early-return rules (docs/spec/names.md §6);
+//  - grouped experts: one `weight` [E, out, in] (or packed [E*out, in]) <-> per-expert
+//    `weight0..weight{E-1}` with TEGroupedLinear's rules (docs/spec/names.md §6), applied by the loader
+//    (train/checkpointing.cpp, the one implementation; tests/e2e/test_checkpoint.cpp exercises it);
 //  - strictness (--ckpt-strictness) for keys the model lacks or the file lacks.
 #pragma once
 #include <cstdint>
@@ -17,17 +18,8 @@
 
 namespace hytra {
 
-using StateDict = std::map<std::string, SafetensorsTensor>;
-
 // The key of `expected` that file key `key` stands for ("" if none): itself, or an alias.
 std::string alias_target(const std::string& key, const std::set<std::string>& expected);
-
-// TEGroupedLinear's _normalize_grouped_parameter_keys for `prefix` + kind ("weight" or "bias"):
-// want_grouped stacks complete weight0..N-1 into `weight` (unless `weight` exists or the set is
-// incomplete); otherwise splits `weight` (unless an indexed key exists) by dim 0 == N, else into N
-// equal chunks of dim 0, else throws "Cannot split checkpoint tensor ...".
-void normalize_grouped_keys(StateDict& sd, const std::string& prefix, const std::string& kind, int64_t num_gemms,
-                            bool want_grouped);
 
 // Megatron GPT checkpoints (attention and MLP of layer i under one decoder.layers.<i>) loaded into
 // an ungrouped hybrid model (`*-*-`): the i-th `*` takes GPT layer i's self_attention.*, the i-th

@@ -565,5 +565,77 @@ TEST(Checkpoint, SaveRemovesLeftoversOfKilledSaves) {
   EXPECT_EQ(read_manifest(resolve_checkpoint_dir(dir)).iteration, 2);
 }
 
+
+// The one expert-key normalisation (docs/spec/names.md §6: TEGroupedLinear's rules), exercised through
+// the loader: a per-expert model reads a file's packed [E*out, in] tensor as E equal chunks and its
+// [E, out, in] tensor by index; a grouped model stacks a complete per-expert set; an incomplete set
+// is not stacked (the key is missing), a tensor that splits neither way is a named error.
+TEST(Checkpoint, ExpertTensorsLoadFromEveryLayout) {
+  const std::vector<std::string> moe = {"--hybrid-layer-pattern", "*E", "--num-experts", "4", "--moe-ffn-hidden-size",
+                                        "16", "--disable-bias-linear", "--train-iters", "1", "--lr-warmup-iters", "0"};
+  auto with = [&](std::vector<std::string> a) {
+    a.insert(a.begin(), moe.begin(), moe.end());
+    return a;
+  };
+  const std::string src = testing::TempDir() + "hytra_ckpt_experts_src", dst = testing::TempDir() + "hytra_ckpt_experts";
+  fs::remove_all(src);
+  run(with({"--save", src}));  // per-expert layout: ...linear_fc1.weight0..3 [2F, C]
+  const std::string fc1 = "decoder.layers.1.mlp.experts.linear_fc1.weight";
+  const std::vector<SafetensorsTensor> saved = tensors_of(src + "/iter_0000001/model.safetensors");
+  // Rewrites the checkpoint with fc1's experts replaced by `experts`, then loads it (weights only,
+  // lr 0) and returns the error, or "" after checking that the reloaded weights equal the originals.
+  auto load_with = [&](std::vector<SafetensorsTensor> experts, const std::vector<std::string>& layout) -> std::string {
+    CheckpointContents c;
+    c.manifest = read_manifest(src + "/iter_0000001");
+    for (const SafetensorsTensor& t : saved)
+      if (t.name.rfind(fc1, 0) != 0) c.model.push_back(t);
+    for (SafetensorsTensor& t : experts) c.model.push_back(std::move(t));
+    fs::remove_all(dst);
+    save_checkpoint(dst + "_in", c);
+    std::vector<std::string> args = {"--load", dst + "_in", "--finetune", "--lr", "0", "--save", dst,
+                                     "--ckpt-strictness", "raise_all"};
+    args.insert(args.end(), layout.begin(), layout.end());
+    std::string e;
+    try {
+      run(with(args));
+    } catch (const Error& err) {
+      e = err.what();
+    }
+    fs::remove_all(dst + "_in");
+    if (!e.empty()) return e;
+    std::vector<unsigned char> want, got;  // the four experts' bytes, in expert order
+    for (int x = 0; x < 4; ++x)
+      for (const SafetensorsTensor& t : saved)
+        if (t.name == fc1 + std::to_string(x)) want.insert(want.end(), t.bytes.begin(), t.bytes.end());
+    for (const SafetensorsTensor& t : tensors_of(dst + "/iter_0000001/model.safetensors"))
+      if (t.name.rfind(fc1, 0) == 0) got.insert(got.end(), t.bytes.begin(), t.bytes.end());
+    EXPECT_EQ(got, want);
+    return "";
+  };
+  std::vector<SafetensorsTensor> indexed;
+  for (int x = 0; x < 4; ++x)
+    for (const SafetensorsTensor& t : saved)
+      if (t.name == fc1 + std::to_string(x)) indexed.push_back(t);
+  ASSERT_EQ(indexed.size(), 4u);
+  const int64_t out = indexed[0].shape[0], in = indexed[0].shape[1];
+  auto stacked = [&](std::vector<int64_t> shape) {
+    SafetensorsTensor g{fc1, "F32", std::move(shape), {}};
+    for (const SafetensorsTensor& t : indexed) g.bytes.insert(g.bytes.end(), t.bytes.begin(), t.bytes.end());
+    return g;
+  };
+  const std::vector<std::string> grouped = {"--moe-single-grouped-weight"};
+  EXPECT_EQ(load_with({stacked({4 * out, in})}, {}), "");   // packed form: 4 equal chunks
+  EXPECT_EQ(load_with({stacked({4, out, in})}, {}), "");    // grouped form: unbound on dim 0
+  EXPECT_EQ(load_with(indexed, grouped), "");               // a complete per-expert set stacks
+  EXPECT_EQ(load_with({stacked({4, out, in})}, grouped), "");
+  const std::string incomplete = load_with({indexed[0], indexed[2]}, grouped);
+  EXPECT_NE(incomplete.find("missing keys"), std::string::npos) << incomplete;  // not stacked
+  EXPECT_NE(incomplete.find(fc1), std::string::npos) << incomplete;
+  SafetensorsTensor odd = stacked({4 * out, in});
+  odd.shape = {2, 2 * out * in};  // neither E rows nor E equal chunks of [out, in]
+  const std::string split = load_with({odd}, {});
+  EXPECT_NE(split.find("cannot split checkpoint tensor '" + fc1 + "'"), std::string::npos) << split;
+}
+
 }  // namespace
 }  // namespace hytra
