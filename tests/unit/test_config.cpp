@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "model/hybrid_model.h"
+#include "cli/flag_table.h"
 #include "cli/flags.h"
 
 namespace hytra {
@@ -157,6 +158,26 @@ TEST(Config, ValidEdgeValuesPass) {
                           "1e300"}),
             "no error");
   EXPECT_EQ(config_error({"--seq-length", "2147483647", "--position-embedding-type", "rope"}), "no error");
+}
+
+// --help shows a bound field's initialiser itself; a row's own default text must say something else
+// (what an unset value means), never repeat the initialiser (written once, in the config struct).
+TEST(Config, HelpDefaultsComeFromTheConfigStructs) {
+  ModelConfig m;
+  TrainConfig t;
+  FlagTable table;
+  add_model_flags(table, m);
+  add_train_flags(table, t);
+  int shown = 0;
+  for (const FlagSpec& row : table.rows()) {
+    if (!row.show) continue;
+    ++shown;
+    EXPECT_NE(row.default_text, row.show()) << row.name << ": the default text repeats the field's initialiser";
+  }
+  EXPECT_GT(shown, 80);
+  const std::string help = table.help_text("hytra train");
+  EXPECT_NE(help.find("--moe-router-topk"), std::string::npos);
+  EXPECT_NE(help.find("(default: 2)"), std::string::npos) << help;  // --moe-router-topk, from ModelConfig
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ struct Fields {
   Strings log;  // setter calls in order, "name=v1,v2"
 };
 
-FlagSpec row(const std::string& name, Kind kind, std::function<void(const FlagValues&)> set, Fields& f) {
+FlagSpec row(const std::string& name, Kind kind, Binding binding, Fields& f) {
+  std::function<void(const FlagValues&)> set = std::move(binding.set);
   FlagSpec s;
   s.name = name;
   s.kind = kind;
@@ -244,7 +245,7 @@ TEST(FlagTable, SetterErrorsGetTheFlagName) {
   n.name = "--small";
   n.kind = Kind::Int;
   int small = 0;
-  n.set = store(small);
+  n.set = store(small).set;
   t.add(n);
   EXPECT_THROW(
       try {
@@ -287,27 +288,27 @@ TEST(FlagTable, HelpStopsParsingAndPrintsTheTable) {
   lr.kind = Kind::Float;
   lr.default_text = "None";
   lr.help = "peak learning rate";
-  lr.set = store(f.lr);
+  lr.set = store(f.lr).set;
   small.add(lr);
   FlagSpec style;
   style.name = "--lr-decay-style";
   style.choices = {"constant", "linear"};
   style.default_text = "linear";
   style.help = "decay shape";
-  style.set = store(f.decay_style);
+  style.set = store(f.decay_style).set;
   small.add(style);
   FlagSpec save;
   save.name = "--save-interval";
   save.aliases = {"--persistent-save-interval"};
   save.kind = Kind::Int;
   save.help = "iterations between saves";
-  save.set = store(f.save_interval);
+  save.set = store(f.save_interval).set;
   small.add(save);
   FlagSpec bf16;
   bf16.name = "--bf16";
   bf16.kind = Kind::Bool;
   bf16.help = "bf16 mixed precision";
-  bf16.set = store(f.bf16);
+  bf16.set = store(f.bf16).set;
   small.add(bf16);
   EXPECT_EQ(
       small.help_text("hytra train"),

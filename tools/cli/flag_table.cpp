@@ -86,49 +86,75 @@ bool parse_bool_value(const std::string& flag, const std::string& text) {
   fail(str(flag, ": expected true or false, got '", text, "'"));
 }
 
-std::function<void(const FlagValues&)> store(int64_t& f) {
-  return [&f](const FlagValues& v) { f = parse_int_value("", v.at(0)); };
+namespace {
+std::string shown(int64_t v) { return std::to_string(v); }
+std::string shown(double v) {  // the shortest of %.15g / %.17g that reads back as v
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
-std::function<void(const FlagValues&)> store(int& f) {
-  return [&f](const FlagValues& v) {
-    const int64_t x = parse_int_value("", v.at(0));
-    HYTRA_CHECK(x >= INT_MIN && x <= INT_MAX, "expected an integer in [", INT_MIN, ", ", INT_MAX, "], got ",
-                x);
-    f = int(x);
-  };
+std::string shown(const std::string& v) { return v.empty() ? "None" : v; }
+template <class T>
+std::string shown(const std::optional<T>& v) {
+  return v ? shown(*v) : "None";
 }
-std::function<void(const FlagValues&)> store(double& f) {
-  return [&f](const FlagValues& v) { f = parse_float_value("", v.at(0)); };
+template <class T>
+std::string shown(const std::vector<T>& v) {
+  if (v.empty()) return "None";
+  std::string out;
+  for (const T& x : v) out += (out.empty() ? "" : " ") + shown(x);
+  return out;
 }
-std::function<void(const FlagValues&)> store(bool& f) {
-  return [&f](const FlagValues& v) { f = parse_bool_value("", v.at(0)); };
+}  // namespace
+
+Binding store(int64_t& f) {
+  return {[&f](const FlagValues& v) { f = parse_int_value("", v.at(0)); }, [&f] { return shown(f); }};
 }
-std::function<void(const FlagValues&)> store(std::string& f) {
-  return [&f](const FlagValues& v) { f = v.at(0); };
+Binding store(int& f) {
+  return {[&f](const FlagValues& v) {
+            const int64_t x = parse_int_value("", v.at(0));
+            HYTRA_CHECK(x >= INT_MIN && x <= INT_MAX, "expected an integer in [", INT_MIN, ", ", INT_MAX, "], got ",
+                        x);
+            f = int(x);
+          },
+          [&f] { return shown(int64_t(f)); }};
 }
-std::function<void(const FlagValues&)> store(std::optional<int64_t>& f) {
-  return [&f](const FlagValues& v) { f = parse_int_value("", v.at(0)); };
+Binding store(double& f) {
+  return {[&f](const FlagValues& v) { f = parse_float_value("", v.at(0)); }, [&f] { return shown(f); }};
 }
-std::function<void(const FlagValues&)> store(std::optional<double>& f) {
-  return [&f](const FlagValues& v) { f = parse_float_value("", v.at(0)); };
+Binding store(bool& f) {
+  return {[&f](const FlagValues& v) { f = parse_bool_value("", v.at(0)); },
+          [&f] { return std::string(f ? "true" : "false"); }};
 }
-std::function<void(const FlagValues&)> store(std::optional<std::string>& f) {
-  return [&f](const FlagValues& v) { f = v.at(0); };
+Binding store(std::string& f) {
+  return {[&f](const FlagValues& v) { f = v.at(0); }, [&f] { return shown(f); }};
 }
-std::function<void(const FlagValues&)> store(std::vector<int64_t>& f) {
-  return [&f](const FlagValues& v) {
-    f.clear();
-    for (const auto& s : v) f.push_back(parse_int_value("", s));
-  };
+Binding store(std::optional<int64_t>& f) {
+  return {[&f](const FlagValues& v) { f = parse_int_value("", v.at(0)); }, [&f] { return shown(f); }};
 }
-std::function<void(const FlagValues&)> store(std::vector<double>& f) {
-  return [&f](const FlagValues& v) {
-    f.clear();
-    for (const auto& s : v) f.push_back(parse_float_value("", s));
-  };
+Binding store(std::optional<double>& f) {
+  return {[&f](const FlagValues& v) { f = parse_float_value("", v.at(0)); }, [&f] { return shown(f); }};
 }
-std::function<void(const FlagValues&)> store(std::vector<std::string>& f) {
-  return [&f](const FlagValues& v) { f = v; };
+Binding store(std::optional<std::string>& f) {
+  return {[&f](const FlagValues& v) { f = v.at(0); }, [&f] { return shown(f); }};
+}
+Binding store(std::vector<int64_t>& f) {
+  return {[&f](const FlagValues& v) {
+            f.clear();
+            for (const auto& s : v) f.push_back(parse_int_value("", s));
+          },
+          [&f] { return shown(f); }};
+}
+Binding store(std::vector<double>& f) {
+  return {[&f](const FlagValues& v) {
+            f.clear();
+            for (const auto& s : v) f.push_back(parse_float_value("", s));
+          },
+          [&f] { return shown(f); }};
+}
+Binding store(std::vector<std::string>& f) {
+  return {[&f](const FlagValues& v) { f = v; }, [&f] { return shown(f); }};
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -145,14 +171,15 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 FlagTable::FlagTable(std::string positionals_help) : positionals_help_(std::move(positionals_help)) {}
 
-void FlagTable::add(std::string name, FlagSpec::Kind kind, std::string default_text, std::string help,
-                    std::function<void(const FlagValues&)> set, std::vector<std::string> choices) {
+void FlagTable::add(std::string name, FlagSpec::Kind kind, std::string default_text, std::string help, Binding set,
+                    std::vector<std::string> choices) {
   FlagSpec s;
   s.name = std::move(name);
   s.kind = kind;
   s.default_text = std::move(default_text);
   s.help = std::move(help);
-  s.set = std::move(set);
+  s.set = std::move(set.set);
+  s.show = std::move(set.show);
   s.choices = std::move(choices);
   add(std::move(s));
 }
@@ -359,7 +386,8 @@ std::string FlagTable::help_text(const std::string& usage) const {
     for (const auto& a : s.aliases) left += ", " + a;
     const std::string mv = metavar(s);
     if (!mv.empty()) left += " " + mv;
-    row(left, s.help + (s.default_text.empty() ? "" : " (default: " + s.default_text + ")"));
+    const std::string def = !s.default_text.empty() ? s.default_text : s.show ? s.show() : "";
+    row(left, s.help + (def.empty() ? "" : " (default: " + def + ")"));
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cli/config_file.h"
@@ -28,7 +29,10 @@ struct FlagSpec {
   enum class Kind { Int, Float, String, Bool, IntList, FloatList, StringList };
   std::string name;  // "--lr"
   Kind kind = Kind::String;
-  std::string default_text;  // shown by --help, e.g. "0.01" or "None"
+  // Shown by --help as the default: default_text when given (what a value means, e.g. "None" or
+  // "hidden/heads"), else show(), the bound config field's value before parsing (its initialiser).
+  std::string default_text;
+  std::function<std::string()> show;
   std::string help;
   // Receives the checked values: one element for scalars ("true"/"false" for Bool), one or more for
   // lists. It may throw hytra::Error for a value the type check cannot judge.
@@ -44,18 +48,28 @@ int64_t parse_int_value(const std::string& flag, const std::string& text);
 double parse_float_value(const std::string& flag, const std::string& text);
 bool parse_bool_value(const std::string& flag, const std::string& text);
 
-// Setters for the common case: store the (already checked) value into a config field.
-std::function<void(const FlagValues&)> store(int64_t& field);
-std::function<void(const FlagValues&)> store(int& field);
-std::function<void(const FlagValues&)> store(double& field);
-std::function<void(const FlagValues&)> store(bool& field);
-std::function<void(const FlagValues&)> store(std::string& field);
-std::function<void(const FlagValues&)> store(std::optional<int64_t>& field);
-std::function<void(const FlagValues&)> store(std::optional<double>& field);
-std::function<void(const FlagValues&)> store(std::optional<std::string>& field);
-std::function<void(const FlagValues&)> store(std::vector<int64_t>& field);
-std::function<void(const FlagValues&)> store(std::vector<double>& field);
-std::function<void(const FlagValues&)> store(std::vector<std::string>& field);
+// A row's setter, and for rows bound to one config field, that field's value as text.
+struct Binding {
+  std::function<void(const FlagValues&)> set;
+  std::function<std::string()> show;
+  Binding(std::function<void(const FlagValues&)> s, std::function<std::string()> sh = {})
+      : set(std::move(s)), show(std::move(sh)) {}
+  template <class F, class = std::enable_if_t<std::is_invocable_v<F&, const FlagValues&>>>
+  Binding(F f) : set(std::move(f)) {}
+};
+
+// Setters for the common case: store the (already checked) value into a config field (and show it).
+Binding store(int64_t& field);
+Binding store(int& field);
+Binding store(double& field);
+Binding store(bool& field);
+Binding store(std::string& field);
+Binding store(std::optional<int64_t>& field);
+Binding store(std::optional<double>& field);
+Binding store(std::optional<std::string>& field);
+Binding store(std::vector<int64_t>& field);
+Binding store(std::vector<double>& field);
+Binding store(std::vector<std::string>& field);
 
 // Levenshtein distance (insert, delete, substitute; cost 1 each).
 size_t edit_distance(const std::string& a, const std::string& b);
@@ -74,8 +88,8 @@ class FlagTable {
   // Adds a row; a name or alias used twice is an internal error.
   void add(FlagSpec spec);
   // The common row: a name, a kind, the default shown by --help, the help text and the setter.
-  void add(std::string name, FlagSpec::Kind kind, std::string default_text, std::string help,
-           std::function<void(const FlagValues&)> set, std::vector<std::string> choices = {});
+  void add(std::string name, FlagSpec::Kind kind, std::string default_text, std::string help, Binding set,
+           std::vector<std::string> choices = {});
   // Another accepted name for the row `name` (already added): a seed or deprecated spelling.
   void alias(const std::string& name, const std::string& other);
 
@@ -88,6 +102,7 @@ class FlagTable {
   bool is_set(const std::string& name) const;
   // "--lr-decay: unknown flag; did you mean --lr-decay-style?" style suggestion, or "" if none is close.
   std::string suggest(const std::string& name) const;
+  const std::vector<FlagSpec>& rows() const { return specs_; }
   // The --help table: usage line, then one row per flag with its value kind, help and default.
   std::string help_text(const std::string& usage) const;
 

@@ -17,7 +17,7 @@ std::function<void(const FlagValues&)> set_if(std::string& field, std::string va
 }  // namespace
 
 void add_model_flags(FlagTable& t, ModelConfig& c) {
-  t.add("--hybrid-layer-pattern", K::String, "None",
+  t.add("--hybrid-layer-pattern", K::String, "",
         "hybrid layer pattern (M * - E G | / [...]); default: [*-] x --num-layers (GPT)",
         store(c.hybrid_layer_pattern));
   t.alias("--hybrid-layer-pattern", "--hybrid-override-pattern");
@@ -29,41 +29,41 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
             store(c.num_layers));
   t.add("--mtp-num-layers", K::Int, "None", "multi-token-prediction depths (from the pattern's '/' parts)",
             store(c.mtp_num_layers));
-  t.add("--enable-mhc-connections", K::Bool, "false",
+  t.add("--enable-mhc-connections", K::Bool, "",
         "mHC: n residual streams mixed by Sinkhorn-projected doubly stochastic matrices", store(c.enable_mhc));
   t.alias("--enable-mhc-connections", "--enable-hyper-connections");
-  t.add("--mhc-num-residual-streams", K::Int, "4", "mHC residual streams n", store(c.mhc_num_residual_streams));
+  t.add("--mhc-num-residual-streams", K::Int, "", "mHC residual streams n", store(c.mhc_num_residual_streams));
   t.alias("--mhc-num-residual-streams", "--num-residual-streams");
-  t.add("--mhc-sinkhorn-iterations", K::Int, "20", "Sinkhorn-Knopp iterations", store(c.mhc_sinkhorn_iterations));
-  t.add("--mhc-init-gating-factor", K::Float, "0.01", "initial mHC gating factors alpha",
+  t.add("--mhc-sinkhorn-iterations", K::Int, "", "Sinkhorn-Knopp iterations", store(c.mhc_sinkhorn_iterations));
+  t.add("--mhc-init-gating-factor", K::Float, "", "initial mHC gating factors alpha",
         store(c.mhc_init_gating_factor));
   t.add("--mhc-recompute-layer-num", K::Int, "None", "layers per mHC recompute block",
         store(c.mhc_recompute_layer_num));
-  t.add("--mhc-variant", K::String, "main", "main (Megatron) or dev (DeepSeek-V4: Sinkhorn flavour, H_res^T)",
+  t.add("--mhc-variant", K::String, "", "main (Megatron) or dev (DeepSeek-V4: Sinkhorn flavour, H_res^T)",
         store(c.mhc_variant), {"main", "dev"});
-  t.add("--recompute-granularity", K::String, "None", "full or selective activation recompute",
+  t.add("--recompute-granularity", K::String, "", "full or selective activation recompute",
         store(c.recompute_granularity), {"full", "selective"});
-  t.add("--recompute-method", K::String, "None", "full recompute: uniform (chunks) or block (the first layers)",
+  t.add("--recompute-method", K::String, "", "full recompute: uniform (chunks) or block (the first layers)",
         store(c.recompute_method), {"uniform", "block"});
   t.add("--recompute-num-layers", K::Int, "None", "logical layers per recompute unit (uniform) or checkpointed (block)",
         store(c.recompute_num_layers));
-  t.add("--recompute-modules", K::StringList, "core_attn", "selective recompute: mlp, moe, mamba",
+  t.add("--recompute-modules", K::StringList, "", "selective recompute: mlp, moe, mamba",
         store(c.recompute_modules));
-  t.add("--mtp-loss-scaling-factor", K::Float, "0.1", "MTP losses weigh factor / depths each",
+  t.add("--mtp-loss-scaling-factor", K::Float, "", "MTP losses weigh factor / depths each",
         store(c.mtp_loss_scaling_factor));
   t.add("--hidden-size", K::Int, "None", "model width", store(c.hidden_size));
   t.add("--ffn-hidden-size", K::Int, "4*hidden (swiglu: int(8h/3/64)*64)", "dense MLP width",
             store(c.ffn_hidden_size));
   t.add("--num-attention-heads", K::Int, "None", "query heads", store(c.num_attention_heads));
-  t.add("--group-query-attention", K::Bool, "false", "use --num-query-groups KV heads",
+  t.add("--group-query-attention", K::Bool, "", "use --num-query-groups KV heads",
             store(c.group_query_attention));
-  t.add("--num-query-groups", K::Int, "1", "KV heads (with --group-query-attention)",
+  t.add("--num-query-groups", K::Int, "", "KV heads (with --group-query-attention)",
             store(c.num_query_groups));
   t.add("--kv-channels", K::Int, "hidden/heads", "head dimension", store(c.kv_channels));
-  t.add("--qk-layernorm", K::Bool, "false", "normalise q and k over the head dim", store(c.qk_layernorm));
+  t.add("--qk-layernorm", K::Bool, "", "normalise q and k over the head dim", store(c.qk_layernorm));
   t.add("--disable-bias-linear", K::Bool, "false", "no biases in linear layers",
             [&c](const FlagValues& v) { c.add_bias_linear = v[0] != "true"; });
-  t.add("--normalization", K::String, "LayerNorm", "LayerNorm or RMSNorm", store(c.normalization),
+  t.add("--normalization", K::String, "", "LayerNorm or RMSNorm", store(c.normalization),
             {"LayerNorm", "RMSNorm"});
   t.add("--norm-epsilon", K::Float, "1e-5", "norm epsilon", store(c.norm_epsilon));
   t.add("--swiglu", K::Bool, "false", "gated SiLU MLP", set_if(c.activation, "swiglu"));
@@ -73,78 +73,78 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--glu-linear-offset", K::Float, "0.0", "added to the GLU linear half", store(c.glu_linear_offset));
   t.add("--activation-func-clamp-value", K::Float, "None", "MoE GLU clamp: gate <= L, linear in [-L, L]",
         store(c.activation_func_clamp_value));
-  t.add("--position-embedding-type", K::String, "learned_absolute", "learned_absolute, rope or none",
+  t.add("--position-embedding-type", K::String, "", "learned_absolute, rope or none",
             store(c.position_embedding_type), {"learned_absolute", "rope", "none"});
   t.add("--max-position-embeddings", K::Int, "seq-length", "position table size",
             store(c.max_position_embeddings));
-  t.add("--rotary-base", K::Float, "10000", "RoPE theta", store(c.rotary_base));
+  t.add("--rotary-base", K::Float, "", "RoPE theta", store(c.rotary_base));
   t.add("--rotary-percent", K::Float, "1.0", "fraction of the head dim that rotates", store(c.rotary_percent));
-  t.add("--rotary-interleaved", K::Bool, "false", "rotate adjacent pairs instead of halves",
+  t.add("--rotary-interleaved", K::Bool, "", "rotate adjacent pairs instead of halves",
             store(c.rotary_interleaved));
-  t.add("--untie-embeddings-and-output-weights", K::Bool, "false", "separate LM head weight",
+  t.add("--untie-embeddings-and-output-weights", K::Bool, "", "separate LM head weight",
             store(c.untie_embeddings_and_output_weights));
-  t.add("--init-method-std", K::Float, "0.02", "init std", store(c.init_method_std));
+  t.add("--init-method-std", K::Float, "", "init std", store(c.init_method_std));
   t.add("--hidden-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
             store(c.hidden_dropout));
   t.add("--attention-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
             store(c.attention_dropout));
   t.add("--vocab-size", K::Int, "None", "tokenizer vocabulary (NullTokenizer / --mock-data)",
             store(c.vocab_size));
-  t.add("--make-vocab-size-divisible-by", K::Int, "128", "vocabulary padding multiple",
+  t.add("--make-vocab-size-divisible-by", K::Int, "", "vocabulary padding multiple",
             store(c.make_vocab_size_divisible_by));
   t.add("--seq-length", K::Int, "None", "training sequence length", store(c.seq_length));
-  t.add("--mamba-state-dim", K::Int, "128", "Mamba-2 SSM state size N", store(c.mamba_state_dim));
-  t.add("--mamba-head-dim", K::Int, "64", "Mamba-2 head dim P", store(c.mamba_head_dim));
-  t.add("--mamba-num-groups", K::Int, "8", "Mamba-2 B/C groups G", store(c.mamba_num_groups));
+  t.add("--mamba-state-dim", K::Int, "", "Mamba-2 SSM state size N", store(c.mamba_state_dim));
+  t.add("--mamba-head-dim", K::Int, "", "Mamba-2 head dim P", store(c.mamba_head_dim));
+  t.add("--mamba-num-groups", K::Int, "", "Mamba-2 B/C groups G", store(c.mamba_num_groups));
   t.add("--mamba-num-heads", K::Int, "2*hidden/head-dim", "Mamba-2 heads H", store(c.mamba_num_heads));
-  t.add("--mamba-chunk-size", K::Int, "128", "Mamba-2 SSD chunk length (hytra; Megatron's fixed chunk_size)",
+  t.add("--mamba-chunk-size", K::Int, "", "Mamba-2 SSD chunk length (hytra; Megatron's fixed chunk_size)",
         store(c.mamba_chunk_size));
-  t.add("--linear-conv-kernel-dim", K::Int, "4", "gated delta net causal conv width",
+  t.add("--linear-conv-kernel-dim", K::Int, "", "gated delta net causal conv width",
         store(c.linear_conv_kernel_dim));
-  t.add("--linear-key-head-dim", K::Int, "128", "gated delta net key head dim", store(c.linear_key_head_dim));
-  t.add("--linear-value-head-dim", K::Int, "128", "gated delta net value head dim", store(c.linear_value_head_dim));
-  t.add("--linear-num-key-heads", K::Int, "16", "gated delta net key heads", store(c.linear_num_key_heads));
-  t.add("--linear-num-value-heads", K::Int, "32", "gated delta net value heads", store(c.linear_num_value_heads));
+  t.add("--linear-key-head-dim", K::Int, "", "gated delta net key head dim", store(c.linear_key_head_dim));
+  t.add("--linear-value-head-dim", K::Int, "", "gated delta net value head dim", store(c.linear_value_head_dim));
+  t.add("--linear-num-key-heads", K::Int, "", "gated delta net key heads", store(c.linear_num_key_heads));
+  t.add("--linear-num-value-heads", K::Int, "", "gated delta net value heads", store(c.linear_num_value_heads));
   t.add("--num-experts", K::Int, "None", "routed experts per MoE layer", store(c.num_experts));
   t.add("--moe-ffn-hidden-size", K::Int, "ffn-hidden-size", "expert width", store(c.moe_ffn_hidden_size));
-  t.add("--moe-router-topk", K::Int, "2", "experts per token", store(c.moe_router_topk));
-  t.add("--moe-router-score-function", K::String, "softmax", "softmax or sigmoid", store(c.moe_router_score_function),
+  t.add("--moe-router-topk", K::Int, "", "experts per token", store(c.moe_router_topk));
+  t.add("--moe-router-score-function", K::String, "", "softmax or sigmoid", store(c.moe_router_score_function),
         {"softmax", "sigmoid"});
-  t.add("--moe-router-pre-softmax", K::Bool, "false", "softmax over all experts before top-k",
+  t.add("--moe-router-pre-softmax", K::Bool, "", "softmax over all experts before top-k",
         store(c.moe_router_pre_softmax));
   t.add("--moe-router-num-groups", K::Int, "None", "group-limited routing: expert groups",
         store(c.moe_router_num_groups));
   t.add("--moe-router-group-topk", K::Int, "None", "group-limited routing: groups kept", store(c.moe_router_group_topk));
   t.add("--moe-router-topk-scaling-factor", K::Float, "None", "routing probabilities scale",
         store(c.moe_router_topk_scaling_factor));
-  t.add("--moe-router-dtype", K::String, "None", "router logits dtype: fp32", store(c.moe_router_dtype), {"fp32"});
-  t.add("--moe-router-enable-expert-bias", K::Bool, "false", "aux-loss-free balancing bias (sigmoid routing)",
+  t.add("--moe-router-dtype", K::String, "", "router logits dtype: fp32", store(c.moe_router_dtype), {"fp32"});
+  t.add("--moe-router-enable-expert-bias", K::Bool, "", "aux-loss-free balancing bias (sigmoid routing)",
         store(c.moe_router_enable_expert_bias));
   t.add("--moe-router-bias-update-rate", K::Float, "1e-3", "expert bias step per global batch",
         store(c.moe_router_bias_update_rate));
-  t.add("--moe-router-load-balancing-type", K::String, "aux_loss", "aux_loss, seq_aux_loss, global_aux_loss or none",
+  t.add("--moe-router-load-balancing-type", K::String, "", "aux_loss, seq_aux_loss, global_aux_loss or none",
         store(c.moe_router_load_balancing_type), {"aux_loss", "seq_aux_loss", "global_aux_loss", "none"});
   t.add("--moe-aux-loss-coeff", K::Float, "0.0", "load-balancing loss weight", store(c.moe_aux_loss_coeff));
   t.add("--moe-z-loss-coeff", K::Float, "None", "router z-loss weight", store(c.moe_z_loss_coeff));
-  t.add("--moe-expert-capacity-factor", K::Float, "None", "expert capacity factor (None: dropless)",
+  t.add("--moe-expert-capacity-factor", K::Float, "", "expert capacity factor (None: dropless)",
         store(c.moe_expert_capacity_factor));
-  t.add("--moe-token-drop-policy", K::String, "probs", "probs or position", store(c.moe_token_drop_policy),
+  t.add("--moe-token-drop-policy", K::String, "", "probs or position", store(c.moe_token_drop_policy),
         {"probs", "position"});
-  t.add("--moe-pad-expert-input-to-capacity", K::Bool, "false", "pad every expert to its capacity",
+  t.add("--moe-pad-expert-input-to-capacity", K::Bool, "", "pad every expert to its capacity",
         store(c.moe_pad_expert_input_to_capacity));
-  t.add("--moe-router-padding-for-quantization", K::Bool, "false",
+  t.add("--moe-router-padding-for-quantization", K::Bool, "",
         "pad per-expert token counts to a multiple of 16 (extra tokens routed with probability 0)",
         store(c.moe_router_padding_for_quantization));
   t.alias("--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8");
   t.add("--moe-shared-expert-intermediate-size", K::Int, "None", "shared expert width",
         store(c.moe_shared_expert_intermediate_size));
-  t.add("--moe-shared-expert-gate", K::Bool, "false", "sigmoid gate on the shared expert output",
+  t.add("--moe-shared-expert-gate", K::Bool, "", "sigmoid gate on the shared expert output",
         store(c.moe_shared_expert_gate));
   t.add("--moe-mlp-glu-interleave-size", K::Int, "None", "GLU rows interleaved in blocks of this size",
         store(c.moe_mlp_glu_interleave_size));
-  t.add("--moe-single-grouped-weight", K::Bool, "false", "one [E,out,in] weight per expert projection",
+  t.add("--moe-single-grouped-weight", K::Bool, "", "one [E,out,in] weight per expert projection",
         store(c.moe_single_grouped_weight));
-  t.add("--moe-single-grouped-bias", K::Bool, "false", "one [E,out] bias per expert projection",
+  t.add("--moe-single-grouped-bias", K::Bool, "", "one [E,out] bias per expert projection",
         store(c.moe_single_grouped_bias));
 }
 
@@ -155,67 +155,67 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--train-iters", K::Int, "None", "optimizer steps", store(c.train_iters));
   t.add("--lr", K::Float, "None", "peak learning rate", store(c.lr));
   t.add("--min-lr", K::Float, "0.0", "learning rate floor", store(c.min_lr));
-  t.add("--lr-decay-style", K::String, "linear", "constant, linear, cosine, inverse-square-root, WSD",
+  t.add("--lr-decay-style", K::String, "", "constant, linear, cosine, inverse-square-root, WSD",
             store(c.lr_decay_style), {"constant", "linear", "cosine", "inverse-square-root", "WSD"});
-  t.add("--lr-warmup-iters", K::Int, "0", "warmup steps", store(c.lr_warmup_iters));
+  t.add("--lr-warmup-iters", K::Int, "", "warmup steps", store(c.lr_warmup_iters));
   t.add("--lr-warmup-fraction", K::Float, "None", "warmup as a fraction of the decay steps",
             store(c.lr_warmup_fraction));
   t.add("--lr-warmup-init", K::Float, "0.0", "learning rate at the first step", store(c.lr_warmup_init));
   t.add("--lr-decay-iters", K::Int, "train-iters", "decay horizon", store(c.lr_decay_iters));
-  t.add("--lr-wsd-decay-style", K::String, "exponential", "WSD anneal: exponential, linear, cosine, minus_sqrt",
+  t.add("--lr-wsd-decay-style", K::String, "", "WSD anneal: exponential, linear, cosine, minus_sqrt",
             store(c.lr_wsd_decay_style), {"exponential", "linear", "cosine", "minus_sqrt"});
   t.add("--lr-wsd-decay-iters", K::Int, "None", "WSD anneal length", store(c.lr_wsd_decay_iters));
-  t.add("--optimizer", K::String, "adam", "adam (AdamW)", store(c.optimizer));
-  t.add("--weight-decay", K::Float, "0.01", "decoupled weight decay (not on norms and biases)",
+  t.add("--optimizer", K::String, "", "adam (AdamW)", store(c.optimizer));
+  t.add("--weight-decay", K::Float, "", "decoupled weight decay (not on norms and biases)",
             store(c.weight_decay));
   t.add("--clip-grad", K::Float, "1.0", "global gradient-norm clip (0 = off)", store(c.clip_grad));
-  t.add("--adam-beta1", K::Float, "0.9", "Adam beta1", store(c.adam_beta1));
-  t.add("--adam-beta2", K::Float, "0.999", "Adam beta2", store(c.adam_beta2));
+  t.add("--adam-beta1", K::Float, "", "Adam beta1", store(c.adam_beta1));
+  t.add("--adam-beta2", K::Float, "", "Adam beta2", store(c.adam_beta2));
   t.add("--adam-eps", K::Float, "1e-8", "Adam epsilon", store(c.adam_eps));
   t.add("--seed", K::Int, "1234", "seed for init and data",
             [&c](const FlagValues& v) { c.seed = uint64_t(parse_int_value("--seed", v[0])); });
-  t.add("--eval-interval", K::Int, "1000", "iterations between validations (0 = never)",
+  t.add("--eval-interval", K::Int, "", "iterations between validations (0 = never)",
             store(c.eval_interval));
-  t.add("--eval-iters", K::Int, "100", "validation batches", store(c.eval_iters));
-  t.add("--log-interval", K::Int, "100", "iterations per log line", store(c.log_interval));
-  t.add("--mock-data", K::Bool, "false", "train on synthetic data", store(c.mock_data));
-  t.add("--data-path", K::StringList, "None", "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (a blend)", store(c.data_path));
+  t.add("--eval-iters", K::Int, "", "validation batches", store(c.eval_iters));
+  t.add("--log-interval", K::Int, "", "iterations per log line", store(c.log_interval));
+  t.add("--mock-data", K::Bool, "", "train on synthetic data", store(c.mock_data));
+  t.add("--data-path", K::StringList, "", "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (a blend)", store(c.data_path));
   t.add("--data-cache-path", K::String, "beside the data", "directory of the sampling index caches",
             store(c.data_cache_path));
-  t.add("--split", K::String, "969, 30, 1", "train, valid, test proportions of each dataset", store(c.split));
-  t.add("--tokenizer-type", K::String, "None", "GPT2BPETokenizer or HuggingFaceTokenizer (sets the vocabulary)",
+  t.add("--split", K::String, "", "train, valid, test proportions of each dataset", store(c.split));
+  t.add("--tokenizer-type", K::String, "", "GPT2BPETokenizer or HuggingFaceTokenizer (sets the vocabulary)",
             store(c.tokenizer_type));
-  t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(c.vocab_file));
-  t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(c.merge_file));
-  t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)",
+  t.add("--vocab-file", K::String, "", "GPT-2 encoder.json", store(c.vocab_file));
+  t.add("--merge-file", K::String, "", "GPT-2 vocab.bpe", store(c.merge_file));
+  t.add("--tokenizer-model", K::String, "", "Hugging Face tokenizer.json (or its directory)",
             store(c.tokenizer_model));
-  t.add("--device", K::String, "auto", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"});
-  t.add("--delay-wgrad-compute", K::Bool, "false",
+  t.add("--device", K::String, "", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"});
+  t.add("--delay-wgrad-compute", K::Bool, "",
         "queue weight-gradient GEMMs and run them after each micro-batch's backward (identical gradients)",
         store(c.delay_wgrad_compute));
-  t.add("--no-cuda-graph", K::Bool, "false",
+  t.add("--no-cuda-graph", K::Bool, "",
         "run every micro-batch eagerly (by default a CUDA run replays each training micro-batch's forward and "
         "backward as a captured CUDA graph where the model allows)",
         store(c.no_cuda_graph));
-  t.add("--bf16", K::Bool, "false", "bf16 weights and activations with fp32 master weights, gradients and optimizer state (CUDA)", store(c.bf16));
-  t.add("--save", K::String, "None", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save));
-  t.add("--load", K::String, "None", "resume from the latest checkpoint of this directory", store(c.load));
+  t.add("--bf16", K::Bool, "", "bf16 weights and activations with fp32 master weights, gradients and optimizer state (CUDA)", store(c.bf16));
+  t.add("--save", K::String, "", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save));
+  t.add("--load", K::String, "", "resume from the latest checkpoint of this directory", store(c.load));
   t.add("--save-interval", K::Int, "None", "iterations between checkpoints (also saved at the end)",
             store(c.save_interval));
   t.add("--exit-interval", K::Int, "None", "stop (saving first, with --save) when iteration % N == 0",
             store(c.exit_interval));
   t.add("--ckpt-keep", K::Int, "all", "keep only the newest N checkpoints", store(c.ckpt_keep));
-  t.add("--no-load-optim", K::Bool, "false", "do not load the optimizer state", store(c.no_load_optim));
-  t.add("--no-load-rng", K::Bool, "false", "accepted (hytra's RNG is counter-based: no state)", store(c.no_load_rng));
-  t.add("--ckpt-strictness", K::String, "assume_ok_unexpected",
+  t.add("--no-load-optim", K::Bool, "", "do not load the optimizer state", store(c.no_load_optim));
+  t.add("--no-load-rng", K::Bool, "", "accepted (hytra's RNG is counter-based: no state)", store(c.no_load_rng));
+  t.add("--ckpt-strictness", K::String, "",
             "key mismatches on --load: assume_ok_unexpected, log_all, raise_unexpected, raise_all",
             store(c.ckpt_strictness), {"assume_ok_unexpected", "log_all", "raise_unexpected", "raise_all"});
-  t.add("--ckpt-allow-non-finite", K::Bool, "false",
+  t.add("--ckpt-allow-non-finite", K::Bool, "",
         "save and load checkpoints whose tensors hold NaN or Inf (refused by default, naming the tensor)",
         store(c.ckpt_allow_non_finite));
-  t.add("--finetune", K::Bool, "false", "load weights only: iteration 0, fresh optimizer and data position",
+  t.add("--finetune", K::Bool, "", "load weights only: iteration 0, fresh optimizer and data position",
             store(c.finetune));
-  t.add("--log-jsonl", K::String, "None", "append one JSON object per logged iteration to FILE",
+  t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE",
             store(c.log_jsonl));
 }
 
