@@ -20,7 +20,7 @@
 namespace hytra {
 
 struct RouterOptions {
-  int64_t hidden = 0, num_experts = 0, topk = 2;
+  int64_t hidden = 0, num_experts = 0, topk = 0;  // C, E, k (set from the config)
   ops::RouterScore score = ops::RouterScore::Softmax;
   bool pre_softmax = false;
   int64_t num_groups = 0, group_topk = 0;  // group-limited routing (0 = off)

@@ -19,7 +19,7 @@
 namespace hytra {
 
 struct DispatchOptions {
-  int64_t num_experts = 0, topk = 2;
+  int64_t num_experts = 0, topk = 0;  // E, k (model/layer_kinds.cpp sets them from the config)
   double capacity_factor = -1.0;  // < 0: dropless
   bool drop_by_position = false;  // --moe-token-drop-policy position
   bool pad_to_capacity = false;
