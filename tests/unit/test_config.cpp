@@ -160,6 +160,25 @@ TEST(Config, ValidEdgeValuesPass) {
   EXPECT_EQ(config_error({"--seq-length", "2147483647", "--position-embedding-type", "rope"}), "no error");
 }
 
+// Parsing reads no file but --config; the tokenizer is read when the configuration is resolved.
+TEST(Config, FlagParsingReadsNoTokenizerFile) {
+  const std::vector<std::string> args = {"--hybrid-layer-pattern", "*-", "--hidden-size", "32", "--num-attention-heads",
+                                         "4", "--seq-length", "8", "--micro-batch-size", "1", "--train-iters", "1",
+                                         "--data-path", "nowhere", "--tokenizer-type", "GPT2BPETokenizer",
+                                         "--vocab-file", "/nonexistent/encoder.json", "--merge-file",
+                                         "/nonexistent/vocab.bpe"};
+  ModelConfig m;
+  TrainConfig t;
+  EXPECT_TRUE(parse_train_flags(args, m, t, nullptr));
+  EXPECT_EQ(t.vocab_file, "/nonexistent/encoder.json");
+  try {
+    resolve_train_config(m, t);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/encoder.json"), std::string::npos) << e.what();
+  }
+}
+
 // --help shows a bound field's initialiser itself; a row's own default text must say something else
 // (what an unset value means), never repeat the initialiser (written once, in the config struct).
 TEST(Config, HelpDefaultsComeFromTheConfigStructs) {

@@ -219,8 +219,8 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
             store(c.log_jsonl));
 }
 
-bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
-                      std::string* help) {
+bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
+                       std::string* help) {
   FlagTable table;
   add_model_flags(table, model);
   add_train_flags(table, train);
@@ -232,16 +232,26 @@ bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, 
   if (table.is_set("--swiglu") && table.is_set("--squared-relu"))
     fail("--swiglu: cannot be combined with --squared-relu");
   if (train.lr_decay_iters == 0) train.lr_decay_iters = train.train_iters;
+  return true;
+}
+
+void resolve_train_config(ModelConfig& model, TrainConfig& train) {
   if (!train.tokenizer_type.empty()) {
     // Megatron takes the vocabulary from the tokenizer; --vocab-size is for the mock/null tokenizer.
     const int64_t v = load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model})
                           .vocab_size();
-    if (table.is_set("--vocab-size") && model.vocab_size != v)
+    if (model.vocab_size != 0 && model.vocab_size != v)
       fail(str("--vocab-size: ", model.vocab_size, " differs from the tokenizer's vocabulary (", v, ")"));
     model.vocab_size = v;
   }
   model.validate();
   train.validate();
+}
+
+bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
+                      std::string* help) {
+  if (!parse_train_flags(args, model, train, help)) return false;
+  resolve_train_config(model, train);
   return true;
 }
 

@@ -10,8 +10,14 @@ namespace hytra {
 void add_model_flags(FlagTable& table, ModelConfig& cfg);
 void add_train_flags(FlagTable& table, TrainConfig& cfg);
 
-// Parses `hytra train` arguments (argv after the subcommand) into the two configs and validates
-// both. Returns false when --help was asked (the help text is then in *help).
+// Configuration in two steps: parse_train_flags fills the configs from the flags and the --config
+// file (no other file is read; returns false when --help was asked, the help text then in *help);
+// resolve_train_config completes them from files (the vocabulary size from the tokenizer, as
+// Megatron) and validates both, the one place every violation is collected and named.
+bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
+                       std::string* help);
+void resolve_train_config(ModelConfig& model, TrainConfig& train);
+// Both, for the subcommands and tests that want a ready configuration.
 bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
                       std::string* help);
 
