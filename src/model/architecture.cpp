@@ -60,22 +60,22 @@ std::vector<ArchitectureEntry> architecture_record(const ModelConfig& c, const L
   add("hybrid_layer_pattern", plan.main.value_or(""));
   add("hidden_size", text(c.hidden_size));
   add("ffn_hidden_size", text(c.ffn_size()));
-  add("normalization", c.normalization);
+  add("normalization", name_of(c.normalization));
   add("norm_epsilon", text(c.norm_epsilon));
   add("activation", c.activation);
   add("add_bias_linear", text(c.add_bias_linear));
   add("vocab_size", text(c.vocab_size));
   add("padded_vocab_size", text(c.padded_vocab_size()));
   add("untie_embeddings_and_output_weights", text(c.untie_embeddings_and_output_weights));
-  add("position_embedding_type", c.position_embedding_type);
-  if (c.position_embedding_type == "learned_absolute") add("max_position_embeddings", text(c.max_positions()));
+  add("position_embedding_type", name_of(c.position_embedding_type));
+  if (c.position_embedding_type == PositionEmbedding::LearnedAbsolute) add("max_position_embeddings", text(c.max_positions()));
   add("seq_length", text(c.seq_length));
   if (attention) {
     add("num_attention_heads", text(c.num_attention_heads));
     add("num_query_groups", text(c.kv_heads()));
     add("kv_channels", text(c.head_dim()));
     add("qk_layernorm", text(c.qk_layernorm));
-    if (c.position_embedding_type == "rope") {
+    if (c.position_embedding_type == PositionEmbedding::Rope) {
       add("rotary_percent", text(c.rotary_percent));
       add("rotary_interleaved", text(c.rotary_interleaved));
       add("rotary_base", text(c.rotary_base));
@@ -98,7 +98,7 @@ std::vector<ArchitectureEntry> architecture_record(const ModelConfig& c, const L
     add("num_experts", text(c.num_experts));
     add("moe_ffn_hidden_size", text(c.moe_ffn_size()));
     add("moe_router_topk", text(c.moe_router_topk));
-    add("moe_router_score_function", c.moe_router_score_function);
+    add("moe_router_score_function", name_of(c.moe_router_score_function));
     add("moe_router_enable_expert_bias", text(c.moe_router_enable_expert_bias));
     add("moe_router_load_balancing_type", c.moe_router_load_balancing_type);
     add("moe_shared_expert_intermediate_size", text(c.moe_shared_expert_intermediate_size));
@@ -111,7 +111,7 @@ std::vector<ArchitectureEntry> architecture_record(const ModelConfig& c, const L
   add("enable_mhc_connections", text(c.enable_mhc));
   if (c.enable_mhc) {
     add("mhc_num_residual_streams", text(c.mhc_num_residual_streams));
-    add("mhc_variant", c.mhc_variant);
+    add("mhc_variant", name_of(c.mhc_variant));
     add("mhc_sinkhorn_iterations", text(c.mhc_sinkhorn_iterations));
   }
   return r;

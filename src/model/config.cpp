@@ -87,20 +87,14 @@ void ModelConfig::validate() const {
          str("--num-query-groups: expected a divisor of --num-attention-heads (", num_attention_heads, "), got ",
              num_query_groups));
   }
-  need(normalization == "LayerNorm" || normalization == "RMSNorm",
-       str("--normalization: expected LayerNorm or RMSNorm, got '", normalization, "'"));
   need(norm_epsilon > 0 && std::isfinite(norm_epsilon),
        str("--norm-epsilon: expected a positive finite number, got ", norm_epsilon));
   need(activation == "gelu" || activation == "swiglu" || activation == "squared_relu" || activation == "quick_geglu",
        str("activation: expected gelu, swiglu, squared_relu or quick_geglu, got '", activation, "'"));
-  need(position_embedding_type == "learned_absolute" || position_embedding_type == "rope" ||
-           position_embedding_type == "none",
-       str("--position-embedding-type: expected learned_absolute, rope or none, got '", position_embedding_type,
-           "'"));
   need(rotary_percent > 0 && rotary_percent <= 1, str("--rotary-percent: expected a value in (0, 1], got ", rotary_percent));
   need(rotary_base > 0 && std::isfinite(rotary_base),
        str("--rotary-base: expected a positive finite number, got ", rotary_base));
-  if (position_embedding_type == "rope" && num_attention_heads > 0 && hidden_size > 0) {
+  if (position_embedding_type == PositionEmbedding::Rope && num_attention_heads > 0 && hidden_size > 0) {
     int64_t rot = int64_t(double(head_dim()) * rotary_percent);
     need(rot > 0 && rot % 2 == 0,
          str("--rotary-percent: head dim ", head_dim(), " x ", rotary_percent, " must give an even rotary dim, got ", rot));
@@ -116,7 +110,7 @@ void ModelConfig::validate() const {
   need(seq_length > 0, str("--seq-length: expected a positive integer, got ", seq_length));
   need(max_position_embeddings >= 0,
        str("--max-position-embeddings: expected a positive integer, got ", max_position_embeddings));
-  if (position_embedding_type == "learned_absolute")
+  if (position_embedding_type == PositionEmbedding::LearnedAbsolute)
     need(max_positions() >= seq_length, str("--max-position-embeddings: expected >= --seq-length (", seq_length,
                                             "), got ", max_position_embeddings));
   for (auto [flag, v] : {std::pair<const char*, int64_t>{"--mamba-state-dim", mamba_state_dim},
@@ -142,9 +136,7 @@ void ModelConfig::validate() const {
          str("--moe-router-num-groups: expected a positive integer, got ", moe_router_num_groups));
     need(moe_router_topk_scaling_factor >= 0 && std::isfinite(moe_router_topk_scaling_factor),
          str("--moe-router-topk-scaling-factor: expected a finite number >= 0, got ", moe_router_topk_scaling_factor));
-    const bool sigmoid = moe_router_score_function == "sigmoid";
-    need(moe_router_score_function == "softmax" || sigmoid,
-         str("--moe-router-score-function: expected softmax or sigmoid, got '", moe_router_score_function, "'"));
+    const bool sigmoid = moe_router_score_function == RouterScore::Sigmoid;
     need(moe_router_topk >= 1 && moe_router_topk <= num_experts,
          str("--moe-router-topk: expected 1..--num-experts (", num_experts, "), got ", moe_router_topk));
     need(sigmoid || moe_router_topk != 1 || moe_router_pre_softmax,
@@ -208,8 +200,6 @@ void ModelConfig::validate() const {
          str("--mhc-init-gating-factor: expected a finite number >= 0, got ", mhc_init_gating_factor));
     need(mhc_recompute_layer_num >= 0,
          str("--mhc-recompute-layer-num: expected a positive integer, got ", mhc_recompute_layer_num));
-    need(mhc_variant == "main" || mhc_variant == "dev",
-         str("--mhc-variant: expected main or dev, got '", mhc_variant, "'"));
   }
   if (recompute_granularity == "full") {
     need(recompute_method == "uniform" || recompute_method == "block",

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/enum_text.h"
+
 namespace hytra {
 
 struct ModelConfig {
@@ -26,10 +28,10 @@ struct ModelConfig {
   int64_t kv_channels = 0;              // --kv-channels: head dim D; 0 = C / H
   bool qk_layernorm = false;            // --qk-layernorm: norm q and k over the head dim
   bool add_bias_linear = true;          // cleared by --disable-bias-linear
-  std::string normalization = "LayerNorm";  // --normalization: LayerNorm | RMSNorm
+  NormKind normalization = NormKind::LayerNorm;  // --normalization: LayerNorm | RMSNorm
   double norm_epsilon = 1e-5;           // --norm-epsilon
   std::string activation = "gelu";      // --swiglu -> swiglu, --squared-relu -> squared_relu, --quick-geglu -> quick_geglu, else gelu
-  std::string position_embedding_type = "learned_absolute";  // --position-embedding-type: learned_absolute | rope | none
+  PositionEmbedding position_embedding_type = PositionEmbedding::LearnedAbsolute;  // --position-embedding-type
   int64_t max_position_embeddings = 0;  // --max-position-embeddings: 0 = seq_length
   double rotary_base = 10000.0;         // --rotary-base
   double rotary_percent = 1.0;          // --rotary-percent
@@ -59,7 +61,7 @@ struct ModelConfig {
   int64_t num_experts = 0;              // --num-experts: routed experts E (0 = None)
   int64_t moe_ffn_hidden_size = 0;      // --moe-ffn-hidden-size: expert width; 0 = --ffn-hidden-size
   int64_t moe_router_topk = 2;          // --moe-router-topk: k
-  std::string moe_router_score_function = "softmax";  // --moe-router-score-function: softmax | sigmoid
+  RouterScore moe_router_score_function = RouterScore::Softmax;  // --moe-router-score-function
   bool moe_router_pre_softmax = false;  // --moe-router-pre-softmax
   int64_t moe_router_num_groups = 0;    // --moe-router-num-groups: group-limited routing (0 = None)
   int64_t moe_router_group_topk = 0;    // --moe-router-group-topk
@@ -88,7 +90,7 @@ struct ModelConfig {
   int64_t mhc_sinkhorn_iterations = 20; // --mhc-sinkhorn-iterations
   double mhc_init_gating_factor = 0.01; // --mhc-init-gating-factor: initial alpha_pre/post/res
   int64_t mhc_recompute_layer_num = 0;  // --mhc-recompute-layer-num (0 = None)
-  std::string mhc_variant = "main";     // --mhc-variant: main | dev (DeepSeek-V4 flavour)
+  MhcVariant mhc_variant = MhcVariant::Main;  // --mhc-variant: main | dev (DeepSeek-V4 flavour)
 
   // Activation recompute (docs/spec/recompute.md, docs/spec/README.md decisions 4-5).
   std::string recompute_granularity;    // --recompute-granularity: full | selective | "" (None)

@@ -36,7 +36,7 @@ LayerPlan plan_for(const ModelConfig& cfg) {
   o.hybrid_attention_ratio = cfg.hybrid_attention_ratio;
   o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio;
   LayerPlan plan = build_layer_plan(o);
-  HYTRA_CHECK(plan.mtp_depths == 0 || cfg.position_embedding_type != "learned_absolute",
+  HYTRA_CHECK(plan.mtp_depths == 0 || cfg.position_embedding_type != PositionEmbedding::LearnedAbsolute,
               "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (docs/spec/mtp.md §2)");
   for (const LayerItem& item : plan.items) {
     std::set<std::string> names;  // one hyper-connection key per sub-layer of the group
@@ -56,7 +56,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   cfg_.num_layers = plan_.num_layers;  // the pattern decides (docs/spec/pattern.md §6)
   const int64_t V = cfg_.padded_vocab_size(), C = cfg_.hidden_size;
   embedding_ = std::make_unique<Embedding>(kWordEmbeddingKey, V, C, cfg_.init_method_std, store_);
-  if (cfg_.position_embedding_type == "learned_absolute")
+  if (cfg_.position_embedding_type == PositionEmbedding::LearnedAbsolute)
     position_embedding_ =
         std::make_unique<Embedding>(kPositionEmbeddingKey, cfg_.max_positions(), C, cfg_.init_method_std, store_);
   auto count = [this](char s) { ++counts_.sublayers[s]; };
@@ -65,7 +65,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   hc.streams = cfg_.mhc_num_residual_streams;
   hc.sinkhorn_iterations = cfg_.mhc_sinkhorn_iterations;
   hc.init_gating = cfg_.mhc_init_gating_factor;
-  hc.variant = cfg_.mhc_variant == "dev" ? ops::MhcVariant::Dev : ops::MhcVariant::Main;
+  hc.variant = cfg_.mhc_variant;
   for (const LayerItem& item : plan_.items) {
     for (size_t j = 0; j < item.symbols.size(); ++j) {
       SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j]};
@@ -80,7 +80,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
       count(spec.symbol);
     }
   }
-  NormOptions norm{cfg_.normalization == "RMSNorm" ? NormKind::RMSNorm : NormKind::LayerNorm, C, cfg_.norm_epsilon};
+  NormOptions norm{cfg_.normalization, C, cfg_.norm_epsilon};
   final_norm_ = std::make_unique<Norm>(norm, final_norm_prefix(plan_.main.value_or("")), store_);
   Param* tied = cfg_.untie_embeddings_and_output_weights ? nullptr : &embedding_->weight();
   output_ = std::make_unique<OutputLayer>(kOutputLayerKey, V, C, cfg_.init_method_std, tied, store_);

@@ -19,7 +19,6 @@ bool recompute(const ModelConfig& c, const char* module) {
          std::find(c.recompute_modules.begin(), c.recompute_modules.end(), module) != c.recompute_modules.end();
 }
 
-NormKind norm_kind(const ModelConfig& c) { return c.normalization == "RMSNorm" ? NormKind::RMSNorm : NormKind::LayerNorm; }
 
 // Megatron: output projections (linear_proj, linear_fc2) use std / sqrt(2 * num_layers).
 double output_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2.0 * double(c.num_layers)); }
@@ -27,7 +26,7 @@ double output_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2
 // The options every pre-norm sub-layer shares (nn/pre_norm.h).
 PreNormOptions pre_norm(const ModelConfig& c) {
   PreNormOptions o;
-  o.norm = norm_kind(c);
+  o.norm = c.normalization;
   o.norm_eps = c.norm_epsilon;
   o.init_std = c.init_method_std;
   o.output_init_std = output_std(c);
@@ -44,7 +43,7 @@ std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec&
   o.qk_norm = c.qk_layernorm;
   o.recompute_core = recompute(c, "core_attn");
   o.bias = c.add_bias_linear;
-  o.use_rope = c.position_embedding_type == "rope";
+  o.use_rope = c.position_embedding_type == PositionEmbedding::Rope;
   o.rotary_base = c.rotary_base;
   o.rotary_percent = c.rotary_percent;
   o.rotary_interleaved = c.rotary_interleaved;
@@ -79,8 +78,8 @@ std::unique_ptr<Module> make_mamba2(const ModelConfig& c, const SubLayerSpec& s,
 
 std::unique_ptr<Module> make_gdn(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
   // out_norm is an RMSNorm over dv in every released gated delta net model; hytra builds only that.
-  HYTRA_CHECK(c.normalization == "RMSNorm", "--normalization: gated delta net layers ('G', physical layer ",
-              s.layer_number, ") need RMSNorm (their out_norm is an RMSNorm), got ", c.normalization);
+  HYTRA_CHECK(c.normalization == NormKind::RMSNorm, "--normalization: gated delta net layers ('G', physical layer ",
+              s.layer_number, ") need RMSNorm (their out_norm is an RMSNorm), got ", name_of(c.normalization));
   GatedDeltaNetOptions o;
   static_cast<PreNormOptions&>(o) = pre_norm(c);
   o.hidden = c.hidden_size;
@@ -105,13 +104,13 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
               s.layer_number, ") but --num-experts is not set");
   MoeOptions o;
   o.hidden = c.hidden_size;
-  o.norm = norm_kind(c);
+  o.norm = c.normalization;
   o.norm_eps = c.norm_epsilon;
   RouterOptions& r = o.router;
   r.hidden = c.hidden_size;
   r.num_experts = c.num_experts;
   r.topk = c.moe_router_topk;
-  r.score = c.moe_router_score_function == "sigmoid" ? ops::RouterScore::Sigmoid : ops::RouterScore::Softmax;
+  r.score = c.moe_router_score_function;
   r.pre_softmax = c.moe_router_pre_softmax;
   r.num_groups = c.moe_router_num_groups;
   r.group_topk = c.moe_router_group_topk;

@@ -21,9 +21,9 @@ ModelConfig tiny(const std::string& pattern) {
   c.hidden_size = 8;
   c.num_attention_heads = 2;
   c.ffn_hidden_size = 12;
-  c.normalization = "RMSNorm";
+  c.normalization = NormKind::RMSNorm;
   c.activation = "swiglu";
-  c.position_embedding_type = "rope";
+  c.position_embedding_type = PositionEmbedding::Rope;
   c.add_bias_linear = false;
   c.vocab_size = 30;
   c.make_vocab_size_divisible_by = 16;

@@ -75,7 +75,7 @@ void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& 
   }
   HYTRA_CHECK(ids.numel() > 0, batch_path, ": the batch is empty (", shape_str(ids.shape()),
               "): expected at least one sequence of at least one token");
-  HYTRA_CHECK(mc.position_embedding_type != "learned_absolute" || ids.size(1) <= mc.max_positions(), batch_path,
+  HYTRA_CHECK(mc.position_embedding_type != PositionEmbedding::LearnedAbsolute || ids.size(1) <= mc.max_positions(), batch_path,
               ": sequences of ", ids.size(1), " tokens exceed the ", mc.max_positions(),
               " learned positions (--max-position-embeddings, default --seq-length)");
   const Device dev = tc.device == "cuda" || (tc.device == "auto" && cuda_available()) ? Device::CUDA : Device::CPU;

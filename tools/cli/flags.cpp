@@ -14,6 +14,13 @@ std::function<void(const FlagValues&)> set_if(std::string& field, std::string va
     if (v[0] == "true") field = value;
   };
 }
+// An enum-valued field: its values' names are the flag's choices (model/enum_text.h).
+template <class E>
+Binding store_enum(E& field, const char* flag) {
+  return {[&field, flag](const FlagValues& v) { field = enum_of<E>(v[0], flag); },
+          [&field] { return std::string(name_of(field)); }};
+}
+
 }  // namespace
 
 void add_model_flags(FlagTable& t, ModelConfig& c) {
@@ -40,7 +47,7 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--mhc-recompute-layer-num", K::Int, "None", "layers per mHC recompute block",
         store(c.mhc_recompute_layer_num));
   t.add("--mhc-variant", K::String, "", "main (Megatron) or dev (DeepSeek-V4: Sinkhorn flavour, H_res^T)",
-        store(c.mhc_variant), {"main", "dev"});
+        store_enum(c.mhc_variant, "--mhc-variant"), names_of<MhcVariant>());
   t.add("--recompute-granularity", K::String, "", "full or selective activation recompute",
         store(c.recompute_granularity), {"full", "selective"});
   t.add("--recompute-method", K::String, "", "full recompute: uniform (chunks) or block (the first layers)",
@@ -63,8 +70,8 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--qk-layernorm", K::Bool, "", "normalise q and k over the head dim", store(c.qk_layernorm));
   t.add("--disable-bias-linear", K::Bool, "false", "no biases in linear layers",
             [&c](const FlagValues& v) { c.add_bias_linear = v[0] != "true"; });
-  t.add("--normalization", K::String, "", "LayerNorm or RMSNorm", store(c.normalization),
-            {"LayerNorm", "RMSNorm"});
+  t.add("--normalization", K::String, "", "LayerNorm or RMSNorm", store_enum(c.normalization, "--normalization"),
+        names_of<NormKind>());
   t.add("--norm-epsilon", K::Float, "1e-5", "norm epsilon", store(c.norm_epsilon));
   t.add("--swiglu", K::Bool, "false", "gated SiLU MLP", set_if(c.activation, "swiglu"));
   t.add("--squared-relu", K::Bool, "false", "squared-ReLU MLP", set_if(c.activation, "squared_relu"));
@@ -74,7 +81,7 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--activation-func-clamp-value", K::Float, "None", "MoE GLU clamp: gate <= L, linear in [-L, L]",
         store(c.activation_func_clamp_value));
   t.add("--position-embedding-type", K::String, "", "learned_absolute, rope or none",
-            store(c.position_embedding_type), {"learned_absolute", "rope", "none"});
+        store_enum(c.position_embedding_type, "--position-embedding-type"), names_of<PositionEmbedding>());
   t.add("--max-position-embeddings", K::Int, "seq-length", "position table size",
             store(c.max_position_embeddings));
   t.add("--rotary-base", K::Float, "", "RoPE theta", store(c.rotary_base));
@@ -108,8 +115,8 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--num-experts", K::Int, "None", "routed experts per MoE layer", store(c.num_experts));
   t.add("--moe-ffn-hidden-size", K::Int, "ffn-hidden-size", "expert width", store(c.moe_ffn_hidden_size));
   t.add("--moe-router-topk", K::Int, "", "experts per token", store(c.moe_router_topk));
-  t.add("--moe-router-score-function", K::String, "", "softmax or sigmoid", store(c.moe_router_score_function),
-        {"softmax", "sigmoid"});
+  t.add("--moe-router-score-function", K::String, "", "softmax or sigmoid",
+        store_enum(c.moe_router_score_function, "--moe-router-score-function"), names_of<RouterScore>());
   t.add("--moe-router-pre-softmax", K::Bool, "", "softmax over all experts before top-k",
         store(c.moe_router_pre_softmax));
   t.add("--moe-router-num-groups", K::Int, "None", "group-limited routing: expert groups",
