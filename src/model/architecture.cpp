@@ -62,7 +62,7 @@ std::vector<ArchitectureEntry> architecture_record(const ModelConfig& c, const L
   add("ffn_hidden_size", text(c.ffn_size()));
   add("normalization", name_of(c.normalization));
   add("norm_epsilon", text(c.norm_epsilon));
-  add("activation", c.activation);
+  add("activation", name_of(c.activation));
   add("add_bias_linear", text(c.add_bias_linear));
   add("vocab_size", text(c.vocab_size));
   add("padded_vocab_size", text(c.padded_vocab_size()));
@@ -107,7 +107,7 @@ std::vector<ArchitectureEntry> architecture_record(const ModelConfig& c, const L
     add("moe_expert_capacity_factor",
         c.moe_expert_capacity_factor ? text(*c.moe_expert_capacity_factor) : std::string("None"));
   }
-  if (c.activation == "swiglu" || c.activation == "quick_geglu") add("glu_linear_offset", text(c.glu_linear_offset));
+  if (is_glu(c.activation)) add("glu_linear_offset", text(c.glu_linear_offset));
   add("enable_mhc_connections", text(c.enable_mhc));
   if (c.enable_mhc) {
     add("mhc_num_residual_streams", text(c.mhc_num_residual_streams));

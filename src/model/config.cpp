@@ -24,7 +24,7 @@ int64_t ModelConfig::padded_vocab_size() const {
 int64_t ModelConfig::ffn_size() const {
   if (ffn_hidden_size > 0) return ffn_hidden_size;
   // Megatron: 4h, or int(8h/3/64)*64 for SwiGLU so the gated MLP keeps ~the same parameters.
-  if (activation == "swiglu") return (8 * hidden_size / 3) / 64 * 64;
+  if (activation == Activation::SwiGLU) return (8 * hidden_size / 3) / 64 * 64;
   return 4 * hidden_size;
 }
 
@@ -89,8 +89,6 @@ void ModelConfig::validate() const {
   }
   need(norm_epsilon > 0 && std::isfinite(norm_epsilon),
        str("--norm-epsilon: expected a positive finite number, got ", norm_epsilon));
-  need(activation == "gelu" || activation == "swiglu" || activation == "squared_relu" || activation == "quick_geglu",
-       str("activation: expected gelu, swiglu, squared_relu or quick_geglu, got '", activation, "'"));
   need(rotary_percent > 0 && rotary_percent <= 1, str("--rotary-percent: expected a value in (0, 1], got ", rotary_percent));
   need(rotary_base > 0 && std::isfinite(rotary_base),
        str("--rotary-base: expected a positive finite number, got ", rotary_base));
@@ -176,7 +174,7 @@ void ModelConfig::validate() const {
              moe_expert_capacity_factor.value_or(0.0)));
     need(!moe_pad_expert_input_to_capacity || moe_expert_capacity_factor,
          "--moe-pad-expert-input-to-capacity: needs --moe-expert-capacity-factor");
-    const bool glu = activation == "swiglu" || activation == "quick_geglu";
+    const bool glu = is_glu(activation);
     need(!sizes_bounded || (moe_mlp_glu_interleave_size >= 0 &&
                             (moe_mlp_glu_interleave_size == 0 ||
                              (glu && moe_ffn_size() % moe_mlp_glu_interleave_size == 0))),
@@ -184,7 +182,7 @@ void ModelConfig::validate() const {
              ") with a GLU activation, got ", moe_mlp_glu_interleave_size));
     need(activation_func_clamp_value >= 0 && std::isfinite(activation_func_clamp_value),
          str("--activation-func-clamp-value: expected a positive finite number, got ", activation_func_clamp_value));
-    need(activation_func_clamp_value == 0 || activation != "swiglu" || glu_linear_offset == 0,
+    need(activation_func_clamp_value == 0 || activation != Activation::SwiGLU || glu_linear_offset == 0,
          "--glu-linear-offset: must be 0 with --swiglu and --activation-func-clamp-value (Megatron)");
     need(moe_shared_expert_intermediate_size >= 0,
          str("--moe-shared-expert-intermediate-size: expected a positive integer, got ",

@@ -30,7 +30,7 @@ struct ModelConfig {
   bool add_bias_linear = true;          // cleared by --disable-bias-linear
   NormKind normalization = NormKind::LayerNorm;  // --normalization: LayerNorm | RMSNorm
   double norm_epsilon = 1e-5;           // --norm-epsilon
-  std::string activation = "gelu";      // --swiglu -> swiglu, --squared-relu -> squared_relu, --quick-geglu -> quick_geglu, else gelu
+  Activation activation = Activation::GeLU;  // --swiglu, --squared-relu, --quick-geglu; else GeLU
   PositionEmbedding position_embedding_type = PositionEmbedding::LearnedAbsolute;  // --position-embedding-type
   int64_t max_position_embeddings = 0;  // --max-position-embeddings: 0 = seq_length
   double rotary_base = 10000.0;         // --rotary-base

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "nn/activation.h"
 #include "nn/norm.h"
 #include "ops/op_types.h"
 
@@ -36,6 +37,13 @@ template <>
 struct EnumText<MhcVariant> {
   static constexpr std::array<std::pair<MhcVariant, const char*>, 2> names = {
       {{MhcVariant::Main, "main"}, {MhcVariant::Dev, "dev"}}};
+};
+
+template <>
+struct EnumText<Activation> {  // set by --swiglu / --squared-relu / --quick-geglu
+  static constexpr std::array<std::pair<Activation, const char*>, 4> names = {
+      {{Activation::GeLU, "gelu"}, {Activation::SwiGLU, "swiglu"}, {Activation::SquaredReLU, "squared_relu"},
+       {Activation::QuickGeGLU, "quick_geglu"}}};
 };
 
 template <class E>

@@ -55,7 +55,7 @@ std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, Pa
   static_cast<PreNormOptions&>(o) = pre_norm(c);
   o.hidden = c.hidden_size;
   o.ffn = c.ffn_size();
-  o.activation = activation_from_name(c.activation);
+  o.activation = c.activation;
   o.glu_linear_offset = c.glu_linear_offset;
   o.bias = c.add_bias_linear;
   return std::make_unique<Mlp>(o, s.prefix, store);
@@ -91,12 +91,14 @@ std::unique_ptr<Module> make_gdn(const ModelConfig& c, const SubLayerSpec& s, Pa
   return std::make_unique<GatedDeltaNet>(o, s.prefix, store);
 }
 
-ops::ExpertActivation expert_activation(const std::string& name) {
-  if (name == "swiglu") return ops::ExpertActivation::SwiGLU;
-  if (name == "quick_geglu") return ops::ExpertActivation::QuickGeGLU;
-  if (name == "squared_relu") return ops::ExpertActivation::SquaredReLU;
-  HYTRA_ASSERT(name == "gelu", "activation '", name, "' (ModelConfig::validate admits only four)");
-  return ops::ExpertActivation::GeLU;
+ops::ExpertActivation expert_activation(Activation a) {
+  switch (a) {
+    case Activation::SwiGLU: return ops::ExpertActivation::SwiGLU;
+    case Activation::QuickGeGLU: return ops::ExpertActivation::QuickGeGLU;
+    case Activation::SquaredReLU: return ops::ExpertActivation::SquaredReLU;
+    case Activation::GeLU: return ops::ExpertActivation::GeLU;
+  }
+  HYTRA_ASSERT(false, "an activation without an expert kernel");
 }
 
 std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
@@ -153,7 +155,7 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
 }
 
 // ---- FLOPs per token (model/flops.h): the weights a token is multiplied by, and the rest -------------
-bool glu(const ModelConfig& c) { return c.activation == "swiglu" || c.activation == "quick_geglu"; }
+bool glu(const ModelConfig& c) { return is_glu(c.activation); }
 
 int64_t attention_params(const ModelConfig& c) {  // linear_qkv + linear_proj
   const int64_t C = c.hidden_size, H = c.num_attention_heads, Hkv = c.kv_heads(), D = c.head_dim();

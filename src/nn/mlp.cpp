@@ -5,14 +5,6 @@
 
 namespace hytra {
 
-Activation activation_from_name(const std::string& name) {
-  if (name == "swiglu") return Activation::SwiGLU;
-  if (name == "squared_relu") return Activation::SquaredReLU;
-  if (name == "quick_geglu") return Activation::QuickGeGLU;
-  HYTRA_CHECK(name == "gelu", "activation: expected gelu, swiglu, squared_relu or quick_geglu, got '", name, "'");
-  return Activation::GeLU;
-}
-
 FeedForward::FeedForward(const MlpOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
   fc1_ = std::make_unique<Linear>(prefix + "linear_fc1.", o.hidden, is_glu(o.activation) ? 2 * o.ffn : o.ffn, o.bias,
                                   o.init_std, store);

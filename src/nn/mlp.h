@@ -12,13 +12,11 @@
 
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/activation.h"
 #include "nn/norm.h"
 #include "nn/pre_norm.h"
 
 namespace hytra {
-
-enum class Activation { SwiGLU, GeLU, SquaredReLU, QuickGeGLU };
-inline bool is_glu(Activation a) { return a == Activation::SwiGLU || a == Activation::QuickGeGLU; }
 
 struct MlpOptions : PreNormOptions {
   int64_t hidden = 0, ffn = 0;  // C, F
@@ -57,8 +55,5 @@ class Mlp : public PreNormModule {
   std::unique_ptr<Norm> norm_;
   std::unique_ptr<FeedForward> ff_;
 };
-
-// The activation the config names (--swiglu, --squared-relu, --quick-geglu, else GeLU).
-Activation activation_from_name(const std::string& name);
 
 }  // namespace hytra

@@ -22,7 +22,7 @@ ModelConfig tiny(const std::string& pattern) {
   c.num_attention_heads = 2;
   c.ffn_hidden_size = 12;
   c.normalization = NormKind::RMSNorm;
-  c.activation = "swiglu";
+  c.activation = Activation::SwiGLU;
   c.position_embedding_type = PositionEmbedding::Rope;
   c.add_bias_linear = false;
   c.vocab_size = 30;

@@ -8,8 +8,9 @@ namespace hytra {
 namespace {
 using K = FlagSpec::Kind;
 
-// A bool flag that sets a string field to `value` (e.g. --swiglu -> activation = "swiglu").
-std::function<void(const FlagValues&)> set_if(std::string& field, std::string value) {
+// A bool flag that sets a field to `value` (e.g. --swiglu -> activation = SwiGLU).
+template <class T>
+std::function<void(const FlagValues&)> set_if(T& field, T value) {
   return [&field, value](const FlagValues& v) {
     if (v[0] == "true") field = value;
   };
@@ -73,10 +74,10 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--normalization", K::String, "", "LayerNorm or RMSNorm", store_enum(c.normalization, "--normalization"),
         names_of<NormKind>());
   t.add("--norm-epsilon", K::Float, "1e-5", "norm epsilon", store(c.norm_epsilon));
-  t.add("--swiglu", K::Bool, "false", "gated SiLU MLP", set_if(c.activation, "swiglu"));
-  t.add("--squared-relu", K::Bool, "false", "squared-ReLU MLP", set_if(c.activation, "squared_relu"));
+  t.add("--swiglu", K::Bool, "false", "gated SiLU MLP", set_if(c.activation, Activation::SwiGLU));
+  t.add("--squared-relu", K::Bool, "false", "squared-ReLU MLP", set_if(c.activation, Activation::SquaredReLU));
   t.add("--quick-geglu", K::Bool, "false", "quick-GeGLU MLP: g * sigmoid(1.702 g) * (lin + --glu-linear-offset)",
-        set_if(c.activation, "quick_geglu"));
+        set_if(c.activation, Activation::QuickGeGLU));
   t.add("--glu-linear-offset", K::Float, "0.0", "added to the GLU linear half", store(c.glu_linear_offset));
   t.add("--activation-func-clamp-value", K::Float, "None", "MoE GLU clamp: gate <= L, linear in [-L, L]",
         store(c.activation_func_clamp_value));
