@@ -100,7 +100,7 @@ std::vector<ArchitectureEntry> architecture_record(const ModelConfig& c, const L
     add("moe_router_topk", text(c.moe_router_topk));
     add("moe_router_score_function", name_of(c.moe_router_score_function));
     add("moe_router_enable_expert_bias", text(c.moe_router_enable_expert_bias));
-    add("moe_router_load_balancing_type", c.moe_router_load_balancing_type);
+    add("moe_router_load_balancing_type", name_of(c.moe_router_load_balancing_type));
     add("moe_shared_expert_intermediate_size", text(c.moe_shared_expert_intermediate_size));
     add("moe_shared_expert_gate", text(c.moe_shared_expert_gate));
     add("moe_mlp_glu_interleave_size", text(c.moe_mlp_glu_interleave_size));

@@ -162,12 +162,6 @@ void ModelConfig::validate() const {
     need(moe_router_dtype.empty() || moe_router_dtype == "fp32",
          str("--moe-router-dtype: expected fp32 (fp64 routing is not implemented in hytra), got '", moe_router_dtype,
              "'"));
-    need(moe_router_load_balancing_type == "aux_loss" || moe_router_load_balancing_type == "seq_aux_loss" ||
-             moe_router_load_balancing_type == "global_aux_loss" || moe_router_load_balancing_type == "none",
-         str("--moe-router-load-balancing-type: expected aux_loss, seq_aux_loss, global_aux_loss or none, got '",
-             moe_router_load_balancing_type, "'"));
-    need(moe_token_drop_policy == "probs" || moe_token_drop_policy == "position",
-         str("--moe-token-drop-policy: expected probs or position, got '", moe_token_drop_policy, "'"));
     const double capacity = moe_expert_capacity_factor.value_or(1.0);
     need(capacity > 0 && std::isfinite(capacity),
          str("--moe-expert-capacity-factor: expected a positive finite number (or None: dropless), got ",
@@ -199,12 +193,11 @@ void ModelConfig::validate() const {
     need(mhc_recompute_layer_num >= 0,
          str("--mhc-recompute-layer-num: expected a positive integer, got ", mhc_recompute_layer_num));
   }
-  if (recompute_granularity == "full") {
-    need(recompute_method == "uniform" || recompute_method == "block",
-         str("--recompute-method: full recompute needs uniform or block, got '", recompute_method, "'"));
+  if (recompute_granularity == RecomputeGranularity::Full) {
+    need(recompute_method != RecomputeMethod::None, "--recompute-method: full recompute needs uniform or block");
     need(recompute_num_layers >= 1,
          str("--recompute-num-layers: full recompute needs a positive count, got ", recompute_num_layers));
-  } else if (recompute_granularity == "selective") {
+  } else if (recompute_granularity == RecomputeGranularity::Selective) {
     need(recompute_num_layers == 0, "--recompute-num-layers: must be unset with selective recompute");
     for (const std::string& m : recompute_modules) {
       const bool known = m == "mlp" || m == "moe" || m == "mamba" || m == "core_attn" || m == "moe_act" ||
@@ -218,12 +211,9 @@ void ModelConfig::validate() const {
     need(!has("mhc") || enable_mhc, "--recompute-modules: 'mhc' needs --enable-mhc-connections");
     need(!(has("mhc") && has("mlp")), "--recompute-modules: 'mhc' and 'mlp' cannot be combined (Megatron)");
 
-  } else {
-    need(recompute_granularity.empty(),
-         str("--recompute-granularity: expected full or selective, got '", recompute_granularity, "'"));
   }
   need(mhc_recompute_layer_num == 0 ||
-           (recompute_granularity == "selective" &&
+           (recompute_granularity == RecomputeGranularity::Selective &&
             std::find(recompute_modules.begin(), recompute_modules.end(), "mhc") != recompute_modules.end()),
        "--mhc-recompute-layer-num: needs --recompute-granularity selective --recompute-modules mhc");
   need(mtp_loss_scaling_factor >= 0 && std::isfinite(mtp_loss_scaling_factor),

@@ -69,11 +69,11 @@ struct ModelConfig {
   std::string moe_router_dtype;         // --moe-router-dtype: fp32 | "" (None: logits in the activation dtype)
   bool moe_router_enable_expert_bias = false;   // --moe-router-enable-expert-bias (sigmoid only)
   double moe_router_bias_update_rate = 1e-3;    // --moe-router-bias-update-rate
-  std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | global_aux_loss | none
+  LoadBalancing moe_router_load_balancing_type = LoadBalancing::AuxLoss;  // --moe-router-load-balancing-type
   double moe_aux_loss_coeff = 0.0;      // --moe-aux-loss-coeff
   double moe_z_loss_coeff = 0.0;        // --moe-z-loss-coeff (0 = None)
   std::optional<double> moe_expert_capacity_factor;  // --moe-expert-capacity-factor (None: dropless; else > 0)
-  std::string moe_token_drop_policy = "probs";  // --moe-token-drop-policy: probs | position
+  DropPolicy moe_token_drop_policy = DropPolicy::Probs;  // --moe-token-drop-policy: probs | position
   bool moe_pad_expert_input_to_capacity = false;  // --moe-pad-expert-input-to-capacity
   bool moe_router_padding_for_quantization = false;  // --moe-router-padding-for-quantization (multiple of 16)
   int64_t moe_shared_expert_intermediate_size = 0;   // --moe-shared-expert-intermediate-size (0 = None)
@@ -93,8 +93,8 @@ struct ModelConfig {
   MhcVariant mhc_variant = MhcVariant::Main;  // --mhc-variant: main | dev (DeepSeek-V4 flavour)
 
   // Activation recompute (docs/spec/recompute.md, docs/spec/README.md decisions 4-5).
-  std::string recompute_granularity;    // --recompute-granularity: full | selective | "" (None)
-  std::string recompute_method;         // --recompute-method: uniform | block (full recompute)
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::None;  // --recompute-granularity
+  RecomputeMethod recompute_method = RecomputeMethod::None;  // --recompute-method: uniform | block (full)
   int64_t recompute_num_layers = 0;     // --recompute-num-layers: logical layers per unit / checkpointed
   std::vector<std::string> recompute_modules = {"core_attn"};  // --recompute-modules (selective)
 

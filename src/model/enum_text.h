@@ -8,12 +8,16 @@
 
 #include "core/error.h"
 #include "nn/activation.h"
+#include "nn/moe/router.h"
 #include "nn/norm.h"
 #include "ops/op_types.h"
 
 namespace hytra {
 
 enum class PositionEmbedding { LearnedAbsolute, Rope, None };  // --position-embedding-type
+enum class RecomputeGranularity { None, Full, Selective };       // --recompute-granularity (None: off)
+enum class RecomputeMethod { None, Uniform, Block };             // --recompute-method (full recompute)
+enum class DropPolicy { Probs, Position };                       // --moe-token-drop-policy
 
 template <class E>
 struct EnumText;  // static constexpr std::array<std::pair<E, const char*>, N> names
@@ -44,6 +48,29 @@ struct EnumText<Activation> {  // set by --swiglu / --squared-relu / --quick-geg
   static constexpr std::array<std::pair<Activation, const char*>, 4> names = {
       {{Activation::GeLU, "gelu"}, {Activation::SwiGLU, "swiglu"}, {Activation::SquaredReLU, "squared_relu"},
        {Activation::QuickGeGLU, "quick_geglu"}}};
+};
+
+template <>
+struct EnumText<RecomputeGranularity> {
+  static constexpr std::array<std::pair<RecomputeGranularity, const char*>, 3> names = {
+      {{RecomputeGranularity::None, "None"}, {RecomputeGranularity::Full, "full"},
+       {RecomputeGranularity::Selective, "selective"}}};
+};
+template <>
+struct EnumText<RecomputeMethod> {
+  static constexpr std::array<std::pair<RecomputeMethod, const char*>, 3> names = {
+      {{RecomputeMethod::None, "None"}, {RecomputeMethod::Uniform, "uniform"}, {RecomputeMethod::Block, "block"}}};
+};
+template <>
+struct EnumText<DropPolicy> {
+  static constexpr std::array<std::pair<DropPolicy, const char*>, 2> names = {
+      {{DropPolicy::Probs, "probs"}, {DropPolicy::Position, "position"}}};
+};
+template <>
+struct EnumText<LoadBalancing> {
+  static constexpr std::array<std::pair<LoadBalancing, const char*>, 4> names = {
+      {{LoadBalancing::AuxLoss, "aux_loss"}, {LoadBalancing::SeqAuxLoss, "seq_aux_loss"},
+       {LoadBalancing::GlobalAuxLoss, "global_aux_loss"}, {LoadBalancing::None, "none"}}};
 };
 
 template <class E>

@@ -46,7 +46,7 @@ LayerPlan plan_for(const ModelConfig& cfg) {
                   "hyper-connections share the key decoder.layers.<i>.", layer_kind(c).hyper_connection,
                   " (the mixers M and G, or - and E); split the group");
   }
-  HYTRA_CHECK(cfg.recompute_granularity != "full" || cfg.recompute_num_layers <= plan.num_logical_layers,
+  HYTRA_CHECK(cfg.recompute_granularity != RecomputeGranularity::Full || cfg.recompute_num_layers <= plan.num_logical_layers,
               "--recompute-num-layers: expected at most the model's ", plan.num_logical_layers,
               " logical layers, got ", cfg.recompute_num_layers);
   return plan;
@@ -119,9 +119,9 @@ void HybridModel::plan_recompute() {
   }
   // The units partition the sub-layers; full recompute marks some (docs/spec/recompute.md §1-2).
   size_t next = 0;
-  if (cfg_.recompute_granularity == "full") {
+  if (cfg_.recompute_granularity == RecomputeGranularity::Full) {
     const size_t k = size_t(cfg_.recompute_num_layers);
-    const bool uniform = cfg_.recompute_method == "uniform";
+    const bool uniform = cfg_.recompute_method == RecomputeMethod::Uniform;
     for (size_t first = 0; first < items.size(); first += uniform ? k : 1) {
       if (!uniform && first >= k) break;
       const size_t last = uniform ? std::min(first + k, items.size()) - 1 : first;
@@ -130,7 +130,7 @@ void HybridModel::plan_recompute() {
     }
   }
   for (; next < L; ++next) units_.push_back({next, next + 1, false});
-  if (cfg_.recompute_granularity == "selective" && cfg_.enable_mhc) {
+  if (cfg_.recompute_granularity == RecomputeGranularity::Selective && cfg_.enable_mhc) {
     // Selective "mhc" (docs/spec/mhc.md §6): blocks of --mhc-recompute-layer-num sub-layers, by default
     // max(1, floor(sqrt(n L / (n + 2)))) (docs/spec/README.md decision 3); a block keeps its input streams and each
     // layer's mappings and output F, and rebuilds the other layers' input streams in backward.
@@ -141,7 +141,7 @@ void HybridModel::plan_recompute() {
       mhc_block_start.assign(L, false);
       for (size_t i = 0; i < L; i += k) mhc_block_start[i] = true;
     }
-  } else if (cfg_.recompute_granularity == "selective") {  // (mHC: in the wrappers)
+  } else if (cfg_.recompute_granularity == RecomputeGranularity::Selective) {  // (mHC: in the wrappers)
     size_t i = 0;
     for (const LayerItem& item : plan_.items)
       for (char sym : item.symbols) selective[i++] = selective_body(cfg_, sym);
@@ -168,7 +168,7 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
                    ctx.aux_loss_scale);
     Tensor h_next;
     // Full recompute (docs/spec/README.md decision 4): each depth is one unit, uniform or block alike.
-    const bool checkpoint = cfg_.recompute_granularity == "full";
+    const bool checkpoint = cfg_.recompute_granularity == RecomputeGranularity::Full;
     if (checkpoint) s.mtp_in.push_back({h, ids_k, labels_k});
     Tensor losses;
     {

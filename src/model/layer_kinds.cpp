@@ -15,7 +15,7 @@ namespace {
 
 // Selective recompute of `module` (--recompute-modules, docs/spec/recompute.md §3).
 bool recompute(const ModelConfig& c, const char* module) {
-  return c.recompute_granularity == "selective" &&
+  return c.recompute_granularity == RecomputeGranularity::Selective &&
          std::find(c.recompute_modules.begin(), c.recompute_modules.end(), module) != c.recompute_modules.end();
 }
 
@@ -129,7 +129,7 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   d.num_experts = c.num_experts;
   d.topk = c.moe_router_topk;
   d.capacity_factor = c.moe_expert_capacity_factor.value_or(-1.0);  // < 0: dropless
-  d.drop_by_position = c.moe_token_drop_policy == "position";
+  d.drop_by_position = c.moe_token_drop_policy == DropPolicy::Position;
   d.pad_to_capacity = c.moe_pad_expert_input_to_capacity;
   d.pad_multiple = c.moe_router_padding_for_quantization ? 16 : 0;
   ExpertsOptions& e = o.experts;

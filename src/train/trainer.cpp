@@ -77,11 +77,11 @@ class MoeInterval {
       aux += l.load_balancing_loss / double(layers_.size());
       z += l.z_loss / double(layers_.size());
     }
-    const std::string& type = mc.moe_router_load_balancing_type;
-    if (type != "none" && mc.moe_aux_loss_coeff > 0)
-      rec.moe_metrics.push_back({type == "seq_aux_loss"      ? "seq_load_balancing_loss"
-                                 : type == "global_aux_loss" ? "global_load_balancing_loss"
-                                                             : "load_balancing_loss",
+    const LoadBalancing type = mc.moe_router_load_balancing_type;
+    if (type != LoadBalancing::None && mc.moe_aux_loss_coeff > 0)
+      rec.moe_metrics.push_back({type == LoadBalancing::SeqAuxLoss      ? "seq_load_balancing_loss"
+                                 : type == LoadBalancing::GlobalAuxLoss ? "global_load_balancing_loss"
+                                                                        : "load_balancing_loss",
                                  aux});
     if (mc.moe_z_loss_coeff > 0) rec.moe_metrics.push_back({"z_loss", z});
     rec.moe_layers = std::move(layers_);

@@ -311,8 +311,9 @@ TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
     c.ffn_hidden_size = 128;
     c.num_experts = 4;
     c.moe_ffn_hidden_size = 64;
-    c.recompute_granularity = granularity;
-    c.recompute_method = method;
+    c.recompute_granularity = granularity.empty() ? RecomputeGranularity::None
+                                                  : enum_of<RecomputeGranularity>(granularity, "granularity");
+    c.recompute_method = method.empty() ? RecomputeMethod::None : enum_of<RecomputeMethod>(method, "method");
     c.recompute_num_layers = layers;
     c.recompute_modules = modules;
     return saved_after_forward(c);
@@ -344,7 +345,7 @@ TEST(HybridModel, MhcRecomputeLowersSavedActivationBytes) {
     ModelConfig c = tiny("M*-M*-");
     c.enable_mhc = true;
     c.mhc_num_residual_streams = 4;
-    if (!modules.empty()) c.recompute_granularity = "selective";
+    if (!modules.empty()) c.recompute_granularity = RecomputeGranularity::Selective;
     c.recompute_modules = modules;
     c.mhc_recompute_layer_num = block;
     return saved_after_forward(c);

@@ -248,7 +248,7 @@ TEST(TokenDispatcher, CapacityDropPoliciesAndPadding) {
 // gradient is exactly d(aux + z)/dW of the logged values, checked against central differences in
 // fp64 for each balancing type (one micro-batch: global_aux_loss uses this batch's counts).
 TEST(MoeLayer, AuxiliaryLossGradientsMatchTheirValues) {
-  for (const char* type : {"aux_loss", "seq_aux_loss", "global_aux_loss"}) {
+  for (LoadBalancing type : {LoadBalancing::AuxLoss, LoadBalancing::SeqAuxLoss, LoadBalancing::GlobalAuxLoss}) {
     MoeOptions o = options();
     o.router.balancing = type;
     o.router.aux_coeff = 0.3;
@@ -289,11 +289,11 @@ TEST(MoeLayer, AuxiliaryLossGradientsMatchTheirValues) {
       const double numeric = (up - down) / (2 * h);
       worst = std::max(worst, std::abs(numeric - analytic[i]) / std::max(1e-6, std::abs(numeric)));
     }
-    EXPECT_LT(worst, 1e-6) << type;
-    EXPECT_GT(aux_value(), 0.0) << type;
+    EXPECT_LT(worst, 1e-6) << "load balancing " << int(type);
+    EXPECT_GT(aux_value(), 0.0) << "load balancing " << int(type);
     double largest = 0;
     for (double g : analytic) largest = std::max(largest, std::abs(g));
-    EXPECT_GT(largest, 1e-3) << type;  // the losses do reach the router weight
+    EXPECT_GT(largest, 1e-3) << "load balancing " << int(type);  // the losses do reach the router weight
   }
 }
 

@@ -50,9 +50,9 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--mhc-variant", K::String, "", "main (Megatron) or dev (DeepSeek-V4: Sinkhorn flavour, H_res^T)",
         store_enum(c.mhc_variant, "--mhc-variant"), names_of<MhcVariant>());
   t.add("--recompute-granularity", K::String, "", "full or selective activation recompute",
-        store(c.recompute_granularity), {"full", "selective"});
+        store_enum(c.recompute_granularity, "--recompute-granularity"), {"full", "selective"});
   t.add("--recompute-method", K::String, "", "full recompute: uniform (chunks) or block (the first layers)",
-        store(c.recompute_method), {"uniform", "block"});
+        store_enum(c.recompute_method, "--recompute-method"), {"uniform", "block"});
   t.add("--recompute-num-layers", K::Int, "None", "logical layers per recompute unit (uniform) or checkpointed (block)",
         store(c.recompute_num_layers));
   t.add("--recompute-modules", K::StringList, "", "selective recompute: mlp, moe, mamba",
@@ -131,13 +131,13 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--moe-router-bias-update-rate", K::Float, "1e-3", "expert bias step per global batch",
         store(c.moe_router_bias_update_rate));
   t.add("--moe-router-load-balancing-type", K::String, "", "aux_loss, seq_aux_loss, global_aux_loss or none",
-        store(c.moe_router_load_balancing_type), {"aux_loss", "seq_aux_loss", "global_aux_loss", "none"});
+        store_enum(c.moe_router_load_balancing_type, "--moe-router-load-balancing-type"), names_of<LoadBalancing>());
   t.add("--moe-aux-loss-coeff", K::Float, "0.0", "load-balancing loss weight", store(c.moe_aux_loss_coeff));
   t.add("--moe-z-loss-coeff", K::Float, "None", "router z-loss weight", store(c.moe_z_loss_coeff));
   t.add("--moe-expert-capacity-factor", K::Float, "", "expert capacity factor (None: dropless)",
         store(c.moe_expert_capacity_factor));
-  t.add("--moe-token-drop-policy", K::String, "", "probs or position", store(c.moe_token_drop_policy),
-        {"probs", "position"});
+  t.add("--moe-token-drop-policy", K::String, "", "probs or position",
+        store_enum(c.moe_token_drop_policy, "--moe-token-drop-policy"), names_of<DropPolicy>());
   t.add("--moe-pad-expert-input-to-capacity", K::Bool, "", "pad every expert to its capacity",
         store(c.moe_pad_expert_input_to_capacity));
   t.add("--moe-router-padding-for-quantization", K::Bool, "",

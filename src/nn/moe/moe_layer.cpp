@@ -29,7 +29,7 @@ MoeLayer::MoeLayer(const MoeOptions& o, const std::string& prefix, int64_t layer
       g.topk = 1;
       g.score = ops::RouterScore::Sigmoid;
       g.fp32_logits = o.router.fp32_logits;
-      g.balancing = "none";
+      g.balancing = LoadBalancing::None;
       g.init_std = o.router.init_std;
       g.weight_key = "mlp.shared_experts.gate_weight";
       gate_ = std::make_unique<TopKRouter>(g, prefix, store);

@@ -51,12 +51,12 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
   s.daux = Tensor();
   if (!ctx.grad_enabled) return r;
 
-  const bool aux = opt_.balancing != "none" && opt_.aux_coeff > 0;
+  const bool aux = opt_.balancing != LoadBalancing::None && opt_.aux_coeff > 0;
   if (aux || opt_.z_coeff > 0) s.daux = Tensor::zeros({N, E}, sd, dev);
   if (aux) {
     Tensor loss = Tensor::empty({1}, sd, dev);
     Tensor none;
-    if (opt_.balancing == "global_aux_loss") {
+    if (opt_.balancing == LoadBalancing::GlobalAuxLoss) {
       // Counts of this micro-batch first, then the loss against their running mean over the step.
       Tensor counts = Tensor::empty({1, E}, sd, dev);
       ops::moe_aux_loss(ex, loss, counts, none, s.logits, none, K, opt_.score, 1, opt_.aux_coeff, 0.0);
@@ -72,7 +72,7 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
       ops::moe_aux_loss(ex, loss, counts, s.daux, s.logits, host.to(dev), K, opt_.score, 1, opt_.aux_coeff,
                         ctx.aux_loss_scale);
     } else {
-      const int64_t S = opt_.balancing == "seq_aux_loss" ? num_seqs : 1;
+      const int64_t S = opt_.balancing == LoadBalancing::SeqAuxLoss ? num_seqs : 1;
       Tensor counts = Tensor::empty({S, E}, sd, dev);
       ops::moe_aux_loss(ex, loss, counts, s.daux, s.logits, none, K, opt_.score, S, opt_.aux_coeff,
                         ctx.aux_loss_scale);

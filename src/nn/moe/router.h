@@ -19,6 +19,10 @@
 
 namespace hytra {
 
+// --moe-router-load-balancing-type (docs/spec/moe.md §2): the loss over the micro-batch, over each
+// sequence, or over the running global counts; or none.
+enum class LoadBalancing { AuxLoss, SeqAuxLoss, GlobalAuxLoss, None };
+
 struct RouterOptions {
   int64_t hidden = 0, num_experts = 0, topk = 0;  // C, E, k (set from the config)
   ops::RouterScore score = ops::RouterScore::Softmax;
@@ -29,7 +33,7 @@ struct RouterOptions {
   bool bias = false;                       // add_bias_linear: `mlp.router.bias` [E] (zeros)
   bool expert_bias = false;
   double bias_update_rate = 1e-3;
-  std::string balancing = "aux_loss";      // aux_loss | seq_aux_loss | global_aux_loss | none
+  LoadBalancing balancing = LoadBalancing::AuxLoss;  // --moe-router-load-balancing-type
   double aux_coeff = 0.0, z_coeff = 0.0;
   double init_std = 0.02;
   std::string weight_key = "mlp.router.weight";  // after the layer prefix (shared-expert gate: its own)
