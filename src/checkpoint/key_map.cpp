@@ -119,14 +119,6 @@ std::vector<std::string> gpt_keys_as_hybrid(const std::vector<std::string>& file
   return out;
 }
 
-Strictness parse_strictness(const std::string& t) {
-  if (t == "assume_ok_unexpected") return Strictness::AssumeOkUnexpected;
-  if (t == "log_all") return Strictness::LogAll;
-  if (t == "raise_unexpected") return Strictness::RaiseUnexpected;
-  if (t == "raise_all") return Strictness::RaiseAll;
-  fail(str("--ckpt-strictness: expected assume_ok_unexpected, log_all, raise_unexpected or raise_all, got '", t, "'"));
-}
-
 std::map<std::string, std::string> match_keys(const std::vector<std::string>& file_keys,
                                               const std::set<std::string>& expected, Strictness s,
                                               const std::string& file, std::vector<std::string>& warnings) {

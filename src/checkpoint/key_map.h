@@ -30,7 +30,6 @@ std::vector<std::string> gpt_keys_as_hybrid(const std::vector<std::string>& file
                                             const std::set<std::string>& expected);
 
 enum class Strictness { AssumeOkUnexpected, LogAll, RaiseUnexpected, RaiseAll };
-Strictness parse_strictness(const std::string& text);  // --ckpt-strictness; a named error otherwise
 
 // Which file keys fill which expected keys, per the aliases; missing and unexpected keys are
 // handled per `strictness` (errors list every key; log_all reports them in `warnings`).

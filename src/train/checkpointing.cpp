@@ -223,7 +223,7 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW
                                 const std::vector<ArchitectureEntry>& arch) {
   const std::string dir = resolve_checkpoint_dir(tc.load);
   const CheckpointManifest m = read_manifest(dir);
-  const Strictness strictness = parse_strictness(tc.ckpt_strictness);
+  const Strictness strictness = tc.ckpt_strictness;
   check_architecture(m, arch, strictness, tc.finetune, dir);
   std::vector<std::pair<std::string, Tensor>> weights;
   for (Param* p : params.all()) weights.emplace_back(p->name, p->master);

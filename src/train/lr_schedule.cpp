@@ -10,32 +10,6 @@
 namespace hytra {
 namespace {
 
-struct LrStyleName {
-  LrDecayStyle style;
-  const char* name;
-};
-constexpr LrStyleName kLrStyles[] = {{LrDecayStyle::Constant, "constant"},
-                                     {LrDecayStyle::Linear, "linear"},
-                                     {LrDecayStyle::Cosine, "cosine"},
-                                     {LrDecayStyle::InverseSquareRoot, "inverse-square-root"},
-                                     {LrDecayStyle::WSD, "WSD"}};
-
-struct WsdStyleName {
-  WsdDecayStyle style;
-  const char* name;
-};
-constexpr WsdStyleName kWsdStyles[] = {{WsdDecayStyle::Exponential, "exponential"},
-                                       {WsdDecayStyle::Linear, "linear"},
-                                       {WsdDecayStyle::Cosine, "cosine"},
-                                       {WsdDecayStyle::MinusSqrt, "minus_sqrt"}};
-
-template <class Table>
-std::string choices(const Table& table) {
-  std::string out;
-  for (const auto& e : table) out += (out.empty() ? "" : ", ") + std::string(e.name);
-  return out;
-}
-
 double cosine_coeff(double r) { return 0.5 * (std::cos(std::numbers::pi * r) + 1.0); }
 
 double wsd_coeff(WsdDecayStyle style, double q) {
@@ -53,30 +27,6 @@ double wsd_coeff(WsdDecayStyle style, double q) {
 }
 
 }  // namespace
-
-LrDecayStyle parse_lr_decay_style(const std::string& text) {
-  for (const auto& e : kLrStyles)
-    if (text == e.name) return e.style;
-  fail(str("--lr-decay-style: expected one of ", choices(kLrStyles), ", got ", text));
-}
-
-WsdDecayStyle parse_wsd_decay_style(const std::string& text) {
-  for (const auto& e : kWsdStyles)
-    if (text == e.name) return e.style;
-  fail(str("--lr-wsd-decay-style: expected one of ", choices(kWsdStyles), ", got ", text));
-}
-
-const char* to_string(LrDecayStyle style) {
-  for (const auto& e : kLrStyles)
-    if (e.style == style) return e.name;
-  HYTRA_ASSERT(false, "unknown lr decay style");
-}
-
-const char* to_string(WsdDecayStyle style) {
-  for (const auto& e : kWsdStyles)
-    if (e.style == style) return e.name;
-  HYTRA_ASSERT(false, "unknown WSD decay style");
-}
 
 std::vector<std::string> lr_schedule_errors(const LrScheduleConfig& c) {
   std::vector<std::string> errs;

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "model/enum_text.h"
+
 namespace hytra {
 
 enum class LrDecayStyle { Constant, Linear, Cosine, InverseSquareRoot, WSD };
@@ -44,12 +46,19 @@ struct LrScheduleConfig {
   WsdDecayStyle wsd_decay_style = WsdDecayStyle::Exponential;  // --lr-wsd-decay-style, default exponential
 };
 
-// Flag value <-> enum. Parsing throws "--lr-decay-style: expected one of constant, linear, cosine,
-// inverse-square-root, WSD, got X" (and the same for --lr-wsd-decay-style).
-LrDecayStyle parse_lr_decay_style(const std::string& text);
-WsdDecayStyle parse_wsd_decay_style(const std::string& text);
-const char* to_string(LrDecayStyle style);
-const char* to_string(WsdDecayStyle style);
+// The flag values' names (name_of / enum_of, model/enum_text.h).
+template <>
+struct EnumText<LrDecayStyle> {
+  static constexpr std::array<std::pair<LrDecayStyle, const char*>, 5> names = {
+      {{LrDecayStyle::Constant, "constant"}, {LrDecayStyle::Linear, "linear"}, {LrDecayStyle::Cosine, "cosine"},
+       {LrDecayStyle::InverseSquareRoot, "inverse-square-root"}, {LrDecayStyle::WSD, "WSD"}}};
+};
+template <>
+struct EnumText<WsdDecayStyle> {
+  static constexpr std::array<std::pair<WsdDecayStyle, const char*>, 4> names = {
+      {{WsdDecayStyle::Exponential, "exponential"}, {WsdDecayStyle::Linear, "linear"},
+       {WsdDecayStyle::Cosine, "cosine"}, {WsdDecayStyle::MinusSqrt, "minus_sqrt"}}};
+};
 
 // Every violated constraint as "--flag: expected X, got Y" (empty when valid): the ones Megatron
 // asserts (min >= 0, max >= min, init <= max, decay > 0, warmup < decay, WSD needs its length) plus

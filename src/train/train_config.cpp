@@ -55,8 +55,6 @@ void TrainConfig::validate() const {
            "Megatron), got ", int64_t(seed)));
   need(data_path.empty() || !tokenizer_type.empty(),
        "--tokenizer-type: required with --data-path (it fixes the vocabulary size)");
-  need(device == "cpu" || device == "cuda" || device == "auto",
-       str("--device: expected cpu, cuda or auto, got '", device, "'"));
   if (!errs.empty()) {
     std::string msg = "invalid training configuration:";
     for (auto& e : errs) msg += "\n  " + e;

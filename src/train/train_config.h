@@ -6,7 +6,24 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/key_map.h"
+#include "model/enum_text.h"
+#include "train/lr_schedule.h"
+
 namespace hytra {
+
+enum class DeviceChoice { Auto, CPU, CUDA };  // --device
+template <>
+struct EnumText<DeviceChoice> {
+  static constexpr std::array<std::pair<DeviceChoice, const char*>, 3> names = {
+      {{DeviceChoice::Auto, "auto"}, {DeviceChoice::CPU, "cpu"}, {DeviceChoice::CUDA, "cuda"}}};
+};
+template <>
+struct EnumText<Strictness> {
+  static constexpr std::array<std::pair<Strictness, const char*>, 4> names = {
+      {{Strictness::AssumeOkUnexpected, "assume_ok_unexpected"}, {Strictness::LogAll, "log_all"},
+       {Strictness::RaiseUnexpected, "raise_unexpected"}, {Strictness::RaiseAll, "raise_all"}}};
+};
 
 struct TrainConfig {
   int64_t micro_batch_size = 0;         // --micro-batch-size: samples per forward/backward
@@ -15,12 +32,12 @@ struct TrainConfig {
 
   double lr = 0.0;                      // --lr: peak learning rate
   double min_lr = 0.0;                  // --min-lr
-  std::string lr_decay_style = "linear";  // --lr-decay-style: constant|linear|cosine|inverse-square-root|WSD
+  LrDecayStyle lr_decay_style = LrDecayStyle::Linear;  // --lr-decay-style
   int64_t lr_warmup_iters = 0;          // --lr-warmup-iters
   double lr_warmup_fraction = -1.0;     // --lr-warmup-fraction: of the decay steps (-1 = unset)
   double lr_warmup_init = 0.0;          // --lr-warmup-init: lr at the first step
   int64_t lr_decay_iters = 0;           // --lr-decay-iters: 0 = train iters
-  std::string lr_wsd_decay_style = "exponential";  // --lr-wsd-decay-style
+  WsdDecayStyle lr_wsd_decay_style = WsdDecayStyle::Exponential;  // --lr-wsd-decay-style
   int64_t lr_wsd_decay_iters = 0;       // --lr-wsd-decay-iters
 
   std::string optimizer = "adam";       // --optimizer: adam (AdamW)
@@ -42,7 +59,7 @@ struct TrainConfig {
   std::string vocab_file;               // --vocab-file: GPT-2 encoder.json
   std::string merge_file;               // --merge-file: GPT-2 vocab.bpe
   std::string tokenizer_model;          // --tokenizer-model: HF tokenizer.json (or its directory)
-  std::string device = "auto";          // --device: cpu | cuda | auto (cuda when a GPU is visible)
+  DeviceChoice device = DeviceChoice::Auto;  // --device: cpu | cuda | auto (cuda when a GPU is visible)
   bool bf16 = false;                    // --bf16: bf16 activations/weights with fp32 master (CUDA)
   bool delay_wgrad_compute = false;     // --delay-wgrad-compute: weight-gradient GEMMs run after each
                                         // micro-batch's backward (backward_dw), same gradients
@@ -55,7 +72,7 @@ struct TrainConfig {
   int64_t ckpt_keep = 0;                // --ckpt-keep N: keep the newest N checkpoints (0: all)
   bool no_load_optim = false;           // --no-load-optim: fresh optimizer state
   bool no_load_rng = false;             // --no-load-rng: accepted; hytra's RNG is counter-based (no state)
-  std::string ckpt_strictness = "assume_ok_unexpected";  // --ckpt-strictness (checkpoint/key_map.h)
+  Strictness ckpt_strictness = Strictness::AssumeOkUnexpected;  // --ckpt-strictness (checkpoint/key_map.h)
   bool finetune = false;                // --finetune: weights only; iteration, data position, optimizer reset
   bool ckpt_allow_non_finite = false;   // --ckpt-allow-non-finite (hytra): save/load tensors holding NaN/Inf
 

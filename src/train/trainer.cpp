@@ -24,9 +24,9 @@
 namespace hytra {
 namespace {
 
-Device resolve_device(const std::string& name) {
-  if (name == "cpu") return Device::CPU;
-  if (name == "cuda") {
+Device resolve_device(DeviceChoice choice) {
+  if (choice == DeviceChoice::CPU) return Device::CPU;
+  if (choice == DeviceChoice::CUDA) {
     HYTRA_CHECK(cuda_available(), "--device cuda: no CUDA device is available in this build or on this machine");
     return Device::CUDA;
   }
@@ -41,8 +41,8 @@ LrScheduleConfig lr_schedule_of(const TrainConfig& tc) {
   c.decay_steps = tc.lr_decay_iters > 0 ? tc.lr_decay_iters : tc.train_iters;
   c.warmup_steps = tc.lr_warmup_fraction >= 0 ? tc.lr_warmup_fraction * double(c.decay_steps)
                                               : double(tc.lr_warmup_iters);
-  c.decay_style = parse_lr_decay_style(tc.lr_decay_style);
-  c.wsd_decay_style = parse_wsd_decay_style(tc.lr_wsd_decay_style);
+  c.decay_style = tc.lr_decay_style;
+  c.wsd_decay_style = tc.lr_wsd_decay_style;
   c.wsd_decay_steps = tc.lr_wsd_decay_iters;
   validate(c);
   return c;
@@ -149,7 +149,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   // The manifest's informational text: the run's training settings (its "model" object records the
   // resolved model configuration, model/architecture.cpp).
   const std::string config_text = str("seed=", tc.seed, " global_batch=", gbs, " micro_batch=", mbs, " lr=", tc.lr,
-                                      " min_lr=", tc.min_lr, " lr_decay_style=", tc.lr_decay_style,
+                                      " min_lr=", tc.min_lr, " lr_decay_style=", name_of(tc.lr_decay_style),
                                       " train_iters=", tc.train_iters, " bf16=", tc.bf16);
   int64_t valid_consumed = start.consumed_valid_samples;
   std::unique_ptr<JsonlWriter> jsonl;

@@ -99,11 +99,11 @@ TEST(LrSchedule, WsdStableThenAnneal) {
   for (WsdDecayStyle s :
        {WsdDecayStyle::Exponential, WsdDecayStyle::Linear, WsdDecayStyle::Cosine, WsdDecayStyle::MinusSqrt}) {
     LrScheduleConfig c = wsd(s);
-    EXPECT_NEAR(lr_at(c, 5), 0.5, kTol) << to_string(s);
-    EXPECT_EQ(lr_at(c, 11), 1.0) << to_string(s);  // stable phase
-    EXPECT_EQ(lr_at(c, 80), 1.0) << to_string(s);  // anneal start is still stable
-    EXPECT_NEAR(lr_at(c, 100), 0.1, kTol) << to_string(s);
-    EXPECT_EQ(lr_at(c, 101), 0.1) << to_string(s);
+    EXPECT_NEAR(lr_at(c, 5), 0.5, kTol) << name_of(s);
+    EXPECT_EQ(lr_at(c, 11), 1.0) << name_of(s);  // stable phase
+    EXPECT_EQ(lr_at(c, 80), 1.0) << name_of(s);  // anneal start is still stable
+    EXPECT_NEAR(lr_at(c, 100), 0.1, kTol) << name_of(s);
+    EXPECT_EQ(lr_at(c, 101), 0.1) << name_of(s);
   }
   // q = 1/2 and q = 3/4:
   EXPECT_NEAR(lr_at(wsd(WsdDecayStyle::Exponential), 90), 0.472792206135786, kTol);  // 2*2^-0.5 - 1
@@ -137,24 +137,24 @@ TEST(LrSchedule, StepsEqualSamplesAtConstantBatch) {
 }
 
 TEST(LrSchedule, ParseNamesAndErrors) {
-  EXPECT_EQ(parse_lr_decay_style("inverse-square-root"), LrDecayStyle::InverseSquareRoot);
-  EXPECT_EQ(parse_lr_decay_style("WSD"), LrDecayStyle::WSD);
-  EXPECT_EQ(parse_wsd_decay_style("minus_sqrt"), WsdDecayStyle::MinusSqrt);
-  EXPECT_STREQ(to_string(LrDecayStyle::Cosine), "cosine");
+  EXPECT_EQ(enum_of<LrDecayStyle>("inverse-square-root", "--lr-decay-style"), LrDecayStyle::InverseSquareRoot);
+  EXPECT_EQ(enum_of<LrDecayStyle>("WSD", "--lr-decay-style"), LrDecayStyle::WSD);
+  EXPECT_EQ(enum_of<WsdDecayStyle>("minus_sqrt", "--lr-wsd-decay-style"), WsdDecayStyle::MinusSqrt);
+  EXPECT_STREQ(name_of(LrDecayStyle::Cosine), "cosine");
   try {
-    parse_lr_decay_style("wsd");
+    enum_of<LrDecayStyle>("wsd", "--lr-decay-style");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_STREQ(
         e.what(),
-        "--lr-decay-style: expected one of constant, linear, cosine, inverse-square-root, WSD, got wsd");
+        "--lr-decay-style: expected one of constant, linear, cosine, inverse-square-root, WSD, got 'wsd'");
   }
   try {
-    parse_wsd_decay_style("sqrt");
+    enum_of<WsdDecayStyle>("sqrt", "--lr-wsd-decay-style");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
-                 "--lr-wsd-decay-style: expected one of exponential, linear, cosine, minus_sqrt, got sqrt");
+                 "--lr-wsd-decay-style: expected one of exponential, linear, cosine, minus_sqrt, got 'sqrt'");
   }
 }
 

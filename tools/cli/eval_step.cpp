@@ -78,7 +78,7 @@ void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& 
   HYTRA_CHECK(mc.position_embedding_type != PositionEmbedding::LearnedAbsolute || ids.size(1) <= mc.max_positions(), batch_path,
               ": sequences of ", ids.size(1), " tokens exceed the ", mc.max_positions(),
               " learned positions (--max-position-embeddings, default --seq-length)");
-  const Device dev = tc.device == "cuda" || (tc.device == "auto" && cuda_available()) ? Device::CUDA : Device::CPU;
+  const Device dev = tc.device == DeviceChoice::CUDA || (tc.device == DeviceChoice::Auto && cuda_available()) ? Device::CUDA : Device::CPU;
   Exec& ex = Exec::for_device(dev);
   HybridModel model(mc, plan_for(mc));
   model.params().finalize(DType::F32, dev);

@@ -164,14 +164,14 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--lr", K::Float, "None", "peak learning rate", store(c.lr));
   t.add("--min-lr", K::Float, "0.0", "learning rate floor", store(c.min_lr));
   t.add("--lr-decay-style", K::String, "", "constant, linear, cosine, inverse-square-root, WSD",
-            store(c.lr_decay_style), {"constant", "linear", "cosine", "inverse-square-root", "WSD"});
+            store_enum(c.lr_decay_style, "--lr-decay-style"), names_of<LrDecayStyle>());
   t.add("--lr-warmup-iters", K::Int, "", "warmup steps", store(c.lr_warmup_iters));
   t.add("--lr-warmup-fraction", K::Float, "None", "warmup as a fraction of the decay steps",
             store(c.lr_warmup_fraction));
   t.add("--lr-warmup-init", K::Float, "0.0", "learning rate at the first step", store(c.lr_warmup_init));
   t.add("--lr-decay-iters", K::Int, "train-iters", "decay horizon", store(c.lr_decay_iters));
   t.add("--lr-wsd-decay-style", K::String, "", "WSD anneal: exponential, linear, cosine, minus_sqrt",
-            store(c.lr_wsd_decay_style), {"exponential", "linear", "cosine", "minus_sqrt"});
+            store_enum(c.lr_wsd_decay_style, "--lr-wsd-decay-style"), names_of<WsdDecayStyle>());
   t.add("--lr-wsd-decay-iters", K::Int, "None", "WSD anneal length", store(c.lr_wsd_decay_iters));
   t.add("--optimizer", K::String, "", "adam (AdamW)", store(c.optimizer));
   t.add("--weight-decay", K::Float, "", "decoupled weight decay (not on norms and biases)",
@@ -197,7 +197,7 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--merge-file", K::String, "", "GPT-2 vocab.bpe", store(c.merge_file));
   t.add("--tokenizer-model", K::String, "", "Hugging Face tokenizer.json (or its directory)",
             store(c.tokenizer_model));
-  t.add("--device", K::String, "", "cpu, cuda or auto", store(c.device), {"cpu", "cuda", "auto"});
+  t.add("--device", K::String, "", "cpu, cuda or auto", store_enum(c.device, "--device"), names_of<DeviceChoice>());
   t.add("--delay-wgrad-compute", K::Bool, "",
         "queue weight-gradient GEMMs and run them after each micro-batch's backward (identical gradients)",
         store(c.delay_wgrad_compute));
@@ -217,7 +217,7 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--no-load-rng", K::Bool, "", "accepted (hytra's RNG is counter-based: no state)", store(c.no_load_rng));
   t.add("--ckpt-strictness", K::String, "",
             "key mismatches on --load: assume_ok_unexpected, log_all, raise_unexpected, raise_all",
-            store(c.ckpt_strictness), {"assume_ok_unexpected", "log_all", "raise_unexpected", "raise_all"});
+            store_enum(c.ckpt_strictness, "--ckpt-strictness"), names_of<Strictness>());
   t.add("--ckpt-allow-non-finite", K::Bool, "",
         "save and load checkpoints whose tensors hold NaN or Inf (refused by default, naming the tensor)",
         store(c.ckpt_allow_non_finite));
