@@ -24,7 +24,7 @@ class AtomicFile {
   void commit();
 
  private:
-  void flush();                                // the buffer to the file
+  void flush();                                 // the buffer to the file
   void write_all(const char* p, size_t bytes);  // one write(2) loop; throws naming the OS error
 
   std::string path_, tmp_;

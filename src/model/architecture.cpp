@@ -30,16 +30,43 @@ std::string layer_sequence(const LayerPlan& plan) {
 }
 
 const std::set<std::string>& weight_defining() {
-  static const std::set<std::string> names = {
-      "layer_sequence", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
-      "kv_channels", "qk_layernorm", "add_bias_linear", "normalization", "activation",
-      "position_embedding_type", "max_position_embeddings", "rotary_percent", "rotary_interleaved",
-      "untie_embeddings_and_output_weights", "vocab_size", "padded_vocab_size", "mamba_state_dim",
-      "mamba_head_dim", "mamba_num_groups", "mamba_num_heads", "linear_conv_kernel_dim", "linear_key_head_dim",
-      "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads", "num_experts",
-      "moe_ffn_hidden_size", "moe_router_topk", "moe_router_score_function", "moe_shared_expert_intermediate_size",
-      "moe_shared_expert_gate", "moe_mlp_glu_interleave_size", "glu_linear_offset",
-      "enable_mhc_connections", "mhc_num_residual_streams", "mhc_variant"};
+  static const std::set<std::string> names = {"layer_sequence",
+                                              "hidden_size",
+                                              "ffn_hidden_size",
+                                              "num_attention_heads",
+                                              "num_query_groups",
+                                              "kv_channels",
+                                              "qk_layernorm",
+                                              "add_bias_linear",
+                                              "normalization",
+                                              "activation",
+                                              "position_embedding_type",
+                                              "max_position_embeddings",
+                                              "rotary_percent",
+                                              "rotary_interleaved",
+                                              "untie_embeddings_and_output_weights",
+                                              "vocab_size",
+                                              "padded_vocab_size",
+                                              "mamba_state_dim",
+                                              "mamba_head_dim",
+                                              "mamba_num_groups",
+                                              "mamba_num_heads",
+                                              "linear_conv_kernel_dim",
+                                              "linear_key_head_dim",
+                                              "linear_value_head_dim",
+                                              "linear_num_key_heads",
+                                              "linear_num_value_heads",
+                                              "num_experts",
+                                              "moe_ffn_hidden_size",
+                                              "moe_router_topk",
+                                              "moe_router_score_function",
+                                              "moe_shared_expert_intermediate_size",
+                                              "moe_shared_expert_gate",
+                                              "moe_mlp_glu_interleave_size",
+                                              "glu_linear_offset",
+                                              "enable_mhc_connections",
+                                              "mhc_num_residual_streams",
+                                              "mhc_variant"};
   return names;
 }
 
@@ -68,7 +95,8 @@ std::vector<ArchitectureEntry> architecture_record(const ModelConfig& c, const L
   add("padded_vocab_size", text(c.padded_vocab_size()));
   add("untie_embeddings_and_output_weights", text(c.untie_embeddings_and_output_weights));
   add("position_embedding_type", name_of(c.position_embedding_type));
-  if (c.position_embedding_type == PositionEmbedding::LearnedAbsolute) add("max_position_embeddings", text(c.max_positions()));
+  if (c.position_embedding_type == PositionEmbedding::LearnedAbsolute)
+    add("max_position_embeddings", text(c.max_positions()));
   add("seq_length", text(c.seq_length));
   if (attention) {
     add("num_attention_heads", text(c.num_attention_heads));

@@ -15,9 +15,9 @@
 namespace hytra {
 
 enum class PositionEmbedding { LearnedAbsolute, Rope, None };  // --position-embedding-type
-enum class RecomputeGranularity { None, Full, Selective };       // --recompute-granularity (None: off)
-enum class RecomputeMethod { None, Uniform, Block };             // --recompute-method (full recompute)
-enum class DropPolicy { Probs, Position };                       // --moe-token-drop-policy
+enum class RecomputeGranularity { None, Full, Selective };     // --recompute-granularity (None: off)
+enum class RecomputeMethod { None, Uniform, Block };           // --recompute-method (full recompute)
+enum class DropPolicy { Probs, Position };                     // --moe-token-drop-policy
 
 template <class E>
 struct EnumText;  // static constexpr std::array<std::pair<E, const char*>, N> names
@@ -29,7 +29,8 @@ struct EnumText<NormKind> {
 template <>
 struct EnumText<PositionEmbedding> {
   static constexpr std::array<std::pair<PositionEmbedding, const char*>, 3> names = {
-      {{PositionEmbedding::LearnedAbsolute, "learned_absolute"}, {PositionEmbedding::Rope, "rope"},
+      {{PositionEmbedding::LearnedAbsolute, "learned_absolute"},
+       {PositionEmbedding::Rope, "rope"},
        {PositionEmbedding::None, "none"}}};
 };
 template <>
@@ -46,14 +47,17 @@ struct EnumText<MhcVariant> {
 template <>
 struct EnumText<Activation> {  // set by --swiglu / --squared-relu / --quick-geglu
   static constexpr std::array<std::pair<Activation, const char*>, 4> names = {
-      {{Activation::GeLU, "gelu"}, {Activation::SwiGLU, "swiglu"}, {Activation::SquaredReLU, "squared_relu"},
+      {{Activation::GeLU, "gelu"},
+       {Activation::SwiGLU, "swiglu"},
+       {Activation::SquaredReLU, "squared_relu"},
        {Activation::QuickGeGLU, "quick_geglu"}}};
 };
 
 template <>
 struct EnumText<RecomputeGranularity> {
   static constexpr std::array<std::pair<RecomputeGranularity, const char*>, 3> names = {
-      {{RecomputeGranularity::None, "None"}, {RecomputeGranularity::Full, "full"},
+      {{RecomputeGranularity::None, "None"},
+       {RecomputeGranularity::Full, "full"},
        {RecomputeGranularity::Selective, "selective"}}};
 };
 template <>
@@ -69,8 +73,10 @@ struct EnumText<DropPolicy> {
 template <>
 struct EnumText<LoadBalancing> {
   static constexpr std::array<std::pair<LoadBalancing, const char*>, 4> names = {
-      {{LoadBalancing::AuxLoss, "aux_loss"}, {LoadBalancing::SeqAuxLoss, "seq_aux_loss"},
-       {LoadBalancing::GlobalAuxLoss, "global_aux_loss"}, {LoadBalancing::None, "none"}}};
+      {{LoadBalancing::AuxLoss, "aux_loss"},
+       {LoadBalancing::SeqAuxLoss, "seq_aux_loss"},
+       {LoadBalancing::GlobalAuxLoss, "global_aux_loss"},
+       {LoadBalancing::None, "none"}}};
 };
 
 template <class E>

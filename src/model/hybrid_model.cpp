@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "core/error.h"
 #include "model/layer_kinds.h"
+#include "model/recompute_plan.h"
 #include "model/naming.h"
 #include "model/pattern.h"
 #include "nn/moe/moe_layer.h"
@@ -16,41 +16,6 @@
 #include "ops/ops.h"
 
 namespace hytra {
-
-LayerPlan plan_for(const ModelConfig& cfg) {
-  PlanOptions o;
-  if (!cfg.hybrid_layer_pattern.empty()) {
-    o.pattern = cfg.hybrid_layer_pattern;
-  } else if (cfg.hybrid_attention_ratio == 0.0 && cfg.hybrid_mlp_ratio == 0.0) {
-    // No pattern and no ratios: a GPT stack, one `[*-]` transformer layer per --num-layers.
-    HYTRA_CHECK(cfg.num_layers > 0,
-                "--hybrid-layer-pattern: give a pattern, the hybrid ratios, or --num-layers for a GPT stack");
-    // --mtp-num-layers D on a GPT stack: each depth's inner layer is one attention + MLP pair.
-    std::string p;
-    for (int64_t i = 0; i < cfg.num_layers; ++i) p += "[*-]";
-    for (int64_t d = 0; d < cfg.mtp_num_layers; ++d) p += "/*-";
-    o.pattern = p;
-  }
-  if (cfg.num_layers > 0) o.num_layers = cfg.num_layers;
-  if (cfg.mtp_num_layers > 0) o.mtp_num_layers = cfg.mtp_num_layers;
-  o.hybrid_attention_ratio = cfg.hybrid_attention_ratio;
-  o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio;
-  LayerPlan plan = build_layer_plan(o);
-  HYTRA_CHECK(plan.mtp_depths == 0 || cfg.position_embedding_type != PositionEmbedding::LearnedAbsolute,
-              "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (docs/spec/mtp.md §2)");
-  for (const LayerItem& item : plan.items) {
-    std::set<std::string> names;  // one hyper-connection key per sub-layer of the group
-    for (char c : item.symbols)
-      HYTRA_CHECK(!cfg.enable_mhc || names.insert(layer_kind(c).hyper_connection).second,
-                  "--enable-mhc-connections: layer group '[", item.symbols, "]' holds two sub-layers whose "
-                  "hyper-connections share the key decoder.layers.<i>.", layer_kind(c).hyper_connection,
-                  " (the mixers M and G, or - and E); split the group");
-  }
-  HYTRA_CHECK(cfg.recompute_granularity != RecomputeGranularity::Full || cfg.recompute_num_layers <= plan.num_logical_layers,
-              "--recompute-num-layers: expected at most the model's ", plan.num_logical_layers,
-              " logical layers, got ", cfg.recompute_num_layers);
-  return plan;
-}
 
 HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(cfg), plan_(plan) {
   cfg_.num_layers = plan_.num_layers;  // the pattern decides (docs/spec/pattern.md §6)
@@ -102,52 +67,10 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   }
   counts_.mtp_depths = plan_.mtp_depths;
   mtp_pending_.assign(size_t(plan_.mtp_depths), {});
-  plan_recompute();
-}
-
-// docs/spec/recompute.md §2-§3: full/uniform checkpoints consecutive chunks of --recompute-num-layers logical layers (a
-// `[...]` group is one), full/block the first --recompute-num-layers logical layers one by one;
-// selective checkpoints the bodies of the listed sub-layer kinds (mlp `-`, moe `E`, mamba `M`).
-void HybridModel::plan_recompute() {
-  const size_t L = sublayers_.size();
-  std::vector<bool> selective(L, false), mhc_block_start;
-  std::vector<std::pair<size_t, size_t>> items;  // sub-layer range of each logical layer
-  size_t at = 0;
-  for (const LayerItem& item : plan_.items) {
-    items.push_back({at, at + item.symbols.size()});
-    at += item.symbols.size();
-  }
-  // The units partition the sub-layers; full recompute marks some (docs/spec/recompute.md §1-2).
-  size_t next = 0;
-  if (cfg_.recompute_granularity == RecomputeGranularity::Full) {
-    const size_t k = size_t(cfg_.recompute_num_layers);
-    const bool uniform = cfg_.recompute_method == RecomputeMethod::Uniform;
-    for (size_t first = 0; first < items.size(); first += uniform ? k : 1) {
-      if (!uniform && first >= k) break;
-      const size_t last = uniform ? std::min(first + k, items.size()) - 1 : first;
-      units_.push_back({items[first].first, items[last].second, true});
-      next = items[last].second;
-    }
-  }
-  for (; next < L; ++next) units_.push_back({next, next + 1, false});
-  if (cfg_.recompute_granularity == RecomputeGranularity::Selective && cfg_.enable_mhc) {
-    // Selective "mhc" (docs/spec/mhc.md §6): blocks of --mhc-recompute-layer-num sub-layers, by default
-    // max(1, floor(sqrt(n L / (n + 2)))) (docs/spec/README.md decision 3); a block keeps its input streams and each
-    // layer's mappings and output F, and rebuilds the other layers' input streams in backward.
-    if (std::find(cfg_.recompute_modules.begin(), cfg_.recompute_modules.end(), "mhc") != cfg_.recompute_modules.end()) {
-      const double n = double(cfg_.mhc_num_residual_streams);
-      const size_t k = cfg_.mhc_recompute_layer_num > 0 ? size_t(cfg_.mhc_recompute_layer_num)
-                                                        : size_t(std::max(1.0, std::floor(std::sqrt(n * double(L) / (n + 2)))));
-      mhc_block_start.assign(L, false);
-      for (size_t i = 0; i < L; i += k) mhc_block_start[i] = true;
-    }
-  } else if (cfg_.recompute_granularity == RecomputeGranularity::Selective) {  // (mHC: in the wrappers)
-    size_t i = 0;
-    for (const LayerItem& item : plan_.items)
-      for (char sym : item.symbols) selective[i++] = selective_body(cfg_, sym);
-  }
-  residual_ = std::make_unique<ResidualStream>(cfg_, sublayers_, *final_norm_, std::move(selective),
-                                               std::move(mhc_block_start));
+  RecomputePlan r = plan_recompute(cfg_, plan_, sublayers_.size());
+  units_ = std::move(r.units);
+  residual_ = std::make_unique<ResidualStream>(cfg_, sublayers_, *final_norm_, std::move(r.selective_body),
+                                               std::move(r.mhc_block_start));
 }
 
 void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
@@ -253,7 +176,7 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
   }
   Tensor d = residual_->enter_backward(ctx, dy);
   for (size_t u = units_.size(); u-- > 0;) {
-    const Unit& unit = units_[u];
+    const RecomputePlan::Unit& unit = units_[u];
     if (unit.recompute) {  // full recompute: rebuild the unit's saved state from its input
       RerunScope rerun(ctx);
       ResidualStream::State state = saved.unit_in[u];

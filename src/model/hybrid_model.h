@@ -11,6 +11,8 @@
 #include "model/config.h"
 #include "model/flops.h"
 #include "model/layer_plan.h"
+#include "model/model_plan.h"
+#include "model/recompute_plan.h"
 #include "model/residual_stream.h"
 #include "nn/context.h"
 #include "nn/embedding.h"
@@ -25,9 +27,6 @@ namespace hytra {
 
 class MoeLayer;
 
-// The plan for a config: from --hybrid-layer-pattern, or the ratios, or (neither) a GPT stack of
-// --num-layers `[*-]` groups. Throws the pattern's named errors.
-LayerPlan plan_for(const ModelConfig& cfg);
 
 class HybridModel {
  public:
@@ -86,12 +85,7 @@ class HybridModel {
   void forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
   std::vector<MoeLayer*> moe_layers() const;  // main stack, then MTP depths
   Tensor head(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
-  void plan_recompute();
-  struct Unit {
-    size_t begin, end;  // sub-layer range
-    bool recompute;     // full recompute: keeps only its input, reruns its layers in backward
-  };
-  std::vector<Unit> units_;  // a partition of the sub-layers, in order
+  std::vector<RecomputePlan::Unit> units_;  // a partition of the sub-layers, in order (model/recompute_plan.h)
   std::unique_ptr<ResidualStream> residual_;
 };
 

@@ -7,8 +7,8 @@
 #include "nn/attention.h"
 #include "nn/gated_delta_net.h"
 #include "nn/mamba2.h"
-#include "nn/moe/moe_layer.h"
 #include "nn/mlp.h"
+#include "nn/moe/moe_layer.h"
 
 namespace hytra {
 namespace {
@@ -18,7 +18,6 @@ bool recompute(const ModelConfig& c, const char* module) {
   return c.recompute_granularity == RecomputeGranularity::Selective &&
          std::find(c.recompute_modules.begin(), c.recompute_modules.end(), module) != c.recompute_modules.end();
 }
-
 
 // Megatron: output projections (linear_proj, linear_fc2) use std / sqrt(2 * num_layers).
 double output_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2.0 * double(c.num_layers)); }

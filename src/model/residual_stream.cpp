@@ -100,7 +100,8 @@ Tensor ResidualStream::step_backward(StepContext& ctx, size_t i, const Tensor& d
       size_t first = i;
       while (!mhc_block_start_[first]) --first;
       Tensor Xr = s.mhc_block_in[first];
-      for (size_t j = first; j < i; ++j) Xr = static_cast<HyperConnection*>(sublayers_[j].get())->rebuild_streams(ctx, Xr);
+      for (size_t j = first; j < i; ++j)
+        Xr = static_cast<HyperConnection*>(sublayers_[j].get())->rebuild_streams(ctx, Xr);
       if (i != first) static_cast<HyperConnection*>(layer)->rebuild_streams(ctx, Xr);
     }
     return layer->backward(ctx, d);

@@ -37,8 +37,10 @@ __global__ void mtp_shift_kernel(int32_t* ids_next, int32_t* labels_next, void* 
 
 void mtp_shift(Exec& ex, Tensor& ids_next, Tensor& labels_next, Tensor& dloss, Tensor& targets, const Tensor& ids,
                const Tensor& labels, double scale, double grad_scale) {
-  HYTRA_CHECK(dloss.dtype() == DType::F32 && targets.dtype() == DType::F32, "mtp_shift on CUDA: dloss and targets "
-              "must be fp32, got ", dloss.desc(), " and ", targets.desc());
+  HYTRA_CHECK(dloss.dtype() == DType::F32 && targets.dtype() == DType::F32,
+              "mtp_shift on CUDA: dloss and targets "
+              "must be fp32, got ",
+              dloss.desc(), " and ", targets.desc());
   mtp_shift_kernel<<<1, kThreads, 0, stream_of(ex)>>>(
       ids_next.data<int32_t>(), labels_next.data<int32_t>(), dloss.raw(), dloss.dtype(), targets.data<float>(),
       ids.data<int32_t>(), labels.data<int32_t>(), ids.numel(), ids.size(1), scale, grad_scale);

@@ -1,0 +1,49 @@
+#include "model/model_plan.h"
+
+#include <set>
+
+#include "core/error.h"
+#include "model/layer_kinds.h"
+#include "model/pattern.h"
+
+namespace hytra {
+
+LayerPlan plan_for(const ModelConfig& cfg) {
+  PlanOptions o;
+  if (!cfg.hybrid_layer_pattern.empty()) {
+    o.pattern = cfg.hybrid_layer_pattern;
+  } else if (cfg.hybrid_attention_ratio == 0.0 && cfg.hybrid_mlp_ratio == 0.0) {
+    // No pattern and no ratios: a GPT stack, one `[*-]` transformer layer per --num-layers.
+    HYTRA_CHECK(cfg.num_layers > 0,
+                "--hybrid-layer-pattern: give a pattern, the hybrid ratios, or --num-layers for a GPT stack");
+    // --mtp-num-layers D on a GPT stack: each depth's inner layer is one attention + MLP pair.
+    std::string p;
+    for (int64_t i = 0; i < cfg.num_layers; ++i) p += "[*-]";
+    for (int64_t d = 0; d < cfg.mtp_num_layers; ++d) p += "/*-";
+    o.pattern = p;
+  }
+  if (cfg.num_layers > 0) o.num_layers = cfg.num_layers;
+  if (cfg.mtp_num_layers > 0) o.mtp_num_layers = cfg.mtp_num_layers;
+  o.hybrid_attention_ratio = cfg.hybrid_attention_ratio;
+  o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio;
+  LayerPlan plan = build_layer_plan(o);
+  HYTRA_CHECK(
+      plan.mtp_depths == 0 || cfg.position_embedding_type != PositionEmbedding::LearnedAbsolute,
+      "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (docs/spec/mtp.md §2)");
+  for (const LayerItem& item : plan.items) {
+    std::set<std::string> names;  // one hyper-connection key per sub-layer of the group
+    for (char c : item.symbols)
+      HYTRA_CHECK(!cfg.enable_mhc || names.insert(layer_kind(c).hyper_connection).second,
+                  "--enable-mhc-connections: layer group '[", item.symbols,
+                  "]' holds two sub-layers whose "
+                  "hyper-connections share the key decoder.layers.<i>.",
+                  layer_kind(c).hyper_connection, " (the mixers M and G, or - and E); split the group");
+  }
+  HYTRA_CHECK(
+      cfg.recompute_granularity != RecomputeGranularity::Full || cfg.recompute_num_layers <= plan.num_logical_layers,
+      "--recompute-num-layers: expected at most the model's ", plan.num_logical_layers, " logical layers, got ",
+      cfg.recompute_num_layers);
+  return plan;
+}
+
+}  // namespace hytra
