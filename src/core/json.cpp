@@ -1,4 +1,4 @@
-// Recursive-descent JSON parser for data/json.h.
+// Recursive-descent JSON parser for core/json.h, and exact number text.
 #include "core/json.h"
 
 #include <cmath>
@@ -293,6 +293,13 @@ std::string json_quote(const std::string& s) {
     }
   }
   return out + "\"";
+}
+
+std::string exact_number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
 
 }  // namespace hytra

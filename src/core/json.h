@@ -50,6 +50,9 @@ class Json {
 
 const char* json_type_name(Json::Type t);
 
+// v as the shortest of %.15g / %.17g that reads back as exactly v ("1e-05", "0.10000000000000001").
+std::string exact_number_text(double v);
+
 // s as a JSON string literal: quotes, backslash escapes, \u00XX for control characters.
 std::string json_quote(const std::string& s);
 

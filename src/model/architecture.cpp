@@ -1,20 +1,15 @@
 #include "model/architecture.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <set>
+
+#include "core/json.h"
 
 namespace hytra {
 namespace {
 
 std::string text(int64_t v) { return std::to_string(v); }
 std::string text(bool v) { return v ? "true" : "false"; }
-std::string text(double v) {  // the shortest of %.15g / %.17g that reads back as v
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", v);
-  if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+std::string text(double v) { return exact_number_text(v); }
 
 // The layer kinds in order, without the `[...]` grouping: a GPT stack of N layers ([*-] x N) and
 // the hybrid pattern *-*-... hold the same weights (checkpoint/key_map.h maps their keys).

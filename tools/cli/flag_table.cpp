@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace hytra {
 namespace {
@@ -88,12 +89,7 @@ bool parse_bool_value(const std::string& flag, const std::string& text) {
 
 namespace {
 std::string shown(int64_t v) { return std::to_string(v); }
-std::string shown(double v) {  // the shortest of %.15g / %.17g that reads back as v
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", v);
-  if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+std::string shown(double v) { return exact_number_text(v); }
 std::string shown(const std::string& v) { return v.empty() ? "None" : v; }
 template <class T>
 std::string shown(const std::optional<T>& v) {
