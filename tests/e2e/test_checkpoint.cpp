@@ -23,6 +23,7 @@
 #include "cli/eval_step.h"
 #include "cli/flags.h"
 #include "train/trainer.h"
+#include "common/error_of.h"
 
 namespace hytra {
 namespace {
@@ -53,17 +54,7 @@ std::string read_text(const std::string& path) {
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
-// The message of the hytra::Error that f throws ("" and a test failure when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::error_of;
 
 TEST(Checkpoint, ResumeIsBitwiseIdentical) {
   const std::string dir = testing::TempDir() + "hytra_ckpt_resume";
@@ -595,12 +586,7 @@ TEST(Checkpoint, ExpertTensorsLoadFromEveryLayout) {
     std::vector<std::string> args = {"--load", dst + "_in", "--finetune", "--lr", "0", "--save", dst,
                                      "--ckpt-strictness", "raise_all"};
     args.insert(args.end(), layout.begin(), layout.end());
-    std::string e;
-    try {
-      run(with(args));
-    } catch (const Error& err) {
-      e = err.what();
-    }
+    const std::string e = error_of([&] { run(with(args)); });
     fs::remove_all(dst + "_in");
     if (!e.empty()) return e;
     std::vector<unsigned char> want, got;  // the four experts' bytes, in expert order

@@ -18,6 +18,7 @@
 #include "data/md5.h"
 #include "data/mt19937.h"
 #include "data/npy.h"
+#include "common/error_of.h"
 
 namespace hytra {
 namespace {
@@ -86,14 +87,7 @@ TEST(GptDataset, BlendingIsGreedyOnWeights) {
   EXPECT_EQ(BlendedDataset::per_dataset_sizes({0.3, 0.7}, 1000), (std::vector<int64_t>{302, 704}));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(GptDataset, TokensOutsideTheVocabularyAreNamedErrors) {
   // Vocabulary 300 (padded to 384 by the model): token 300 would train an unused padded row.

@@ -10,20 +10,12 @@
 #include "cli/inspect_pattern.h"
 #include "model/pattern.h"
 #include "cli/plan_json.h"
+#include "common/error_of.h"
 
 namespace hytra {
 namespace {
 
-// The message of the error `fn` throws ("" if none).
-template <class F>
-std::string error_of(F fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 #define EXPECT_ERROR_HAS(expr, needle)                                  \
   do {                                                                  \

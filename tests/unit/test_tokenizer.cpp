@@ -23,6 +23,7 @@
 #include "data/tokenizer/byte_alphabet.h"
 #include "data/tokenizer/gpt2_bpe.h"
 #include "data/tokenizer/pretokenize.h"
+#include "common/error_of.h"
 
 namespace hytra {
 namespace {
@@ -512,15 +513,7 @@ TEST(Gpt2Bpe, LongWordsMatchTheReferenceEncoder) {
   expect_same_tokens(got, want, docs);
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(Gpt2Bpe, ErrorsNameTheFileAndProblem) {
   REQUIRE_GPT2_FILES();
