@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/model_plan.h"
 #include "model/pattern.h"
 
 namespace hytra {
@@ -26,6 +27,11 @@ int64_t ModelConfig::ffn_size() const {
   // Megatron: 4h, or int(8h/3/64)*64 for SwiGLU so the gated MLP keeps ~the same parameters.
   if (activation == Activation::SwiGLU) return (8 * hidden_size / 3) / 64 * 64;
   return 4 * hidden_size;
+}
+
+bool ModelConfig::recomputes(RecomputeModule m) const {
+  return recompute_granularity == RecomputeGranularity::Selective &&
+         std::find(recompute_modules.begin(), recompute_modules.end(), m) != recompute_modules.end();
 }
 
 void ModelConfig::validate() const {
@@ -89,13 +95,14 @@ void ModelConfig::validate() const {
   }
   need(norm_epsilon > 0 && std::isfinite(norm_epsilon),
        str("--norm-epsilon: expected a positive finite number, got ", norm_epsilon));
-  need(rotary_percent > 0 && rotary_percent <= 1, str("--rotary-percent: expected a value in (0, 1], got ", rotary_percent));
+  need(rotary_percent > 0 && rotary_percent <= 1,
+       str("--rotary-percent: expected a value in (0, 1], got ", rotary_percent));
   need(rotary_base > 0 && std::isfinite(rotary_base),
        str("--rotary-base: expected a positive finite number, got ", rotary_base));
   if (position_embedding_type == PositionEmbedding::Rope && num_attention_heads > 0 && hidden_size > 0) {
     int64_t rot = int64_t(double(head_dim()) * rotary_percent);
-    need(rot > 0 && rot % 2 == 0,
-         str("--rotary-percent: head dim ", head_dim(), " x ", rotary_percent, " must give an even rotary dim, got ", rot));
+    need(rot > 0 && rot % 2 == 0, str("--rotary-percent: head dim ", head_dim(), " x ", rotary_percent,
+                                      " must give an even rotary dim, got ", rot));
   }
   need(init_method_std > 0 && std::isfinite(init_method_std),
        str("--init-method-std: expected a positive finite number, got ", init_method_std));
@@ -109,8 +116,8 @@ void ModelConfig::validate() const {
   need(max_position_embeddings >= 0,
        str("--max-position-embeddings: expected a positive integer, got ", max_position_embeddings));
   if (position_embedding_type == PositionEmbedding::LearnedAbsolute)
-    need(max_positions() >= seq_length, str("--max-position-embeddings: expected >= --seq-length (", seq_length,
-                                            "), got ", max_position_embeddings));
+    need(max_positions() >= seq_length,
+         str("--max-position-embeddings: expected >= --seq-length (", seq_length, "), got ", max_position_embeddings));
   for (auto [flag, v] : {std::pair<const char*, int64_t>{"--mamba-state-dim", mamba_state_dim},
                          {"--mamba-head-dim", mamba_head_dim},
                          {"--mamba-num-groups", mamba_num_groups},
@@ -159,9 +166,8 @@ void ModelConfig::validate() const {
                "experts in the kept groups for --moe-router-topk, got ",
                moe_router_group_topk));
     }
-    need(moe_router_dtype.empty() || moe_router_dtype == "fp32",
-         str("--moe-router-dtype: expected fp32 (fp64 routing is not implemented in hytra), got '", moe_router_dtype,
-             "'"));
+    need(moe_router_dtype != RouterDtype::Fp64,
+         "--moe-router-dtype: fp64 routing is not implemented in hytra (use fp32)");
     const double capacity = moe_expert_capacity_factor.value_or(1.0);
     need(capacity > 0 && std::isfinite(capacity),
          str("--moe-expert-capacity-factor: expected a positive finite number (or None: dropless), got ",
@@ -169,9 +175,9 @@ void ModelConfig::validate() const {
     need(!moe_pad_expert_input_to_capacity || moe_expert_capacity_factor,
          "--moe-pad-expert-input-to-capacity: needs --moe-expert-capacity-factor");
     const bool glu = is_glu(activation);
-    need(!sizes_bounded || (moe_mlp_glu_interleave_size >= 0 &&
-                            (moe_mlp_glu_interleave_size == 0 ||
-                             (glu && moe_ffn_size() % moe_mlp_glu_interleave_size == 0))),
+    need(!sizes_bounded ||
+             (moe_mlp_glu_interleave_size >= 0 &&
+              (moe_mlp_glu_interleave_size == 0 || (glu && moe_ffn_size() % moe_mlp_glu_interleave_size == 0))),
          str("--moe-mlp-glu-interleave-size: expected a divisor of the expert width (", moe_ffn_size(),
              ") with a GLU activation, got ", moe_mlp_glu_interleave_size));
     need(activation_func_clamp_value >= 0 && std::isfinite(activation_func_clamp_value),
@@ -199,22 +205,11 @@ void ModelConfig::validate() const {
          str("--recompute-num-layers: full recompute needs a positive count, got ", recompute_num_layers));
   } else if (recompute_granularity == RecomputeGranularity::Selective) {
     need(recompute_num_layers == 0, "--recompute-num-layers: must be unset with selective recompute");
-    for (const std::string& m : recompute_modules) {
-      const bool known = m == "mlp" || m == "moe" || m == "mamba" || m == "core_attn" || m == "moe_act" ||
-                         m == "shared_experts" || m == "mhc" || m == "layernorm";  // all built
-      need(known, str("--recompute-modules: unknown module '", m,
-                      "' (expected core_attn, layernorm, mlp, moe_act, moe, shared_experts, mhc, mamba)"));
-    }
-    auto has = [&](const char* m) {
-      return std::find(recompute_modules.begin(), recompute_modules.end(), m) != recompute_modules.end();
-    };
-    need(!has("mhc") || enable_mhc, "--recompute-modules: 'mhc' needs --enable-mhc-connections");
-    need(!(has("mhc") && has("mlp")), "--recompute-modules: 'mhc' and 'mlp' cannot be combined (Megatron)");
-
+    need(!recomputes(RecomputeModule::Mhc) || enable_mhc, "--recompute-modules: 'mhc' needs --enable-mhc-connections");
+    need(!(recomputes(RecomputeModule::Mhc) && recomputes(RecomputeModule::Mlp)),
+         "--recompute-modules: 'mhc' and 'mlp' cannot be combined (Megatron)");
   }
-  need(mhc_recompute_layer_num == 0 ||
-           (recompute_granularity == RecomputeGranularity::Selective &&
-            std::find(recompute_modules.begin(), recompute_modules.end(), "mhc") != recompute_modules.end()),
+  need(mhc_recompute_layer_num == 0 || recomputes(RecomputeModule::Mhc),
        "--mhc-recompute-layer-num: needs --recompute-granularity selective --recompute-modules mhc");
   need(mtp_loss_scaling_factor >= 0 && std::isfinite(mtp_loss_scaling_factor),
        str("--mtp-loss-scaling-factor: expected a finite number >= 0, got ", mtp_loss_scaling_factor));
@@ -222,6 +217,13 @@ void ModelConfig::validate() const {
   if (ffn_hidden_size == 0 && hidden_size > 0 && sizes_bounded)
     need(ffn_size() > 0, str("--ffn-hidden-size: the default for --hidden-size ", hidden_size,
                              " with --swiglu, int(8 x hidden / 3 / 64) x 64, is 0; set --ffn-hidden-size"));
+  if (errs.empty()) {  // the pattern, and what its layer kinds need (model/model_plan.h)
+    try {
+      check_plan(*this, plan_for(*this), errs);
+    } catch (const Error& e) {
+      errs.push_back(e.what());
+    }
+  }
   if (!errs.empty()) {
     std::string msg = "invalid model configuration:";
     for (auto& e : errs) msg += "\n  " + e;

@@ -18,6 +18,9 @@ enum class PositionEmbedding { LearnedAbsolute, Rope, None };  // --position-emb
 enum class RecomputeGranularity { None, Full, Selective };     // --recompute-granularity (None: off)
 enum class RecomputeMethod { None, Uniform, Block };           // --recompute-method (full recompute)
 enum class DropPolicy { Probs, Position };                     // --moe-token-drop-policy
+enum class RouterDtype { Default, Fp32, Fp64 };                // --moe-router-dtype (Default: None)
+// --recompute-modules (selective recompute, docs/spec/recompute.md §3).
+enum class RecomputeModule { CoreAttn, LayerNorm, Mlp, MoeAct, Moe, SharedExperts, Mhc, Mamba };
 
 template <class E>
 struct EnumText;  // static constexpr std::array<std::pair<E, const char*>, N> names
@@ -69,6 +72,23 @@ template <>
 struct EnumText<DropPolicy> {
   static constexpr std::array<std::pair<DropPolicy, const char*>, 2> names = {
       {{DropPolicy::Probs, "probs"}, {DropPolicy::Position, "position"}}};
+};
+template <>
+struct EnumText<RouterDtype> {
+  static constexpr std::array<std::pair<RouterDtype, const char*>, 3> names = {
+      {{RouterDtype::Default, "None"}, {RouterDtype::Fp32, "fp32"}, {RouterDtype::Fp64, "fp64"}}};
+};
+template <>
+struct EnumText<RecomputeModule> {
+  static constexpr std::array<std::pair<RecomputeModule, const char*>, 8> names = {
+      {{RecomputeModule::CoreAttn, "core_attn"},
+       {RecomputeModule::LayerNorm, "layernorm"},
+       {RecomputeModule::Mlp, "mlp"},
+       {RecomputeModule::MoeAct, "moe_act"},
+       {RecomputeModule::Moe, "moe"},
+       {RecomputeModule::SharedExperts, "shared_experts"},
+       {RecomputeModule::Mhc, "mhc"},
+       {RecomputeModule::Mamba, "mamba"}}};
 };
 template <>
 struct EnumText<LoadBalancing> {

@@ -13,12 +13,6 @@
 namespace hytra {
 namespace {
 
-// Selective recompute of `module` (--recompute-modules, docs/spec/recompute.md §3).
-bool recompute(const ModelConfig& c, const char* module) {
-  return c.recompute_granularity == RecomputeGranularity::Selective &&
-         std::find(c.recompute_modules.begin(), c.recompute_modules.end(), module) != c.recompute_modules.end();
-}
-
 // Megatron: output projections (linear_proj, linear_fc2) use std / sqrt(2 * num_layers).
 double output_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2.0 * double(c.num_layers)); }
 
@@ -32,6 +26,29 @@ PreNormOptions pre_norm(const ModelConfig& c) {
   return o;
 }
 
+void check_mamba2(const ModelConfig& c, std::vector<std::string>& errors) {
+  if (c.mamba_num_heads == 0 && (2 * c.hidden_size) % c.mamba_head_dim != 0)
+    errors.push_back(str("--mamba-head-dim: must divide the Mamba inner width 2 x --hidden-size (", 2 * c.hidden_size,
+                         ") when --mamba-num-heads is not given, got ", c.mamba_head_dim));
+  else if (c.mamba_heads() <= 0 || c.mamba_heads() % c.mamba_num_groups != 0)
+    errors.push_back(
+        str("--mamba-num-groups: must divide the Mamba heads (", c.mamba_heads(), "), got ", c.mamba_num_groups));
+}
+
+// out_norm is an RMSNorm over dv in every released gated delta net model; hytra builds only that.
+void check_gdn(const ModelConfig& c, std::vector<std::string>& errors) {
+  if (c.normalization != NormKind::RMSNorm)
+    errors.push_back(
+        str("--normalization: gated delta net layers ('G') need RMSNorm (their out_norm is an RMSNorm), "
+            "got ",
+            name_of(c.normalization)));
+}
+
+void check_moe(const ModelConfig& c, std::vector<std::string>& errors) {
+  if (c.num_experts <= 0)
+    errors.push_back("--num-experts: the pattern has mixture-of-experts layers ('E') but --num-experts is not set");
+}
+
 std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
   AttentionOptions o;
   static_cast<PreNormOptions&>(o) = pre_norm(c);
@@ -40,7 +57,7 @@ std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec&
   o.num_kv_heads = c.kv_heads();
   o.head_dim = c.head_dim();
   o.qk_norm = c.qk_layernorm;
-  o.recompute_core = recompute(c, "core_attn");
+  o.recompute_core = c.recomputes(RecomputeModule::CoreAttn);
   o.bias = c.add_bias_linear;
   o.use_rope = c.position_embedding_type == PositionEmbedding::Rope;
   o.rotary_base = c.rotary_base;
@@ -61,9 +78,6 @@ std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, Pa
 }
 
 std::unique_ptr<Module> make_mamba2(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
-  HYTRA_CHECK(c.mamba_num_heads > 0 || (2 * c.hidden_size) % c.mamba_head_dim == 0,
-              "--mamba-head-dim: must divide the Mamba inner width 2 x --hidden-size (", 2 * c.hidden_size,
-              ") when --mamba-num-heads is not given, got ", c.mamba_head_dim);
   Mamba2Options o;
   static_cast<PreNormOptions&>(o) = pre_norm(c);
   o.hidden = c.hidden_size;
@@ -76,9 +90,6 @@ std::unique_ptr<Module> make_mamba2(const ModelConfig& c, const SubLayerSpec& s,
 }
 
 std::unique_ptr<Module> make_gdn(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
-  // out_norm is an RMSNorm over dv in every released gated delta net model; hytra builds only that.
-  HYTRA_CHECK(c.normalization == NormKind::RMSNorm, "--normalization: gated delta net layers ('G', physical layer ",
-              s.layer_number, ") need RMSNorm (their out_norm is an RMSNorm), got ", name_of(c.normalization));
   GatedDeltaNetOptions o;
   static_cast<PreNormOptions&>(o) = pre_norm(c);
   o.hidden = c.hidden_size;
@@ -101,8 +112,6 @@ ops::ExpertActivation expert_activation(Activation a) {
 }
 
 std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
-  HYTRA_CHECK(c.num_experts > 0, "--num-experts: the pattern has a mixture-of-experts layer ('E', physical layer ",
-              s.layer_number, ") but --num-experts is not set");
   MoeOptions o;
   o.hidden = c.hidden_size;
   o.norm = c.normalization;
@@ -116,7 +125,7 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   r.num_groups = c.moe_router_num_groups;
   r.group_topk = c.moe_router_group_topk;
   r.scaling = c.moe_router_topk_scaling_factor > 0 ? c.moe_router_topk_scaling_factor : 1.0;
-  r.fp32_logits = !c.moe_router_dtype.empty();
+  r.fp32_logits = c.moe_router_dtype == RouterDtype::Fp32;
   r.bias = c.add_bias_linear;
   r.expert_bias = c.moe_router_enable_expert_bias;
   r.bias_update_rate = c.moe_router_bias_update_rate;
@@ -144,9 +153,9 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   e.bias_layout = c.moe_single_grouped_bias ? ExpertLayout::Grouped : ExpertLayout::Indexed;
   e.init_std = c.init_method_std;
   e.output_init_std = output_std(c);
-  e.recompute_act = recompute(c, "moe_act");
-  o.recompute_shared = recompute(c, "shared_experts");
-  o.recompute_norm = recompute(c, "layernorm");
+  e.recompute_act = c.recomputes(RecomputeModule::MoeAct);
+  o.recompute_shared = c.recomputes(RecomputeModule::SharedExperts);
+  o.recompute_norm = c.recomputes(RecomputeModule::LayerNorm);
   o.shared_ffn = c.moe_shared_expert_intermediate_size;
   o.shared_gate = c.moe_shared_expert_gate;
   o.shared_activation = e.activation;
@@ -196,15 +205,18 @@ double no_flops(const ModelConfig&) { return 0.0; }
 
 const std::vector<LayerKind>& layer_kinds() {
   static const std::vector<LayerKind> kinds = {
-      // symbol, name, mHC key, recompute module, factory, matmul weights, other FLOPs
-      {'*', "attention", "self_attention_hyper_connection.", nullptr, make_attention, attention_params,
+      // symbol, name, mHC key, recompute module, factory, config check, matmul weights, other FLOPs
+      {'*', "attention", "self_attention_hyper_connection.", std::nullopt, make_attention, nullptr, attention_params,
        attention_core_flops},
-      {'D', "DeepSeek sparse attention", "self_attention_hyper_connection.", nullptr, nullptr, nullptr, nullptr},
-      {'G', "gated delta net", "hyper_connection.", nullptr, make_gdn, gdn_params, delta_rule_flops},
-      {'M', "Mamba-2", "hyper_connection.", "mamba", make_mamba2, mamba_params, ssd_flops},
-      {'+', "multi-latent attention", "self_attention_hyper_connection.", nullptr, nullptr, nullptr, nullptr},
-      {'-', "MLP", "mlp_hyper_connection.", "mlp", make_mlp, mlp_params, no_flops},
-      {'E', "mixture-of-experts", "mlp_hyper_connection.", "moe", make_moe, moe_params, no_flops},
+      {'D', "DeepSeek sparse attention", "self_attention_hyper_connection.", std::nullopt, nullptr, nullptr, nullptr,
+       nullptr},
+      {'G', "gated delta net", "hyper_connection.", std::nullopt, make_gdn, check_gdn, gdn_params, delta_rule_flops},
+      {'M', "Mamba-2", "hyper_connection.", RecomputeModule::Mamba, make_mamba2, check_mamba2, mamba_params, ssd_flops},
+      {'+', "multi-latent attention", "self_attention_hyper_connection.", std::nullopt, nullptr, nullptr, nullptr,
+       nullptr},
+      {'-', "MLP", "mlp_hyper_connection.", RecomputeModule::Mlp, make_mlp, nullptr, mlp_params, no_flops},
+      {'E', "mixture-of-experts", "mlp_hyper_connection.", RecomputeModule::Moe, make_moe, check_moe, moe_params,
+       no_flops},
   };
   return kinds;
 }
@@ -217,14 +229,13 @@ const LayerKind& layer_kind(char symbol) {
 
 std::unique_ptr<Module> build_sublayer(const ModelConfig& cfg, const SubLayerSpec& spec, ParamStore& store) {
   const LayerKind& kind = layer_kind(spec.symbol);
-  HYTRA_CHECK(kind.build != nullptr, "--hybrid-layer-pattern: layer symbol '", spec.symbol, "' (", kind.name,
-              ", physical layer ", spec.layer_number, ") is not built yet in hytra");
+  HYTRA_ASSERT(kind.build != nullptr, "layer symbol '", spec.symbol, "' is not built (validate refuses it)");
   return kind.build(cfg, spec, store);
 }
 
 bool selective_body(const ModelConfig& cfg, char symbol) {
-  const char* module = layer_kind(symbol).recompute_module;
-  return module != nullptr && recompute(cfg, module);
+  const std::optional<RecomputeModule> module = layer_kind(symbol).recompute_module;
+  return module && cfg.recomputes(*module);
 }
 
 }  // namespace hytra

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,11 @@ struct LayerKind {
   char symbol;
   const char* name;              // for messages: "Mamba-2"
   const char* hyper_connection;  // its mHC key after the logical layer's prefix (docs/spec/README.md decision 3)
-  const char* recompute_module;  // the --recompute-modules entry that reruns its body, or nullptr
+  std::optional<RecomputeModule> recompute_module;  // the --recompute-modules entry that reruns its body
   // The sub-layer module; nullptr: the symbol parses but is not built yet.
   std::unique_ptr<Module> (*build)(const ModelConfig&, const SubLayerSpec&, ParamStore&);
+  // What this kind needs of the configuration, as "--flag: ..." messages (ModelConfig::validate); may be nullptr.
+  void (*check)(const ModelConfig&, std::vector<std::string>& errors);
   int64_t (*matmul_params)(const ModelConfig&);  // weights one token is multiplied by (6 FLOPs each per step)
   double (*other_flops)(const ModelConfig&);     // per token and step beyond the matmuls (attention core, scans)
 };
@@ -35,7 +38,7 @@ struct LayerKind {
 const std::vector<LayerKind>& layer_kinds();
 const LayerKind& layer_kind(char symbol);  // a symbol of layer_kinds()
 
-// The sub-layer module for spec.symbol; a named error for a symbol that is not built yet.
+// The sub-layer module for spec.symbol (a built kind of a validated configuration).
 std::unique_ptr<Module> build_sublayer(const ModelConfig& cfg, const SubLayerSpec& spec, ParamStore& store);
 
 // Whether selective recompute (--recompute-modules) reruns the body of a sub-layer of this kind.

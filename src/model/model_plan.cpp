@@ -1,6 +1,8 @@
 #include "model/model_plan.h"
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "model/layer_kinds.h"
@@ -26,24 +28,35 @@ LayerPlan plan_for(const ModelConfig& cfg) {
   if (cfg.mtp_num_layers > 0) o.mtp_num_layers = cfg.mtp_num_layers;
   o.hybrid_attention_ratio = cfg.hybrid_attention_ratio;
   o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio;
-  LayerPlan plan = build_layer_plan(o);
-  HYTRA_CHECK(
-      plan.mtp_depths == 0 || cfg.position_embedding_type != PositionEmbedding::LearnedAbsolute,
-      "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (docs/spec/mtp.md §2)");
+  return build_layer_plan(o);
+}
+
+void check_plan(const ModelConfig& cfg, const LayerPlan& plan, std::vector<std::string>& errors) {
+  auto need = [&](bool ok, const std::string& msg) {
+    if (!ok) errors.push_back(msg);
+  };
+  std::set<char> symbols;  // of the main pattern and the MTP part
+  for (const auto* items : {&plan.items, &plan.mtp_items})
+    for (const LayerItem& item : *items) symbols.insert(item.symbols.begin(), item.symbols.end());
+  for (char c : symbols) {
+    const LayerKind& kind = layer_kind(c);
+    need(kind.build != nullptr,
+         str("--hybrid-layer-pattern: layer symbol '", c, "' (", kind.name, ") is not built yet in hytra"));
+    if (kind.check) kind.check(cfg, errors);
+  }
+  need(plan.mtp_depths == 0 || cfg.position_embedding_type != PositionEmbedding::LearnedAbsolute,
+       "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (docs/spec/mtp.md §2)");
   for (const LayerItem& item : plan.items) {
     std::set<std::string> names;  // one hyper-connection key per sub-layer of the group
     for (char c : item.symbols)
-      HYTRA_CHECK(!cfg.enable_mhc || names.insert(layer_kind(c).hyper_connection).second,
-                  "--enable-mhc-connections: layer group '[", item.symbols,
-                  "]' holds two sub-layers whose "
-                  "hyper-connections share the key decoder.layers.<i>.",
-                  layer_kind(c).hyper_connection, " (the mixers M and G, or - and E); split the group");
+      need(!cfg.enable_mhc || names.insert(layer_kind(c).hyper_connection).second,
+           str("--enable-mhc-connections: layer group '[", item.symbols,
+               "]' holds two sub-layers whose hyper-connections share the key decoder.layers.<i>.",
+               layer_kind(c).hyper_connection, " (the mixers M and G, or - and E); split the group"));
   }
-  HYTRA_CHECK(
-      cfg.recompute_granularity != RecomputeGranularity::Full || cfg.recompute_num_layers <= plan.num_logical_layers,
-      "--recompute-num-layers: expected at most the model's ", plan.num_logical_layers, " logical layers, got ",
-      cfg.recompute_num_layers);
-  return plan;
+  need(cfg.recompute_granularity != RecomputeGranularity::Full || cfg.recompute_num_layers <= plan.num_logical_layers,
+       str("--recompute-num-layers: expected at most the model's ", plan.num_logical_layers, " logical layers, got ",
+           cfg.recompute_num_layers));
 }
 
 }  // namespace hytra

@@ -1,12 +1,19 @@
 // The LayerPlan of a model config: from --hybrid-layer-pattern, or the ratios, or (neither) a GPT
-// stack of --num-layers `[*-]` groups; with the checks that need the plan (MTP positions, mHC keys of
-// a group, the full-recompute count). Throws the pattern's named errors.
+// stack of --num-layers `[*-]` groups. Throws the pattern's named errors.
 #pragma once
+#include <string>
+#include <vector>
+
 #include "model/config.h"
 #include "model/layer_plan.h"
 
 namespace hytra {
 
 LayerPlan plan_for(const ModelConfig& cfg);
+
+// The checks that need the plan, as "--flag: ..." messages (ModelConfig::validate calls it): every
+// symbol built and its kind's configuration needs (layer_kinds.h), MTP positions, the mHC keys of a
+// group, the full-recompute count.
+void check_plan(const ModelConfig& cfg, const LayerPlan& plan, std::vector<std::string>& errors);
 
 }  // namespace hytra

@@ -33,7 +33,7 @@ RecomputePlan plan_recompute(const ModelConfig& cfg, const LayerPlan& plan, size
     // Selective "mhc" (docs/spec/mhc.md §6): blocks of --mhc-recompute-layer-num sub-layers, by default
     // max(1, floor(sqrt(n L / (n + 2)))) (docs/spec/README.md decision 3); a block keeps its input streams and each
     // layer's mappings and output F, and rebuilds the other layers' input streams in backward.
-    if (std::find(cfg.recompute_modules.begin(), cfg.recompute_modules.end(), "mhc") != cfg.recompute_modules.end()) {
+    if (cfg.recomputes(RecomputeModule::Mhc)) {
       const double n = double(cfg.mhc_num_residual_streams);
       const size_t k = cfg.mhc_recompute_layer_num > 0
                            ? size_t(cfg.mhc_recompute_layer_num)

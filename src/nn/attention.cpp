@@ -8,14 +8,10 @@
 namespace hytra {
 
 SelfAttention::SelfAttention(const AttentionOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
-  HYTRA_CHECK(o.hidden > 0 && o.num_heads > 0 && o.num_kv_heads > 0 && o.head_dim > 0, prefix,
-              "self_attention: hidden, heads, kv heads and head dim must be positive, got ", o.hidden, ", ",
-              o.num_heads, ", ", o.num_kv_heads, ", ", o.head_dim);
-  HYTRA_CHECK(o.num_heads % o.num_kv_heads == 0, prefix, "self_attention: num_heads (", o.num_heads,
-              ") must be a multiple of num_kv_heads (", o.num_kv_heads, ")");
-  HYTRA_CHECK(!o.use_rope || (rotary_dim() > 0 && rotary_dim() % 2 == 0), prefix,
-              "self_attention: rotary dim int(head_dim * rotary_percent) = int(", o.head_dim, " * ",
-              o.rotary_percent, ") = ", rotary_dim(), " must be even and positive");
+  // Options from a validated configuration (ModelConfig::validate) satisfy these.
+  HYTRA_ASSERT(o.hidden > 0 && o.num_heads > 0 && o.num_kv_heads > 0 && o.head_dim > 0, prefix);
+  HYTRA_ASSERT(o.num_heads % o.num_kv_heads == 0, prefix);
+  HYTRA_ASSERT(!o.use_rope || (rotary_dim() > 0 && rotary_dim() % 2 == 0), prefix);
   const std::string p = prefix + "self_attention.";
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "linear_qkv.", store, "layer_norm_");
   qkv_ = std::make_unique<Linear>(p + "linear_qkv.", o.hidden, (o.num_heads + 2 * o.num_kv_heads) * o.head_dim, o.bias,
@@ -32,10 +28,10 @@ int64_t SelfAttention::rotary_dim() const { return int64_t(double(opt_.head_dim)
 
 Tensor SelfAttention::forward_body(StepContext& ctx, const Tensor& x) {
   Exec& ex = ctx.ex();
-  HYTRA_CHECK(x.dim() == 3 && x.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden,
-              "), got ", x.desc());
+  HYTRA_CHECK(x.dim() == 3 && x.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden, "), got ",
+              x.desc());
   const int64_t B = x.size(0), T = x.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
-  const int64_t R = H / G;  // query heads per KV group
+  const int64_t R = H / G;             // query heads per KV group
   Tensor qkv = qkv_->forward(ctx, x);  // (B,T,G*(R+2)*D)
   Saved& s = ctx.saved<Saved>(this);
   s.q = Tensor::empty({B, T, H, D}, x.dtype(), x.device());

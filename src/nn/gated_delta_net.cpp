@@ -8,11 +8,11 @@
 namespace hytra {
 
 GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
-  HYTRA_CHECK(o.hidden > 0 && o.key_heads > 0 && o.value_heads > 0 && o.key_head_dim > 0 && o.value_head_dim > 0 &&
-                  o.conv_kernel > 0,
-              prefix, "self_attention: gated delta net sizes must be positive");
-  HYTRA_CHECK(o.value_heads % o.key_heads == 0, prefix, "self_attention: --linear-num-value-heads (", o.value_heads,
-              ") must be a multiple of --linear-num-key-heads (", o.key_heads, ")");
+  // Options from a validated configuration (ModelConfig::validate) satisfy these.
+  HYTRA_ASSERT(o.hidden > 0 && o.key_heads > 0 && o.value_heads > 0 && o.key_head_dim > 0 && o.value_head_dim > 0 &&
+                   o.conv_kernel > 0,
+               prefix);
+  HYTRA_ASSERT(o.value_heads % o.key_heads == 0, prefix);
   const std::string p = prefix + "self_attention.";
   const int64_t Hv = o.value_heads, K = o.conv_kernel;
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "in_proj.", store, "layer_norm_");
@@ -34,8 +34,8 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& o, const std::string& p
 
 Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
   Exec& ex = ctx.ex();
-  HYTRA_CHECK(in.dim() == 3 && in.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden,
-              "), got ", in.desc());
+  HYTRA_CHECK(in.dim() == 3 && in.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden, "), got ",
+              in.desc());
   const int64_t B = in.size(0), T = in.size(1), Hk = opt_.key_heads, Hv = opt_.value_heads, dk = opt_.key_head_dim,
                 dv = opt_.value_head_dim, V = v_dim(), Q = qk_dim();
   const DType dt = in.dtype();
@@ -62,8 +62,7 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
   ops::slice_copy(ex, v3, qkv, 2, 2 * Q);
 
   Tensor o = Tensor::empty({B, T, Hv, dv}, dt, dev);
-  ops::gated_delta_rule_fwd(ex, o, s.q, s.k, s.v, s.alpha, s.beta, a_log_->master, dt_bias_->master,
-                            opt_.chunk_size);
+  ops::gated_delta_rule_fwd(ex, o, s.q, s.k, s.v, s.alpha, s.beta, a_log_->master, dt_bias_->master, opt_.chunk_size);
   s.o = o.view({B * T, V});
   s.rstd = Tensor::empty({B * T, Hv}, stat_dtype(dt), dev);
   Tensor gated = Tensor::empty({B, T, V}, dt, dev);
@@ -80,8 +79,8 @@ Tensor GatedDeltaNet::backward_body(StepContext& ctx, const Tensor& df) {
   const Device dev = df.device();
   Tensor dgated = out_proj_->backward(ctx, df).view({B * T, V});
   Tensor dout = Tensor::empty({B * T, V}, dt, dev), dz = Tensor::empty({B * T, V}, dt, dev);
-  ops::gated_rmsnorm_bwd(ex, dout, dz, out_norm_w_->grad, dgated, s.o, s.z.view({B * T, V}), out_norm_w_->value,
-                         s.rstd, opt_.value_head_dim, true);
+  ops::gated_rmsnorm_bwd(ex, dout, dz, out_norm_w_->grad, dgated, s.o, s.z.view({B * T, V}), out_norm_w_->value, s.rstd,
+                         opt_.value_head_dim, true);
 
   Tensor dq = Tensor::empty(s.q.shape(), dt, dev), dk = Tensor::empty(s.k.shape(), dt, dev);
   Tensor dv = Tensor::empty(s.v.shape(), dt, dev);
@@ -95,7 +94,8 @@ Tensor GatedDeltaNet::backward_body(StepContext& ctx, const Tensor& df) {
   ops::slice_scatter(ex, dqkv, dv.view({B, T, V}), 2, 2 * Q);
   Tensor dqkv_in = Tensor::empty(dqkv.shape(), dt, dev);
   Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
-  ops::conv1d_bwd(ex, dqkv_in, dw, conv_b_->grad, dqkv, s.qkv_in, conv_w_->value.view(dw.shape()), conv_b_->value, true);
+  ops::conv1d_bwd(ex, dqkv_in, dw, conv_b_->grad, dqkv, s.qkv_in, conv_w_->value.view(dw.shape()), conv_b_->value,
+                  true);
 
   Tensor dproj = Tensor::empty({B, T, proj_dim()}, dt, dev);
   ops::slice_scatter(ex, dproj, dqkv_in, 2, 0);

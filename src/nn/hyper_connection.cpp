@@ -11,7 +11,7 @@ HyperConnection::HyperConnection(const HyperConnectionOptions& o, const std::str
                                  std::unique_ptr<Module> layer, ParamStore& store)
     : opt_(o), layer_(std::move(layer)) {
   const int64_t n = o.streams, C = o.hidden, P = n * n + 2 * n;
-  HYTRA_CHECK(n >= 1 && C >= 1, prefix, ": --mhc-num-residual-streams and the hidden size must be positive");
+  HYTRA_ASSERT(n >= 1 && C >= 1, prefix);  // a validated configuration's (ModelConfig::validate)
   w_ = &store.create(prefix + "mapping_proj.weight", {P, n * C}, InitKind::Uniform, 0.0, false);
   const double bound = std::sqrt(6.0 / double(P + n * C));  // xavier-uniform
   w_->init_lo = -bound;
@@ -27,8 +27,8 @@ HyperConnection::HyperConnection(const HyperConnectionOptions& o, const std::str
 Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
   Exec& ex = ctx.ex();
   const int64_t n = opt_.streams, C = opt_.hidden, P = n * n + 2 * n;
-  HYTRA_CHECK(X4.dim() == 4 && X4.size(2) == n && X4.size(3) == C, "hyper_connection: streams must be (B,T,", n, ",",
-              C, "), got ", X4.desc());
+  HYTRA_CHECK(X4.dim() == 4 && X4.size(2) == n && X4.size(3) == C, "hyper_connection: streams must be (B,T,", n, ",", C,
+              "), got ", X4.desc());
   const int64_t B = X4.size(0), T = X4.size(1), N = B * T;
   const DType sd = stat_dtype(X4.dtype());
   const Device dev = X4.device();

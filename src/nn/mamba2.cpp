@@ -8,12 +8,9 @@
 namespace hytra {
 
 Mamba2Mixer::Mamba2Mixer(const Mamba2Options& o, const std::string& prefix, ParamStore& store) : opt_(o) {
-  HYTRA_CHECK(o.hidden > 0 && o.num_heads > 0 && o.head_dim > 0 && o.state_dim > 0 && o.num_groups > 0, prefix,
-              "mixer: hidden, --mamba-num-heads, --mamba-head-dim, --mamba-state-dim and --mamba-num-groups must be "
-              "positive, got ",
-              o.hidden, ", ", o.num_heads, ", ", o.head_dim, ", ", o.state_dim, ", ", o.num_groups);
-  HYTRA_CHECK(o.num_heads % o.num_groups == 0, prefix, "mixer: --mamba-num-groups (", o.num_groups,
-              ") must divide the Mamba heads (", o.num_heads, ")");
+  // Options from a validated configuration (ModelConfig::validate) satisfy these.
+  HYTRA_ASSERT(o.hidden > 0 && o.num_heads > 0 && o.head_dim > 0 && o.state_dim > 0 && o.num_groups > 0, prefix);
+  HYTRA_ASSERT(o.num_heads % o.num_groups == 0, prefix);
   const std::string p = prefix + "mixer.";
   const int64_t H = o.num_heads, K = o.conv_kernel;
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "in_proj.", store, "layer_norm_");
@@ -65,8 +62,7 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
   ops::slice_copy(ex, c3, xbc, 2, Di + G * N);
 
   Tensor y = Tensor::empty({B, T, H, P}, dt, dev);
-  ops::ssd_chunk_scan_fwd(ex, y, s.x, s.dt, s.b, s.c, dt_bias_->master, a_log_->master, d_->master,
-                          opt_.chunk_size);
+  ops::ssd_chunk_scan_fwd(ex, y, s.x, s.dt, s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
   s.y = y.view({B * T, Di});
   s.rstd = Tensor::empty({B * T, G}, stat_dtype(dt), dev);
   Tensor gated = Tensor::empty({B, T, Di}, dt, dev);
@@ -84,13 +80,13 @@ Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   const Device dev = df.device();
   Tensor dgated = out_proj_->backward(ctx, df).view({B * T, Di});
   Tensor dy = Tensor::empty({B * T, Di}, dt, dev), dz = Tensor::empty({B * T, Di}, dt, dev);
-  ops::gated_rmsnorm_bwd(ex, dy, dz, norm_w_->grad, dgated, s.y, s.z.view({B * T, Di}), norm_w_->value, s.rstd,
-                         Di / G, false);
+  ops::gated_rmsnorm_bwd(ex, dy, dz, norm_w_->grad, dgated, s.y, s.z.view({B * T, Di}), norm_w_->value, s.rstd, Di / G,
+                         false);
 
   Tensor dx = Tensor::empty(s.x.shape(), dt, dev), ddt = Tensor::empty(s.dt.shape(), dt, dev);
   Tensor dB = Tensor::empty(s.b.shape(), dt, dev), dC = Tensor::empty(s.c.shape(), dt, dev);
-  ops::ssd_chunk_scan_bwd(ex, dx, ddt, dB, dC, dt_bias_->grad, a_log_->grad, d_->grad, dy.view(s.x.shape()), s.x,
-                          s.dt, s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
+  ops::ssd_chunk_scan_bwd(ex, dx, ddt, dB, dC, dt_bias_->grad, a_log_->grad, d_->grad, dy.view(s.x.shape()), s.x, s.dt,
+                          s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
 
   Tensor dxbc = Tensor::empty({B, T, conv_dim()}, dt, dev);  // d(conv output)
   ops::slice_scatter(ex, dxbc, dx.view({B, T, Di}), 2, 0);

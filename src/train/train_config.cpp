@@ -35,7 +35,7 @@ void TrainConfig::validate() const {
        "--lr-warmup-fraction: cannot be combined with --lr-warmup-iters");
   need(lr_warmup_fraction < 0 || lr_warmup_fraction <= 1,
        str("--lr-warmup-fraction: expected a value in [0, 1], got ", lr_warmup_fraction));
-  need(optimizer == "adam", str("--optimizer: expected adam (AdamW; sgd is not implemented), got '", optimizer, "'"));
+  need(optimizer == OptimizerKind::Adam, "--optimizer: sgd is not implemented in hytra (use adam: AdamW)");
   need(weight_decay >= 0 && std::isfinite(weight_decay),
        str("--weight-decay: expected a finite number >= 0, got ", weight_decay));
   need(clip_grad >= 0 && std::isfinite(clip_grad), str("--clip-grad: expected a finite number >= 0, got ", clip_grad));
@@ -49,7 +49,8 @@ void TrainConfig::validate() const {
                          {"--exit-interval", exit_interval},
                          {"--ckpt-keep", ckpt_keep}})
     need(v >= 0, str(flag, ": expected a positive integer, got ", v));
-  need(mock_data != !data_path.empty(), "--data-path: give either --data-path (Megatron .bin/.idx files) or --mock-data");
+  need(mock_data != !data_path.empty(),
+       "--data-path: give either --data-path (Megatron .bin/.idx files) or --mock-data");
   need(data_path.empty() || seed <= UINT32_MAX,
        str("--seed: expected 0..", UINT32_MAX, " with --data-path (the shuffle is numpy's RandomState, as in ",
            "Megatron), got ", int64_t(seed)));

@@ -13,6 +13,12 @@
 namespace hytra {
 
 enum class DeviceChoice { Auto, CPU, CUDA };  // --device
+enum class OptimizerKind { Adam, Sgd };       // --optimizer (Adam is AdamW; SGD is refused by validate)
+template <>
+struct EnumText<OptimizerKind> {
+  static constexpr std::array<std::pair<OptimizerKind, const char*>, 2> names = {
+      {{OptimizerKind::Adam, "adam"}, {OptimizerKind::Sgd, "sgd"}}};
+};
 template <>
 struct EnumText<DeviceChoice> {
   static constexpr std::array<std::pair<DeviceChoice, const char*>, 3> names = {
@@ -21,60 +27,62 @@ struct EnumText<DeviceChoice> {
 template <>
 struct EnumText<Strictness> {
   static constexpr std::array<std::pair<Strictness, const char*>, 4> names = {
-      {{Strictness::AssumeOkUnexpected, "assume_ok_unexpected"}, {Strictness::LogAll, "log_all"},
-       {Strictness::RaiseUnexpected, "raise_unexpected"}, {Strictness::RaiseAll, "raise_all"}}};
+      {{Strictness::AssumeOkUnexpected, "assume_ok_unexpected"},
+       {Strictness::LogAll, "log_all"},
+       {Strictness::RaiseUnexpected, "raise_unexpected"},
+       {Strictness::RaiseAll, "raise_all"}}};
 };
 
 struct TrainConfig {
-  int64_t micro_batch_size = 0;         // --micro-batch-size: samples per forward/backward
-  int64_t global_batch_size = 0;        // --global-batch-size: samples per step; 0 = micro-batch size
-  int64_t train_iters = 0;              // --train-iters: optimizer steps
+  int64_t micro_batch_size = 0;   // --micro-batch-size: samples per forward/backward
+  int64_t global_batch_size = 0;  // --global-batch-size: samples per step; 0 = micro-batch size
+  int64_t train_iters = 0;        // --train-iters: optimizer steps
 
-  double lr = 0.0;                      // --lr: peak learning rate
-  double min_lr = 0.0;                  // --min-lr
+  double lr = 0.0;                                     // --lr: peak learning rate
+  double min_lr = 0.0;                                 // --min-lr
   LrDecayStyle lr_decay_style = LrDecayStyle::Linear;  // --lr-decay-style
-  int64_t lr_warmup_iters = 0;          // --lr-warmup-iters
-  double lr_warmup_fraction = -1.0;     // --lr-warmup-fraction: of the decay steps (-1 = unset)
-  double lr_warmup_init = 0.0;          // --lr-warmup-init: lr at the first step
-  int64_t lr_decay_iters = 0;           // --lr-decay-iters: 0 = train iters
+  int64_t lr_warmup_iters = 0;                         // --lr-warmup-iters
+  double lr_warmup_fraction = -1.0;                    // --lr-warmup-fraction: of the decay steps (-1 = unset)
+  double lr_warmup_init = 0.0;                         // --lr-warmup-init: lr at the first step
+  int64_t lr_decay_iters = 0;                          // --lr-decay-iters: 0 = train iters
   WsdDecayStyle lr_wsd_decay_style = WsdDecayStyle::Exponential;  // --lr-wsd-decay-style
-  int64_t lr_wsd_decay_iters = 0;       // --lr-wsd-decay-iters
+  int64_t lr_wsd_decay_iters = 0;                                 // --lr-wsd-decay-iters
 
-  std::string optimizer = "adam";       // --optimizer: adam (AdamW)
-  double weight_decay = 0.01;           // --weight-decay (not applied to norms and biases)
-  double clip_grad = 1.0;               // --clip-grad: global L2 norm; 0 disables
-  double adam_beta1 = 0.9;              // --adam-beta1
-  double adam_beta2 = 0.999;            // --adam-beta2
-  double adam_eps = 1e-8;               // --adam-eps
+  OptimizerKind optimizer = OptimizerKind::Adam;  // --optimizer: adam (AdamW)
+  double weight_decay = 0.01;                     // --weight-decay (not applied to norms and biases)
+  double clip_grad = 1.0;                         // --clip-grad: global L2 norm; 0 disables
+  double adam_beta1 = 0.9;                        // --adam-beta1
+  double adam_beta2 = 0.999;                      // --adam-beta2
+  double adam_eps = 1e-8;                         // --adam-eps
 
-  uint64_t seed = 1234;                 // --seed: init and data order
-  int64_t eval_interval = 1000;         // --eval-interval: iterations between validations (0 = never)
-  int64_t eval_iters = 100;             // --eval-iters: validation batches
-  int64_t log_interval = 100;           // --log-interval: iterations per log line
-  bool mock_data = false;               // --mock-data: synthetic data (data/mock_dataset.h)
-  std::vector<std::string> data_path;   // --data-path: PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (blend)
-  std::string split = "969, 30, 1";     // --split: train, valid, test proportions
-  std::string data_cache_path;          // --data-cache-path: index caches (default: beside the data)
-  std::string tokenizer_type;           // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer
-  std::string vocab_file;               // --vocab-file: GPT-2 encoder.json
-  std::string merge_file;               // --merge-file: GPT-2 vocab.bpe
-  std::string tokenizer_model;          // --tokenizer-model: HF tokenizer.json (or its directory)
+  uint64_t seed = 1234;                      // --seed: init and data order
+  int64_t eval_interval = 1000;              // --eval-interval: iterations between validations (0 = never)
+  int64_t eval_iters = 100;                  // --eval-iters: validation batches
+  int64_t log_interval = 100;                // --log-interval: iterations per log line
+  bool mock_data = false;                    // --mock-data: synthetic data (data/mock_dataset.h)
+  std::vector<std::string> data_path;        // --data-path: PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (blend)
+  std::string split = "969, 30, 1";          // --split: train, valid, test proportions
+  std::string data_cache_path;               // --data-cache-path: index caches (default: beside the data)
+  std::string tokenizer_type;                // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer
+  std::string vocab_file;                    // --vocab-file: GPT-2 encoder.json
+  std::string merge_file;                    // --merge-file: GPT-2 vocab.bpe
+  std::string tokenizer_model;               // --tokenizer-model: HF tokenizer.json (or its directory)
   DeviceChoice device = DeviceChoice::Auto;  // --device: cpu | cuda | auto (cuda when a GPU is visible)
-  bool bf16 = false;                    // --bf16: bf16 activations/weights with fp32 master (CUDA)
-  bool delay_wgrad_compute = false;     // --delay-wgrad-compute: weight-gradient GEMMs run after each
-                                        // micro-batch's backward (backward_dw), same gradients
-  bool no_cuda_graph = false;           // --no-cuda-graph: no CUDA-graph capture of the micro-batches
-  std::string log_jsonl;                // --log-jsonl FILE: one JSON object per logged iteration (hytra)
-  std::string save;                     // --save DIR: checkpoint directory
-  std::string load;                     // --load DIR: resume (or --finetune) from its latest checkpoint
-  int64_t save_interval = 0;            // --save-interval: iterations between saves (0: only at the end)
-  int64_t exit_interval = 0;            // --exit-interval: stop (after saving) when iteration % N == 0
-  int64_t ckpt_keep = 0;                // --ckpt-keep N: keep the newest N checkpoints (0: all)
-  bool no_load_optim = false;           // --no-load-optim: fresh optimizer state
-  bool no_load_rng = false;             // --no-load-rng: accepted; hytra's RNG is counter-based (no state)
+  bool bf16 = false;                         // --bf16: bf16 activations/weights with fp32 master (CUDA)
+  bool delay_wgrad_compute = false;          // --delay-wgrad-compute: weight-gradient GEMMs run after each
+                                             // micro-batch's backward (backward_dw), same gradients
+  bool no_cuda_graph = false;                // --no-cuda-graph: no CUDA-graph capture of the micro-batches
+  std::string log_jsonl;                     // --log-jsonl FILE: one JSON object per logged iteration (hytra)
+  std::string save;                          // --save DIR: checkpoint directory
+  std::string load;                          // --load DIR: resume (or --finetune) from its latest checkpoint
+  int64_t save_interval = 0;                 // --save-interval: iterations between saves (0: only at the end)
+  int64_t exit_interval = 0;                 // --exit-interval: stop (after saving) when iteration % N == 0
+  int64_t ckpt_keep = 0;                     // --ckpt-keep N: keep the newest N checkpoints (0: all)
+  bool no_load_optim = false;                // --no-load-optim: fresh optimizer state
+  bool no_load_rng = false;                  // --no-load-rng: accepted; hytra's RNG is counter-based (no state)
   Strictness ckpt_strictness = Strictness::AssumeOkUnexpected;  // --ckpt-strictness (checkpoint/key_map.h)
-  bool finetune = false;                // --finetune: weights only; iteration, data position, optimizer reset
-  bool ckpt_allow_non_finite = false;   // --ckpt-allow-non-finite (hytra): save/load tensors holding NaN/Inf
+  bool finetune = false;               // --finetune: weights only; iteration, data position, optimizer reset
+  bool ckpt_allow_non_finite = false;  // --ckpt-allow-non-finite (hytra): save/load tensors holding NaN/Inf
 
   int64_t num_micro_batches() const { return global_batch() / micro_batch_size; }
   int64_t global_batch() const { return global_batch_size > 0 ? global_batch_size : micro_batch_size; }

@@ -13,35 +13,73 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/bench.h"
+#include "cli/flags.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "model/hybrid_model.h"
-#include "cli/bench.h"
-#include "cli/flags.h"
 #include "train/trainer.h"
 
 namespace hytra {
 namespace {
 
 void tiny_config(ModelConfig& m, TrainConfig& t, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {"--hybrid-layer-pattern", "*-*-", "--hidden-size", "32", "--num-attention-heads",
-                                   "4", "--group-query-attention", "--num-query-groups", "2", "--ffn-hidden-size",
-                                   "64", "--normalization", "RMSNorm", "--position-embedding-type", "rope",
-                                   "--swiglu", "--vocab-size", "96", "--make-vocab-size-divisible-by", "32",
-                                   "--seq-length", "32", "--micro-batch-size", "4", "--global-batch-size", "8",
-                                   "--train-iters", "40", "--lr", "1e-2", "--min-lr", "1e-3", "--lr-decay-style",
-                                   "cosine", "--lr-warmup-iters", "4", "--eval-interval", "20", "--eval-iters", "2",
-                                   "--log-interval", "10", "--mock-data", "--device", "cpu"};
+  std::vector<std::string> args = {"--hybrid-layer-pattern",
+                                   "*-*-",
+                                   "--hidden-size",
+                                   "32",
+                                   "--num-attention-heads",
+                                   "4",
+                                   "--group-query-attention",
+                                   "--num-query-groups",
+                                   "2",
+                                   "--ffn-hidden-size",
+                                   "64",
+                                   "--normalization",
+                                   "RMSNorm",
+                                   "--position-embedding-type",
+                                   "rope",
+                                   "--swiglu",
+                                   "--vocab-size",
+                                   "96",
+                                   "--make-vocab-size-divisible-by",
+                                   "32",
+                                   "--seq-length",
+                                   "32",
+                                   "--micro-batch-size",
+                                   "4",
+                                   "--global-batch-size",
+                                   "8",
+                                   "--train-iters",
+                                   "40",
+                                   "--lr",
+                                   "1e-2",
+                                   "--min-lr",
+                                   "1e-3",
+                                   "--lr-decay-style",
+                                   "cosine",
+                                   "--lr-warmup-iters",
+                                   "4",
+                                   "--eval-interval",
+                                   "20",
+                                   "--eval-iters",
+                                   "2",
+                                   "--log-interval",
+                                   "10",
+                                   "--mock-data",
+                                   "--device",
+                                   "cpu"};
   args.insert(args.end(), extra.begin(), extra.end());
   ASSERT_TRUE(parse_train_args(args, m, t, nullptr));
 }
 
 // The tiny model as a hybrid of all four built sub-layer kinds (Mamba-2, attention, gated delta
 // net, MLP), chunk sizes that split the 32-token sequences into several chunks.
-const std::vector<std::string> kHybrid = {
-    "--hybrid-layer-pattern", "M*G-", "--mamba-num-heads", "4", "--mamba-head-dim", "16", "--mamba-num-groups", "2",
-    "--mamba-state-dim", "16", "--mamba-chunk-size", "8", "--linear-num-key-heads", "2", "--linear-num-value-heads",
-    "4", "--linear-key-head-dim", "8", "--linear-value-head-dim", "8"};
+const std::vector<std::string> kHybrid = {"--hybrid-layer-pattern", "M*G-", "--mamba-num-heads",        "4",
+                                          "--mamba-head-dim",       "16",   "--mamba-num-groups",       "2",
+                                          "--mamba-state-dim",      "16",   "--mamba-chunk-size",       "8",
+                                          "--linear-num-key-heads", "2",    "--linear-num-value-heads", "4",
+                                          "--linear-key-head-dim",  "8",    "--linear-value-head-dim",  "8"};
 
 TEST(Train, LossFallsAndRunsAreBitwiseIdentical) {
   ModelConfig m;
@@ -88,9 +126,18 @@ TEST(Train, HybridMambaGdnLearnsAndRunsAreBitwiseIdentical) {
 TEST(Train, MoeLearnsLogsItsLossesAndDelayedWgradIsBitwiseIdentical) {
   const std::string path = testing::TempDir() + "hytra_moe.jsonl";
   std::remove(path.c_str());
-  const std::vector<std::string> moe = {"--hybrid-layer-pattern", "*E-E", "--num-experts", "4", "--moe-ffn-hidden-size",
-                                        "32", "--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3",
-                                        "--moe-shared-expert-intermediate-size", "32"};
+  const std::vector<std::string> moe = {"--hybrid-layer-pattern",
+                                        "*E-E",
+                                        "--num-experts",
+                                        "4",
+                                        "--moe-ffn-hidden-size",
+                                        "32",
+                                        "--moe-aux-loss-coeff",
+                                        "1e-2",
+                                        "--moe-z-loss-coeff",
+                                        "1e-3",
+                                        "--moe-shared-expert-intermediate-size",
+                                        "32"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), moe.begin(), moe.end());
     return extra;
@@ -122,8 +169,9 @@ TEST(Train, MoeLearnsLogsItsLossesAndDelayedWgradIsBitwiseIdentical) {
 TEST(Train, MtpLearnsLogsItsDepthsAndIsBitwiseDeterministic) {
   ModelConfig m;
   TrainConfig t;
-  tiny_config(m, t, {"--hybrid-layer-pattern", "M*-/*-/*-", "--mamba-num-heads", "4", "--mamba-head-dim", "16",
-                     "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--mtp-loss-scaling-factor", "0.5"});
+  tiny_config(m, t,
+              {"--hybrid-layer-pattern", "M*-/*-/*-", "--mamba-num-heads", "4", "--mamba-head-dim", "16",
+               "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--mtp-loss-scaling-factor", "0.5"});
   std::ostringstream log1, log2;
   TrainResult a = train(m, t, log1);
   TrainResult b = train(m, t, log2);
@@ -139,19 +187,46 @@ TEST(Train, MtpLearnsLogsItsDepthsAndIsBitwiseDeterministic) {
   EXPECT_LT(std::stod(text.substr(at + 12)), std::log(96.0) - 1.0);  // the depths learn too
 }
 
-// Activation recompute (docs/spec/recompute.md, docs/spec/README.md decisions 4-5): every setting reproduces the run without
-// recompute bit for bit (losses and gradient norms), on a model with Mamba, attention, MoE, gated
-// delta net and MLP layers, a `[*-]` group and an MTP depth, with and without mHC (every sub-layer
-// kind under mHC). (The saved-activation bytes are
-// measured in tests/unit/test_hybrid_model.cpp: in this tiny run the optimizer state dominates.)
+// Activation recompute (docs/spec/recompute.md, docs/spec/README.md decisions 4-5): every setting reproduces the run
+// without recompute bit for bit (losses and gradient norms), on a model with Mamba, attention, MoE, gated delta net and
+// MLP layers, a `[*-]` group and an MTP depth, with and without mHC (every sub-layer kind under mHC). (The
+// saved-activation bytes are measured in tests/unit/test_hybrid_model.cpp: in this tiny run the optimizer state
+// dominates.)
 void check_recompute_is_bitwise(const std::vector<std::string>& device) {
-  const std::vector<std::string> model = {
-      "--hybrid-layer-pattern", "M[*-]EG-/*-", "--linear-num-key-heads", "2", "--linear-num-value-heads", "2",
-      "--linear-key-head-dim", "8", "--linear-value-head-dim", "8", "--mamba-num-heads", "4", "--mamba-head-dim", "16",
-      "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--mamba-chunk-size", "8", "--num-experts", "4",
-      "--moe-ffn-hidden-size", "32", "--moe-shared-expert-intermediate-size", "16", "--moe-aux-loss-coeff", "1e-2",
-      "--moe-router-load-balancing-type",
-      "global_aux_loss", "--train-iters", "6", "--eval-interval", "0"};
+  const std::vector<std::string> model = {"--hybrid-layer-pattern",
+                                          "M[*-]EG-/*-",
+                                          "--linear-num-key-heads",
+                                          "2",
+                                          "--linear-num-value-heads",
+                                          "2",
+                                          "--linear-key-head-dim",
+                                          "8",
+                                          "--linear-value-head-dim",
+                                          "8",
+                                          "--mamba-num-heads",
+                                          "4",
+                                          "--mamba-head-dim",
+                                          "16",
+                                          "--mamba-num-groups",
+                                          "2",
+                                          "--mamba-state-dim",
+                                          "16",
+                                          "--mamba-chunk-size",
+                                          "8",
+                                          "--num-experts",
+                                          "4",
+                                          "--moe-ffn-hidden-size",
+                                          "32",
+                                          "--moe-shared-expert-intermediate-size",
+                                          "16",
+                                          "--moe-aux-loss-coeff",
+                                          "1e-2",
+                                          "--moe-router-load-balancing-type",
+                                          "global_aux_loss",
+                                          "--train-iters",
+                                          "6",
+                                          "--eval-interval",
+                                          "0"};
   auto run = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), model.begin(), model.end());
     extra.insert(extra.end(), device.begin(), device.end());
@@ -162,9 +237,9 @@ void check_recompute_is_bitwise(const std::vector<std::string>& device) {
     return train(m, t, log);
   };
   for (bool mhc : {false, true}) {
-    const std::vector<std::string> base = mhc ? std::vector<std::string>{"--enable-mhc-connections",
-                                                                         "--mhc-num-residual-streams", "2"}
-                                              : std::vector<std::string>{};
+    const std::vector<std::string> base =
+        mhc ? std::vector<std::string>{"--enable-mhc-connections", "--mhc-num-residual-streams", "2"}
+            : std::vector<std::string>{};
     auto with = [&](std::vector<std::string> extra) {
       extra.insert(extra.begin(), base.begin(), base.end());
       return extra;
@@ -194,22 +269,25 @@ void check_recompute_is_bitwise(const std::vector<std::string>& device) {
       ASSERT_EQ(r.losses.size(), ref.losses.size()) << name;
       for (size_t i = 0; i < ref.losses.size(); ++i) {
         EXPECT_EQ(std::memcmp(&r.losses[i], &ref.losses[i], sizeof(double)), 0) << name << " iteration " << i + 1;
-        EXPECT_EQ(std::memcmp(&r.grad_norms[i], &ref.grad_norms[i], sizeof(double)), 0) << name << " iteration " << i + 1;
+        EXPECT_EQ(std::memcmp(&r.grad_norms[i], &ref.grad_norms[i], sizeof(double)), 0)
+            << name << " iteration " << i + 1;
       }
-      std::printf("peak allocated bytes, %s: %lld (no recompute: %lld)\n", name.c_str(),
-                  (long long)r.peak_memory_bytes, (long long)ref.peak_memory_bytes);
+      std::printf("peak allocated bytes, %s: %lld (no recompute: %lld)\n", name.c_str(), (long long)r.peak_memory_bytes,
+                  (long long)ref.peak_memory_bytes);
     }
   }
 }
 
 TEST(Train, RecomputeIsBitwiseIdentical) { check_recompute_is_bitwise({}); }
 
-// The seed and deprecated spellings Megatron users have in their scripts (docs/spec/README.md decision 3, docs/spec/moe.md §3).
+// The seed and deprecated spellings Megatron users have in their scripts (docs/spec/README.md decision 3,
+// docs/spec/moe.md §3).
 TEST(Train, FlagAliasesSetTheSameFields) {
   ModelConfig m;
   TrainConfig t;
-  tiny_config(m, t, {"--hybrid-override-pattern", "*E", "--num-experts", "4", "--moe-router-padding-for-fp8",
-                     "--enable-hyper-connections", "--num-residual-streams", "2"});
+  tiny_config(m, t,
+              {"--hybrid-override-pattern", "*E", "--num-experts", "4", "--moe-router-padding-for-fp8",
+               "--enable-hyper-connections", "--num-residual-streams", "2"});
   EXPECT_EQ(m.hybrid_layer_pattern, "*E");
   EXPECT_TRUE(m.moe_router_padding_for_quantization);
   EXPECT_TRUE(m.enable_mhc);
@@ -243,9 +321,9 @@ TEST(Train, BadFlagsAreNamedErrors) {
   auto expect_train_error = [](const std::vector<std::string>& extra, const std::string& needle) {
     ModelConfig m;
     TrainConfig t;
-    tiny_config(m, t, extra);
     std::ostringstream log;
     try {
+      tiny_config(m, t, extra);  // validation (model/config.cpp) or the trainer
       train(m, t, log);
       ADD_FAILURE() << "no error for " << needle;
     } catch (const Error& e) {
@@ -315,7 +393,8 @@ TEST(Train, NemotronExamplesBuild) {
     std::ofstream out(path);
     for (std::string line; std::getline(in, line);) {
       bool data = false;
-      for (const char* key : {"data-path:", "split:", "tokenizer-type:", "vocab-file:", "merge-file:", "mock-data:", "vocab-size:"})
+      for (const char* key :
+           {"data-path:", "split:", "tokenizer-type:", "vocab-file:", "merge-file:", "mock-data:", "vocab-size:"})
         data = data || line.rfind(key, 0) == 0;
       if (!data) out << line << "\n";
     }
@@ -361,8 +440,8 @@ TEST(Train, BenchMeasuresTheStepsAfterWarmup) {
   EXPECT_NEAR(r.tflops_per_gpu, r.flops_per_token * r.tokens_per_s / 1e12, 1e-9);
   EXPECT_GT(r.peak_mem_gib, 0.0);  // the CPU allocator counts too
   const std::string line = format_bench_record(r);
-  for (const char* key : {"config=tiny", "mbs=4", "gbs=8", "seq=32", "step_ms=", "tokens_per_s=", "tflops_per_gpu=",
-                          "mfu=", "peak_mem_gib=", "loss="})
+  for (const char* key : {"config=tiny", "mbs=4", "gbs=8", "seq=32",
+                          "step_ms=", "tokens_per_s=", "tflops_per_gpu=", "mfu=", "peak_mem_gib=", "loss="})
     EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
 }
 
@@ -435,12 +514,34 @@ TEST(TrainCuda, HybridGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
 
 TEST(TrainCuda, MoeGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU";
-  check_gpu_tracks_cpu({"--hybrid-layer-pattern", "M*EE", "--mamba-num-heads", "4", "--mamba-head-dim", "16",
-                        "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--num-experts", "8",
-                        "--moe-ffn-hidden-size", "32", "--moe-router-topk", "2", "--moe-router-score-function",
-                        "sigmoid", "--moe-router-enable-expert-bias", "--moe-router-dtype", "fp32",
-                        "--moe-aux-loss-coeff", "1e-2", "--moe-shared-expert-intermediate-size", "32",
-                        "--moe-shared-expert-gate", "--moe-mlp-glu-interleave-size", "8"},
+  check_gpu_tracks_cpu({"--hybrid-layer-pattern",
+                        "M*EE",
+                        "--mamba-num-heads",
+                        "4",
+                        "--mamba-head-dim",
+                        "16",
+                        "--mamba-num-groups",
+                        "2",
+                        "--mamba-state-dim",
+                        "16",
+                        "--num-experts",
+                        "8",
+                        "--moe-ffn-hidden-size",
+                        "32",
+                        "--moe-router-topk",
+                        "2",
+                        "--moe-router-score-function",
+                        "sigmoid",
+                        "--moe-router-enable-expert-bias",
+                        "--moe-router-dtype",
+                        "fp32",
+                        "--moe-aux-loss-coeff",
+                        "1e-2",
+                        "--moe-shared-expert-intermediate-size",
+                        "32",
+                        "--moe-shared-expert-gate",
+                        "--moe-mlp-glu-interleave-size",
+                        "8"},
                        1e-2);
 }
 
@@ -488,7 +589,8 @@ TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
     ASSERT_EQ(graph.losses.size(), eager.losses.size());
     for (size_t i = 0; i < graph.losses.size(); ++i) {
       EXPECT_EQ(std::memcmp(&graph.losses[i], &eager.losses[i], sizeof(double)), 0) << what << " iteration " << i + 1;
-      EXPECT_EQ(std::memcmp(&graph.grad_norms[i], &eager.grad_norms[i], sizeof(double)), 0) << what << " iteration " << i + 1;
+      EXPECT_EQ(std::memcmp(&graph.grad_norms[i], &eager.grad_norms[i], sizeof(double)), 0)
+          << what << " iteration " << i + 1;
     }
     ASSERT_EQ(graph.val_losses.size(), eager.val_losses.size());
     for (size_t i = 0; i < graph.val_losses.size(); ++i)
@@ -497,9 +599,9 @@ TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
   }
   ModelConfig mm;
   TrainConfig tm;
-  tiny_config(mm, tm, {"--device", "cuda", "--bf16", "--hybrid-layer-pattern", "*E", "--num-experts", "4",
-                       "--moe-ffn-hidden-size", "32", "--train-iters", "3", "--lr-warmup-iters", "1",
-                       "--eval-interval", "0"});
+  tiny_config(mm, tm,
+              {"--device", "cuda", "--bf16", "--hybrid-layer-pattern", "*E", "--num-experts", "4",
+               "--moe-ffn-hidden-size", "32", "--train-iters", "3", "--lr-warmup-iters", "1", "--eval-interval", "0"});
   std::ostringstream log;
   EXPECT_EQ(train(mm, tm, log).graph_replays, 0);
   EXPECT_NE(log.str().find("CUDA graphs off: MoE layers"), std::string::npos) << log.str();

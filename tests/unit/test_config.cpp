@@ -6,19 +6,19 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "model/hybrid_model.h"
 #include "cli/flag_table.h"
 #include "cli/flags.h"
+#include "core/error.h"
+#include "model/hybrid_model.h"
 
 namespace hytra {
 namespace {
 
 // The error of parsing `extra` on top of a small valid model and building its layer plan.
 std::string config_error(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--hybrid-layer-pattern", "*-*-", "--hidden-size", "32", "--num-attention-heads",
-                                   "4", "--vocab-size", "64", "--seq-length", "8", "--micro-batch-size", "1",
-                                   "--train-iters", "1", "--mock-data"};
+  std::vector<std::string> args = {
+      "--hybrid-layer-pattern", "*-*-", "--hidden-size",      "32", "--num-attention-heads", "4", "--vocab-size", "64",
+      "--seq-length",           "8",    "--micro-batch-size", "1",  "--train-iters",         "1", "--mock-data"};
   args.insert(args.end(), extra.begin(), extra.end());
   ModelConfig m;
   TrainConfig t;
@@ -45,8 +45,7 @@ TEST(Config, OutOfRangeValuesNameTheirFlag) {
   expect_error({"--num-layers", "-4", "--hybrid-layer-pattern", ""}, "--num-layers");
   expect_error({"--hybrid-layer-pattern", "", "--num-layers", "4", "--hybrid-attention-ratio", "nan"},
                "--hybrid-attention-ratio");
-  expect_error({"--hybrid-layer-pattern", "", "--num-layers", "4", "--hybrid-mlp-ratio", "-0.5"},
-               "--hybrid-mlp-ratio");
+  expect_error({"--hybrid-layer-pattern", "", "--num-layers", "4", "--hybrid-mlp-ratio", "-0.5"}, "--hybrid-mlp-ratio");
   expect_error({"--hybrid-layer-pattern", "", "--num-layers", "4", "--hybrid-mlp-ratio", "0.6",
                 "--hybrid-attention-ratio", "0.6"},
                "at most 1");
@@ -63,9 +62,9 @@ TEST(Config, OutOfRangeValuesNameTheirFlag) {
 // Values that used to reach an internal assertion, a crash or a misleading error far from their flag.
 TEST(Config, HugeSizesNameTheirFlag) {
   const std::string max64 = "9223372036854775807";
-  for (const char* flag : {"--seq-length", "--kv-channels", "--max-position-embeddings", "--vocab-size",
-                           "--mamba-chunk-size", "--hidden-size", "--ffn-hidden-size", "--micro-batch-size",
-                           "--global-batch-size"})
+  for (const char* flag :
+       {"--seq-length", "--kv-channels", "--max-position-embeddings", "--vocab-size", "--mamba-chunk-size",
+        "--hidden-size", "--ffn-hidden-size", "--micro-batch-size", "--global-batch-size"})
     expect_error({flag, max64}, flag);
   expect_error({"--vocab-size", max64, "--make-vocab-size-divisible-by", "1"}, "--vocab-size");
   expect_error({"--hybrid-layer-pattern", "*E", "--num-experts", "4", "--moe-ffn-hidden-size", max64},
@@ -111,10 +110,11 @@ TEST(Config, SwigluDefaultWidthOfZeroIsRefused) {
 // Two sub-layers of one group whose hyper-connections would share a key (duplicate parameters).
 TEST(Config, MhcGroupsWithTwoMlpsOrTwoMixersAreRefused) {
   for (const char* p : {"[M*][-E]", "[GM]"})
-    expect_error({"--enable-mhc-connections", "--normalization", "RMSNorm", "--hybrid-layer-pattern", p,
-                  "--num-experts", "4"},
-                 "--enable-mhc-connections");
-  EXPECT_EQ(config_error({"--enable-mhc-connections", "--hybrid-layer-pattern", "[M*][-*]"}), "no error");
+    expect_error(
+        {"--enable-mhc-connections", "--normalization", "RMSNorm", "--hybrid-layer-pattern", p, "--num-experts", "4"},
+        "--enable-mhc-connections");
+  EXPECT_EQ(config_error({"--enable-mhc-connections", "--hybrid-layer-pattern", "[M*][-*]", "--mamba-num-groups", "1"}),
+            "no error");
 }
 
 // The data order is numpy's RandomState(seed): a seed past 32 bits was silently truncated.
@@ -147,25 +147,40 @@ TEST(Config, PatternsWithoutLayersAreRefused) {
 }
 
 TEST(Config, ValidEdgeValuesPass) {
-  EXPECT_EQ(config_error({"--recompute-granularity", "full", "--recompute-method", "uniform",
-                          "--recompute-num-layers", "4"}),
-            "no error");
-  EXPECT_EQ(config_error({"--hybrid-layer-pattern", "*E*E", "--num-experts", "4", "--moe-expert-capacity-factor",
-                          "1.5"}),
-            "no error");
+  EXPECT_EQ(
+      config_error({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "4"}),
+      "no error");
+  EXPECT_EQ(
+      config_error({"--hybrid-layer-pattern", "*E*E", "--num-experts", "4", "--moe-expert-capacity-factor", "1.5"}),
+      "no error");
   // Huge but finite: the dispatcher caps the capacity at the token count.
-  EXPECT_EQ(config_error({"--hybrid-layer-pattern", "*E*E", "--num-experts", "4", "--moe-expert-capacity-factor",
-                          "1e300"}),
-            "no error");
+  EXPECT_EQ(
+      config_error({"--hybrid-layer-pattern", "*E*E", "--num-experts", "4", "--moe-expert-capacity-factor", "1e300"}),
+      "no error");
   EXPECT_EQ(config_error({"--seq-length", "2147483647", "--position-embedding-type", "rope"}), "no error");
 }
 
 // Parsing reads no file but --config; the tokenizer is read when the configuration is resolved.
 TEST(Config, FlagParsingReadsNoTokenizerFile) {
-  const std::vector<std::string> args = {"--hybrid-layer-pattern", "*-", "--hidden-size", "32", "--num-attention-heads",
-                                         "4", "--seq-length", "8", "--micro-batch-size", "1", "--train-iters", "1",
-                                         "--data-path", "nowhere", "--tokenizer-type", "GPT2BPETokenizer",
-                                         "--vocab-file", "/nonexistent/encoder.json", "--merge-file",
+  const std::vector<std::string> args = {"--hybrid-layer-pattern",
+                                         "*-",
+                                         "--hidden-size",
+                                         "32",
+                                         "--num-attention-heads",
+                                         "4",
+                                         "--seq-length",
+                                         "8",
+                                         "--micro-batch-size",
+                                         "1",
+                                         "--train-iters",
+                                         "1",
+                                         "--data-path",
+                                         "nowhere",
+                                         "--tokenizer-type",
+                                         "GPT2BPETokenizer",
+                                         "--vocab-file",
+                                         "/nonexistent/encoder.json",
+                                         "--merge-file",
                                          "/nonexistent/vocab.bpe"};
   ModelConfig m;
   TrainConfig t;

@@ -15,7 +15,8 @@
 namespace hytra {
 namespace {
 
-ModelConfig tiny(const std::string& pattern) {
+// A small model of `pattern`, not yet validated (tests that change a field first).
+ModelConfig tiny_unvalidated(const std::string& pattern) {
   ModelConfig c;
   c.hybrid_layer_pattern = pattern;
   c.hidden_size = 8;
@@ -36,6 +37,11 @@ ModelConfig tiny(const std::string& pattern) {
   c.linear_num_value_heads = 2;
   c.linear_key_head_dim = 4;
   c.linear_value_head_dim = 3;
+  return c;
+}
+
+ModelConfig tiny(const std::string& pattern) {
+  ModelConfig c = tiny_unvalidated(pattern);
   c.validate();
   return c;
 }
@@ -49,22 +55,18 @@ std::vector<std::string> keys(HybridModel& m) {
 TEST(HybridModel, GroupedLayersShareOneLogicalIndex) {
   ModelConfig c = tiny("[*-]*-");
   HybridModel m(c, plan_for(c));
-  EXPECT_EQ(keys(m), (std::vector<std::string>{
-                         "embedding.word_embeddings.weight",
-                         "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight",
-                         "decoder.layers.0.self_attention.linear_qkv.weight",
-                         "decoder.layers.0.self_attention.linear_proj.weight",
-                         "decoder.layers.0.mlp.linear_fc1.layer_norm_weight",
-                         "decoder.layers.0.mlp.linear_fc1.weight",
-                         "decoder.layers.0.mlp.linear_fc2.weight",
-                         "decoder.layers.1.self_attention.linear_qkv.layer_norm_weight",
-                         "decoder.layers.1.self_attention.linear_qkv.weight",
-                         "decoder.layers.1.self_attention.linear_proj.weight",
-                         "decoder.layers.2.mlp.linear_fc1.layer_norm_weight",
-                         "decoder.layers.2.mlp.linear_fc1.weight",
-                         "decoder.layers.2.mlp.linear_fc2.weight",
-                         "decoder.final_layernorm.weight",  // the main pattern has '['
-                     }));
+  EXPECT_EQ(
+      keys(m),
+      (std::vector<std::string>{
+          "embedding.word_embeddings.weight", "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight",
+          "decoder.layers.0.self_attention.linear_qkv.weight", "decoder.layers.0.self_attention.linear_proj.weight",
+          "decoder.layers.0.mlp.linear_fc1.layer_norm_weight", "decoder.layers.0.mlp.linear_fc1.weight",
+          "decoder.layers.0.mlp.linear_fc2.weight", "decoder.layers.1.self_attention.linear_qkv.layer_norm_weight",
+          "decoder.layers.1.self_attention.linear_qkv.weight", "decoder.layers.1.self_attention.linear_proj.weight",
+          "decoder.layers.2.mlp.linear_fc1.layer_norm_weight", "decoder.layers.2.mlp.linear_fc1.weight",
+          "decoder.layers.2.mlp.linear_fc2.weight",
+          "decoder.final_layernorm.weight",  // the main pattern has '['
+      }));
   EXPECT_EQ(m.params().find("embedding.word_embeddings.weight")->shape, (Shape{32, 8}));  // padded vocab
 }
 
@@ -80,8 +82,9 @@ TEST(HybridModel, UngroupedPatternUsesFinalNormAndUntiedHead) {
 }
 
 TEST(HybridModel, GptStackWithoutPattern) {
-  ModelConfig c = tiny("");
+  ModelConfig c = tiny_unvalidated("");
   c.num_layers = 2;
+  c.validate();
   LayerPlan p = plan_for(c);
   EXPECT_EQ(p.main, "[*-][*-]");
   EXPECT_EQ(p.num_layers, 4);
@@ -89,10 +92,10 @@ TEST(HybridModel, GptStackWithoutPattern) {
 
 TEST(HybridModel, UnbuiltSymbolsAreNamedErrors) {
   for (const char* pattern : {"D-", "M+", "-/D"}) {
-    ModelConfig c = tiny(pattern);
+    ModelConfig c = tiny_unvalidated(pattern);
     std::string msg;
     try {
-      HybridModel m(c, plan_for(c));
+      c.validate();
     } catch (const Error& e) {
       msg = e.what();
     }
@@ -149,7 +152,7 @@ TEST(HybridModel, FlopsCountMtpMambaAndGdnAsMegatron) {
   const double C = 8, V = 32, T = 6, H = 2, D = 4, F = 12;
   const double attn = C * (H + 2 * H) * D + H * D * C, mlp = 3 * C * F;  // MHA (1 KV group each); SwiGLU
   const double mamba = C * (2 * 16 + 2 * 8 + 4) + 16 * C;                // d_inner 16, G*N 8, H 4
-  const double gdn = C * (2 * 4 + 2 * 6 + 2 * 2) + 6 * C;                 // qk 4, v 6, Hv 2
+  const double gdn = C * (2 * 4 + 2 * 6 + 2 * 2) + 6 * C;                // qk 4, v 6, Hv 2
   const double params = 2 * attn + 2 * mlp + mamba + gdn + V * C + (2 * C * C + V * C);
   const double want = 6 * params + 6 * 2 * T * H * D + 3 * 7 * 16 * 4 + 3 * (8 * 2 * 3 * 4 + 2 * 4 * (2 * 4 + 6));
   EXPECT_DOUBLE_EQ(flops_per_token(c, k), want);
@@ -304,18 +307,25 @@ int64_t saved_after_forward(ModelConfig c) {
   return saved;
 }
 
+std::vector<RecomputeModule> recompute_modules(const std::vector<std::string>& names) {
+  std::vector<RecomputeModule> out;
+  for (const std::string& n : names) out.push_back(enum_of<RecomputeModule>(n, "--recompute-modules"));
+  return out;
+}
+
 TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
   auto saved_bytes = [](const std::string& granularity, const std::string& method, int64_t layers,
                         const std::vector<std::string>& modules) {
-    ModelConfig c = tiny("M[*-]E-M-");
+    ModelConfig c = tiny_unvalidated("M[*-]E-M-");
     c.ffn_hidden_size = 128;
     c.num_experts = 4;
     c.moe_ffn_hidden_size = 64;
-    c.recompute_granularity = granularity.empty() ? RecomputeGranularity::None
-                                                  : enum_of<RecomputeGranularity>(granularity, "granularity");
+    c.recompute_granularity =
+        granularity.empty() ? RecomputeGranularity::None : enum_of<RecomputeGranularity>(granularity, "granularity");
     c.recompute_method = method.empty() ? RecomputeMethod::None : enum_of<RecomputeMethod>(method, "method");
     c.recompute_num_layers = layers;
-    c.recompute_modules = modules;
+    c.recompute_modules = recompute_modules(modules);
+    c.validate();
     return saved_after_forward(c);
   };
   const int64_t none = saved_bytes("", "", 0, {});
@@ -325,35 +335,38 @@ TEST(HybridModel, RecomputeLowersSavedActivationBytes) {
   const int64_t selective = saved_bytes("selective", "", 0, {"mlp", "moe", "mamba"});
   const int64_t parts = saved_bytes("selective", "", 0, {"core_attn", "moe_act"});
   const int64_t norm = saved_bytes("selective", "", 0, {"layernorm"});
-  std::printf("saved activation bytes after forward: none %lld, full/uniform/1 %lld, full/uniform/2 %lld, "
-              "full/block/2 %lld, selective mlp+moe+mamba %lld, selective core_attn+moe_act %lld, "
-              "selective layernorm %lld\n",
-              (long long)none, (long long)uniform1, (long long)uniform2, (long long)block2, (long long)selective,
-              (long long)parts, (long long)norm);
+  std::printf(
+      "saved activation bytes after forward: none %lld, full/uniform/1 %lld, full/uniform/2 %lld, "
+      "full/block/2 %lld, selective mlp+moe+mamba %lld, selective core_attn+moe_act %lld, "
+      "selective layernorm %lld\n",
+      (long long)none, (long long)uniform1, (long long)uniform2, (long long)block2, (long long)selective,
+      (long long)parts, (long long)norm);
   EXPECT_LT(uniform1, none / 3);  // 6 logical layers: only their inputs remain
-  EXPECT_LE(uniform2, uniform1);   // fewer unit inputs
-  EXPECT_LT(block2, none);         // the first two logical layers dropped
+  EXPECT_LE(uniform2, uniform1);  // fewer unit inputs
+  EXPECT_LT(block2, none);        // the first two logical layers dropped
   EXPECT_GT(block2, uniform1);
   EXPECT_LT(selective, none);
-  EXPECT_LT(parts, none);  // the attention lse and the expert activations
+  EXPECT_LT(parts, none);                   // the attention lse and the expert activations
   EXPECT_EQ(none - norm, 4 * 64 * 32 * 4);  // exactly the MoE layer's pre_mlp_layernorm output (B,T,C) fp32
 }
 
 // Selective "mhc" (docs/spec/mhc.md §6): inside each recompute block only the block's input streams stay saved.
 TEST(HybridModel, MhcRecomputeLowersSavedActivationBytes) {
   auto saved_bytes = [](const std::vector<std::string>& modules, int64_t block) {
-    ModelConfig c = tiny("M*-M*-");
+    ModelConfig c = tiny_unvalidated("M*-M*-");
     c.enable_mhc = true;
     c.mhc_num_residual_streams = 4;
     if (!modules.empty()) c.recompute_granularity = RecomputeGranularity::Selective;
-    c.recompute_modules = modules;
+    c.recompute_modules = recompute_modules(modules);
     c.mhc_recompute_layer_num = block;
+    c.validate();
     return saved_after_forward(c);
   };
   const int64_t none = saved_bytes({}, 0), dflt = saved_bytes({"mhc"}, 0), six = saved_bytes({"mhc"}, 6);
-  std::printf("mHC saved activation bytes after forward: none %lld, mhc (default block: floor(sqrt(4*6/6)) = 2) "
-              "%lld, mhc block 6 %lld\n",
-              (long long)none, (long long)dflt, (long long)six);
+  std::printf(
+      "mHC saved activation bytes after forward: none %lld, mhc (default block: floor(sqrt(4*6/6)) = 2) "
+      "%lld, mhc block 6 %lld\n",
+      (long long)none, (long long)dflt, (long long)six);
   EXPECT_LT(dflt, none);
   EXPECT_LT(six, dflt);  // one block: only the stack's input streams stay
 }

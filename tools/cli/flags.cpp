@@ -22,6 +22,20 @@ Binding store_enum(E& field, const char* flag) {
           [&field] { return std::string(name_of(field)); }};
 }
 
+// A list of enum values (each element one of the names).
+template <class E>
+Binding store_enum_list(std::vector<E>& field, const char* flag) {
+  return {[&field, flag](const FlagValues& v) {
+            field.clear();
+            for (const std::string& s : v) field.push_back(enum_of<E>(s, flag));
+          },
+          [&field] {
+            std::string out;
+            for (E e : field) out += (out.empty() ? "" : " ") + std::string(name_of(e));
+            return out.empty() ? std::string("None") : out;
+          }};
+}
+
 }  // namespace
 
 void add_model_flags(FlagTable& t, ModelConfig& c) {
@@ -30,21 +44,19 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
         store(c.hybrid_layer_pattern));
   t.alias("--hybrid-layer-pattern", "--hybrid-override-pattern");
   t.add("--hybrid-attention-ratio", K::Float, "0.0", "generate a pattern: fraction of attention layers",
-            store(c.hybrid_attention_ratio));
-  t.add("--hybrid-mlp-ratio", K::Float, "0.0", "generate a pattern: fraction of MLP layers",
-            store(c.hybrid_mlp_ratio));
+        store(c.hybrid_attention_ratio));
+  t.add("--hybrid-mlp-ratio", K::Float, "0.0", "generate a pattern: fraction of MLP layers", store(c.hybrid_mlp_ratio));
   t.add("--num-layers", K::Int, "None", "physical layers (derived from the pattern when one is given)",
-            store(c.num_layers));
+        store(c.num_layers));
   t.add("--mtp-num-layers", K::Int, "None", "multi-token-prediction depths (from the pattern's '/' parts)",
-            store(c.mtp_num_layers));
+        store(c.mtp_num_layers));
   t.add("--enable-mhc-connections", K::Bool, "",
         "mHC: n residual streams mixed by Sinkhorn-projected doubly stochastic matrices", store(c.enable_mhc));
   t.alias("--enable-mhc-connections", "--enable-hyper-connections");
   t.add("--mhc-num-residual-streams", K::Int, "", "mHC residual streams n", store(c.mhc_num_residual_streams));
   t.alias("--mhc-num-residual-streams", "--num-residual-streams");
   t.add("--mhc-sinkhorn-iterations", K::Int, "", "Sinkhorn-Knopp iterations", store(c.mhc_sinkhorn_iterations));
-  t.add("--mhc-init-gating-factor", K::Float, "", "initial mHC gating factors alpha",
-        store(c.mhc_init_gating_factor));
+  t.add("--mhc-init-gating-factor", K::Float, "", "initial mHC gating factors alpha", store(c.mhc_init_gating_factor));
   t.add("--mhc-recompute-layer-num", K::Int, "None", "layers per mHC recompute block",
         store(c.mhc_recompute_layer_num));
   t.add("--mhc-variant", K::String, "", "main (Megatron) or dev (DeepSeek-V4: Sinkhorn flavour, H_res^T)",
@@ -55,22 +67,19 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
         store_enum(c.recompute_method, "--recompute-method"), {"uniform", "block"});
   t.add("--recompute-num-layers", K::Int, "None", "logical layers per recompute unit (uniform) or checkpointed (block)",
         store(c.recompute_num_layers));
-  t.add("--recompute-modules", K::StringList, "", "selective recompute: mlp, moe, mamba",
-        store(c.recompute_modules));
+  t.add("--recompute-modules", K::StringList, "", "selective recompute: the modules whose activations are rebuilt",
+        store_enum_list(c.recompute_modules, "--recompute-modules"), names_of<RecomputeModule>());
   t.add("--mtp-loss-scaling-factor", K::Float, "", "MTP losses weigh factor / depths each",
         store(c.mtp_loss_scaling_factor));
   t.add("--hidden-size", K::Int, "None", "model width", store(c.hidden_size));
-  t.add("--ffn-hidden-size", K::Int, "4*hidden (swiglu: int(8h/3/64)*64)", "dense MLP width",
-            store(c.ffn_hidden_size));
+  t.add("--ffn-hidden-size", K::Int, "4*hidden (swiglu: int(8h/3/64)*64)", "dense MLP width", store(c.ffn_hidden_size));
   t.add("--num-attention-heads", K::Int, "None", "query heads", store(c.num_attention_heads));
-  t.add("--group-query-attention", K::Bool, "", "use --num-query-groups KV heads",
-            store(c.group_query_attention));
-  t.add("--num-query-groups", K::Int, "", "KV heads (with --group-query-attention)",
-            store(c.num_query_groups));
+  t.add("--group-query-attention", K::Bool, "", "use --num-query-groups KV heads", store(c.group_query_attention));
+  t.add("--num-query-groups", K::Int, "", "KV heads (with --group-query-attention)", store(c.num_query_groups));
   t.add("--kv-channels", K::Int, "hidden/heads", "head dimension", store(c.kv_channels));
   t.add("--qk-layernorm", K::Bool, "", "normalise q and k over the head dim", store(c.qk_layernorm));
   t.add("--disable-bias-linear", K::Bool, "false", "no biases in linear layers",
-            [&c](const FlagValues& v) { c.add_bias_linear = v[0] != "true"; });
+        [&c](const FlagValues& v) { c.add_bias_linear = v[0] != "true"; });
   t.add("--normalization", K::String, "", "LayerNorm or RMSNorm", store_enum(c.normalization, "--normalization"),
         names_of<NormKind>());
   t.add("--norm-epsilon", K::Float, "1e-5", "norm epsilon", store(c.norm_epsilon));
@@ -83,23 +92,20 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
         store(c.activation_func_clamp_value));
   t.add("--position-embedding-type", K::String, "", "learned_absolute, rope or none",
         store_enum(c.position_embedding_type, "--position-embedding-type"), names_of<PositionEmbedding>());
-  t.add("--max-position-embeddings", K::Int, "seq-length", "position table size",
-            store(c.max_position_embeddings));
+  t.add("--max-position-embeddings", K::Int, "seq-length", "position table size", store(c.max_position_embeddings));
   t.add("--rotary-base", K::Float, "", "RoPE theta", store(c.rotary_base));
   t.add("--rotary-percent", K::Float, "1.0", "fraction of the head dim that rotates", store(c.rotary_percent));
-  t.add("--rotary-interleaved", K::Bool, "", "rotate adjacent pairs instead of halves",
-            store(c.rotary_interleaved));
+  t.add("--rotary-interleaved", K::Bool, "", "rotate adjacent pairs instead of halves", store(c.rotary_interleaved));
   t.add("--untie-embeddings-and-output-weights", K::Bool, "", "separate LM head weight",
-            store(c.untie_embeddings_and_output_weights));
+        store(c.untie_embeddings_and_output_weights));
   t.add("--init-method-std", K::Float, "", "init std", store(c.init_method_std));
   t.add("--hidden-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
-            store(c.hidden_dropout));
+        store(c.hidden_dropout));
   t.add("--attention-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
-            store(c.attention_dropout));
-  t.add("--vocab-size", K::Int, "None", "tokenizer vocabulary (NullTokenizer / --mock-data)",
-            store(c.vocab_size));
+        store(c.attention_dropout));
+  t.add("--vocab-size", K::Int, "None", "tokenizer vocabulary (NullTokenizer / --mock-data)", store(c.vocab_size));
   t.add("--make-vocab-size-divisible-by", K::Int, "", "vocabulary padding multiple",
-            store(c.make_vocab_size_divisible_by));
+        store(c.make_vocab_size_divisible_by));
   t.add("--seq-length", K::Int, "None", "training sequence length", store(c.seq_length));
   t.add("--mamba-state-dim", K::Int, "", "Mamba-2 SSM state size N", store(c.mamba_state_dim));
   t.add("--mamba-head-dim", K::Int, "", "Mamba-2 head dim P", store(c.mamba_head_dim));
@@ -107,8 +113,7 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--mamba-num-heads", K::Int, "2*hidden/head-dim", "Mamba-2 heads H", store(c.mamba_num_heads));
   t.add("--mamba-chunk-size", K::Int, "", "Mamba-2 SSD chunk length (hytra; Megatron's fixed chunk_size)",
         store(c.mamba_chunk_size));
-  t.add("--linear-conv-kernel-dim", K::Int, "", "gated delta net causal conv width",
-        store(c.linear_conv_kernel_dim));
+  t.add("--linear-conv-kernel-dim", K::Int, "", "gated delta net causal conv width", store(c.linear_conv_kernel_dim));
   t.add("--linear-key-head-dim", K::Int, "", "gated delta net key head dim", store(c.linear_key_head_dim));
   t.add("--linear-value-head-dim", K::Int, "", "gated delta net value head dim", store(c.linear_value_head_dim));
   t.add("--linear-num-key-heads", K::Int, "", "gated delta net key heads", store(c.linear_num_key_heads));
@@ -122,10 +127,12 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
         store(c.moe_router_pre_softmax));
   t.add("--moe-router-num-groups", K::Int, "None", "group-limited routing: expert groups",
         store(c.moe_router_num_groups));
-  t.add("--moe-router-group-topk", K::Int, "None", "group-limited routing: groups kept", store(c.moe_router_group_topk));
+  t.add("--moe-router-group-topk", K::Int, "None", "group-limited routing: groups kept",
+        store(c.moe_router_group_topk));
   t.add("--moe-router-topk-scaling-factor", K::Float, "None", "routing probabilities scale",
         store(c.moe_router_topk_scaling_factor));
-  t.add("--moe-router-dtype", K::String, "", "router logits dtype: fp32", store(c.moe_router_dtype), {"fp32"});
+  t.add("--moe-router-dtype", K::String, "", "router logits dtype (fp64 is not implemented)",
+        store_enum(c.moe_router_dtype, "--moe-router-dtype"), {"fp32", "fp64"});
   t.add("--moe-router-enable-expert-bias", K::Bool, "", "aux-loss-free balancing bias (sigmoid routing)",
         store(c.moe_router_enable_expert_bias));
   t.add("--moe-router-bias-update-rate", K::Float, "1e-3", "expert bias step per global batch",
@@ -158,45 +165,42 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
 
 void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--micro-batch-size", K::Int, "None", "samples per forward/backward", store(c.micro_batch_size));
-  t.add("--global-batch-size", K::Int, "micro-batch-size", "samples per optimizer step",
-            store(c.global_batch_size));
+  t.add("--global-batch-size", K::Int, "micro-batch-size", "samples per optimizer step", store(c.global_batch_size));
   t.add("--train-iters", K::Int, "None", "optimizer steps", store(c.train_iters));
   t.add("--lr", K::Float, "None", "peak learning rate", store(c.lr));
   t.add("--min-lr", K::Float, "0.0", "learning rate floor", store(c.min_lr));
   t.add("--lr-decay-style", K::String, "", "constant, linear, cosine, inverse-square-root, WSD",
-            store_enum(c.lr_decay_style, "--lr-decay-style"), names_of<LrDecayStyle>());
+        store_enum(c.lr_decay_style, "--lr-decay-style"), names_of<LrDecayStyle>());
   t.add("--lr-warmup-iters", K::Int, "", "warmup steps", store(c.lr_warmup_iters));
   t.add("--lr-warmup-fraction", K::Float, "None", "warmup as a fraction of the decay steps",
-            store(c.lr_warmup_fraction));
+        store(c.lr_warmup_fraction));
   t.add("--lr-warmup-init", K::Float, "0.0", "learning rate at the first step", store(c.lr_warmup_init));
   t.add("--lr-decay-iters", K::Int, "train-iters", "decay horizon", store(c.lr_decay_iters));
   t.add("--lr-wsd-decay-style", K::String, "", "WSD anneal: exponential, linear, cosine, minus_sqrt",
-            store_enum(c.lr_wsd_decay_style, "--lr-wsd-decay-style"), names_of<WsdDecayStyle>());
+        store_enum(c.lr_wsd_decay_style, "--lr-wsd-decay-style"), names_of<WsdDecayStyle>());
   t.add("--lr-wsd-decay-iters", K::Int, "None", "WSD anneal length", store(c.lr_wsd_decay_iters));
-  t.add("--optimizer", K::String, "", "adam (AdamW)", store(c.optimizer));
-  t.add("--weight-decay", K::Float, "", "decoupled weight decay (not on norms and biases)",
-            store(c.weight_decay));
+  t.add("--optimizer", K::String, "", "adam (AdamW; sgd is not implemented)", store_enum(c.optimizer, "--optimizer"),
+        names_of<OptimizerKind>());
+  t.add("--weight-decay", K::Float, "", "decoupled weight decay (not on norms and biases)", store(c.weight_decay));
   t.add("--clip-grad", K::Float, "1.0", "global gradient-norm clip (0 = off)", store(c.clip_grad));
   t.add("--adam-beta1", K::Float, "", "Adam beta1", store(c.adam_beta1));
   t.add("--adam-beta2", K::Float, "", "Adam beta2", store(c.adam_beta2));
   t.add("--adam-eps", K::Float, "1e-8", "Adam epsilon", store(c.adam_eps));
   t.add("--seed", K::Int, "1234", "seed for init and data",
-            [&c](const FlagValues& v) { c.seed = uint64_t(parse_int_value("--seed", v[0])); });
-  t.add("--eval-interval", K::Int, "", "iterations between validations (0 = never)",
-            store(c.eval_interval));
+        [&c](const FlagValues& v) { c.seed = uint64_t(parse_int_value("--seed", v[0])); });
+  t.add("--eval-interval", K::Int, "", "iterations between validations (0 = never)", store(c.eval_interval));
   t.add("--eval-iters", K::Int, "", "validation batches", store(c.eval_iters));
   t.add("--log-interval", K::Int, "", "iterations per log line", store(c.log_interval));
   t.add("--mock-data", K::Bool, "", "train on synthetic data", store(c.mock_data));
   t.add("--data-path", K::StringList, "", "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (a blend)", store(c.data_path));
   t.add("--data-cache-path", K::String, "beside the data", "directory of the sampling index caches",
-            store(c.data_cache_path));
+        store(c.data_cache_path));
   t.add("--split", K::String, "", "train, valid, test proportions of each dataset", store(c.split));
   t.add("--tokenizer-type", K::String, "", "GPT2BPETokenizer or HuggingFaceTokenizer (sets the vocabulary)",
-            store(c.tokenizer_type));
+        store(c.tokenizer_type));
   t.add("--vocab-file", K::String, "", "GPT-2 encoder.json", store(c.vocab_file));
   t.add("--merge-file", K::String, "", "GPT-2 vocab.bpe", store(c.merge_file));
-  t.add("--tokenizer-model", K::String, "", "Hugging Face tokenizer.json (or its directory)",
-            store(c.tokenizer_model));
+  t.add("--tokenizer-model", K::String, "", "Hugging Face tokenizer.json (or its directory)", store(c.tokenizer_model));
   t.add("--device", K::String, "", "cpu, cuda or auto", store_enum(c.device, "--device"), names_of<DeviceChoice>());
   t.add("--delay-wgrad-compute", K::Bool, "",
         "queue weight-gradient GEMMs and run them after each micro-batch's backward (identical gradients)",
@@ -205,26 +209,26 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         "run every micro-batch eagerly (by default a CUDA run replays each training micro-batch's forward and "
         "backward as a captured CUDA graph where the model allows)",
         store(c.no_cuda_graph));
-  t.add("--bf16", K::Bool, "", "bf16 weights and activations with fp32 master weights, gradients and optimizer state (CUDA)", store(c.bf16));
+  t.add("--bf16", K::Bool, "",
+        "bf16 weights and activations with fp32 master weights, gradients and optimizer state (CUDA)", store(c.bf16));
   t.add("--save", K::String, "", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save));
   t.add("--load", K::String, "", "resume from the latest checkpoint of this directory", store(c.load));
   t.add("--save-interval", K::Int, "None", "iterations between checkpoints (also saved at the end)",
-            store(c.save_interval));
+        store(c.save_interval));
   t.add("--exit-interval", K::Int, "None", "stop (saving first, with --save) when iteration % N == 0",
-            store(c.exit_interval));
+        store(c.exit_interval));
   t.add("--ckpt-keep", K::Int, "all", "keep only the newest N checkpoints", store(c.ckpt_keep));
   t.add("--no-load-optim", K::Bool, "", "do not load the optimizer state", store(c.no_load_optim));
   t.add("--no-load-rng", K::Bool, "", "accepted (hytra's RNG is counter-based: no state)", store(c.no_load_rng));
   t.add("--ckpt-strictness", K::String, "",
-            "key mismatches on --load: assume_ok_unexpected, log_all, raise_unexpected, raise_all",
-            store_enum(c.ckpt_strictness, "--ckpt-strictness"), names_of<Strictness>());
+        "key mismatches on --load: assume_ok_unexpected, log_all, raise_unexpected, raise_all",
+        store_enum(c.ckpt_strictness, "--ckpt-strictness"), names_of<Strictness>());
   t.add("--ckpt-allow-non-finite", K::Bool, "",
         "save and load checkpoints whose tensors hold NaN or Inf (refused by default, naming the tensor)",
         store(c.ckpt_allow_non_finite));
   t.add("--finetune", K::Bool, "", "load weights only: iteration 0, fresh optimizer and data position",
-            store(c.finetune));
-  t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE",
-            store(c.log_jsonl));
+        store(c.finetune));
+  t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE", store(c.log_jsonl));
 }
 
 bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
@@ -246,8 +250,8 @@ bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model,
 void resolve_train_config(ModelConfig& model, TrainConfig& train) {
   if (!train.tokenizer_type.empty()) {
     // Megatron takes the vocabulary from the tokenizer; --vocab-size is for the mock/null tokenizer.
-    const int64_t v = load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model})
-                          .vocab_size();
+    const int64_t v =
+        load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model}).vocab_size();
     if (model.vocab_size != 0 && model.vocab_size != v)
       fail(str("--vocab-size: ", model.vocab_size, " differs from the tokenizer's vocabulary (", v, ")"));
     model.vocab_size = v;
@@ -256,8 +260,7 @@ void resolve_train_config(ModelConfig& model, TrainConfig& train) {
   train.validate();
 }
 
-bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
-                      std::string* help) {
+bool parse_train_args(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train, std::string* help) {
   if (!parse_train_flags(args, model, train, help)) return false;
   resolve_train_config(model, train);
   return true;
