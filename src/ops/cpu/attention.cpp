@@ -13,18 +13,12 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/row_io.h"
 
 namespace hytra::cpu {
 namespace {
-
-template <class T>
-T dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
 // Rows [b, :, head, :] of a (B, T, Hh, D) tensor into dst (T, D).
 template <class T>
@@ -46,7 +40,7 @@ void attention_fwd_impl(Tensor& out, Tensor& lse, const Tensor& q, const Tensor&
   T* lse_p = lse.data<T>();  // (B, H, T)
   parallel_for(B * H, 1, [&](int64_t i0, int64_t i1) {
     std::vector<T> K(T_len * D), V(T_len * D), Q(T_len * D);  // (T, D) each
-    std::vector<T> O(T_len * D), s(T_len);                             // (T, D), (T)
+    std::vector<T> O(T_len * D), s(T_len);                    // (T, D), (T)
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H;
       load_head(k, b, h / group, K.data());
@@ -138,8 +132,8 @@ void attention_fwd(Exec&, Tensor& out, Tensor& lse, const Tensor& q, const Tenso
   });
 }
 
-void attention_bwd(Exec&, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
-                   const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale) {
+void attention_bwd(Exec&, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k,
+                   const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale) {
   with_compute_type(q.dtype(), [&](auto t) {
     using T = decltype(t);
     attention_bwd_impl<T>(dq, dk, dv, dout, q, k, v, out, lse, T(softmax_scale));

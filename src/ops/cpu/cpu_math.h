@@ -3,8 +3,23 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace hytra::cpu {
+
+// a . b as eight interleaved partial sums (so the compiler vectorises it), the tail first, then the
+// partial sums in lane order: a fixed order, so deterministic.
+template <class T>
+T dot(const T* a, const T* b, int64_t n) {
+  T part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) part[l] += a[i + l] * b[i + l];
+  T s = 0;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (int l = 0; l < 8; ++l) s += part[l];
+  return s;
+}
 
 template <class T>
 T sigmoid(T x) {

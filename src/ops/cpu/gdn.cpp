@@ -42,19 +42,6 @@ namespace {
 
 constexpr double kNormEps = 1e-6;
 
-// Eight interleaved partial sums (so the compiler vectorises it), added in a fixed order.
-template <class T>
-T dot(const T* a, const T* b, int64_t n) {
-  T part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) part[l] += a[i + l] * b[i + l];
-  T s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (int l = 0; l < 8; ++l) s += part[l];
-  return s;
-}
-
 // y += a x over n elements; y and x never overlap (__restrict lets the loop vectorise).
 template <class T>
 void axpy(T* __restrict y, T a, const T* __restrict x, int64_t n) {

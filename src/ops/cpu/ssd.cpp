@@ -42,18 +42,6 @@ struct Dims {
 };
 
 
-// a . b as four interleaved partial sums, added in a fixed order (so still deterministic): lets the
-// compiler vectorise where one running sum would wait on each add.
-template <class T>
-T dot(const T* a, const T* b, int64_t n) {
-  T s[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int k = 0; k < 4; ++k) s[k] += a[i + k] * b[i + k];
-  for (; i < n; ++i) s[0] += a[i] * b[i];
-  return (s[0] + s[1]) + (s[2] + s[3]);
-}
-
 // Rows [b, :, head, :] of a (B, T, heads, W) tensor (x, dy: heads H; Bm, Cm: groups G) into dst (T, W).
 template <class T>
 void load_rows(const Tensor& t4, int64_t b, int64_t head, T* dst) {
