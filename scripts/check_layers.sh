@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Module boundaries (docs/ARCHITECTURE.md): dependencies point down only, core <- ops <- nn <- model <- train,
-# and CUDA headers appear only in ops/cuda and core/*_cuda.* files. Fails naming each violation.
+# CUDA headers appear only in ops/cuda and core/*_cuda.* files, nlohmann-json only in core/json.cpp.
+# Fails naming each violation.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bad=0
@@ -30,6 +31,13 @@ cuda=$(grep -rlnE '#include <(cuda|cublas|cudnn|nccl)' src | grep -vE '^src/ops/
 if [ -n "$cuda" ]; then
   echo "check_layers: CUDA headers outside src/ops/cuda and src/core/*_cuda.*:"
   echo "$cuda"
+  bad=1
+fi
+# nlohmann-json stays behind core/json.h (no third-party types in headers, none for nvcc).
+nlohmann=$(grep -rlnE '#include <nlohmann/' src tools | grep -vx 'src/core/json.cpp' || true)
+if [ -n "$nlohmann" ]; then
+  echo "check_layers: nlohmann-json included outside src/core/json.cpp:"
+  echo "$nlohmann"
   bad=1
 fi
 [ $bad -eq 0 ] && echo "check_layers: ok"

@@ -1,14 +1,19 @@
-// Recursive-descent JSON parser for core/json.h, and exact number text.
+// core/json.h: the DOM built from nlohmann-json's SAX parser, the accessors, and the writer helpers
+// (json_quote, exact_number_text).
 #include "core/json.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <istream>
 #include <sstream>
+#include <streambuf>
+#include <unordered_set>
 
 #include "core/error.h"
-#include "core/utf8.h"
 
 namespace hytra {
 
@@ -24,203 +29,140 @@ const char* json_type_name(Json::Type t) {
   return "?";
 }
 
-class JsonParser {
- public:
-  explicit JsonParser(std::string_view s) : s_(s) {}
+namespace {
 
-  Json parse_document() {
-    Json v = value(0);
-    skip_ws();
-    if (pos_ != s_.size()) error("unexpected trailing characters");
-    return v;
+// The text as a stream buffer: nlohmann reads it byte by byte, and offset() tells how far it got,
+// which its SAX events do not say.
+class TextBuf : public std::streambuf {
+ public:
+  explicit TextBuf(std::string_view s) {
+    char* p = const_cast<char*>(s.data());  // only read: nothing is written or put back
+    setg(p, p, p + s.size());
+  }
+  size_t offset() const { return size_t(gptr() - eback()); }
+};
+
+[[noreturn]] void parse_fail(size_t offset, const std::string& what) {
+  fail(str("JSON parse error at byte offset ", offset, ": ", what));
+}
+
+}  // namespace
+
+// Builds the DOM from nlohmann's SAX events, so that keys keep their file order and a repeated key
+// is refused (nlohmann's own DOM keeps the last value silently). The containers being filled are a
+// stack, so deep nesting costs no recursion while parsing; kMaxDepth bounds it for the recursive
+// destructor and copies of Json.
+class JsonBuilder {
+ public:
+  JsonBuilder(std::string_view text, const TextBuf& buf) : text_(text), buf_(buf) {}
+  Json root;
+
+  bool null() { return add(Json()); }
+  bool boolean(bool b) {
+    Json v;
+    v.type_ = Json::Type::Bool;
+    v.bool_ = b;
+    return add(std::move(v));
+  }
+  bool number_integer(int64_t i) {
+    Json v = number(double(i));
+    v.is_int_ = true;
+    v.int_ = i;
+    return add(std::move(v));
+  }
+  bool number_unsigned(uint64_t u) {
+    if (u <= uint64_t(INT64_MAX)) return number_integer(int64_t(u));
+    return add(number(double(u)));
+  }
+  bool number_float(double d, const std::string&) { return add(number(d)); }
+  bool string(std::string& s) {
+    Json v;
+    v.type_ = Json::Type::String;
+    v.string_ = std::move(s);
+    return add(std::move(v));
+  }
+  bool binary(nlohmann::json::binary_t&) { return true; }  // part of the interface; JSON text has none
+  bool start_object(size_t) { return open(Json::Type::Object); }
+  bool start_array(size_t) { return open(Json::Type::Array); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(std::string& k) {
+    if (!stack_.back().keys.insert(k).second) {
+      // The event comes after the key's closing quote; between the previous event and the key's
+      // opening quote lie only whitespace and a comma.
+      parse_fail(text_.find('"', mark_), str("duplicate key '", k, "'"));
+    }
+    key_ = std::move(k);
+    return true;
+  }
+
+  bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    // position counts the bytes read, the one where the problem showed (or the end of the text)
+    // included; e reads "[json.exception.parse_error.101] parse error at line 1, column 9: <problem>".
+    std::string_view what = e.what();
+    if (size_t p = what.find("] "); p != what.npos) what.remove_prefix(p + 2);
+    if (size_t p = what.find(": "); what.starts_with("parse error") && p != what.npos) what.remove_prefix(p + 2);
+    parse_fail(position > 0 ? position - 1 : 0, std::string(what));
   }
 
  private:
-  static constexpr int kMaxDepth = 512;
+  static constexpr size_t kMaxDepth = 512;
 
-  [[noreturn]] void error(const std::string& what) const {
-    fail(str("JSON parse error at byte offset ", pos_, ": ", what));
-  }
+  struct Open {
+    Json* value;
+    std::unordered_set<std::string> keys;  // an object's keys so far
+  };
 
-  void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-      ++pos_;
-  }
-
-  void expect_literal(std::string_view lit) {
-    if (s_.substr(pos_, lit.size()) != lit) error(str("expected '", lit, "'"));
-    pos_ += lit.size();
-  }
-
-  Json value(int depth) {
-    if (depth > kMaxDepth) error("nesting too deep");
-    skip_ws();
-    if (pos_ >= s_.size()) error("unexpected end of input, expected a value");
+  static Json number(double d) {
     Json v;
-    char c = s_[pos_];
-    if (c == '{') {
-      v.type_ = Json::Type::Object;
-      ++pos_;
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == '}') {
-        ++pos_;
-        return v;
-      }
-      while (true) {
-        skip_ws();
-        if (pos_ >= s_.size() || s_[pos_] != '"') error("expected a string key");
-        std::string key = string();
-        skip_ws();
-        if (pos_ >= s_.size() || s_[pos_] != ':') error("expected ':' after object key");
-        ++pos_;
-        v.object_.emplace_back(std::move(key), value(depth + 1));
-        skip_ws();
-        if (pos_ < s_.size() && s_[pos_] == ',') {
-          ++pos_;
-        } else if (pos_ < s_.size() && s_[pos_] == '}') {
-          ++pos_;
-          return v;
-        } else {
-          error("expected ',' or '}' in object");
-        }
-      }
-    }
-    if (c == '[') {
-      v.type_ = Json::Type::Array;
-      ++pos_;
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == ']') {
-        ++pos_;
-        return v;
-      }
-      while (true) {
-        v.array_.push_back(value(depth + 1));
-        skip_ws();
-        if (pos_ < s_.size() && s_[pos_] == ',') {
-          ++pos_;
-        } else if (pos_ < s_.size() && s_[pos_] == ']') {
-          ++pos_;
-          return v;
-        } else {
-          error("expected ',' or ']' in array");
-        }
-      }
-    }
-    if (c == '"') {
-      v.type_ = Json::Type::String;
-      v.string_ = string();
-      return v;
-    }
-    if (c == 't' || c == 'f') {
-      v.type_ = Json::Type::Bool;
-      v.bool_ = c == 't';
-      expect_literal(v.bool_ ? "true" : "false");
-      return v;
-    }
-    if (c == 'n') {
-      expect_literal("null");
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      v.type_ = Json::Type::Number;
-      v.number_ = number();
-      return v;
-    }
-    error(str("unexpected character '", c, "'"));
-  }
-
-  double number() {
-    size_t start = pos_;
-    auto digits = [&] {
-      size_t d = pos_;
-      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
-      if (pos_ == d) error("expected a digit");
-    };
-    if (s_[pos_] == '-') ++pos_;
-    if (pos_ < s_.size() && s_[pos_] == '0') {
-      ++pos_;
-    } else {
-      digits();
-    }
-    if (pos_ < s_.size() && s_[pos_] == '.') {
-      ++pos_;
-      digits();
-    }
-    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
-      digits();
-    }
-    std::string text(s_.substr(start, pos_ - start));
-    return std::strtod(text.c_str(), nullptr);
-  }
-
-  uint32_t hex4() {
-    if (pos_ + 4 > s_.size()) error("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= uint32_t(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= uint32_t(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= uint32_t(c - 'A' + 10);
-      else error("bad hex digit in \\u escape");
-    }
+    v.type_ = Json::Type::Number;
+    v.number_ = d;
     return v;
   }
 
-  std::string string() {
-    ++pos_;  // opening quote
-    std::string out;
-    while (true) {
-      if (pos_ >= s_.size()) error("unterminated string");
-      char c = s_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) error("control character in string");
-      if (c != '\\') {
-        out += c;
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (pos_ >= s_.size()) error("unterminated escape");
-      char e = s_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (s_.substr(pos_, 2) != "\\u") error("high surrogate not followed by a \\u low surrogate");
-            pos_ += 2;
-            uint32_t lo = hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) error("invalid low surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            error("unpaired low surrogate");
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default: --pos_; error(str("invalid escape '\\", e, "'"));
-      }
-    }
+  // Puts v into the innermost open container (or makes it the root) and returns where it lives.
+  Json& place(Json v) {
+    mark_ = buf_.offset();
+    if (stack_.empty()) return root = std::move(v);
+    Json& c = *stack_.back().value;
+    if (c.type_ == Json::Type::Array) return c.array_.emplace_back(std::move(v));
+    return c.object_.emplace_back(std::move(key_), std::move(v)).second;
   }
 
-  std::string_view s_;
-  size_t pos_ = 0;
+  bool add(Json v) {
+    place(std::move(v));
+    return true;
+  }
+
+  bool open(Json::Type t) {
+    if (stack_.size() == kMaxDepth) parse_fail(buf_.offset() - 1, str("nesting deeper than ", kMaxDepth, " levels"));
+    Json v;
+    v.type_ = t;
+    stack_.push_back({&place(std::move(v)), {}});  // stays valid: only the innermost container grows
+    return true;
+  }
+
+  bool close() {
+    stack_.pop_back();
+    mark_ = buf_.offset();
+    return true;
+  }
+
+  std::string_view text_;
+  const TextBuf& buf_;
+  std::vector<Open> stack_;
+  std::string key_;  // the key of the next member of the innermost object
+  size_t mark_ = 0;  // the offset just after the previous event's token
 };
 
-Json Json::parse(std::string_view text) { return JsonParser(text).parse_document(); }
+Json Json::parse(std::string_view text) {
+  TextBuf buf(text);
+  std::istream in(&buf);
+  JsonBuilder b(text, buf);
+  nlohmann::json::sax_parse(in, &b);  // every error throws from the builder
+  return std::move(b.root);
+}
 
 Json Json::parse_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -245,8 +187,9 @@ double Json::as_number(const char* what) const {
 }
 
 int64_t Json::as_int(const char* what) const {
-  double d = as_number(what);
-  HYTRA_CHECK(std::floor(d) == d && std::fabs(d) < 9.0e15, what, ": expected an integer, got ", d);
+  const double d = as_number(what);
+  if (is_int_) return int_;
+  HYTRA_CHECK(std::floor(d) == d && std::fabs(d) < 9.0e15, what, ": expected an integer, got ", exact_number_text(d));
   return int64_t(d);
 }
 

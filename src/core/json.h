@@ -1,6 +1,8 @@
-// A small JSON DOM (RFC 8259): objects (keys kept in file order), arrays, strings (with \u escapes
-// and surrogate pairs, stored as UTF-8), numbers (double), true/false/null. Parse errors throw
-// hytra::Error naming the byte offset and what was expected. Used for tokenizer files (docs/spec/tokenizers.md).
+// A small JSON DOM (RFC 8259) read with nlohmann-json, which stays inside json.cpp: objects (keys
+// kept in file order; a key repeated in one object is a parse error), arrays, strings (UTF-8),
+// numbers (double, plus the exact value of an integer literal within int64), true/false/null.
+// Parse errors throw hytra::Error naming the byte offset and the problem. Used for tokenizer files
+// (docs/spec/tokenizers.md), safetensors headers, checkpoint manifests and JSON Lines documents.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,7 +18,7 @@ class Json {
   enum class Type { Null, Bool, Number, String, Array, Object };
 
   Json() = default;
-  static Json parse(std::string_view text);  // the whole text must be one value (plus whitespace)
+  static Json parse(std::string_view text);         // the whole text must be one value (plus whitespace)
   static Json parse_file(const std::string& path);  // errors name the file
 
   Type type() const { return type_; }
@@ -29,19 +31,23 @@ class Json {
   // Typed accessors throw hytra::Error (naming `what`) when the type does not match.
   bool as_bool(const char* what = "value") const;
   double as_number(const char* what = "value") const;
-  int64_t as_int(const char* what = "value") const;  // a number with an integral value
+  // An integer literal within int64 (exact), or another number with an integral value below 2^53
+  // in magnitude (2.0, 1e3), where a double is still exact.
+  int64_t as_int(const char* what = "value") const;
   const std::string& as_string(const char* what = "value") const;
   const std::vector<Json>& as_array(const char* what = "value") const;
   const std::vector<std::pair<std::string, Json>>& as_object(const char* what = "value") const;
 
-  // Object member lookup (first match); find returns nullptr when absent, at throws naming the key.
+  // Object member lookup; find returns nullptr when absent, at throws naming the key.
   const Json* find(std::string_view key) const;
   const Json& at(std::string_view key) const;
 
  private:
-  friend class JsonParser;
+  friend class JsonBuilder;
   Type type_ = Type::Null;
   bool bool_ = false;
+  bool is_int_ = false;  // an integer literal within int64: int_ holds it exactly
+  int64_t int_ = 0;
   double number_ = 0.0;
   std::string string_;
   std::vector<Json> array_;

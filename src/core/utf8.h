@@ -1,4 +1,4 @@
-// UTF-8 encoding of one code point (shared by the JSON parser and the tokenizer).
+// UTF-8 encoding of one code point (for the tokenizer).
 #pragma once
 #include <string>
 

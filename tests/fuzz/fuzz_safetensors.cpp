@@ -1,7 +1,8 @@
 // libFuzzer target for the safetensors reader: any byte string must either load or fail with a
 // hytra::Error, never crash or hang. Build and run (clang):
 //   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address -Isrc tests/fuzz/fuzz_safetensors.cpp \
-//     src/checkpoint/safetensors.cpp src/core/json.cpp -o /tmp/fuzz_st && /tmp/fuzz_st -max_total_time=60
+//     src/checkpoint/safetensors.cpp src/core/json.cpp src/core/atomic_file.cpp -o /tmp/fuzz_st &&
+//   /tmp/fuzz_st -max_total_time=60
 #include <unistd.h>
 
 #include <cstdint>
