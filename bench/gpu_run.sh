@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine (bench/NOTES.md): the CUDA parity suite, the GPU unit and end-to-end tests,
 # `hytra bench` of each config in BENCH (default llama3.2-1b) at each global batch in GBS_LIST
-# (default 2 8), and optionally the PyTorch peer (PEER=1) and an ncu per-kernel breakdown of one step
+# (default 2 8), and optionally the PyTorch peer of each config in BENCH (PEER=1: bench/peer/dense_peer.py for
+# llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml; eager and compiled), the peer timing of
+# the Mamba-2 SSD scan alone (SSD_PEER=1: bench/peer/ssd_peer.py) and an ncu per-kernel breakdown of one step
 # (NCU=1); CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
-# test_unit, test_e2e);
-# logs go to $OUT.   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [PEER=1] [NCU=1] bench/gpu_run.sh BIN
+# test_unit, test_e2e; not needed with CHECKS=0 BENCH_HYTRA=0, which runs the peers alone);
+# logs go to $OUT.
+#   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [PEER=1] [SSD_PEER=1] [NCU=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
 set -uo pipefail
 BIN=${1:-build}
 OUT=${OUT:-/tmp/hytra_out}
@@ -20,6 +23,7 @@ if [ "${CHECKS:-1}" = 1 ]; then
   echo "== e2e (GPU)"; "$(bin test_e2e)" --gtest_filter='TrainCuda.*:CheckpointCuda.*' 2>&1 | tee "$OUT/e2e.log" | grep -E "worst|OK|FAIL|PASSED"
 fi
 for cfg in ${BENCH:-llama3.2-1b}; do
+  [ "${BENCH_HYTRA:-1}" = 1 ] || break
   for gbs in ${GBS_LIST:-2 8}; do
     log="$OUT/bench_$(basename "$(dirname "$cfg")")_$(basename "$cfg" .yaml)_gbs$gbs.log"
     echo "== hytra bench $cfg gbs $gbs"
@@ -27,13 +31,25 @@ for cfg in ${BENCH:-llama3.2-1b}; do
     echo "rc $?"; tail -2 "$log"
   done
 done
+PY=/opt/torch/.venv/bin/python3
 if [ "${PEER:-0}" = 1 ]; then
-  for gbs in ${GBS_LIST:-2 8}; do
-    echo "== peer gbs $gbs"
-    (cd bench/peer && PYTHONUNBUFFERED=1 /opt/torch/.venv/bin/python3 dense_peer.py --mode both \
-      --config-name llama3.2-1b --rotary-base 500000 --global-batch-size "$gbs" --steps ${STEPS:-10} >"$OUT/peer_gbs$gbs.log" 2>&1)
-    grep "^peer=" "$OUT/peer_gbs$gbs.log" || tail -5 "$OUT/peer_gbs$gbs.log"
+  for cfg in ${BENCH:-llama3.2-1b}; do
+    # the record name hytra bench gives: the file stem, or the folder of examples/<name>/config.yaml
+    name=$(basename "$cfg" .yaml); [ "$name" = config ] && name=$(basename "$(dirname "$cfg")")
+    case $name in
+      llama3.2-1b) peer="dense_peer.py --rotary-base 500000" ;;
+      nemotron-h-1b) peer="hybrid_peer.py" ;;
+      *) echo "== peer: none for $cfg"; continue ;;
+    esac
+    echo "== peer $name ($peer) gbs ${GBS_LIST:-2 8}"
+    (cd bench/peer && PYTHONUNBUFFERED=1 $PY $peer --mode both --config-name "$name" \
+      --global-batch-size ${GBS_LIST:-2 8} --steps ${STEPS:-10} >"$OUT/peer_$name.log" 2>&1)
+    grep -E "^(peer=|# )" "$OUT/peer_$name.log" || tail -5 "$OUT/peer_$name.log"
   done
+fi
+if [ "${SSD_PEER:-0}" = 1 ]; then
+  echo "== SSD peer (mamba_ssm Triton chunk scan)"
+  (cd bench/peer && PYTHONUNBUFFERED=1 $PY ssd_peer.py) 2>&1 | tee "$OUT/ssd_peer.log"
 fi
 if [ "${NCU:-0}" = 1 ]; then
   echo "== ncu, one step"
