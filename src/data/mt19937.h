@@ -1,18 +1,20 @@
-// numpy's legacy RandomState(seed) for an integer seed, reduced to what Megatron's GPTDataset uses:
-// MT19937 seeded by init_genrand (mt[0] = seed, mt[i] = 1812433253 * (mt[i-1] ^ (mt[i-1] >> 30)) + i),
-// tempered 32-bit outputs, and RandomState.shuffle of a 1-D array (docs/spec/gpt_dataset.md §9):
+// numpy's legacy RandomState(seed) for an integer seed, reduced to what Megatron's GPTDataset uses
+// (docs/spec/gpt_dataset.md §9). The generator is MT19937 seeded by init_genrand, exactly
+// std::mt19937(seed); the rest is numpy's own and written here, because std::uniform_int_distribution
+// and std::shuffle use unspecified algorithms: RandomState.shuffle of a 1-D array goes
 // for i = n-1 down to 1, j uniform in [0, i] by masked rejection (mask = smallest 2^k-1 >= i; 64-bit
-// draws, high word first, when i > 2^32-1), then swap a[i], a[j].
+// draws, high word first, when i > 2^32-1), then swaps a[i], a[j].
 #pragma once
 #include <cstdint>
+#include <random>
 #include <utility>
 
 namespace hytra {
 
 class RandomState {
  public:
-  explicit RandomState(uint32_t seed);
-  uint32_t next_u32();
+  explicit RandomState(uint32_t seed) : gen_(seed) {}
+  uint32_t next_u32() { return uint32_t(gen_()); }
   uint64_t next_u64();  // (high word, then low word), as numpy's 64-bit bounded draws
   // Uniform integer in [0, max] (numpy's random_interval).
   uint64_t interval(uint64_t max);
@@ -23,9 +25,7 @@ class RandomState {
   }
 
  private:
-  void twist();
-  uint32_t mt_[624];
-  int pos_;
+  std::mt19937 gen_;
 };
 
 }  // namespace hytra

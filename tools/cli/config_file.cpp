@@ -1,9 +1,13 @@
-// Flat YAML / TOML config reader (config_file.h): a line-based parser for the subset a flag file needs.
+// Flat YAML / TOML config reader (config_file.h): yaml-cpp and toml++ parse, this file checks that
+// the document is a flat list of flags and turns each value into text for the flag table.
 #include "cli/config_file.h"
+
+#include <toml++/toml.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
-#include <climits>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -13,276 +17,148 @@
 namespace hytra {
 namespace {
 
-bool is_blank(const std::string& s) { return s.find_first_not_of(" \t\r") == std::string::npos; }
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+[[noreturn]] void fail_at(const std::string& path, int line, const std::string& msg) {
+  fail(str(path, ":", line, ": ", msg));
 }
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
-// A quote opens a string only where a value starts (YAML plain scalars may contain apostrophes).
-bool opens_value(const std::string& s, size_t i) {
-  while (i > 0 && (s[i - 1] == ' ' || s[i - 1] == '\t')) --i;
-  return i == 0 || std::string(":[,-=").find(s[i - 1]) != std::string::npos;
+// A parser's syntax error: its message, and the offending line where there is one.
+[[noreturn]] void syntax_error(const std::string& path, const std::string& text, int line, std::string_view msg) {
+  std::istringstream in(text);
+  std::string source;
+  for (int i = 0; i < line && std::getline(in, source);) ++i;
+  const size_t b = source.find_first_not_of(" \t\r"), e = source.find_last_not_of(" \t\r");
+  source = b == std::string::npos ? "" : source.substr(b, e - b + 1);
+  fail_at(path, line, str(msg, source.empty() ? "" : str(" in '", source, "'")));
 }
 
-// Index of the first of `targets` in s outside quoted strings at bracket depth <= max_depth, or npos.
-size_t find_outside_quotes(const std::string& s, size_t from, const std::string& targets, int max_depth) {
-  char quote = 0;
-  int depth = 0;
-  for (size_t i = from; i < s.size(); ++i) {
-    const char c = s[i];
-    if (quote == '"') {
-      if (c == '\\')
+std::string flag_key(const std::string& path, int line, const std::string& raw) {
+  const bool ok = !raw.empty() && std::all_of(raw.begin(), raw.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+  });
+  if (!ok) fail_at(path, line, str("expected a key of letters, digits, '-' or '_', got '", raw, "'"));
+  return normalize_config_key(raw);
+}
+
+// ---- YAML --------------------------------------------------------------------------------------------
+
+const char* yaml_kind(const YAML::Node& n) {
+  if (n.IsMap()) return "a nested mapping (the file must be flat 'key: value' lines)";
+  if (n.IsSequence()) return "a nested list (lists hold scalars)";
+  return "nothing";
+}
+
+// yaml-cpp 0.7 ends a quoted scalar that never closes at the end of the file instead of failing, which
+// would take every later line into the value; refuse it as the YAML specification does.
+void check_closed(const std::string& path, const std::string& text, const YAML::Node& n) {
+  const size_t open = size_t(n.Mark().pos);
+  if (n.Tag() != "!" || open >= text.size() || (text[open] != '"' && text[open] != '\'')) return;
+  const char q = text[open];
+  for (size_t i = open + 1; i < text.size(); ++i) {
+    if (q == '"' && text[i] == '\\') {
+      ++i;
+    } else if (text[i] == q) {
+      if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {  // '' is a quote inside '...'
         ++i;
-      else if (c == '"')
-        quote = 0;
-    } else if (quote == '\'') {
-      if (c == '\'') quote = 0;
-    } else if ((c == '"' || c == '\'') && opens_value(s, i)) {
-      quote = c;
-    } else if (depth <= max_depth && targets.find(c) != std::string::npos) {
-      return i;
-    } else if (c == '[') {
-      ++depth;
-    } else if (c == ']') {
-      --depth;
-    }
-  }
-  return std::string::npos;
-}
-
-class Parser {
- public:
-  Parser(const std::string& text, ConfigFormat format, const std::string& name)
-      : format_(format), name_(name) {
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) lines_.push_back(strip_comment(line));
-    out_.path = name;
-  }
-
-  ConfigFile run() {
-    for (size_t i = 0; i < lines_.size(); ++i) {
-      if (is_blank(lines_[i])) continue;
-      i = format_ == ConfigFormat::Yaml ? yaml_entry(i) : toml_entry(i);
-    }
-    return out_;
-  }
-
- private:
-  [[noreturn]] void error(size_t index, const std::string& msg) const {
-    fail(str(name_, ":", index + 1, ": ", msg));
-  }
-
-  // The line up to its comment: '#' outside quotes (in YAML only at the start or after whitespace).
-  std::string strip_comment(const std::string& line) const {
-    for (size_t i = 0; (i = find_outside_quotes(line, i, "#", INT_MAX)) != std::string::npos; ++i)
-      if (format_ == ConfigFormat::Toml || i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t') return line.substr(0, i);
-    return line;
-  }
-
-  std::string checked_key(size_t index, const std::string& raw) const {
-    if (raw.empty()) error(index, "expected a key before the separator");
-    if (format_ == ConfigFormat::Toml && raw.find('.') != std::string::npos)
-      error(index, str("dotted key '", raw,
-                       "' is a nested table: nested tables are not supported "
-                       "(use flat 'key = value' lines)"));
-    for (char c : raw)
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
-        error(index, str("expected a key of letters, digits, '-' or '_', got '", raw, "'"));
-    return normalize_config_key(raw);
-  }
-
-  void add(size_t index, const std::string& key, std::vector<std::string> values) {
-    auto [it, inserted] = seen_.emplace(key, int(index + 1));
-    if (!inserted) error(index, str("duplicate key '", key, "' (first set at line ", it->second, ")"));
-    out_.entries.push_back({key, std::move(values), int(index + 1), {}});
-  }
-
-  // One scalar value (not a list): quotes removed and escapes decoded.
-  std::string scalar(size_t index, const std::string& text, bool in_list) const {
-    const std::string s = trim(text);
-    if (s.empty()) error(index, in_list ? "expected a list element" : "expected a value");
-    if (s[0] == '"' || s[0] == '\'') return quoted(index, s);
-    if (s[0] == '[') error(index, str("nested list ", s, " not supported (lists hold scalars)"));
-    if (s[0] == '{')
-      error(index, str(format_ == ConfigFormat::Yaml ? "nested mapping " : "inline table (nested table) ", s,
-                       " not supported (the file must be flat)"));
-    if (format_ == ConfigFormat::Toml) return toml_bare(index, s);
-    if (!in_list && (s[0] == '|' || s[0] == '>'))
-      error(index, "block scalars ('|', '>') not supported: write the value on one line");
-    if (s.find(": ") != std::string::npos || s.back() == ':')
-      error(index, str("nested mapping '", s, "' not supported (the file must be flat 'key: value' lines)"));
-    return s;
-  }
-
-  std::string quoted(size_t index, const std::string& s) const {
-    const char q = s[0];
-    if (format_ == ConfigFormat::Toml && (starts_with(s, "\"\"\"") || starts_with(s, "'''")))
-      error(index, "multi-line strings not supported");
-    std::string value;
-    size_t i = 1;
-    for (;; ++i) {
-      if (i >= s.size()) error(index, str("unterminated string ", s));
-      const char c = s[i];
-      if (q == '\'' && c == '\'') {
-        if (format_ == ConfigFormat::Yaml && i + 1 < s.size() && s[i + 1] == '\'') {
-          value += '\'';
-          ++i;
-          continue;
-        }
-        break;
-      }
-      if (q == '"' && c == '"') break;
-      if (q == '"' && c == '\\') {
-        if (++i >= s.size()) error(index, str("unterminated string ", s));
-        switch (s[i]) {
-          case '"':
-            value += '"';
-            break;
-          case '\\':
-            value += '\\';
-            break;
-          case 'n':
-            value += '\n';
-            break;
-          case 't':
-            value += '\t';
-            break;
-          default:
-            error(index, str("unsupported escape '\\", s[i], "' in ", s));
-        }
         continue;
       }
-      value += c;
+      return;
     }
-    if (!trim(s.substr(i + 1)).empty())
-      error(index, str("expected nothing after the closing quote, got '", trim(s.substr(i + 1)), "'"));
-    return value;
   }
+  fail_at(path, n.Mark().line + 1, str("unterminated string: expected a closing ", q));
+}
 
-  std::string toml_bare(size_t index, const std::string& s) const {
-    if (s == "true" || s == "false") return s;
-    bool digit = false, ok = true;
-    std::string number;
-    for (char c : s) {
-      if (std::isdigit(static_cast<unsigned char>(c)))
-        digit = true;
-      else if (std::string("+-._eExobabcdefABCDEF").find(c) == std::string::npos)
-        ok = false;
-      if (c != '_') number += c;
-    }
-    const std::string unsigned_s = (s[0] == '+' || s[0] == '-') ? s.substr(1) : s;
-    const bool leads = !unsigned_s.empty() &&
-                       (std::isdigit(static_cast<unsigned char>(unsigned_s[0])) || unsigned_s[0] == '.');
-    if ((ok && digit && leads) || unsigned_s == "inf" || unsigned_s == "nan") return number;
-    error(index, str("expected a quoted string, number, true/false or [array], got '", s, "'"));
+// One scalar value; `line` is the key's (yaml-cpp marks an empty value at the next token).
+std::string yaml_scalar(const std::string& path, const std::string& text, const std::string& key, int line,
+                        const YAML::Node& n, bool item) {
+  if (!n.IsScalar())
+    fail_at(path, n.IsNull() ? line : n.Mark().line + 1,
+            str(key, ": expected ", item ? "a list element" : "a value, a [list] or '- item' lines", ", got ",
+                yaml_kind(n)));
+  check_closed(path, text, n);
+  return n.Scalar();
+}
+
+std::vector<ConfigEntry> parse_yaml(const std::string& text, const std::string& path) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    syntax_error(path, text, e.mark.line + 1, e.msg);
   }
-
-  // `[a, b, ...]` starting at lines_[index] (possibly over several lines); returns the elements and
-  // sets *last to the index of the line holding the closing bracket.
-  std::vector<std::string> flow_list(size_t index, std::string text, size_t* last,
-                                     std::vector<bool>* quoted_items = nullptr) const {
-    size_t end = index;
-    size_t close = find_outside_quotes(text, 1, "]", 0);
-    while (close == std::string::npos) {
-      if (++end >= lines_.size()) error(index, "unterminated list: expected ']'");
-      text += " " + lines_[end];
-      close = find_outside_quotes(text, 1, "]", 0);
+  if (docs.size() > 1) fail_at(path, docs[1].Mark().line + 1, "expected one document, got a second one ('---')");
+  if (docs.empty() || docs[0].IsNull()) return {};
+  const YAML::Node& root = docs[0];
+  if (!root.IsMap())
+    fail_at(path, root.Mark().line + 1,
+            str("expected 'key: value' lines, got ", root.IsScalar() ? "'" + root.Scalar() + "'" : "a list"));
+  std::vector<ConfigEntry> entries;
+  for (const auto& kv : root) {
+    const int line = kv.first.Mark().line + 1;
+    if (!kv.first.IsScalar()) fail_at(path, line, str("expected a key, got ", yaml_kind(kv.first)));
+    ConfigEntry e{flag_key(path, line, kv.first.Scalar()), {}, line, {}};
+    if (kv.second.IsSequence()) {
+      for (const YAML::Node& item : kv.second) e.values.push_back(yaml_scalar(path, text, e.key, line, item, true));
+    } else {
+      e.values.push_back(yaml_scalar(path, text, e.key, line, kv.second, false));
     }
-    if (!trim(text.substr(close + 1)).empty())
-      error(end, str("expected nothing after ']', got '", trim(text.substr(close + 1)), "'"));
-    std::vector<std::string> items;
-    const std::string body = text.substr(1, close - 1);
-    size_t start = 0;
-    while (!is_blank(body.substr(start))) {
-      size_t comma = find_outside_quotes(body, start, ",", 0);
-      if (comma == std::string::npos) comma = body.size();
-      const std::string item = trim(body.substr(start, comma - start));
-      if (quoted_items) quoted_items->push_back(!item.empty() && (item[0] == '"' || item[0] == '\''));
-      items.push_back(scalar(index, item, true));
-      if (comma == body.size()) break;
-      start = comma + 1;
-    }
-    *last = end;
-    return items;
+    entries.push_back(std::move(e));
   }
+  return entries;
+}
 
-  size_t yaml_entry(size_t i) {
-    const std::string& s = lines_[i];
-    if (trim(s) == "---") return i;
-    if (s[0] == '\t') error(i, "tabs are not allowed for indentation");
-    if (s[0] == ' ')
-      error(i, str("unexpected indentation: expected 'key: value' at column 1, got '", trim(s), "'"));
-    if (s[0] == '-' && (s.size() == 1 || s[1] == ' '))
-      error(i, str("expected 'key: value', got a list item without a key: '", trim(s), "'"));
-    size_t colon = s.find(':');
-    while (colon != std::string::npos && colon + 1 < s.size() && s[colon + 1] != ' ' && s[colon + 1] != '\t')
-      colon = s.find(':', colon + 1);
-    if (colon == std::string::npos) error(i, str("expected 'key: value', got '", trim(s), "'"));
-    const std::string key = checked_key(i, trim(s.substr(0, colon)));
-    const std::string rest = trim(s.substr(colon + 1));
-    if (!rest.empty() && rest[0] == '[') {
-      size_t last = i;
-      add(i, key, flow_list(i, rest, &last));
-      return last;
-    }
-    if (!rest.empty()) {
-      add(i, key, {scalar(i, rest, false)});
-      return i;
-    }
-    std::vector<std::string> items;
-    size_t j = i + 1, last = i;
-    for (; j < lines_.size(); ++j) {
-      const std::string& t = lines_[j];
-      if (is_blank(t)) continue;
-      const std::string item = trim(t);
-      if (item[0] != '-' || (item.size() > 1 && item[1] != ' ')) {
-        if (t[0] == ' ' || t[0] == '\t')
-          error(j, str("nested mapping under '", key,
-                       "' not supported (the file must be flat 'key: value' lines)"));
-        break;
-      }
-      items.push_back(scalar(j, item.substr(1), true));
-      last = j;
-    }
-    if (items.empty()) error(i, str("expected a value or '- item' lines after '", key, ":'"));
-    add(i, key, std::move(items));
-    return last;
+// ---- TOML --------------------------------------------------------------------------------------------
+
+// The shortest %g-style text that reads back as the same double; a whole number keeps its ".0", so an integer
+// flag still refuses `4.0` as it would on the command line.
+std::string float_text(double x) {
+  char buf[32];
+  std::string s(buf, std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general).ptr);
+  if (s.find_first_not_of("-0123456789") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string toml_scalar(const std::string& path, const std::string& key, const toml::node& n, bool item) {
+  if (const auto* s = n.as_string()) return s->get();
+  if (const auto* i = n.as_integer()) return std::to_string(i->get());
+  if (const auto* f = n.as_floating_point()) return float_text(f->get());
+  if (const auto* b = n.as_boolean()) return b->get() ? "true" : "false";
+  const char* got = n.is_table()   ? "a table (nested tables are not supported: use flat 'key = value' lines)"
+                    : n.is_array() ? "a nested array (arrays hold scalars)"
+                                   : "a date or time";
+  fail_at(path, int(n.source().begin.line),
+          str(key, ": expected ", item ? "an array element" : "a value", " (a string, number, true/false",
+              item ? ")" : " or [array])", ", got ", got));
+}
+
+std::vector<ConfigEntry> parse_toml(const std::string& text, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse(text, std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    std::string msg(e.description());
+    // toml++'s words for an unquoted string, the usual slip when a YAML recipe becomes TOML.
+    if (msg.find("could not determine value type") != std::string::npos) msg += " (TOML strings are quoted)";
+    syntax_error(path, text, int(e.source().begin.line), msg);
   }
-
-  size_t toml_entry(size_t i) {
-    const std::string s = trim(lines_[i]);
-    if (s[0] == '[')
-      error(i, str("table ", s, ": nested tables are not supported (use flat 'key = value' lines)"));
-    const size_t eq = find_outside_quotes(s, 0, "=", 0);
-    if (eq == std::string::npos) error(i, str("expected 'key = value', got '", s, "'"));
-    std::string raw_key = trim(s.substr(0, eq));
-    if (!raw_key.empty() && (raw_key[0] == '"' || raw_key[0] == '\'')) raw_key = quoted(i, raw_key);
-    const std::string key = checked_key(i, raw_key);
-    const std::string rest = trim(s.substr(eq + 1));
-    if (rest.empty()) error(i, str("expected a value after '", key, " ='"));
-    if (rest[0] == '[') {
-      size_t last = i;
-      std::vector<bool> quoted_items;
-      add(i, key, flow_list(i, rest, &last, &quoted_items));
-      out_.entries.back().quoted = std::move(quoted_items);
-      return last;
+  std::vector<ConfigEntry> entries;
+  for (const auto& [k, v] : root) {
+    const int line = int(k.source().begin.line);
+    ConfigEntry e{flag_key(path, line, std::string(k.str())), {}, line, {}};
+    auto add = [&](const toml::node& n, bool item) {
+      e.values.push_back(toml_scalar(path, e.key, n, item));
+      e.quoted.push_back(n.is_string());
+    };
+    if (const toml::array* a = v.as_array()) {
+      for (const toml::node& item : *a) add(item, true);
+    } else {
+      add(v, false);
     }
-    add(i, key, {scalar(i, rest, false)});
-    out_.entries.back().quoted = {rest[0] == '"' || rest[0] == '\''};
-    return i;
+    entries.push_back(std::move(e));
   }
-
-  ConfigFormat format_;
-  std::string name_;
-  std::vector<std::string> lines_;  // comments stripped
-  std::map<std::string, int> seen_;
-  ConfigFile out_;
-};
+  // A toml::table is ordered by key; the flag table wants file order (its errors come in that order).
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.line < b.line; });
+  return entries;
+}
 
 }  // namespace
 
@@ -294,7 +170,15 @@ std::string normalize_config_key(const std::string& key) {
 }
 
 ConfigFile parse_config_text(const std::string& text, ConfigFormat format, const std::string& name) {
-  return Parser(text, format, name).run();
+  ConfigFile file{name, format == ConfigFormat::Yaml ? parse_yaml(text, name) : parse_toml(text, name)};
+  // Duplicates are checked after normalisation (`num_layers` and `num-layers` are one flag), and
+  // yaml-cpp keeps both copies of a repeated key.
+  std::map<std::string, int> seen;
+  for (const ConfigEntry& e : file.entries) {
+    const auto [it, inserted] = seen.emplace(e.key, e.line);
+    if (!inserted) fail_at(name, e.line, str("duplicate key '", e.key, "' (first set at line ", it->second, ")"));
+  }
+  return file;
 }
 
 ConfigFile read_config_file(const std::string& path) {

@@ -1,16 +1,17 @@
-// `--config FILE`: a flat YAML or TOML file holding flag values (docs/ARCHITECTURE.md "Configuration flow").
+// `--config FILE`: a flat YAML or TOML file holding flag values (docs/ARCHITECTURE.md "Configuration flow"),
+// parsed by yaml-cpp and toml++; the format comes from the extension (.yaml/.yml or .toml).
 //
-// Accepted (format chosen by extension: .yaml/.yml or .toml):
-//   YAML  `key: value`, `key: [a, b]`, or `key:` followed by block `- item` lines; `#` comments;
-//         "double" (\" \\ \n \t escapes) and 'single' ('' escape) quoted strings; `---` ignored.
-//   TOML  `key = value` with "basic" / 'literal' strings, numbers (underscores dropped), true/false,
-//         and arrays `[1, 2]` (which may span lines); `#` comments.
-// Keys are normalised to the flag spelling: underscores become dashes (`num_layers` == `num-layers`),
-// and a leading `--` is dropped.
-// Every value is kept as text (quotes removed), a scalar as a one-element list; the flag table
-// type-checks it. TOML is typed, so a quoted TOML string where a number or bool is expected is an
-// error (YAML files quote numbers freely, so there quotes only delimit). Errors read "FILE:LINE: what was expected, got what"; nested mappings, tables,
-// inline tables, nested lists, multi-line strings and duplicate keys are errors.
+// The document is one mapping (YAML `key: value`, TOML `key = value`) whose values are scalars or
+// lists of scalars (YAML `[a, b]` or `- item` lines, TOML arrays). Keys are normalised to the flag
+// spelling: underscores become dashes (`num_layers` == `num-layers`), and a leading `--` is dropped.
+// Every value is kept as text, a scalar as a one-element list; the flag table type-checks it. YAML
+// scalars are the text as written (quotes removed: YAML files quote numbers freely). TOML is typed:
+// strings are kept as they are and marked `quoted` (so a quoted string where a number or bool is
+// expected is an error), integers are written in decimal, floats as the shortest text that reads back
+// as the same double (`3e-4` -> "0.0003", `4.0` stays "4.0").
+// Errors read "FILE:LINE: ..."; a syntax error carries the parser's message and the offending line.
+// Nested mappings and tables (`[table]`, dotted keys, inline tables), nested lists, empty values,
+// several YAML documents, TOML dates and duplicate keys are errors.
 #pragma once
 #include <string>
 #include <vector>
