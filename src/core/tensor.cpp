@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -85,6 +86,22 @@ int64_t Tensor::size(int64_t d) const {
 
 bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
 
+int64_t Tensor::row_pitch() const {
+  const int64_t n = dim();
+  if (n == 0) return 1;
+  const int64_t width = shape_[size_t(n - 1)];
+  if (numel() / std::max<int64_t>(width, 1) <= 1) return width;  // at most one row
+  if (width > 1 && strides_[size_t(n - 1)] != 1) return -1;
+  int64_t pitch = -1, expect = 0;  // size-1 dims carry no stride information
+  for (int64_t d = n - 2; d >= 0; --d) {
+    if (shape_[size_t(d)] == 1) continue;
+    if (pitch < 0) pitch = expect = strides_[size_t(d)];
+    if (strides_[size_t(d)] != expect) return -1;
+    expect *= shape_[size_t(d)];
+  }
+  return pitch >= width ? pitch : -1;
+}
+
 void* Tensor::raw() const {
   HYTRA_ASSERT(storage_ != nullptr, "use of an undefined tensor");
   return static_cast<char*>(storage_->ptr) + offset_ * int64_t(dtype_size(dtype_));
@@ -112,8 +129,8 @@ Tensor Tensor::view(const Shape& shape) const {
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t len) const {
   if (d < 0) d += dim();
-  HYTRA_ASSERT(d >= 0 && d < dim() && start >= 0 && len >= 0 && start + len <= shape_[size_t(d)],
-               "narrow(", d, ", ", start, ", ", len, ") of ", desc());
+  HYTRA_ASSERT(d >= 0 && d < dim() && start >= 0 && len >= 0 && start + len <= shape_[size_t(d)], "narrow(", d, ", ",
+               start, ", ", len, ") of ", desc());
   Tensor t = *this;
   t.offset_ += start * strides_[size_t(d)];
   t.shape_[size_t(d)] = len;
@@ -158,8 +175,8 @@ std::vector<Out> host_values(const Tensor& src) {
 
 template <class In>
 void host_fill(const Tensor& dst, const std::vector<In>& values) {
-  HYTRA_ASSERT(int64_t(values.size()) == dst.numel() && dst.is_contiguous(), "copy_from size ",
-               values.size(), " into ", dst.desc());
+  HYTRA_ASSERT(int64_t(values.size()) == dst.numel() && dst.is_contiguous(), "copy_from size ", values.size(), " into ",
+               dst.desc());
   Tensor h = dst.device() == Device::CPU ? dst : Tensor::empty(dst.shape(), dst.dtype());
   for (size_t i = 0; i < values.size(); ++i) {
     switch (h.dtype()) {
@@ -179,8 +196,6 @@ std::vector<float> Tensor::to_f32_vector() const { return host_values<float>(*th
 void Tensor::copy_from(const std::vector<float>& values) const { host_fill(*this, values); }
 void Tensor::copy_from_f64(const std::vector<double>& values) const { host_fill(*this, values); }
 
-std::string Tensor::desc() const {
-  return str(dtype_name(dtype_), shape_str(shape_), " ", device_name(device()));
-}
+std::string Tensor::desc() const { return str(dtype_name(dtype_), shape_str(shape_), " ", device_name(device())); }
 
 }  // namespace hytra

@@ -51,10 +51,16 @@ class Tensor {
   int64_t numel() const { return shape_numel(shape_); }
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
   bool is_contiguous() const;
+  // Row-pitched: the last dim contiguous and the other dims one evenly spaced sequence of rows (a
+  // contiguous tensor, or a narrow of its last dim). The elements from one row's start to the next;
+  // -1 when the layout is not row-pitched.
+  int64_t row_pitch() const;
 
   void* raw() const;  // pointer to the first element
   template <class T>
-  T* data() const { return static_cast<T*>(raw()); }
+  T* data() const {
+    return static_cast<T*>(raw());
+  }
 
   // Same storage, new shape (contiguous only; one dim may be -1).
   Tensor view(const Shape& shape) const;

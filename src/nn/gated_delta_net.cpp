@@ -40,19 +40,16 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
                 dv = opt_.value_head_dim, V = v_dim(), Q = qk_dim();
   const DType dt = in.dtype();
   const Device dev = in.device();
-  Tensor proj = in_proj_->forward(ctx, in);  // (B,T,proj_dim): [q k v | z | beta | alpha]
   Saved& s = ctx.saved<Saved>(this);
-  s.qkv_in = Tensor::empty({B, T, conv_dim()}, dt, dev);
-  s.z = Tensor::empty({B, T, V}, dt, dev);
+  s.proj = in_proj_->forward(ctx, in);  // (B,T,proj_dim): [q k v | z | beta | alpha]
   s.beta = Tensor::empty({B, T, Hv}, dt, dev);
   s.alpha = Tensor::empty({B, T, Hv}, dt, dev);
-  ops::slice_copy(ex, s.qkv_in, proj, 2, 0);
-  ops::slice_copy(ex, s.z, proj, 2, conv_dim());
-  ops::slice_copy(ex, s.beta, proj, 2, conv_dim() + V);
-  ops::slice_copy(ex, s.alpha, proj, 2, conv_dim() + V + Hv);
+  ops::slice_copy(ex, s.beta, s.proj, 2, conv_dim() + V);
+  ops::slice_copy(ex, s.alpha, s.proj, 2, conv_dim() + V + Hv);
 
-  Tensor qkv = Tensor::empty(s.qkv_in.shape(), dt, dev);  // after conv + SiLU
-  ops::conv1d_fwd(ex, qkv, s.qkv_in, conv_w_->value.view({conv_dim(), opt_.conv_kernel}), conv_b_->value, true);
+  Tensor qkv = Tensor::empty({B, T, conv_dim()}, dt, dev);  // after conv + SiLU
+  ops::conv1d_fwd(ex, qkv, conv_input(s.proj), conv_w_->value.view({conv_dim(), opt_.conv_kernel}), conv_b_->value,
+                  true);
   s.q = Tensor::empty({B, T, Hk, dk}, dt, dev);
   s.k = Tensor::empty({B, T, Hk, dk}, dt, dev);
   s.v = Tensor::empty({B, T, Hv, dv}, dt, dev);
@@ -67,7 +64,7 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
   s.rstd = Tensor::empty({B * T, Hv}, stat_dtype(dt), dev);
   Tensor gated = Tensor::empty({B, T, V}, dt, dev);
   Tensor gated2 = gated.view({B * T, V});
-  ops::gated_rmsnorm_fwd(ex, gated2, s.rstd, s.o, s.z.view({B * T, V}), out_norm_w_->value, dv, opt_.norm_eps, true);
+  ops::gated_rmsnorm_fwd(ex, gated2, s.rstd, s.o, gate(s.proj), out_norm_w_->value, dv, opt_.norm_eps, true);
   return out_proj_->forward(ctx, gated);
 }
 
@@ -78,8 +75,9 @@ Tensor GatedDeltaNet::backward_body(StepContext& ctx, const Tensor& df) {
   const DType dt = df.dtype();
   const Device dev = df.device();
   Tensor dgated = out_proj_->backward(ctx, df).view({B * T, V});
-  Tensor dout = Tensor::empty({B * T, V}, dt, dev), dz = Tensor::empty({B * T, V}, dt, dev);
-  ops::gated_rmsnorm_bwd(ex, dout, dz, out_norm_w_->grad, dgated, s.o, s.z.view({B * T, V}), out_norm_w_->value, s.rstd,
+  Tensor dproj = Tensor::empty(s.proj.shape(), dt, dev);  // each part written in place below
+  Tensor dout = Tensor::empty({B * T, V}, dt, dev), dz = gate(dproj);
+  ops::gated_rmsnorm_bwd(ex, dout, dz, out_norm_w_->grad, dgated, s.o, gate(s.proj), out_norm_w_->value, s.rstd,
                          opt_.value_head_dim, true);
 
   Tensor dq = Tensor::empty(s.q.shape(), dt, dev), dk = Tensor::empty(s.k.shape(), dt, dev);
@@ -92,14 +90,10 @@ Tensor GatedDeltaNet::backward_body(StepContext& ctx, const Tensor& df) {
   ops::slice_scatter(ex, dqkv, dq.view({B, T, Q}), 2, 0);
   ops::slice_scatter(ex, dqkv, dk.view({B, T, Q}), 2, Q);
   ops::slice_scatter(ex, dqkv, dv.view({B, T, V}), 2, 2 * Q);
-  Tensor dqkv_in = Tensor::empty(dqkv.shape(), dt, dev);
+  Tensor dqkv_in = conv_input(dproj);
   Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
-  ops::conv1d_bwd(ex, dqkv_in, dw, conv_b_->grad, dqkv, s.qkv_in, conv_w_->value.view(dw.shape()), conv_b_->value,
-                  true);
-
-  Tensor dproj = Tensor::empty({B, T, proj_dim()}, dt, dev);
-  ops::slice_scatter(ex, dproj, dqkv_in, 2, 0);
-  ops::slice_scatter(ex, dproj, dz.view({B, T, V}), 2, conv_dim());
+  ops::conv1d_bwd(ex, dqkv_in, dw, conv_b_->grad, dqkv, conv_input(s.proj), conv_w_->value.view(dw.shape()),
+                  conv_b_->value, true);
   ops::slice_scatter(ex, dproj, dbeta, 2, conv_dim() + V);
   ops::slice_scatter(ex, dproj, dalpha, 2, conv_dim() + V + Hv);
   s = Saved{};

@@ -8,9 +8,9 @@
 // Keys under `<prefix>self_attention.` (docs/spec/names.md §2): in_proj.layer_norm_weight, in_proj.weight
 // [2 Hk dk + 2 Hv dv + 2 Hv, C], conv1d.weight [2 Hk dk + Hv dv, 1, K], conv1d.bias, A_log [Hv],
 // dt_bias [Hv], out_norm.weight [dv], out_proj.weight [C, Hv dv] (no linear biases by default, as
-// Megatron's GDN; the bias option serves the gradient checks). Init (Megatron): in_proj N(0, std), out_proj N(0, std / sqrt(2 L)), conv weight
-// and bias U(+-1/sqrt(K)), dt_bias = 1, A_log = ln U(1, 16), norms 1.
-// The recurrence reads the fp32 masters of A_log and dt_bias (docs/ARCHITECTURE.md "Precision": SSM maths in fp32).
+// Megatron's GDN; the bias option serves the gradient checks). Init (Megatron): in_proj N(0, std), out_proj N(0, std /
+// sqrt(2 L)), conv weight and bias U(+-1/sqrt(K)), dt_bias = 1, A_log = ln U(1, 16), norms 1. The recurrence reads the
+// fp32 masters of A_log and dt_bias (docs/ARCHITECTURE.md "Precision": SSM maths in fp32).
 #pragma once
 #include <memory>
 #include <string>
@@ -29,7 +29,7 @@ struct GatedDeltaNetOptions : PreNormOptions {
   int64_t value_head_dim = 128;  // dv (--linear-value-head-dim)
   int64_t conv_kernel = 4;       // --linear-conv-kernel-dim
   int64_t chunk_size = 64;
-  bool bias = false;             // linear biases (Megatron: none)
+  bool bias = false;  // linear biases (Megatron: none)
 };
 
 class GatedDeltaNet : public PreNormModule {
@@ -46,12 +46,17 @@ class GatedDeltaNet : public PreNormModule {
   int64_t v_dim() const { return opt_.value_heads * opt_.value_head_dim; }
   int64_t conv_dim() const { return 2 * qk_dim() + v_dim(); }
   int64_t proj_dim() const { return conv_dim() + v_dim() + 2 * opt_.value_heads; }
+  // Row-pitched parts of a (B,T,proj_dim) in_proj-shaped tensor, read or written in place: the conv
+  // input [q k v] as (B,T,conv_dim) and the gate z as (B*T, v_dim).
+  Tensor conv_input(const Tensor& proj) const { return proj.narrow(2, 0, conv_dim()); }
+  Tensor gate(const Tensor& proj) const {
+    return proj.view({proj.size(0) * proj.size(1), proj.size(2)}).narrow(1, conv_dim(), v_dim());
+  }
 
   struct Saved {
-    Tensor qkv_in;       // (B,T,conv_dim) conv input
+    Tensor proj;         // (B,T,proj_dim) in_proj output: the conv input and the gate z, read in place
     Tensor q, k;         // (B,T,Hk,dk) conv output
     Tensor v;            // (B,T,Hv,dv) conv output
-    Tensor z;            // (B,T,Hv*dv) gate
     Tensor beta, alpha;  // (B,T,Hv) raw
     Tensor o;            // (B*T, Hv*dv) recurrence output
     Tensor rstd;         // (B*T, Hv) out_norm statistics

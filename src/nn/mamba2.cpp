@@ -42,17 +42,14 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
                 N = opt_.state_dim, Di = d_inner();
   const DType dt = in.dtype();
   const Device dev = in.device();
-  Tensor zxbcdt = in_proj_->forward(ctx, in);  // (B,T,2 Di + 2GN + H)
   Saved& s = ctx.saved<Saved>(this);
-  s.z = Tensor::empty({B, T, Di}, dt, dev);
-  s.xbc = Tensor::empty({B, T, conv_dim()}, dt, dev);
+  s.zxbcdt = in_proj_->forward(ctx, in);  // (B,T,2 Di + 2GN + H); the conv and the norm read it in place
   s.dt = Tensor::empty({B, T, H}, dt, dev);
-  ops::slice_copy(ex, s.z, zxbcdt, 2, 0);
-  ops::slice_copy(ex, s.xbc, zxbcdt, 2, Di);
-  ops::slice_copy(ex, s.dt, zxbcdt, 2, Di + conv_dim());
+  ops::slice_copy(ex, s.dt, s.zxbcdt, 2, Di + conv_dim());
 
-  Tensor xbc = Tensor::empty(s.xbc.shape(), dt, dev);  // (B,T,conv_dim) after conv + SiLU
-  ops::conv1d_fwd(ex, xbc, s.xbc, conv_w_->value.view({conv_dim(), opt_.conv_kernel}), conv_b_->value, true);
+  Tensor xbc = Tensor::empty({B, T, conv_dim()}, dt, dev);  // after conv + SiLU
+  ops::conv1d_fwd(ex, xbc, conv_input(s.zxbcdt), conv_w_->value.view({conv_dim(), opt_.conv_kernel}), conv_b_->value,
+                  true);
   s.x = Tensor::empty({B, T, H, P}, dt, dev);
   s.b = Tensor::empty({B, T, G, N}, dt, dev);
   s.c = Tensor::empty({B, T, G, N}, dt, dev);
@@ -67,7 +64,7 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
   s.rstd = Tensor::empty({B * T, G}, stat_dtype(dt), dev);
   Tensor gated = Tensor::empty({B, T, Di}, dt, dev);
   Tensor gated2 = gated.view({B * T, Di});
-  ops::gated_rmsnorm_fwd(ex, gated2, s.rstd, s.y, s.z.view({B * T, Di}), norm_w_->value, Di / G, 1e-5, false);
+  ops::gated_rmsnorm_fwd(ex, gated2, s.rstd, s.y, gate(s.zxbcdt), norm_w_->value, Di / G, 1e-5, false);
   return out_proj_->forward(ctx, gated);
 }
 
@@ -79,9 +76,9 @@ Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   const DType dt = df.dtype();
   const Device dev = df.device();
   Tensor dgated = out_proj_->backward(ctx, df).view({B * T, Di});
-  Tensor dy = Tensor::empty({B * T, Di}, dt, dev), dz = Tensor::empty({B * T, Di}, dt, dev);
-  ops::gated_rmsnorm_bwd(ex, dy, dz, norm_w_->grad, dgated, s.y, s.z.view({B * T, Di}), norm_w_->value, s.rstd, Di / G,
-                         false);
+  Tensor dzxbcdt = Tensor::empty(s.zxbcdt.shape(), dt, dev);  // each part written in place below
+  Tensor dy = Tensor::empty({B * T, Di}, dt, dev), dz = gate(dzxbcdt);
+  ops::gated_rmsnorm_bwd(ex, dy, dz, norm_w_->grad, dgated, s.y, gate(s.zxbcdt), norm_w_->value, s.rstd, Di / G, false);
 
   Tensor dx = Tensor::empty(s.x.shape(), dt, dev), ddt = Tensor::empty(s.dt.shape(), dt, dev);
   Tensor dB = Tensor::empty(s.b.shape(), dt, dev), dC = Tensor::empty(s.c.shape(), dt, dev);
@@ -92,13 +89,10 @@ Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   ops::slice_scatter(ex, dxbc, dx.view({B, T, Di}), 2, 0);
   ops::slice_scatter(ex, dxbc, dB.view({B, T, G * N}), 2, Di);
   ops::slice_scatter(ex, dxbc, dC.view({B, T, G * N}), 2, Di + G * N);
-  Tensor dxbc_in = Tensor::empty(dxbc.shape(), dt, dev);
+  Tensor dxbc_in = conv_input(dzxbcdt);
   Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
-  ops::conv1d_bwd(ex, dxbc_in, dw, conv_b_->grad, dxbc, s.xbc, conv_w_->value.view(dw.shape()), conv_b_->value, true);
-
-  Tensor dzxbcdt = Tensor::empty({B, T, 2 * Di + 2 * G * N + H}, dt, dev);
-  ops::slice_scatter(ex, dzxbcdt, dz.view({B, T, Di}), 2, 0);
-  ops::slice_scatter(ex, dzxbcdt, dxbc_in, 2, Di);
+  ops::conv1d_bwd(ex, dxbc_in, dw, conv_b_->grad, dxbc, conv_input(s.zxbcdt), conv_w_->value.view(dw.shape()),
+                  conv_b_->value, true);
   ops::slice_scatter(ex, dzxbcdt, ddt, 2, Di + conv_dim());
   s = Saved{};
   return in_proj_->backward(ctx, dzxbcdt);

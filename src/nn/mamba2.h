@@ -21,13 +21,13 @@
 namespace hytra {
 
 struct Mamba2Options : PreNormOptions {
-  int64_t hidden = 0;       // C (d_model)
-  int64_t num_heads = 0;    // H (--mamba-num-heads)
-  int64_t head_dim = 64;    // P (--mamba-head-dim)
-  int64_t state_dim = 128;  // N (--mamba-state-dim)
-  int64_t num_groups = 8;   // G (--mamba-num-groups)
-  int64_t conv_kernel = 4;  // d_conv
-  int64_t chunk_size = 128; // --mamba-chunk-size
+  int64_t hidden = 0;        // C (d_model)
+  int64_t num_heads = 0;     // H (--mamba-num-heads)
+  int64_t head_dim = 64;     // P (--mamba-head-dim)
+  int64_t state_dim = 128;   // N (--mamba-state-dim)
+  int64_t num_groups = 8;    // G (--mamba-num-groups)
+  int64_t conv_kernel = 4;   // d_conv
+  int64_t chunk_size = 128;  // --mamba-chunk-size
 };
 
 class Mamba2Mixer : public PreNormModule {
@@ -42,15 +42,20 @@ class Mamba2Mixer : public PreNormModule {
  private:
   int64_t d_inner() const { return opt_.num_heads * opt_.head_dim; }
   int64_t conv_dim() const { return d_inner() + 2 * opt_.num_groups * opt_.state_dim; }
+  // Row-pitched parts of a (B,T,2 d_inner + 2GN + H) in_proj-shaped tensor, read or written in place:
+  // the gate z as (B*T, d_inner) and the conv input xBC as (B,T,conv_dim).
+  Tensor gate(const Tensor& zxbcdt) const {
+    return zxbcdt.view({zxbcdt.size(0) * zxbcdt.size(1), zxbcdt.size(2)}).narrow(1, 0, d_inner());
+  }
+  Tensor conv_input(const Tensor& zxbcdt) const { return zxbcdt.narrow(2, d_inner(), conv_dim()); }
 
   struct Saved {
-    Tensor z;     // (B,T,d_inner) gate
-    Tensor xbc;   // (B,T,conv_dim) conv input
-    Tensor x;     // (B,T,H,P) conv output, x part
-    Tensor b, c;  // (B,T,G,N) conv output, B and C parts
-    Tensor dt;    // (B,T,H) raw dt
-    Tensor y;     // (B*T, d_inner) SSD output
-    Tensor rstd;  // (B*T, G) gated norm statistics
+    Tensor zxbcdt;  // (B,T,2 d_inner + 2GN + H) in_proj output: the gate z, the conv input, raw dt
+    Tensor x;       // (B,T,H,P) conv output, x part
+    Tensor b, c;    // (B,T,G,N) conv output, B and C parts
+    Tensor dt;      // (B,T,H) raw dt
+    Tensor y;       // (B*T, d_inner) SSD output
+    Tensor rstd;    // (B*T, G) gated norm statistics
   };
   Mamba2Options opt_;
   std::unique_ptr<Norm> norm_;

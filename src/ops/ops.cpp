@@ -11,13 +11,21 @@ namespace {
 using Arg = std::pair<const char*, const Tensor*>;
 
 // Every tensor argument: defined, contiguous, on the executor's device.
-void check_arg(const Exec& ex, const char* op, const char* arg, const Tensor& t) {
+// Defined, on the executor's device, and row-pitched (Tensor::row_pitch): the activations an op
+// documents as "row-pitched" may be a narrow of a wider tensor's last dim.
+void check_pitched(const Exec& ex, const char* op, const char* arg, const Tensor& t) {
   HYTRA_CHECK(t.defined(), op, ": argument '", arg, "' is undefined");
-  HYTRA_CHECK(t.is_contiguous(), op, ": argument '", arg, "' must be contiguous, got ", t.desc());
+  HYTRA_CHECK(t.row_pitch() >= 0, op, ": argument '", arg, "' must have contiguous, evenly spaced rows, got ", t.desc(),
+              " with strides ", shape_str(t.strides()));
   HYTRA_CHECK(t.device() == ex.device(), op, ": argument '", arg, "' is on ", device_name(t.device()),
               " but the executor runs on ", device_name(ex.device()));
   HYTRA_CHECK(!(t.dtype() == DType::F64 && ex.device() == Device::CUDA), op, ": argument '", arg,
               "' is fp64, which only the CPU backend supports");
+}
+
+void check_arg(const Exec& ex, const char* op, const char* arg, const Tensor& t) {
+  check_pitched(ex, op, arg, t);
+  HYTRA_CHECK(t.is_contiguous(), op, ": argument '", arg, "' must be contiguous, got ", t.desc());
 }
 
 void check_float(const char* op, const char* arg, const Tensor& t) {
@@ -25,21 +33,19 @@ void check_float(const char* op, const char* arg, const Tensor& t) {
 }
 
 void check_shape(const char* op, const char* arg, const Tensor& t, const Shape& want) {
-  HYTRA_CHECK(t.shape() == want, op, ": argument '", arg, "' must have shape ", shape_str(want), ", got ",
-              t.desc());
+  HYTRA_CHECK(t.shape() == want, op, ": argument '", arg, "' must have shape ", shape_str(want), ", got ", t.desc());
 }
 
 void check_same_dtype(const char* op, const char* arg, const Tensor& t, const Tensor& ref) {
-  HYTRA_CHECK(t.dtype() == ref.dtype(), op, ": argument '", arg, "' must be ", dtype_name(ref.dtype()),
-              ", got ", t.desc());
+  HYTRA_CHECK(t.dtype() == ref.dtype(), op, ": argument '", arg, "' must be ", dtype_name(ref.dtype()), ", got ",
+              t.desc());
 }
 
 // Statistics (rstd, lse, loss...) are fp32, or fp64 alongside fp64 data.
 void check_stat(const char* op, const char* arg, const Tensor& t, const Tensor& data, const Shape& want) {
   check_shape(op, arg, t, want);
   DType expect = data.dtype() == DType::F64 ? DType::F64 : DType::F32;
-  HYTRA_CHECK(t.dtype() == expect, op, ": argument '", arg, "' must be ", dtype_name(expect), ", got ",
-              t.desc());
+  HYTRA_CHECK(t.dtype() == expect, op, ": argument '", arg, "' must be ", dtype_name(expect), ", got ", t.desc());
 }
 
 void check_ids(const char* op, const char* arg, const Tensor& t, int64_t n) {
@@ -54,16 +60,15 @@ void check_same_numel(const char* op, const char* arg, const Tensor& t, const Te
 
 }  // namespace
 
-void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, bool trans_b, float alpha,
-          float beta) {
+void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, bool trans_b, float alpha, float beta) {
   const char* op = "gemm";
   check_arg(ex, op, "C", C);
   check_arg(ex, op, "A", A);
   check_arg(ex, op, "B", B);
   check_float(op, "A", A);
   check_same_dtype(op, "B", B, A);
-  HYTRA_CHECK(C.dtype() == A.dtype() || (A.dtype() == DType::BF16 && C.dtype() == DType::F32), op,
-              ": C must be ", dtype_name(A.dtype()), " (or fp32 for bf16 inputs), got ", C.desc());
+  HYTRA_CHECK(C.dtype() == A.dtype() || (A.dtype() == DType::BF16 && C.dtype() == DType::F32), op, ": C must be ",
+              dtype_name(A.dtype()), " (or fp32 for bf16 inputs), got ", C.desc());
   HYTRA_CHECK((A.dim() == 2 || A.dim() == 3) && B.dim() == A.dim() && C.dim() == A.dim(), op,
               ": A, B, C must all be 2-D or all 3-D, got ", A.desc(), ", ", B.desc(), ", ", C.desc());
   int64_t o = A.dim() - 2;
@@ -221,8 +226,8 @@ void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tenso
   ex.backend().rmsnorm_bwd(ex, dx, dw, dy, x, w, rstd);
 }
 
-void add_rmsnorm_fwd(Exec& ex, Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b,
-                     const Tensor& w, double eps) {
+void add_rmsnorm_fwd(Exec& ex, Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b, const Tensor& w,
+                     double eps) {
   const char* op = "add_rmsnorm_fwd";
   for (auto [n, t] : {Arg{"sum", &sum}, {"y", &y}, {"rstd", &rstd}, {"a", &a}, {"b", &b}, {"w", &w}})
     check_arg(ex, op, n, *t);
@@ -247,8 +252,7 @@ void add_rmsnorm_fwd(Exec& ex, Tensor& sum, Tensor& y, Tensor& rstd, const Tenso
 void rmsnorm_bwd_add(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
                      const Tensor& rstd, const Tensor& dres) {
   const char* op = "rmsnorm_bwd_add";
-  for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"rstd", &rstd},
-                      {"dres", &dres}})
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"rstd", &rstd}, {"dres", &dres}})
     check_arg(ex, op, n, *t);
   int64_t N, C;
   check_rows(op, x, N, C);
@@ -267,11 +271,10 @@ void rmsnorm_bwd_add(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const T
   ex.backend().rmsnorm_bwd_add(ex, dx, dw, dy, x, w, rstd, dres);
 }
 
-void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w,
-                   const Tensor& b, double eps) {
+void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w, const Tensor& b,
+                   double eps) {
   const char* op = "layernorm_fwd";
-  for (auto [n, t] : {Arg{"y", &y}, {"mean", &mean}, {"rstd", &rstd}, {"x", &x}, {"w", &w}})
-    check_arg(ex, op, n, *t);
+  for (auto [n, t] : {Arg{"y", &y}, {"mean", &mean}, {"rstd", &rstd}, {"x", &x}, {"w", &w}}) check_arg(ex, op, n, *t);
   int64_t N, C;
   check_rows(op, x, N, C);
   check_float(op, "x", x);
@@ -288,11 +291,10 @@ void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor
   ex.backend().layernorm_fwd(ex, y, mean, rstd, x, w, b, eps);
 }
 
-void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
-                   const Tensor& w, const Tensor& mean, const Tensor& rstd) {
+void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& w,
+                   const Tensor& mean, const Tensor& rstd) {
   const char* op = "layernorm_bwd";
-  for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"mean", &mean},
-                      {"rstd", &rstd}})
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"mean", &mean}, {"rstd", &rstd}})
     check_arg(ex, op, n, *t);
   int64_t N, C;
   check_rows(op, x, N, C);
@@ -326,7 +328,8 @@ void check_rope(Exec& ex, const char* op, const Tensor& out, const Tensor& in, i
 void gated_rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& z, const Tensor& w,
                        int64_t group_size, double eps, bool norm_before_gate) {
   const char* op = "gated_rmsnorm_fwd";
-  for (auto [n, t] : {Arg{"y", &y}, {"rstd", &rstd}, {"x", &x}, {"z", &z}, {"w", &w}}) check_arg(ex, op, n, *t);
+  for (auto [n, t] : {Arg{"y", &y}, {"rstd", &rstd}, {"x", &x}, {"w", &w}}) check_arg(ex, op, n, *t);
+  check_pitched(ex, op, "z", z);
   int64_t N, C;
   check_rows(op, x, N, C);
   check_float(op, "x", x);
@@ -335,20 +338,19 @@ void gated_rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const
     check_shape(op, n, *t, {N, C});
     check_same_dtype(op, n, *t, x);
   }
-  HYTRA_CHECK(w.shape() == Shape{C} || w.shape() == Shape{group_size}, op, ": w must be (", C, ") or (",
-              group_size, "), got ", w.desc());
+  HYTRA_CHECK(w.shape() == Shape{C} || w.shape() == Shape{group_size}, op, ": w must be (", C, ") or (", group_size,
+              "), got ", w.desc());
   check_same_dtype(op, "w", w, x);
   check_stat(op, "rstd", rstd, x, {N, C / group_size});
   ex.backend().gated_rmsnorm_fwd(ex, y, rstd, x, z, w, group_size, eps, norm_before_gate);
 }
 
-void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tensor& dy, const Tensor& x,
-                       const Tensor& z, const Tensor& w, const Tensor& rstd, int64_t group_size,
-                       bool norm_before_gate) {
+void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& z,
+                       const Tensor& w, const Tensor& rstd, int64_t group_size, bool norm_before_gate) {
   const char* op = "gated_rmsnorm_bwd";
-  for (auto [n, t] : {Arg{"dx", &dx}, {"dz", &dz}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"z", &z}, {"w", &w},
-                      {"rstd", &rstd}})
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"rstd", &rstd}})
     check_arg(ex, op, n, *t);
+  for (auto [n, t] : {Arg{"dz", &dz}, {"z", &z}}) check_pitched(ex, op, n, *t);
   int64_t N, C;
   check_rows(op, x, N, C);
   check_float(op, "x", x);
@@ -357,8 +359,8 @@ void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tenso
     check_shape(op, n, *t, {N, C});
     check_same_dtype(op, n, *t, x);
   }
-  HYTRA_CHECK(w.shape() == Shape{C} || w.shape() == Shape{group_size}, op, ": w must be (", C, ") or (",
-              group_size, "), got ", w.desc());
+  HYTRA_CHECK(w.shape() == Shape{C} || w.shape() == Shape{group_size}, op, ": w must be (", C, ") or (", group_size,
+              "), got ", w.desc());
   check_same_dtype(op, "w", w, x);
   check_stat(op, "dw", dw, x, w.shape());
   check_stat(op, "rstd", rstd, x, {N, C / group_size});
@@ -377,8 +379,8 @@ void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double
 
 namespace {
 // q (B,T,H,D), k and v (B,T,Hkv,D), qkv (B,T,Hkv*(H/Hkv+2)*D), one dtype; rotary_dim as rope.
-void check_qkv_rope(Exec& ex, const char* op, const char* qkv_name, const Tensor& qkv, const Tensor& q,
-                    const Tensor& k, const Tensor& v, int64_t rotary_dim) {
+void check_qkv_rope(Exec& ex, const char* op, const char* qkv_name, const Tensor& qkv, const Tensor& q, const Tensor& k,
+                    const Tensor& v, int64_t rotary_dim) {
   for (auto [n, t] : {Arg{qkv_name, &qkv}, {"q", &q}, {"k", &k}, {"v", &v}}) check_arg(ex, op, n, *t);
   check_float(op, qkv_name, qkv);
   HYTRA_CHECK(q.dim() == 4 && k.dim() == 4, op, ": q and k must be (B,T,H,D) and (B,T,Hkv,D), got ", q.desc(), ", ",
@@ -407,10 +409,9 @@ void qkv_rope_bwd(Exec& ex, Tensor& dqkv, const Tensor& dq, const Tensor& dk, co
 }
 
 namespace {
-void check_attention(Exec& ex, const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
-                     const Tensor& o, const Tensor& lse) {
-  for (auto [n, t] : {Arg{"q", &q}, {"k", &k}, {"v", &v}, {"out", &o}, {"lse", &lse}})
-    check_arg(ex, op, n, *t);
+void check_attention(Exec& ex, const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                     const Tensor& lse) {
+  for (auto [n, t] : {Arg{"q", &q}, {"k", &k}, {"v", &v}, {"out", &o}, {"lse", &lse}}) check_arg(ex, op, n, *t);
   check_float(op, "q", q);
   HYTRA_CHECK(q.dim() == 4 && k.dim() == 4, op, ": q and k must be (B,T,H,D), got ", q.desc(), ", ", k.desc());
   int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2);
@@ -429,8 +430,8 @@ void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Te
   ex.backend().attention_fwd(ex, out, lse, q, k, v, softmax_scale);
 }
 
-void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
-                   const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale) {
+void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k,
+                   const Tensor& v, const Tensor& out, const Tensor& lse, double softmax_scale) {
   const char* op = "attention_bwd";
   check_attention(ex, op, q, k, v, out, lse);
   for (auto [n, t] : {Arg{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}}) check_arg(ex, op, n, *t);
@@ -454,11 +455,11 @@ void check_small_param(Exec& ex, const char* op, const char* n, const Tensor& t,
   check_stat(op, n, t, like, {len});
 }
 void check_conv1d(Exec& ex, const char* op, const Tensor& x, const Tensor& w, const Tensor& bias) {
-  check_arg(ex, op, "x", x);
+  check_pitched(ex, op, "x", x);
   check_float(op, "x", x);
   HYTRA_CHECK(x.dim() == 3, op, ": x must be (B,T,C), got ", x.desc());
-  HYTRA_CHECK(w.dim() == 2 && w.size(0) == x.size(2) && w.size(1) >= 1, op, ": w must be (", x.size(2),
-              ",K), got ", w.desc());
+  HYTRA_CHECK(w.dim() == 2 && w.size(0) == x.size(2) && w.size(1) >= 1, op, ": w must be (", x.size(2), ",K), got ",
+              w.desc());
   check_act(ex, op, "w", w, x, w.shape());
   check_act(ex, op, "bias", bias, x, {x.size(2)});
 }
@@ -498,7 +499,9 @@ void check_gdn(Exec& ex, const char* op, const Tensor& q, const Tensor& k, const
 
 void conv1d_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, bool silu) {
   check_conv1d(ex, "conv1d_fwd", x, w, bias);
-  check_act(ex, "conv1d_fwd", "y", y, x, x.shape());
+  check_pitched(ex, "conv1d_fwd", "y", y);
+  check_shape("conv1d_fwd", "y", y, x.shape());
+  check_same_dtype("conv1d_fwd", "y", y, x);
   ex.backend().conv1d_fwd(ex, y, x, w, bias, silu);
 }
 
@@ -506,8 +509,11 @@ void conv1d_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& d
                 const Tensor& bias, bool silu) {
   const char* op = "conv1d_bwd";
   check_conv1d(ex, op, x, w, bias);
-  check_act(ex, op, "dx", dx, x, x.shape());
-  check_act(ex, op, "dy", dy, x, x.shape());
+  for (auto [n, t] : {Arg{"dx", &dx}, {"dy", &dy}}) {
+    check_pitched(ex, op, n, *t);
+    check_shape(op, n, *t, x.shape());
+    check_same_dtype(op, n, *t, x);
+  }
   check_arg(ex, op, "dw", dw);
   check_stat(op, "dw", dw, x, w.shape());
   check_arg(ex, op, "dbias", dbias);
@@ -522,10 +528,10 @@ void ssd_chunk_scan_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& dt_r
   ex.backend().ssd_chunk_scan_fwd(ex, y, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
 }
 
-void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias,
-                        Tensor& dA_log, Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw,
-                        const Tensor& Bm, const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log,
-                        const Tensor& D, int64_t chunk_size) {
+void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias, Tensor& dA_log,
+                        Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm,
+                        const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D,
+                        int64_t chunk_size) {
   const char* op = "ssd_chunk_scan_bwd";
   check_ssd(ex, op, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
   check_act(ex, op, "dy", dy, x, x.shape());
@@ -560,8 +566,8 @@ void gated_delta_rule_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& 
   check_act(ex, op, "dbeta_raw", dbeta_raw, q, beta_raw.shape());
   check_small_param(ex, op, "dA_log", dA_log, q, v.size(2));
   check_small_param(ex, op, "ddt_bias", ddt_bias, q, v.size(2));
-  ex.backend().gated_delta_rule_bwd(ex, dq, dk, dv, dalpha, dbeta_raw, dA_log, ddt_bias, dout, q, k, v, alpha,
-                                    beta_raw, A_log, dt_bias, chunk_size);
+  ex.backend().gated_delta_rule_bwd(ex, dq, dk, dv, dalpha, dbeta_raw, dA_log, ddt_bias, dout, q, k, v, alpha, beta_raw,
+                                    A_log, dt_bias, chunk_size);
 }
 
 // ---- mixture-of-experts ---------------------------------------------------------------------------
@@ -594,12 +600,11 @@ void moe_router_fwd(Exec& ex, Tensor& probs, Tensor& top, const Tensor& logits, 
   check_logits(ex, op, logits);
   const int64_t N = logits.size(0), E = logits.size(1);
   HYTRA_CHECK(k >= 1 && k <= E, op, ": k must be in [1, E = ", E, "], got ", k);
-  HYTRA_CHECK(num_groups == 0 || (num_groups > 0 && E % num_groups == 0 && group_topk >= 1 &&
-                                  group_topk <= num_groups && k >= group_topk && k / group_topk <= E / num_groups &&
-                                  k <= group_topk * (E / num_groups)),
-              op, ": group-limited routing needs E (", E, ") divisible by num_groups (", num_groups,
-              "), 1 <= group_topk (", group_topk, ") <= min(num_groups, k = ", k,
-              ") and k <= group_topk x experts per group");
+  HYTRA_CHECK(
+      num_groups == 0 || (num_groups > 0 && E % num_groups == 0 && group_topk >= 1 && group_topk <= num_groups &&
+                          k >= group_topk && k / group_topk <= E / num_groups && k <= group_topk * (E / num_groups)),
+      op, ": group-limited routing needs E (", E, ") divisible by num_groups (", num_groups, "), 1 <= group_topk (",
+      group_topk, ") <= min(num_groups, k = ", k, ") and k <= group_topk x experts per group");
   check_arg(ex, op, "probs", probs);
   check_shape(op, "probs", probs, {N, k});
   check_same_dtype(op, "probs", probs, logits);
@@ -679,8 +684,7 @@ void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offset
   const char* op = "scatter_add_rows";
   check_arg(ex, op, "x", x);
   check_float(op, "x", x);
-  HYTRA_CHECK(x.dim() == 2 && y.dim() == 2, op, ": x and y must be (R,C) and (N,C), got ", x.desc(), " and ",
-              y.desc());
+  HYTRA_CHECK(x.dim() == 2 && y.dim() == 2, op, ": x and y must be (R,C) and (N,C), got ", x.desc(), " and ", y.desc());
   check_act(ex, op, "y", y, x, {y.size(0), x.size(1)});
   check_i32(ex, op, "offsets", offsets, {y.size(0) + 1});
   HYTRA_CHECK(rows.dim() == 1, op, ": rows must be (M), got ", rows.desc());
@@ -760,8 +764,8 @@ void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& log
 
 namespace {
 // x (N, n*C) and proj (N, n^2+2n): n from h_res (N,n,n).
-void check_coeffs(Exec& ex, const char* op, const Tensor& x, const Tensor& proj, const Tensor& alpha, const Tensor& bias,
-                  int64_t n, int64_t iterations) {
+void check_coeffs(Exec& ex, const char* op, const Tensor& x, const Tensor& proj, const Tensor& alpha,
+                  const Tensor& bias, int64_t n, int64_t iterations) {
   check_arg(ex, op, "x", x);
   check_float(op, "x", x);
   HYTRA_CHECK(x.dim() == 2 && n >= 1 && x.size(1) % n == 0, op, ": x must be (N, n*C) with n = ", n, ", got ",
@@ -794,8 +798,7 @@ void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tens
 
 void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
                     const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj,
-                    const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations,
-                    MhcVariant variant) {
+                    const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations, MhcVariant variant) {
   const char* op = "mhc_coeffs_bwd";
   check_square(op, dh_res);
   const int64_t n = dh_res.size(1);
@@ -866,8 +869,7 @@ void check_glu(Exec& ex, const char* op, const Tensor& half, const char* half_na
   check_arg(ex, op, half_name, half);
   check_arg(ex, op, full_name, full);
   check_float(op, full_name, full);
-  HYTRA_CHECK(full.dim() == 2 && full.size(1) % 2 == 0, op, ": ", full_name, " must be (N,2F), got ",
-              full.desc());
+  HYTRA_CHECK(full.dim() == 2 && full.size(1) % 2 == 0, op, ": ", full_name, " must be (N,2F), got ", full.desc());
   check_shape(op, half_name, half, {full.size(0), full.size(1) / 2});
 }
 void check_pointwise(Exec& ex, const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
@@ -909,8 +911,8 @@ void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
 
 namespace {
 // x (N,C), w (V,C), labels (N); `chunk` (vocab_chunk or token_chunk) positive; lse (N) when given.
-void check_lm_head(Exec& ex, const char* op, const Tensor& x, const Tensor& w, const Tensor& labels,
-                   const Tensor* lse, const char* chunk_name, int64_t chunk) {
+void check_lm_head(Exec& ex, const char* op, const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor* lse,
+                   const char* chunk_name, int64_t chunk) {
   for (auto [n, t] : {Arg{"x", &x}, {"w", &w}, {"labels", &labels}}) check_arg(ex, op, n, *t);
   check_float(op, "x", x);
   HYTRA_CHECK(x.dim() == 2 && w.dim() == 2 && w.size(1) == x.size(1), op, ": x must be (N,C) and w (V,C), got ",
@@ -959,8 +961,12 @@ void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Te
 void mtp_shift(Exec& ex, Tensor& ids_next, Tensor& labels_next, Tensor& dloss, Tensor& targets, const Tensor& ids,
                const Tensor& labels, double scale, double grad_scale) {
   const char* op = "mtp_shift";
-  for (auto [n, t] : {Arg{"ids_next", &ids_next}, {"labels_next", &labels_next}, {"dloss", &dloss},
-                      {"targets", &targets}, {"ids", &ids}, {"labels", &labels}})
+  for (auto [n, t] : {Arg{"ids_next", &ids_next},
+                      {"labels_next", &labels_next},
+                      {"dloss", &dloss},
+                      {"targets", &targets},
+                      {"ids", &ids},
+                      {"labels", &labels}})
     check_arg(ex, op, n, *t);
   HYTRA_CHECK(ids.dim() == 2, op, ": argument 'ids' must be (B,T), got ", ids.desc());
   for (auto [n, t] : {Arg{"ids_next", &ids_next}, {"labels_next", &labels_next}, {"ids", &ids}, {"labels", &labels}}) {

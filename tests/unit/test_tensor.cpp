@@ -20,13 +20,27 @@ TEST(Tensor, ShapeStridesAndViews) {
   Tensor v = t.view({6, -1});
   EXPECT_EQ(v.shape(), (Shape{6, 4}));
   t.data<float>()[13] = 5.0f;
-  EXPECT_EQ(t.select(1).data<float>()[1], 5.0f);   // element [1, 0, 1]
+  EXPECT_EQ(t.select(1).data<float>()[1], 5.0f);  // element [1, 0, 1]
   EXPECT_EQ(t.narrow(0, 1, 1).data<float>()[1], 5.0f);
   EXPECT_FALSE(t.narrow(2, 0, 2).is_contiguous());
   EXPECT_THROW(t.view({5, 5}), Error);
 }
 
 // Sizes from flags or files: a count past int64 is an error, not a wrapped size.
+// Row-pitched layouts: a narrow of the last dim keeps evenly spaced rows; other narrows and
+// transposed-like strides do not.
+TEST(Tensor, RowPitch) {
+  Tensor t = Tensor::zeros({2, 3, 10}, DType::F32);
+  EXPECT_EQ(t.row_pitch(), 10);
+  EXPECT_EQ(t.narrow(2, 4, 5).row_pitch(), 10);
+  EXPECT_EQ(t.view({6, 10}).narrow(1, 0, 3).row_pitch(), 10);
+  EXPECT_EQ(t.narrow(1, 0, 2).row_pitch(), -1);                  // rows 0,1 then 3,4 of the (6,10) grid
+  EXPECT_EQ(t.narrow(1, 1, 1).narrow(2, 0, 4).row_pitch(), 30);  // one row per batch, 30 apart
+  EXPECT_EQ(t.narrow(0, 1, 1).narrow(2, 2, 4).row_pitch(), 10);  // a size-1 dim carries no stride
+  EXPECT_EQ(t.narrow(0, 0, 1).narrow(1, 2, 1).row_pitch(), 10);  // a single row: its width
+  EXPECT_EQ(Tensor::zeros({7}, DType::F32).row_pitch(), 7);
+}
+
 TEST(Tensor, OverflowingShapesAreRefused) {
   EXPECT_EQ(checked_numel({2, 3, 4}), 24);
   EXPECT_EQ(checked_numel({}), 1);

@@ -23,15 +23,16 @@ constexpr int64_t kRowBlock = 32;
 
 int64_t row_grain(int64_t C, int64_t K) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(C * K, 1)); }
 
-// p (C) = the pre-activation of row (b, t); x rows of batch b start at xb (element offset).
+// p (C) = the pre-activation of row (b, t); row r of x starts at element r * ldx (row-pitched x),
+// batch b's rows at rb = b * T.
 template <class S>
-void pre_activation(S* p, const Tensor& x, int64_t xb, int64_t t, const std::vector<S>& wv,
+void pre_activation(S* p, const Tensor& x, int64_t ldx, int64_t rb, int64_t t, const std::vector<S>& wv,
                     const std::vector<S>& bv, int64_t C, int64_t K, std::vector<S>& row) {
   for (int64_t c = 0; c < C; ++c) p[c] = bv[c];
   for (int64_t j = 0; j < K; ++j) {
     const int64_t ts = t - (K - 1) + j;
     if (ts < 0) continue;
-    load(x, xb + ts * C, C, row.data());
+    load(x, (rb + ts) * ldx, C, row.data());
     for (int64_t c = 0; c < C; ++c) p[c] += wv[c * K + j] * row[c];
   }
 }
@@ -39,17 +40,18 @@ void pre_activation(S* p, const Tensor& x, int64_t xb, int64_t t, const std::vec
 template <class S>
 void conv1d_fwd_impl(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, bool silu) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), K = w.size(1);
+  const int64_t ldx = x.row_pitch(), ldy = y.row_pitch();
   std::vector<S> wv(C * K), bv(C);  // (C,K), (C)
   load(w, 0, C * K, wv.data());
   load(bias, 0, C, bv.data());
   parallel_for(B * T, row_grain(C, K), [&](int64_t r0, int64_t r1) {
     std::vector<S> p(C), row(C);  // (C) each
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / T, t = r % T;
-      pre_activation(p.data(), x, b * T * C, t, wv, bv, C, K, row);
+      const int64_t t = r % T;
+      pre_activation(p.data(), x, ldx, r - t, t, wv, bv, C, K, row);
       if (silu)
         for (int64_t c = 0; c < C; ++c) p[c] *= sigmoid(p[c]);
-      store(y, r * C, C, p.data());
+      store(y, r * ldy, C, p.data());
     }
   });
 }
@@ -59,6 +61,7 @@ void conv1d_bwd_impl(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
                      const Tensor& bias, bool silu) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), K = w.size(1);
   const int64_t N = B * T, nb = (N + kRowBlock - 1) / kRowBlock;
+  const int64_t ldx = x.row_pitch(), lddx = dx.row_pitch(), lddy = dy.row_pitch();
   std::vector<S> wv(C * K), bv(C);                                // (C,K), (C)
   std::vector<S> g(N * C), dw_part(nb * C * K), db_part(nb * C);  // (B*T,C), (nb,C,K), (nb,C)
   load(w, 0, C * K, wv.data());
@@ -72,11 +75,11 @@ void conv1d_bwd_impl(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
       std::fill(dwp, dwp + C * K, S(0));
       std::fill(dbp, dbp + C, S(0));
       for (int64_t r = blk * kRowBlock; r < std::min(N, (blk + 1) * kRowBlock); ++r) {
-        const int64_t b = r / T, t = r % T, xb = b * T * C;
+        const int64_t t = r % T;
         S* gr = g.data() + r * C;
-        load(dy, r * C, C, gr);
+        load(dy, r * lddy, C, gr);
         if (silu) {
-          pre_activation(p.data(), x, xb, t, wv, bv, C, K, row);
+          pre_activation(p.data(), x, ldx, r - t, t, wv, bv, C, K, row);
           for (int64_t c = 0; c < C; ++c) {
             const S s = sigmoid(p[c]);
             gr[c] *= s * (S(1) + p[c] * (S(1) - s));
@@ -86,7 +89,7 @@ void conv1d_bwd_impl(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
         for (int64_t j = 0; j < K; ++j) {
           const int64_t ts = t - (K - 1) + j;
           if (ts < 0) continue;
-          load(x, xb + ts * C, C, row.data());
+          load(x, (r - t + ts) * ldx, C, row.data());
           for (int64_t c = 0; c < C; ++c) dwp[c * K + j] += gr[c] * row[c];
         }
       }
@@ -103,7 +106,7 @@ void conv1d_bwd_impl(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
         const S* gr = g.data() + (r + (K - 1) - j) * C;
         for (int64_t c = 0; c < C; ++c) d[c] += wv[c * K + j] * gr[c];
       }
-      store(dx, r * C, C, d.data());
+      store(dx, r * lddx, C, d.data());
     }
   });
   // Block partials in block order, per weight element.

@@ -37,14 +37,14 @@ std::vector<S> load_weight(const Tensor& w, int64_t C) {
 template <class S>
 void gated_rmsnorm_fwd_impl(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& z, const Tensor& w, int64_t gs,
                             S eps, bool norm_before_gate) {
-  const int64_t N = x.size(0), C = x.size(1), G = C / gs;
+  const int64_t N = x.size(0), C = x.size(1), G = C / gs, ldz = z.row_pitch();
   const std::vector<S> wv = load_weight<S>(w, C);  // (C)
   S* rs = rstd.data<S>();                          // (N,G)
   parallel_for(N, row_grain(C), [&](int64_t n0, int64_t n1) {
     std::vector<S> xr(C), zr(C);  // (C) each
     for (int64_t n = n0; n < n1; ++n) {
       load(x, n * C, C, xr.data());
-      load(z, n * C, C, zr.data());
+      load(z, n * ldz, C, zr.data());
       for (int64_t c = 0; c < C; ++c) {
         const S sz = zr[c] * sigmoid(zr[c]);
         if (norm_before_gate)
@@ -69,6 +69,7 @@ template <class S>
 void gated_rmsnorm_bwd_impl(Tensor& dx, Tensor& dz, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& z,
                             const Tensor& w, const Tensor& rstd, int64_t gs, bool norm_before_gate) {
   const int64_t N = x.size(0), C = x.size(1), G = C / gs, nb = (N + kRowBlock - 1) / kRowBlock;
+  const int64_t ldz = z.row_pitch(), lddz = dz.row_pitch();
   const std::vector<S> wv = load_weight<S>(w, C);  // (C)
   std::vector<S> dw_part(nb * C, S(0));            // (nb,C)
   const S* rs = rstd.data<S>();                    // (N,G)
@@ -78,7 +79,7 @@ void gated_rmsnorm_bwd_impl(Tensor& dx, Tensor& dz, Tensor& dw, const Tensor& dy
       S* dwp = dw_part.data() + blk * C;
       for (int64_t n = blk * kRowBlock; n < std::min(N, (blk + 1) * kRowBlock); ++n) {
         load(x, n * C, C, xr.data());
-        load(z, n * C, C, zr.data());
+        load(z, n * ldz, C, zr.data());
         load(dy, n * C, C, dyr.data());
         for (int64_t c = 0; c < C; ++c) {
           const S s = sigmoid(zr[c]);
@@ -113,7 +114,7 @@ void gated_rmsnorm_bwd_impl(Tensor& dx, Tensor& dz, Tensor& dw, const Tensor& dy
           }
         }
         store(dx, n * C, C, xr.data());
-        store(dz, n * C, C, zr.data());
+        store(dz, n * lddz, C, zr.data());
       }
     }
   });

@@ -1,7 +1,7 @@
 // Element I/O shared by the CPU reference ops: any floating tensor (fp32, fp64, bf16) is read into
 // and written from buffers of the op's compute type T (double for fp64 data, float otherwise), so
-// each op is written once over T. Offsets and counts are in elements of a contiguous tensor; bf16
-// stores round to nearest even.
+// each op is written once over T. Offsets count elements from the tensor's first element (row r of a
+// row-pitched tensor starts at r * row_pitch()); bf16 stores round to nearest even.
 #pragma once
 #include <cstdint>
 #include <type_traits>

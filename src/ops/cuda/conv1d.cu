@@ -12,7 +12,8 @@
 // block adds its threads' sums over time in thread order into one fp32 partial per (batch, time
 // tile) chunk, and a second kernel adds the chunks in chunk order. K is a template parameter
 // (2..4, causal-conv1d's range) so the windows stay in registers; other widths are a named error
-// here (the CPU reference takes any K).
+// here (the CPU reference takes any K). Activations are row-pitched: row (b, t) of x starts at
+// (b T + t) ldx, so x can be a column range of a wider tensor (the Mamba in_proj output), read in place.
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
@@ -23,11 +24,11 @@
 namespace hytra::cuda {
 namespace {
 
-constexpr int kLanes = 32;         // threads along channels (a warp reads consecutive vectors)
-constexpr int kFwdSteps = 8;       // forward: threads along time
-constexpr int kFwdTile = 16;       // forward: time steps per thread
-constexpr int kBwdSteps = 4;       // backward: threads along time (fewer: more registers each)
-constexpr int kBwdTile = 64;       // backward: time steps per thread
+constexpr int kLanes = 32;    // threads along channels (a warp reads consecutive vectors)
+constexpr int kFwdSteps = 8;  // forward: threads along time
+constexpr int kFwdTile = 16;  // forward: time steps per thread
+constexpr int kBwdSteps = 4;  // backward: threads along time (fewer: more registers each)
+constexpr int kBwdTile = 64;  // backward: time steps per thread
 constexpr int kCombineThreads = 256;
 
 // w[c0 .. c0+V, 0..K) and bias[c0 .. c0+V) as fp32 (read once per thread).
@@ -43,13 +44,16 @@ __device__ __forceinline__ void load_params(const T* w, const T* bias, int64_t c
 
 // Grid (channel-vector blocks, time tiles, B); block (kLanes, kFwdSteps).
 template <class T, int K, int V>
-__global__ void __launch_bounds__(kLanes * kFwdSteps) conv1d_fwd_kernel(T* y, const T* x, const T* w, const T* bias,
-                                                                      int64_t T_len, int64_t C, bool silu) {
+__global__ void __launch_bounds__(kLanes* kFwdSteps)
+    conv1d_fwd_kernel(T* y, const T* x, const T* w, const T* bias, int64_t T_len, int64_t C, int64_t ldy, int64_t ldx,
+                      bool silu) {
   const int64_t c0 = (int64_t(blockIdx.x) * kLanes + threadIdx.x) * V;
   if (c0 >= C) return;
   const int64_t t0 = (int64_t(blockIdx.y) * kFwdSteps + threadIdx.y) * kFwdTile;
   const int64_t t1 = min(T_len, t0 + kFwdTile);
-  const int64_t base = int64_t(blockIdx.z) * T_len * C + c0;  // x[b, 0, c0]
+  const int64_t row0 = int64_t(blockIdx.z) * T_len;  // row of (b, 0)
+  x += row0 * ldx + c0;
+  y += row0 * ldy + c0;
   float wr[K][V], br[V];
   load_params<K, V>(w, bias, c0, wr, br);
   float win[K - 1][V];  // x[t-(K-1) .. t-1]
@@ -57,7 +61,7 @@ __global__ void __launch_bounds__(kLanes * kFwdSteps) conv1d_fwd_kernel(T* y, co
   for (int j = 0; j < K - 1; ++j) {
     const int64_t ts = t0 - (K - 1) + j;
     if (ts >= 0 && ts < T_len) {
-      load_v<V>(x + base + ts * C, win[j]);
+      load_v<V>(x + ts * ldx, win[j]);
     } else {
 #pragma unroll
       for (int e = 0; e < V; ++e) win[j][e] = 0.0f;
@@ -66,7 +70,7 @@ __global__ void __launch_bounds__(kLanes * kFwdSteps) conv1d_fwd_kernel(T* y, co
 #pragma unroll 4
   for (int64_t t = t0; t < t1; ++t) {
     float cur[V], out[V];
-    load_v<V>(x + base + t * C, cur);
+    load_v<V>(x + t * ldx, cur);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       float p = br[e];
@@ -75,7 +79,7 @@ __global__ void __launch_bounds__(kLanes * kFwdSteps) conv1d_fwd_kernel(T* y, co
       p += wr[K - 1][e] * cur[e];
       out[e] = silu ? p * sigmoid(p) : p;
     }
-    store_v<V>(y + base + t * C, out);
+    store_v<V>(y + t * ldy, out);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
 #pragma unroll
@@ -88,15 +92,18 @@ __global__ void __launch_bounds__(kLanes * kFwdSteps) conv1d_fwd_kernel(T* y, co
 // Grid (channel-vector blocks, time tiles, B); block (kLanes, kBwdSteps). pdw (chunks, C, K) and
 // pdb (chunks, C): the block's sums over its time steps, chunk = b * gridDim.y + time tile.
 template <class T, int K, int V>
-__global__ void __launch_bounds__(kLanes * kBwdSteps) conv1d_bwd_kernel(T* dx, float* pdw, float* pdb, const T* dy,
-                                                                      const T* x, const T* w, const T* bias,
-                                                                      int64_t T_len, int64_t C, bool silu) {
+__global__ void __launch_bounds__(kLanes* kBwdSteps)
+    conv1d_bwd_kernel(T* dx, float* pdw, float* pdb, const T* dy, const T* x, const T* w, const T* bias, int64_t T_len,
+                      int64_t C, int64_t lddx, int64_t lddy, int64_t ldx, bool silu) {
   __shared__ float red[kBwdSteps][(K + 1) * V][kLanes + 1];  // the threads' sums, dw then dbias
   const int64_t c0 = (int64_t(blockIdx.x) * kLanes + threadIdx.x) * V;
   const bool active = c0 < C;
   const int64_t t0 = (int64_t(blockIdx.y) * kBwdSteps + threadIdx.y) * kBwdTile;
   const int64_t t1 = min(T_len, t0 + kBwdTile);
-  const int64_t base = int64_t(blockIdx.z) * T_len * C + c0;
+  const int64_t row0 = int64_t(blockIdx.z) * T_len;  // row of (b, 0)
+  x += row0 * ldx + c0;
+  dy += row0 * lddy + c0;
+  dx += row0 * lddx + c0;
   float dwr[K][V], dbr[V];
 #pragma unroll
   for (int e = 0; e < V; ++e) {
@@ -112,7 +119,7 @@ __global__ void __launch_bounds__(kLanes * kBwdSteps) conv1d_bwd_kernel(T* dx, f
     for (int j = 0; j < K - 1; ++j) {
       const int64_t ts = t0 - (K - 1) + j;
       if (ts >= 0) {
-        load_v<V>(x + base + ts * C, xw[j]);
+        load_v<V>(x + ts * ldx, xw[j]);
       } else {
 #pragma unroll
         for (int e = 0; e < V; ++e) xw[j][e] = 0.0f;
@@ -127,8 +134,8 @@ __global__ void __launch_bounds__(kLanes * kBwdSteps) conv1d_bwd_kernel(T* dx, f
       float cur[V], g[V];
       const bool in_seq = t < T_len;
       if (in_seq) {
-        load_v<V>(x + base + t * C, cur);
-        load_v<V>(dy + base + t * C, g);
+        load_v<V>(x + t * ldx, cur);
+        load_v<V>(dy + t * lddy, g);
       } else {
 #pragma unroll
         for (int e = 0; e < V; ++e) cur[e] = g[e] = 0.0f;
@@ -158,7 +165,7 @@ __global__ void __launch_bounds__(kLanes * kBwdSteps) conv1d_bwd_kernel(T* dx, f
 #pragma unroll
           for (int i = 0; i < K - 1; ++i) d[e] += wr[K - 1 - i][e] * gw[i][e];
         }
-        store_v<V>(dx + base + (t - (K - 1)) * C, d);
+        store_v<V>(dx + (t - (K - 1)) * lddx, d);
       }
 #pragma unroll
       for (int e = 0; e < V; ++e) {
@@ -215,13 +222,13 @@ void check_width(const char* op, int64_t K) {
 }
 
 // Calls f(T{}, K, V) with x's storage type, the kernel width as a constant, and the vector width:
-// kVec<T> when C and every activation pointer allow 16-byte vectors, else 1.
+// kVec<T> when C, every activation pointer and every row pitch allow 16-byte vectors, else 1.
 template <class F>
 void dispatch(const Tensor& x, int64_t K, std::initializer_list<const Tensor*> acts, F&& f) {
   auto with_t = [&](auto t) {
     using T = decltype(t);
     bool vec = x.size(2) % kVec<T> == 0;
-    for (const Tensor* a : acts) vec = vec && aligned16(a->raw());
+    for (const Tensor* a : acts) vec = vec && aligned16(a->raw()) && a->row_pitch() % kVec<T> == 0;
     auto with_v = [&](auto k) {
       if (vec)
         f(t, k, std::integral_constant<int, kVec<T>>{});
@@ -254,7 +261,7 @@ void conv1d_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& w, const Ten
     const dim3 grid(unsigned((nvec + kLanes - 1) / kLanes), unsigned((T_len + span - 1) / span), unsigned(B));
     conv1d_fwd_kernel<T, Kc, V><<<grid, dim3(kLanes, kFwdSteps), 0, stream_of(ex)>>>(
         static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), static_cast<const T*>(w.raw()),
-        static_cast<const T*>(bias.raw()), T_len, C, silu);
+        static_cast<const T*>(bias.raw()), T_len, C, y.row_pitch(), x.row_pitch(), silu);
   });
   check_launch("conv1d_fwd_kernel");
 }
@@ -277,7 +284,7 @@ void conv1d_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& d
     conv1d_bwd_kernel<T, Kc, V><<<grid, dim3(kLanes, kBwdSteps), 0, s>>>(
         static_cast<T*>(dx.raw()), pdw.data<float>(), pdb.data<float>(), static_cast<const T*>(dy.raw()),
         static_cast<const T*>(x.raw()), static_cast<const T*>(w.raw()), static_cast<const T*>(bias.raw()), T_len, C,
-        silu);
+        dx.row_pitch(), dy.row_pitch(), x.row_pitch(), silu);
   });
   check_launch("conv1d_bwd_kernel");
   for (auto [grad, part] : {std::pair<Tensor*, Tensor*>{&dw, &pdw}, {&dbias, &pdb}}) {

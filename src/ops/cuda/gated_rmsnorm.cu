@@ -20,27 +20,28 @@
 namespace hytra::cuda {
 namespace {
 
-constexpr int kWarps = 8;              // units per block
-constexpr int kColThreads = 256;       // weight-gradient pass: columns per block
-constexpr int64_t kMaxChunks = 128;    // weight-gradient pass: row chunks
+constexpr int kWarps = 8;            // units per block
+constexpr int kColThreads = 256;     // weight-gradient pass: columns per block
+constexpr int64_t kMaxChunks = 128;  // weight-gradient pass: row chunks
 constexpr int kCombineThreads = 256;
 
-// x, z, y (units, gs) viewed as units of one group; w (G*gs) when w_full, else (gs); rstd (units).
+// x, y (units, gs) viewed as units of one group; z row-pitched (row n at n * ldz, group g at g * gs in
+// it); w (G*gs) when w_full, else (gs); rstd (units).
 template <class T, int V>
-__global__ void __launch_bounds__(kWarps * 32) gated_rmsnorm_fwd_kernel(T* y, float* rstd, const T* x, const T* z,
-                                                                       const T* w, int64_t units, int64_t gs,
-                                                                       int64_t G, bool w_full, float eps,
-                                                                       bool norm_before_gate) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gated_rmsnorm_fwd_kernel(T* y, float* rstd, const T* x, const T* z, const T* w, int64_t units, int64_t gs,
+                             int64_t G, int64_t ldz, bool w_full, float eps, bool norm_before_gate) {
   const int64_t unit = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (unit >= units) return;
   const int lane = threadIdx.x % 32;
   const int64_t base = unit * gs;
+  z += (unit / G) * ldz + (unit % G) * gs;
   const T* wg = w + (w_full ? (unit % G) * gs : 0);
   float ss = 0.0f;
   for (int64_t k = int64_t(lane) * V; k < gs; k += 32 * V) {
     float xv[V], zv[V];
     load_v<V>(x + base + k, xv);
-    load_v<V>(z + base + k, zv);
+    load_v<V>(z + k, zv);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const float v = norm_before_gate ? xv[e] : xv[e] * (zv[e] * sigmoid(zv[e]));
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(kWarps * 32) gated_rmsnorm_fwd_kernel(T* y, fl
   for (int64_t k = int64_t(lane) * V; k < gs; k += 32 * V) {
     float xv[V], zv[V], wv[V], out[V];
     load_v<V>(x + base + k, xv);
-    load_v<V>(z + base + k, zv);
+    load_v<V>(z + k, zv);
     load_v<V>(wg + k, wv);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
@@ -65,21 +66,23 @@ __global__ void __launch_bounds__(kWarps * 32) gated_rmsnorm_fwd_kernel(T* y, fl
 
 // dx, dz of each unit (layout as the forward).
 template <class T, int V>
-__global__ void __launch_bounds__(kWarps * 32) gated_rmsnorm_bwd_kernel(T* dx, T* dz, const T* dy, const T* x,
-                                                                       const T* z, const T* w, const float* rstd,
-                                                                       int64_t units, int64_t gs, int64_t G,
-                                                                       bool w_full, bool norm_before_gate) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gated_rmsnorm_bwd_kernel(T* dx, T* dz, const T* dy, const T* x, const T* z, const T* w, const float* rstd,
+                             int64_t units, int64_t gs, int64_t G, int64_t lddz, int64_t ldz, bool w_full,
+                             bool norm_before_gate) {
   const int64_t unit = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (unit >= units) return;
   const int lane = threadIdx.x % 32;
   const int64_t base = unit * gs;
+  z += (unit / G) * ldz + (unit % G) * gs;
+  dz += (unit / G) * lddz + (unit % G) * gs;
   const T* wg = w + (w_full ? (unit % G) * gs : 0);
   const float r = rstd[unit];
   float dot = 0.0f;  // sum(dy*w*sz*x): sum(gu*u) after the gate, sum(g*x) before it
   for (int64_t k = int64_t(lane) * V; k < gs; k += 32 * V) {
     float xv[V], zv[V], dyv[V], wv[V];
     load_v<V>(x + base + k, xv);
-    load_v<V>(z + base + k, zv);
+    load_v<V>(z + k, zv);
     load_v<V>(dy + base + k, dyv);
     load_v<V>(wg + k, wv);
 #pragma unroll
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(kWarps * 32) gated_rmsnorm_bwd_kernel(T* dx, T
   for (int64_t k = int64_t(lane) * V; k < gs; k += 32 * V) {
     float xv[V], zv[V], dyv[V], wv[V], dxv[V], dzv[V];
     load_v<V>(x + base + k, xv);
-    load_v<V>(z + base + k, zv);
+    load_v<V>(z + k, zv);
     load_v<V>(dy + base + k, dyv);
     load_v<V>(wg + k, wv);
 #pragma unroll
@@ -105,29 +108,28 @@ __global__ void __launch_bounds__(kWarps * 32) gated_rmsnorm_bwd_kernel(T* dx, T
       }
     }
     store_v<V>(dx + base + k, dxv);
-    store_v<V>(dz + base + k, dzv);
+    store_v<V>(dz + k, dzv);
   }
 }
 
 // Block (column tile, row chunk): part[chunk, c] = sum over the chunk's rows of dy*x*r*silu(z).
 template <class T>
 __global__ void gated_rmsnorm_wgrad_kernel(float* part, const T* dy, const T* x, const T* z, const float* rstd,
-                                           int64_t N, int64_t C, int64_t gs, int64_t rows_per_chunk) {
+                                           int64_t N, int64_t C, int64_t gs, int64_t ldz, int64_t rows_per_chunk) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int64_t G = C / gs, g = c / gs;
   const int64_t n0 = int64_t(blockIdx.y) * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
   float s = 0.0f;
   for (int64_t n = n0; n < n1; ++n) {
-    const float zv = float(z[n * C + c]);
+    const float zv = float(z[n * ldz + c]);
     s += float(dy[n * C + c]) * float(x[n * C + c]) * rstd[n * G + g] * (zv * sigmoid(zv));
   }
   part[int64_t(blockIdx.y) * C + c] = s;
 }
 
 // out[c] (+)= sum over chunks, in chunk order, of part[chunk, c].
-__global__ void gated_rmsnorm_chunks_kernel(float* out, bool accumulate, const float* part, int64_t chunks,
-                                            int64_t C) {
+__global__ void gated_rmsnorm_chunks_kernel(float* out, bool accumulate, const float* part, int64_t chunks, int64_t C) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float s = 0.0f;
@@ -160,14 +162,14 @@ void with_type(DType d, F&& f) {
     f(float{});
 }
 
-// Calls f(T{}, V) with x's storage type and the vector width: kVec<T> when group_size and every
-// pointer allow 16-byte vectors, else 1.
+// Calls f(T{}, V) with x's storage type and the vector width: kVec<T> when group_size, every pointer
+// and every row pitch allow 16-byte vectors, else 1.
 template <class F>
 void dispatch(const Tensor& x, int64_t gs, std::initializer_list<const Tensor*> ts, F&& f) {
   with_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
     bool vec = gs % kVec<T> == 0;
-    for (const Tensor* a : ts) vec = vec && aligned16(a->raw());
+    for (const Tensor* a : ts) vec = vec && aligned16(a->raw()) && a->row_pitch() % kVec<T> == 0;
     if (vec)
       f(t, std::integral_constant<int, kVec<T>>{});
     else
@@ -187,7 +189,8 @@ void gated_rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const
     constexpr int V = decltype(v)::value;
     gated_rmsnorm_fwd_kernel<T, V><<<blocks_for(units, kWarps), kWarps * 32, 0, stream_of(ex)>>>(
         static_cast<T*>(y.raw()), rstd.data<float>(), static_cast<const T*>(x.raw()), static_cast<const T*>(z.raw()),
-        static_cast<const T*>(w.raw()), units, group_size, G, w.numel() == C, float(eps), norm_before_gate);
+        static_cast<const T*>(w.raw()), units, group_size, G, z.row_pitch(), w.numel() == C, float(eps),
+        norm_before_gate);
   });
   check_launch("gated_rmsnorm_fwd_kernel");
 }
@@ -204,7 +207,7 @@ void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tenso
     gated_rmsnorm_bwd_kernel<T, V><<<blocks_for(units, kWarps), kWarps * 32, 0, s>>>(
         static_cast<T*>(dx.raw()), static_cast<T*>(dz.raw()), static_cast<const T*>(dy.raw()),
         static_cast<const T*>(x.raw()), static_cast<const T*>(z.raw()), static_cast<const T*>(w.raw()),
-        rstd.data<float>(), units, group_size, G, M == C, norm_before_gate);
+        rstd.data<float>(), units, group_size, G, dz.row_pitch(), z.row_pitch(), M == C, norm_before_gate);
   });
   check_launch("gated_rmsnorm_bwd_kernel");
 
@@ -214,7 +217,7 @@ void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tenso
     using T = decltype(t);
     gated_rmsnorm_wgrad_kernel<T><<<dim3(blocks_for(C, kColThreads), unsigned(chunks)), kColThreads, 0, s>>>(
         part.data<float>(), static_cast<const T*>(dy.raw()), static_cast<const T*>(x.raw()),
-        static_cast<const T*>(z.raw()), rstd.data<float>(), N, C, group_size, rows_per_chunk);
+        static_cast<const T*>(z.raw()), rstd.data<float>(), N, C, group_size, z.row_pitch(), rows_per_chunk);
   });
   check_launch("gated_rmsnorm_wgrad_kernel");
   if (M == C) {
@@ -224,11 +227,11 @@ void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tenso
     return;
   }
   Tensor tot = Tensor::empty({C}, DType::F32, Device::CUDA);  // (C)
-  gated_rmsnorm_chunks_kernel<<<blocks_for(C, kCombineThreads), kCombineThreads, 0, s>>>(
-      tot.data<float>(), false, part.data<float>(), chunks, C);
+  gated_rmsnorm_chunks_kernel<<<blocks_for(C, kCombineThreads), kCombineThreads, 0, s>>>(tot.data<float>(), false,
+                                                                                         part.data<float>(), chunks, C);
   check_launch("gated_rmsnorm_chunks_kernel");
   gated_rmsnorm_groups_kernel<<<blocks_for(M, kCombineThreads), kCombineThreads, 0, s>>>(dw.data<float>(),
-                                                                                        tot.data<float>(), G, M);
+                                                                                         tot.data<float>(), G, M);
   check_launch("gated_rmsnorm_groups_kernel");
 }
 

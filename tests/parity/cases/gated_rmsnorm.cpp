@@ -2,7 +2,8 @@
 // (Mamba-2) and before it (gated delta net), w of length C and of length group_size (shared by the
 // groups), group sizes on the 16-byte path (multiples of 8) and off it (odd), one group per row,
 // more rows than the weight-gradient chunks. Backward rstd comes from the CPU forward; dw starts
-// random to check `+=`.
+// random to check `+=`. With pad > 0, z and dz are row-pitched: columns [pad, pad + C) of an (N, C+pad)
+// tensor (dz's other columns start random and must come back untouched: the whole tensor is compared).
 #include "ops/ops.h"
 #include "parity/harness.h"
 
@@ -11,43 +12,44 @@ namespace {
 
 constexpr double kEps = 1e-5;
 
-std::string desc(int64_t N, int64_t C, int64_t gs, bool w_full, bool nbg) {
+std::string desc(int64_t N, int64_t C, int64_t gs, bool w_full, bool nbg, int64_t pad) {
   return "N=" + dims({N}) + " C=" + dims({C}) + " gs=" + dims({gs}) + (w_full ? " w=C" : " w=gs") +
-         (nbg ? " norm-gate" : " gate-norm");
+         (nbg ? " norm-gate" : " gate-norm") + (pad > 0 ? " z-pitch=" + dims({C + pad}) : "");
 }
 
-void add_fwd(int64_t N, int64_t C, int64_t gs, bool w_full, bool nbg, DType dt) {
-  register_case(make_case("gated_rmsnorm_fwd", desc(N, C, gs, w_full, nbg), dt, [=](uint64_t seed) {
+void add_fwd(int64_t N, int64_t C, int64_t gs, bool w_full, bool nbg, DType dt, int64_t pad) {
+  register_case(make_case("gated_rmsnorm_fwd", desc(N, C, gs, w_full, nbg, pad), dt, [=](uint64_t seed) {
     const int64_t G = C / gs, M = w_full ? C : gs;
-    Tensor x = rand({N, C}, dt, seed, -2.0, 2.0), z = rand({N, C}, dt, seed + 1, -3.0, 3.0);
+    Tensor x = rand({N, C}, dt, seed, -2.0, 2.0), z = rand({N, C + pad}, dt, seed + 1, -3.0, 3.0);
     Tensor w = rand({M}, dt, seed + 2, 0.5, 1.5);
     Tensor yg = dev_empty({N, C}, dt), rg = dev_empty({N, G}, DType::F32);
     Tensor yc = cpu_empty({N, C}), rc = cpu_empty({N, G});
-    ops::gated_rmsnorm_fwd(gpu(), yg, rg, dev(x), dev(z), dev(w), gs, kEps, nbg);
-    ops::gated_rmsnorm_fwd(cpu(), yc, rc, ref(x), ref(z), ref(w), gs, kEps, nbg);
+    ops::gated_rmsnorm_fwd(gpu(), yg, rg, dev(x), dev(z).narrow(1, pad, C), dev(w), gs, kEps, nbg);
+    ops::gated_rmsnorm_fwd(cpu(), yc, rc, ref(x), ref(z).narrow(1, pad, C), ref(w), gs, kEps, nbg);
     return std::vector<Output>{{"y", yg, yc}, {"rstd", rg, rc}};
   }));
 }
 
-void add_bwd(int64_t N, int64_t C, int64_t gs, bool w_full, bool nbg, DType dt) {
-  register_case(make_case("gated_rmsnorm_bwd", desc(N, C, gs, w_full, nbg), dt, [=](uint64_t seed) {
+void add_bwd(int64_t N, int64_t C, int64_t gs, bool w_full, bool nbg, DType dt, int64_t pad) {
+  register_case(make_case("gated_rmsnorm_bwd", desc(N, C, gs, w_full, nbg, pad), dt, [=](uint64_t seed) {
     const int64_t G = C / gs, M = w_full ? C : gs;
-    Tensor x = rand({N, C}, dt, seed, -2.0, 2.0), z = rand({N, C}, dt, seed + 1, -3.0, 3.0);
+    Tensor x = rand({N, C}, dt, seed, -2.0, 2.0), z = rand({N, C + pad}, dt, seed + 1, -3.0, 3.0);
     Tensor w = rand({M}, dt, seed + 2, 0.5, 1.5), dy = rand({N, C}, dt, seed + 3);
-    Tensor dw = rand({M}, DType::F32, seed + 4);
-    Tensor y = cpu_empty({N, C}), rstd = cpu_empty({N, G});
-    ops::gated_rmsnorm_fwd(cpu(), y, rstd, ref(x), ref(z), ref(w), gs, kEps, nbg);
-    Tensor dxg = dev_empty({N, C}, dt), dzg = dev_empty({N, C}, dt), dwg = dev(dw);
-    Tensor dxc = cpu_empty({N, C}), dzc = cpu_empty({N, C}), dwc = ref(dw);
-    ops::gated_rmsnorm_bwd(gpu(), dxg, dzg, dwg, dev(dy), dev(x), dev(z), dev(w), dev(rstd), gs, nbg);
-    ops::gated_rmsnorm_bwd(cpu(), dxc, dzc, dwc, ref(dy), ref(x), ref(z), ref(w), rstd, gs, nbg);
+    Tensor dw = rand({M}, DType::F32, seed + 4), dz = rand({N, C + pad}, dt, seed + 5);
+    Tensor zc = ref(z).narrow(1, pad, C), y = cpu_empty({N, C}), rstd = cpu_empty({N, G});
+    ops::gated_rmsnorm_fwd(cpu(), y, rstd, ref(x), zc, ref(w), gs, kEps, nbg);
+    Tensor dxg = dev_empty({N, C}, dt), dzg = dev(dz), dwg = dev(dw), dzg_c = dzg.narrow(1, pad, C);
+    Tensor dxc = cpu_empty({N, C}), dzc = ref(dz), dwc = ref(dw), dzc_c = dzc.narrow(1, pad, C);
+    ops::gated_rmsnorm_bwd(gpu(), dxg, dzg_c, dwg, dev(dy), dev(x), dev(z).narrow(1, pad, C), dev(w), dev(rstd), gs,
+                           nbg);
+    ops::gated_rmsnorm_bwd(cpu(), dxc, dzc_c, dwc, ref(dy), ref(x), zc, ref(w), rstd, gs, nbg);
     return std::vector<Output>{{"dx", dxg, dxc}, {"dz", dzg, dzc}, {"dw", dwg, dwc}};
   }));
 }
 
-void add_both(int64_t N, int64_t C, int64_t gs, bool w_full, bool nbg, DType dt) {
-  add_fwd(N, C, gs, w_full, nbg, dt);
-  add_bwd(N, C, gs, w_full, nbg, dt);
+void add_both(int64_t N, int64_t C, int64_t gs, bool w_full, bool nbg, DType dt, int64_t pad = 0) {
+  add_fwd(N, C, gs, w_full, nbg, dt, pad);
+  add_bwd(N, C, gs, w_full, nbg, dt, pad);
 }
 
 }  // namespace
@@ -65,8 +67,10 @@ HYTRA_PARITY_CASES(gated_rmsnorm) {
     add_both(17, 2048, 2048, true, nbg, bf16);  // one group per row
     add_both(130, 96, 96, false, nbg, f32);
   }
-  add_both(8, 4096, 1024, true, false, bf16);  // Mamba-2 mixer norm: 4 groups, w (C)
-  add_both(16, 4096, 128, false, true, bf16);  // gated delta net out_norm: 32 heads, w (dv)
+  add_both(8, 4096, 1024, true, false, bf16);        // Mamba-2 mixer norm: 4 groups, w (C)
+  add_both(16, 4096, 128, false, true, bf16);        // gated delta net out_norm: 32 heads, w (dv)
+  add_both(8, 4096, 1024, true, false, bf16, 6208);  // z read in place from the Mamba in_proj output
+  add_both(40, 231, 33, false, true, f32, 5);        // row-pitched z off the 16-byte path
 }
 
 }  // namespace hytra::parity
