@@ -71,7 +71,7 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
 Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
-  const int64_t B = df.size(0), T = df.size(1), H = opt_.num_heads, G = opt_.num_groups, N = opt_.state_dim,
+  const int64_t B = df.size(0), T = df.size(1), G = opt_.num_groups, N = opt_.state_dim,
                 Di = d_inner();
   const DType dt = df.dtype();
   const Device dev = df.device();
