@@ -366,15 +366,14 @@ std::vector<Entry> entries(const Env& e) {
                    });
                  }});
 
-  // Mamba-2 SSD scan at nemotron-h-1b's mixer (B 2, T 4096, H 64, P 64, N 128, G 8, chunk 128). FLOPs
-  // of the chunked kernels' products per (b, chunk, head): forward 4QPN (chunk state, C S^T) + Q^2 P
-  // (causal diagonal block), backward 12QPN + 3Q^2 P + 2Q^2 N; plus Q^2 N per (b, chunk, group) for C.B.
+  // Mamba-2 SSD scan at nemotron-h-1b's mixer (B 2, T 4096, H 64, P 64, N 128, G 8, chunk 128), in the
+  // record of bench/peer/ssd_peer.py (mamba_ssm's Triton scan): model FLOPs, Megatron's 7 d_inner N per
+  // token forward and twice that backward (the kernels' own products: about 0.75x and 2.75x of that).
   const int64_t sB = 2, sT = e.big ? 4096 : 256, sH = e.big ? 64 : 8, sP = 64, sN = e.big ? 128 : 64;
   const int64_t sG = e.big ? 8 : 2, sQ = e.big ? 128 : 64;
   const std::string sshape = "B=" + dims({sB}) + " T=" + dims({sT}) + " H=" + dims({sH}) + " P=" + dims({sP}) +
-                             " N=" + dims({sN}) + " G=" + dims({sG}) + " Q=" + dims({sQ});
-  const double s_chunks = double(sB) * double(sT / sQ), sq2 = double(sQ * sQ);
-  const double s_cb = s_chunks * sG * sq2 * sN, s_qpn = double(sQ * sP * sN);
+                             " G=" + dims({sG}) + " N=" + dims({sN}) + " chunk=" + dims({sQ});
+  const double s_fwd = 7.0 * double(sB * sT) * double(sH * sP) * double(sN);
   const Shape sxs{sB, sT, sH, sP}, sbs{sB, sT, sG, sN}, sds{sB, sT, sH};
   auto ssd_inputs = [=] {
     return std::vector<Tensor>{uniform(sxs, act, dev, 1),
@@ -385,25 +384,25 @@ std::vector<Entry> entries(const Env& e) {
                                uniform({sH}, DType::F32, dev, 6, 0.0f, 2.7f),
                                uniform({sH}, DType::F32, dev, 7, 0.5f, 1.5f)};  // x, dt_raw, Bm, Cm, dt_bias, A_log, D
   };
-  out.push_back({"ssd_chunk_scan_fwd", sshape, act, s_chunks * sH * (4 * s_qpn + sq2 * sP) + s_cb, 0, [=] {
+  out.push_back({"ssd_chunk_scan_fwd", sshape, act, s_fwd, 0, [=] {
                    std::vector<Tensor> in = ssd_inputs();
                    Tensor y = uniform(sxs, act, dev, 8);
                    return std::function<void()>([=]() mutable {
                      ops::ssd_chunk_scan_fwd(*ex, y, in[0], in[1], in[2], in[3], in[4], in[5], in[6], sQ);
                    });
                  }});
-  out.push_back(
-      {"ssd_chunk_scan_bwd", sshape, act, s_chunks * sH * (12 * s_qpn + sq2 * (3 * sP + 2 * sN)) + s_cb, 0, [=] {
-         std::vector<Tensor> in = ssd_inputs();
-         Tensor dy = uniform(sxs, act, dev, 8), dx = uniform(sxs, act, dev, 9);
-         Tensor ddt = uniform(sds, act, dev, 10), dB = uniform(sbs, act, dev, 11), dC = uniform(sbs, act, dev, 12);
-         Tensor g0 = uniform({sH}, DType::F32, dev, 13), g1 = uniform({sH}, DType::F32, dev, 14);
-         Tensor g2 = uniform({sH}, DType::F32, dev, 15);
-         return std::function<void()>([=]() mutable {
-           ops::ssd_chunk_scan_bwd(*ex, dx, ddt, dB, dC, g0, g1, g2, dy, in[0], in[1], in[2], in[3], in[4], in[5],
-                                   in[6], sQ);
-         });
-       }});
+  out.push_back({"ssd_chunk_scan_bwd", sshape, act, 2 * s_fwd, 0, [=] {
+                   std::vector<Tensor> in = ssd_inputs();
+                   Tensor dy = uniform(sxs, act, dev, 8), dx = uniform(sxs, act, dev, 9);
+                   Tensor ddt = uniform(sds, act, dev, 10), dB = uniform(sbs, act, dev, 11),
+                          dC = uniform(sbs, act, dev, 12);
+                   Tensor g0 = uniform({sH}, DType::F32, dev, 13), g1 = uniform({sH}, DType::F32, dev, 14);
+                   Tensor g2 = uniform({sH}, DType::F32, dev, 15);
+                   return std::function<void()>([=]() mutable {
+                     ops::ssd_chunk_scan_bwd(*ex, dx, ddt, dB, dC, g0, g1, g2, dy, in[0], in[1], in[2], in[3], in[4],
+                                             in[5], in[6], sQ);
+                   });
+                 }});
 
   const int64_t cN = e.big ? 8192 : 256, cC = e.big ? 4096 : 128, cV = e.big ? 50304 : 2048;
   const std::string cshape = "N=" + dims({cN}) + " C=" + dims({cC}) + " V=" + dims({cV});

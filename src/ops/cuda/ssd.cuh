@@ -14,6 +14,7 @@ namespace hytra::cuda::ssd {
 constexpr int kTile = 64;   // width of the P, N and chunk tiles
 constexpr int kMaxQ = 256;  // longest chunk (16 warps of 16 rows)
 constexpr int kMaxWarps = kMaxQ / 16;
+constexpr float kLog2e = 1.4426950408889634f;
 
 // Sizes of one call. The kernels run chunks of Q steps (chunk_size rounded down to 64, 128 or 256,
 // halved while the shared memory would not fit: the chunking changes only the rounding). Rows past
@@ -52,7 +53,7 @@ struct Args {
   const float* A_log = nullptr;    // (H)
   const float* D = nullptr;        // (H)
   float* dt = nullptr;             // dt per step, 0 past T
-  float* cum = nullptr;            // inclusive sum of dt*A within the chunk
+  float* cum = nullptr;            // inclusive sum of dt*A/ln 2 within the chunk (decays: exp2 of differences)
   T* cb = nullptr;                 // forward [i][j] = C_i.B_j; backward [j][i] = B_j.C_i
   T* states = nullptr;             // the state entering each chunk
   T* dstates = nullptr;            // dL/d(the state leaving each chunk), backward
@@ -61,14 +62,16 @@ struct Args {
 // Shared-memory bytes of a (rows, width) tile and of each kernel (ssd_state.cu, ssd_fwd.cu, ssd_bwd*.cu).
 inline int64_t tile_bytes(int64_t rows, int64_t width, int64_t elem) { return rows * (width + 16 / elem) * elem; }
 inline int64_t scalar_bytes(const Dims& d) { return 2 * int64_t(d.Q) * 4; }  // dt and cum of one chunk
-inline int64_t scan_smem(const Dims& d, int64_t e) {
-  return 2 * (2 * tile_bytes(d.Q, kTile, e) + scalar_bytes(d)) + int64_t(d.Q) * 4 + 16;
+inline int64_t scan_smem(const Dims& d, int64_t e, bool reverse) {
+  return 2 * (2 * tile_bytes(d.Q, kTile, e) + scalar_bytes(d)) + int64_t(d.Q) * 4 + 16 +
+         (reverse ? 2 * tile_bytes(kTile, kTile, e) : 0);
 }
 inline int64_t out_smem(const Dims& d, int64_t e) {
-  return 2 * tile_bytes(d.Q, kTile, e) + tile_bytes(kTile, kTile, e) + scalar_bytes(d);
+  return 2 * tile_bytes(d.Q, kTile, e) + tile_bytes(d.Q, d.Q, e) + tile_bytes(kTile, kTile, e) + scalar_bytes(d);
 }
 inline int64_t dx_smem(const Dims& d, int64_t e) {
-  return 3 * tile_bytes(d.Q, kTile, e) + tile_bytes(kTile, kTile, e) + scalar_bytes(d) + kMaxWarps * 4;
+  return 2 * tile_bytes(d.Q, kTile, e) + tile_bytes(d.Q, d.Q, e) + tile_bytes(kTile, kTile, e) + scalar_bytes(d) +
+         kMaxWarps * 4;
 }
 inline int64_t dbc_smem(const Dims& d, int64_t e) {
   return tile_bytes(d.Q, kTile, e) + 2 * tile_bytes(d.Q, d.Pk, e) + tile_bytes(d.Pk, kTile, e) + scalar_bytes(d) +

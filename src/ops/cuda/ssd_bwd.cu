@@ -15,7 +15,7 @@
 // (ssd_state.cu; the reverse one also gives e_c), dC and dB per (b, chunk, group) summing the heads in
 // order (ssd_bwd_bc.cu; dB's also give the Z term), ssd_dx_kernel per (b, chunk, h, 64 of P) (dx, and
 // per step x.r, z, o), ssd_finish_kernel per (b, h, chunk) (da, ddt_raw and per-chunk parameter sums),
-// ssd_param_kernel (sums over b and chunks in order, += into the fp32 gradients). No atomics.
+// ssd_param_kernel (fixed-order sums over b and chunks, += into the fp32 gradients). No atomics.
 #include <algorithm>
 #include <type_traits>
 
@@ -39,17 +39,24 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
   const int rows = int(std::min<int64_t>(d.Q, d.T - t0)), warp = int(threadIdx.x) / 32, r0 = 16 * warp;
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int ld = kTile + kPad<T>;
+  const int ldq = d.Q + kPad<T>;
   T* sdy = reinterpret_cast<T*>(smem);                      // (Q, ld) dy[:, p0..]
-  T* sx = sdy + d.Q * ld;                                   // (Q, ld) x[:, p0..]
-  T* sm = sx + d.Q * ld;                                    // (Q, ld) Bm or Cm, 64 columns
+  T* scb = sdy + d.Q * ld;                                  // (Q, ldq) B_j.C_i
+  T* sm = scb + d.Q * ldq;                                  // (Q, ld) Bm or Cm, 64 columns
   T* ss = sm + d.Q * ld;                                    // (64, ld) dS_c or S_{c-1}, rows p0.., 64 columns
   float* s_dt = reinterpret_cast<float*>(ss + kTile * ld);  // (Q)
   float* s_cum = s_dt + d.Q;                                // (Q)
   float* s_red = s_cum + d.Q;                               // (warps)
   stage_scalars(s_dt, s_cum, a, b, h, c);
   stage_tile(sdy, ld, a.dy + d.xrow(b, t0, h) + p0, d.H * d.P, d.Q, kTile, rows, int(d.P - p0));
-  stage_tile(sx, ld, a.x + d.xrow(b, t0, h) + p0, d.H * d.P, d.Q, kTile, rows, int(d.P - p0));
+  stage_tile(scb, ldq, a.cb + d.cb(b, c, g), d.Q, d.Q, d.Q, d.Q, d.Q);
   cp_async_commit();
+  // x[t0 + j, p0 + p], p0 + p + 1 (0 past T or P), read where needed (the tile would not fit with Q 256).
+  auto x_pair = [&](int j, int p) {
+    const T* xr = a.x + d.xrow(b, t0 + std::min(j, rows - 1), h) + p0 + p;
+    const bool in = j < rows;
+    return make_float2(in && p0 + p < d.P ? to_float(xr[0]) : 0.0f, in && p0 + p + 1 < d.P ? to_float(xr[1]) : 0.0f);
+  };
   // acc (rows j, p) += sum_n M_j[n] st[p][n], N in steps of 64.
   auto state_product = [&](Acc(&acc)[8], const T* M, const T* st) {
     for (int n0 = 0; n0 < d.N; n0 += kTile) {
@@ -84,28 +91,28 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
   float z[2] = {0.0f, 0.0f}, o[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    const float fr = expf(cumL - s_cum[row[hf]]), fy = expf(s_cum[row[hf]]);
+    const float fr = exp2f(cumL - s_cum[row[hf]]), fy = exp2f(s_cum[row[hf]]);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const int p = 8 * nt + acc_col(0);
-      const float2 xv = load2(sx + row[hf] * ld + p), dv = load2(sdy + row[hf] * ld + p);
+      const float2 xv = x_pair(row[hf], p), dv = load2(sdy + row[hf] * ld + p);
       r[nt].v[2 * hf] *= fr;
       r[nt].v[2 * hf + 1] *= fr;
       z[hf] += xv.x * r[nt].v[2 * hf] + xv.y * r[nt].v[2 * hf + 1];
       o[hf] += fy * (dv.x * yo[nt].v[2 * hf] + dv.y * yo[nt].v[2 * hf + 1]);
     }
   }
-  // Diagonal block: r_j += sum_{i>=j} (B_j.C_i) exp(cum_i - cum_j) dy_i, B.C read transposed-stored.
-  const T* cbt = a.cb + d.cb(b, c, g);
+  // Diagonal block: r_j += sum_{i>=j} (B_j.C_i) exp(cum_i - cum_j) dy_i.
   for (int kt = warp; kt < d.Q / 16; ++kt) {
+    FragA<T> fa;
+    load_a<true>(fa, scb, ldq, r0, 16 * kt);
     float v[8];
-    load_a_global(v, cbt, d.Q, r0, 16 * kt);
+    get_a(fa, v);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int j = r0 + a_row(e), i = 16 * kt + a_col(e);
-      v[e] = i >= j ? v[e] * expf(s_cum[i] - s_cum[j]) : 0.0f;
+      v[e] = i >= j ? v[e] * exp2f(s_cum[i] - s_cum[j]) : 0.0f;
     }
-    FragA<T> fa;
     set_a(fa, v);
 #pragma unroll
     for (int pp = 0; pp < 4; ++pp) {
@@ -125,7 +132,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const int p = 8 * nt + acc_col(0);
-      const float2 xv = load2(sx + j * ld + p), dv = load2(sdy + j * ld + p);
+      const float2 xv = x_pair(j, p), dv = load2(sdy + j * ld + p);
       const float r0v = r[nt].v[2 * hf], r1v = r[nt].v[2 * hf + 1];
       xr[hf] += xv.x * r0v + xv.y * r1v;
       dd += dv.x * xv.x + dv.y * xv.y;
@@ -208,17 +215,19 @@ __global__ void ssd_finish_kernel(Args<T> a, T* ddt_raw, const float* row_part, 
   }
 }
 
-// grad[k][h] += sum over b, then chunks, in order, of fin_part[b][h][c][k]: ddt_bias, dA_log, dD.
+// grad[k][h] += the sum over (b, chunk) of fin_part[b][h][c][k] (ddt_bias, dA_log, dD): one warp per h,
+// lane l adding items l, l + 32, ... in order, then a fixed shuffle tree; fp64.
 __global__ void ssd_param_kernel(float* ddt_bias, float* dA_log, float* dD, const float* fin_part, int64_t B, int64_t H,
                                  int64_t nC) {
-  const int64_t h = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (h >= H) return;
+  const int64_t h = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (h >= H) return;  // whole warps
+  const int lane = lane_id();
   float* grads[3] = {ddt_bias, dA_log, dD};
   for (int k = 0; k < 3; ++k) {
     double sum = 0.0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t c = 0; c < nC; ++c) sum += fin_part[((b * H + h) * nC + c) * 3 + k];
-    grads[k][h] = float(double(grads[k][h]) + sum);
+    for (int64_t i = lane; i < B * nC; i += 32) sum += fin_part[(((i / nC) * H + h) * nC + i % nC) * 3 + k];
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) grads[k][h] = float(double(grads[k][h]) + sum);
   }
 }
 
@@ -248,7 +257,8 @@ void backward(Exec& ex, const Args<T>& a, T* dx, T* ddt_raw, T* dB, T* dC, float
       a, ddt_raw, row_part.data<float>(), da_diag.data<float>(), e_part.data<float>(), dd_part.data<float>(),
       fin_part.data<float>());
   check_launch("ssd_finish_kernel");
-  ssd_param_kernel<<<unsigned((d.H + kParamThreads - 1) / kParamThreads), kParamThreads, 0, s>>>(
+  constexpr int warps = kParamThreads / 32;
+  ssd_param_kernel<<<unsigned((d.H + warps - 1) / warps), kParamThreads, 0, s>>>(
       ddt_bias, dA_log, dD, fin_part.data<float>(), d.B, d.H, d.nC);
   check_launch("ssd_param_kernel");
 }

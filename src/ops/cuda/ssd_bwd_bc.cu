@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dc_kernel(Args<T> a, T* dC) {
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    if (c > 0) rows_times_state(acc, s, s.dy, d.Pk, r0, expf(s.cum[r0 + a_row(0)]), expf(s.cum[r0 + a_row(2)]));
+    if (c > 0) rows_times_state(acc, s, s.dy, d.Pk, r0, exp2f(s.cum[r0 + a_row(0)]), exp2f(s.cum[r0 + a_row(2)]));
     for (int j0 = 0; j0 <= r0 + 15; j0 += kTile) {
       Acc w[8];
       rows_dot_rows(w, s, s.dy, s.x, d.Pk, r0, j0, below);
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dc_kernel(Args<T> a, T* dC) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = r0 + acc_row(e), j = j0 + 8 * nt + acc_col(e);
-          w[nt].v[e] = j <= i ? w[nt].v[e] * expf(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+          w[nt].v[e] = j <= i ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
         }
       block_times_m(acc, w, s, j0, below);
     }
@@ -218,8 +218,8 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_db_kernel(Args<T> a, T* dB, flo
     if (!last) {  // the state leaving the last chunk feeds nothing
       const float cumL = s.cum[d.Q - 1];
       const int j_lo = r0 + a_row(0), j_hi = r0 + a_row(2);
-      rows_times_state(acc, s, s.x, d.Pk, r0, s.dt[j_lo] * expf(cumL - s.cum[j_lo]),
-                       s.dt[j_hi] * expf(cumL - s.cum[j_hi]));
+      rows_times_state(acc, s, s.x, d.Pk, r0, s.dt[j_lo] * exp2f(cumL - s.cum[j_lo]),
+                       s.dt[j_hi] * exp2f(cumL - s.cum[j_hi]));
     }
     float carry[2] = {0.0f, 0.0f};
     for (int i0 = d.Q - kTile; i0 + kTile - 1 >= r0; i0 -= kTile) {  // from the last block: da's suffix order
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_db_kernel(Args<T> a, T* dB, flo
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int j = r0 + acc_row(e), i = i0 + 8 * nt + acc_col(e);
-          w[nt].v[e] = i >= j ? w[nt].v[e] * expf(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+          w[nt].v[e] = i >= j ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
         }
       if (with_da) da_block(w, cbt, d.Q, r0, i0, carry, s.cols);
       block_times_m(acc, w, s, i0, above);

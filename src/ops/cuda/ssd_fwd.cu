@@ -5,15 +5,19 @@
 //   y_i = sum_{j<=i} exp(cum_i - cum_j) (C_i.B_j) dt_j x_j       ("diagonal block": a masked Q x Q product)
 //       + exp(cum_i) S_{c-1} C_i + D x_i                          (the state from earlier chunks)
 //   S_c = exp(cumL) S_{c-1} + sum_j exp(cumL - cum_j) dt_j x_j B_j^T   (cumL = cum at the chunk's end)
-// Kernels (ssd_state.cu for the first three): dt and cum per step; C_i.B_j per (b, chunk, g) (shared by
-// the group's heads); the state recurrence per (b, h, 64x64 state tile), sequential over chunks with the
-// state in fp32 registers, storing each chunk's entering state; then ssd_out_kernel per (b, chunk, h,
-// 64 columns of P): warp w owns rows 16w.. of the chunk, first C S^T over N in 64-wide steps, scaled by
-// exp(cum_i), then the diagonal block (C.B read from global into fragments, masked and decayed there)
-// times x, then D x. Products are warp_mma.cuh's 16x8x16 tiles: bf16 operands on the tensor cores with
-// fp32 accumulation, fp32 operands through the exact fp32 path. No atomics: bitwise deterministic.
-// Scratch (caching allocator): dt, cum (B,H,T'), C.B (B,T'/Q,G,Q,Q), states (B,H,T'/Q,P',N') in x's
-// dtype, with T' = T rounded up to Q and P', N' to 64.
+// Kernels (ssd_state.cu for the first three): dt and cum per step (cum kept divided by ln 2, so decays
+// are exp2 of differences); C_i.B_j per (b, chunk, g) (shared by the group's heads); the state
+// recurrence per (b, h, 64x64 state tile), sequential over chunks with the state in fp32 registers,
+// storing each chunk's entering state; then ssd_out_kernel per (b, chunk, h, 64 columns of P): warp w
+// owns rows 16w.. of the chunk, first C S^T over N in 64-wide steps, scaled by exp(cum_i), then the
+// diagonal block (C.B from shared memory, masked and decayed in the fragments) times x, then D x.
+// Products are warp_mma.cuh's 16x8x16 tiles: bf16 operands on the tensor cores with fp32
+// accumulation, fp32 operands through the exact fp32 path. Tiles reach shared memory by cp.async. No
+// atomics: bitwise deterministic. Scratch (caching allocator): dt, cum (B,H,T'), C.B (B,T'/Q,G,Q,Q),
+// states (B,H,T'/Q,P',N') in x's dtype, with T' = T rounded up to Q and P', N' to 64.
+// At nemotron-h-1b's shape (B 2, T 4096, H 64, P 64, N 128, G 8, Q 128, bf16) the floors are about
+// 0.06 ms forward (169 MB of inputs and y at 3 TB/s; the products, 23 GFLOP, take less) and 0.09 ms
+// backward (270 MB; 83 GFLOP); bench/NOTES.md has the measured times.
 #include <algorithm>
 #include <type_traits>
 
@@ -32,13 +36,16 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y) {
   const int rows = int(std::min<int64_t>(d.Q, d.T - t0)), warp = int(threadIdx.x) / 32, r0 = 16 * warp;
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int ld = kTile + kPad<T>;
+  const int ldq = d.Q + kPad<T>;
   T* sx = reinterpret_cast<T*>(smem);                       // (Q, ld) x[:, p0..]
-  T* sc = sx + d.Q * ld;                                    // (Q, ld) Cm[:, n0..]
+  T* scb = sx + d.Q * ld;                                   // (Q, ldq) C_i.B_j
+  T* sc = scb + d.Q * ldq;                                  // (Q, ld) Cm[:, n0..]
   T* ss = sc + d.Q * ld;                                    // (64, ld) state rows p0.., columns n0..
   float* s_dt = reinterpret_cast<float*>(ss + kTile * ld);  // (Q)
   float* s_cum = s_dt + d.Q;                                // (Q)
   stage_scalars(s_dt, s_cum, a, b, h, c);
   stage_tile(sx, ld, a.x + d.xrow(b, t0, h) + p0, d.H * d.P, d.Q, kTile, rows, int(d.P - p0));
+  stage_tile(scb, ldq, a.cb + d.cb(b, c, g), d.Q, d.Q, d.Q, d.Q, d.Q);
   cp_async_commit();
   Acc acc[8] = {};  // rows r0.., columns p0 + 8 nt..
   if (c > 0) {      // C S^T over N (the state entering chunk 0 is zero)
@@ -67,7 +74,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y) {
   cp_async_wait<0>();
   __syncthreads();
   const int i_lo = r0 + acc_row(0), i_hi = r0 + acc_row(2);
-  const float f_lo = expf(s_cum[i_lo]), f_hi = expf(s_cum[i_hi]);
+  const float f_lo = exp2f(s_cum[i_lo]), f_hi = exp2f(s_cum[i_hi]);
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     acc[nt].v[0] *= f_lo;
@@ -76,16 +83,16 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y) {
     acc[nt].v[3] *= f_hi;
   }
   // Diagonal block: rows i of (C.B)_ij exp(cum_i - cum_j) dt_j (j <= i) times x_j.
-  const T* cb = a.cb + d.cb(b, c, g);
   for (int kt = 0; kt <= warp; ++kt) {
+    FragA<T> fa;
+    load_a<true>(fa, scb, ldq, r0, 16 * kt);
     float v[8];
-    load_a_global(v, cb, d.Q, r0, 16 * kt);
+    get_a(fa, v);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int i = r0 + a_row(e), j = 16 * kt + a_col(e);
-      v[e] = j <= i ? v[e] * expf(s_cum[i] - s_cum[j]) * s_dt[j] : 0.0f;
+      v[e] = j <= i ? v[e] * exp2f(s_cum[i] - s_cum[j]) * s_dt[j] : 0.0f;
     }
-    FragA<T> fa;
     set_a(fa, v);
 #pragma unroll
     for (int pp = 0; pp < 4; ++pp) {

@@ -12,8 +12,8 @@ constexpr int kDtWarps = 8;
 constexpr int kCbThreads = 128;    // 4 warps x 16 rows of a 64x64 block
 constexpr int kScanThreads = 128;  // 4 warps x 16 rows of a 64x64 state tile
 
-// One warp per (b, h, chunk): dt = softplus(dt_raw + dt_bias) (0 past T), cum = inclusive sum of dt*A
-// over the chunk, 32 steps at a time with a carry.
+// One warp per (b, h, chunk): dt = softplus(dt_raw + dt_bias) (0 past T), cum = inclusive sum of
+// dt*A/ln 2 over the chunk (decays are exp2 of differences), 32 steps at a time with a carry.
 template <class T>
 __global__ void ssd_dt_kernel(Args<T> a) {
   const Dims& d = a.d;
@@ -21,12 +21,12 @@ __global__ void ssd_dt_kernel(Args<T> a) {
   if (w >= d.B * d.H * d.nC) return;  // whole warps
   const int lane = int(threadIdx.x) & 31;
   const int64_t c = w % d.nC, bh = w / d.nC, b = bh / d.H, h = bh % d.H;
-  const float bias = a.dt_bias[h], A = -expf(a.A_log[h]);
+  const float bias = a.dt_bias[h], A2 = -expf(a.A_log[h]) * kLog2e;
   float carry = 0.0f;
   for (int j0 = 0; j0 < d.Q; j0 += 32) {
     const int64_t t = c * d.Q + j0 + lane;
     const float dt = t < d.T ? softplus(to_float(a.dt_raw[(b * d.T + t) * d.H + h]) + bias) : 0.0f;
-    float s = dt * A;
+    float s = dt * A2;
     for (int o = 1; o < 32; o <<= 1) {
       const float u = __shfl_up_sync(0xffffffffu, s, o);
       if (lane >= o) s += u;
@@ -103,6 +103,7 @@ __global__ void __launch_bounds__(kScanThreads) ssd_scan_kernel(Args<T> a, float
   float* s_cum = s_dt + 2 * d.Q;                                 // (2, Q)
   float* s_w = s_cum + 2 * d.Q;                                  // (Q) step weights
   float* s_red = s_w + d.Q;                                      // (4) e per warp
+  [[maybe_unused]] T* sst = reinterpret_cast<T*>(s_red + 4);     // reverse: (2, 64, ld) S entering
   const T* U = kRev ? a.dy : a.x;
   const T* V = kRev ? a.Cm : a.Bm;
   T* out = kRev ? a.dstates : a.states;
@@ -116,6 +117,9 @@ __global__ void __launch_bounds__(kScanThreads) ssd_scan_kernel(Args<T> a, float
     stage_scalars(s_dt + buf * d.Q, s_cum + buf * d.Q, a, b, h, c);
     stage_tile(su + buf * stage_elems, ld, U + d.xrow(b, t0, h) + p0, d.H * d.P, d.Q, kTile, rows, int(d.P - p0));
     stage_tile(sv + buf * stage_elems, ld, V + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
+    if constexpr (kRev)
+      stage_tile(sst + buf * kTile * ld, ld, a.states + d.state(b, h, c) + int64_t(p0) * d.SN() + n0, d.SN(), kTile,
+                 kTile, kTile, kTile);
   };
   Acc acc[8] = {};
   stage(0);
@@ -128,20 +132,20 @@ __global__ void __launch_bounds__(kScanThreads) ssd_scan_kernel(Args<T> a, float
     cp_async_wait<1>();
     __syncthreads();  // step k's tiles and scalars
     const float* cum = s_cum + buf * d.Q;
-    const float cumL = cum[d.Q - 1], alpha = expf(cumL);
+    const float cumL = cum[d.Q - 1], alpha = exp2f(cumL);
     for (int j = int(threadIdx.x); j < d.Q; j += kScanThreads)
-      s_w[j] = kRev ? expf(cum[j]) : s_dt[buf * d.Q + j] * expf(cumL - cum[j]);
+      s_w[j] = kRev ? exp2f(cum[j]) : s_dt[buf * d.Q + j] * exp2f(cumL - cum[j]);
     T* o = out + d.state(b, h, c) + int64_t(p0 + 16 * warp) * d.SN() + n0;
     float e = 0.0f;
-    const T* st = a.states + d.state(b, h, c) + int64_t(p0 + 16 * warp) * d.SN() + n0;
+    [[maybe_unused]] const T* st = sst + buf * kTile * ld + 16 * warp * ld;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        const int64_t off = int64_t(acc_row(2 * hf)) * d.SN() + 8 * nt + acc_col(0);
-        store2(o + off, acc[nt].v[2 * hf], acc[nt].v[2 * hf + 1]);
+        const int r = acc_row(2 * hf), col = 8 * nt + acc_col(0);
+        store2(o + int64_t(r) * d.SN() + col, acc[nt].v[2 * hf], acc[nt].v[2 * hf + 1]);
         if constexpr (kRev) {
-          const float2 s = load2(st + off);
+          const float2 s = load2(st + r * ld + col);
           e += acc[nt].v[2 * hf] * s.x + acc[nt].v[2 * hf + 1] * s.y;
         }
       }
@@ -157,6 +161,7 @@ __global__ void __launch_bounds__(kScanThreads) ssd_scan_kernel(Args<T> a, float
         for (int i = 0; i < 4; ++i) acc[nt].v[i] *= alpha;
       const T* bu = su + buf * stage_elems;
       const T* bv = sv + buf * stage_elems;
+#pragma unroll 4
       for (int kk = 0; kk < d.Q / 16; ++kk) {
         FragA<T> fa;
         load_a<false>(fa, bu, ld, 16 * warp, 16 * kk);
@@ -204,7 +209,7 @@ Dims make_dims(const Tensor& x, const Tensor& Bm, int64_t chunk_size) {
   }();
   const int64_t e = int64_t(dtype_size(x.dtype()));
   auto fits = [&] {
-    return std::max({scan_smem(d, e), out_smem(d, e), dx_smem(d, e), dbc_smem(d, e), cb_smem(e)}) <= limit;
+    return std::max({scan_smem(d, e, true), out_smem(d, e), dx_smem(d, e), dbc_smem(d, e), cb_smem(e)}) <= limit;
   };
   while (d.Q > 64 && !fits()) d.Q /= 2;
   HYTRA_CHECK(fits(), "ssd_chunk_scan on CUDA: head dim P = ", d.P, " needs more shared memory than the device has");
@@ -236,7 +241,7 @@ void launch_cb(Exec& ex, const Args<T>& a, bool transposed) {
 
 template <class T>
 void launch_scan(Exec& ex, const Args<T>& a, bool reverse, float* e_part) {
-  const int64_t smem = scan_smem(a.d, sizeof(T));
+  const int64_t smem = scan_smem(a.d, sizeof(T), reverse);
   const dim3 grid(unsigned(a.d.pt * a.d.nt), unsigned(a.d.H), unsigned(a.d.B));
   auto run = [&](auto kernel) {
     allow_smem(reinterpret_cast<const void*>(kernel), smem, "ssd_scan_kernel smem");

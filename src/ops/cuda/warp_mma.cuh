@@ -1,5 +1,5 @@
 // Warp-level 16x8x16 matrix products (the SSD kernels' building blocks): fragments, their loads from
-// shared or global memory, tiles copied into shared memory, and the product itself. T = bf16 runs
+// shared memory, tiles copied into shared memory, and the product itself. T = bf16 runs
 // mma.sync on the tensor cores (fp32 accumulation); T = float runs the same fragment layout as exact
 // fp32 FMAs whose operands travel by shuffles (a slow path for fp32 runs and tests), so one kernel
 // source serves both dtypes.
@@ -173,17 +173,6 @@ __device__ __forceinline__ void load_b2(FragB<float> (&f)[2], const float* s, in
       const int k = k0 + 2 * (l & 3) + (e & 1) + 8 * (e >> 1), n = n0 + 8 * h + (l >> 2);
       f[h].v[e] = kKMajor ? s[n * ld + k] : s[k * ld + n];
     }
-}
-
-// A fragment's 8 values from a row-major matrix in global memory (pitch ld even, no bounds).
-template <class T>
-__device__ __forceinline__ void load_a_global(float (&v)[8], const T* p, int64_t ld, int m0, int k0) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 u = load2(p + int64_t(m0 + a_row(2 * i)) * ld + k0 + a_col(2 * i));
-    v[2 * i] = u.x;
-    v[2 * i + 1] = u.y;
-  }
 }
 
 // c += a b (16x8x16).
