@@ -75,28 +75,32 @@ void target_model_entries(std::vector<Entry>& out, const Env& e) {
   const int64_t N = 8192, C = 2048, F = 8192, B = 4, T = 2048, H = 32, Hkv = 8, D = 64, V = 50304;
   const std::string nc = "N=" + dims({N}) + " C=" + dims({C}) + " w=fp32";
   const double act = double(N * C) * 2;  // bytes of one (N,C) bf16 tensor
-  out.push_back({"rmsnorm_fwd", nc, bf, 0, 2 * act, [=] {
-                   Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({C}, f32, dev, 2), y = uniform({N, C}, bf, dev, 3);
-                   Tensor r = uniform({N}, f32, dev, 4);
-                   return std::function<void()>([=]() mutable { ops::rmsnorm_fwd(*ex, y, r, x, w, 1e-5); });
-                 }});
-  out.push_back({"add_rmsnorm_fwd", nc, bf, 0, 4 * act, [=] {
-                   Tensor a = uniform({N, C}, bf, dev, 1), b = uniform({N, C}, bf, dev, 2), w = uniform({C}, f32, dev, 3);
-                   Tensor y = uniform({N, C}, bf, dev, 4), r = uniform({N}, f32, dev, 5);
-                   return std::function<void()>([=]() mutable { ops::add_rmsnorm_fwd(*ex, a, y, r, a, b, w, 1e-5); });
-                 }});
-  out.push_back({"rmsnorm_bwd", nc, bf, 0, 3 * act, [=] {
-                   Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({C}, f32, dev, 2), dy = uniform({N, C}, bf, dev, 3);
-                   Tensor dx = uniform({N, C}, bf, dev, 4), dw = uniform({C}, f32, dev, 5);
-                   Tensor r = uniform({N}, f32, dev, 6, 0.5f, 1.5f);
-                   return std::function<void()>([=]() mutable { ops::rmsnorm_bwd(*ex, dx, dw, dy, x, w, r); });
-                 }});
-  out.push_back({"rmsnorm_bwd_add", nc, bf, 0, 4 * act, [=] {
-                   Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({C}, f32, dev, 2), dy = uniform({N, C}, bf, dev, 3);
-                   Tensor dres = uniform({N, C}, bf, dev, 4), dw = uniform({C}, f32, dev, 5);
-                   Tensor r = uniform({N}, f32, dev, 6, 0.5f, 1.5f);
-                   return std::function<void()>([=]() mutable { ops::rmsnorm_bwd_add(*ex, dres, dw, dy, x, w, r, dres); });
-                 }});
+  out.push_back(
+      {"rmsnorm_fwd", nc, bf, 0, 2 * act, [=] {
+         Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({C}, f32, dev, 2), y = uniform({N, C}, bf, dev, 3);
+         Tensor r = uniform({N}, f32, dev, 4);
+         return std::function<void()>([=]() mutable { ops::rmsnorm_fwd(*ex, y, r, x, w, 1e-5); });
+       }});
+  out.push_back(
+      {"add_rmsnorm_fwd", nc, bf, 0, 4 * act, [=] {
+         Tensor a = uniform({N, C}, bf, dev, 1), b = uniform({N, C}, bf, dev, 2), w = uniform({C}, f32, dev, 3);
+         Tensor y = uniform({N, C}, bf, dev, 4), r = uniform({N}, f32, dev, 5);
+         return std::function<void()>([=]() mutable { ops::add_rmsnorm_fwd(*ex, a, y, r, a, b, w, 1e-5); });
+       }});
+  out.push_back(
+      {"rmsnorm_bwd", nc, bf, 0, 3 * act, [=] {
+         Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({C}, f32, dev, 2), dy = uniform({N, C}, bf, dev, 3);
+         Tensor dx = uniform({N, C}, bf, dev, 4), dw = uniform({C}, f32, dev, 5);
+         Tensor r = uniform({N}, f32, dev, 6, 0.5f, 1.5f);
+         return std::function<void()>([=]() mutable { ops::rmsnorm_bwd(*ex, dx, dw, dy, x, w, r); });
+       }});
+  out.push_back(
+      {"rmsnorm_bwd_add", nc, bf, 0, 4 * act, [=] {
+         Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({C}, f32, dev, 2), dy = uniform({N, C}, bf, dev, 3);
+         Tensor dres = uniform({N, C}, bf, dev, 4), dw = uniform({C}, f32, dev, 5);
+         Tensor r = uniform({N}, f32, dev, 6, 0.5f, 1.5f);
+         return std::function<void()>([=]() mutable { ops::rmsnorm_bwd_add(*ex, dres, dw, dy, x, w, r, dres); });
+       }});
   const std::string nf = "N=" + dims({N}) + " F=" + dims({F});
   out.push_back({"swiglu_fwd", nf, bf, 0, 3.0 * N * F * 2, [=] {
                    Tensor x = uniform({N, 2 * F}, bf, dev, 1), y = uniform({N, F}, bf, dev, 2);
@@ -133,16 +137,18 @@ void target_model_entries(std::vector<Entry>& out, const Env& e) {
                    return std::function<void()>([=]() mutable { ops::embedding_bwd(*ex, dt, dy, i); });
                  }});
   // LM head: the logits GEMM alone (whole vocabulary, fp32 out) is the floor of the fused forward.
-  out.push_back({"gemm", dims({N, V, C}) + " nt C=fp32 (lm head)", bf, 2.0 * N * V * C, 0, [=] {
-                   Tensor A = uniform({N, C}, bf, dev, 1), Bm = uniform({V, C}, bf, dev, 2), Cm = uniform({N, V}, f32, dev, 3);
-                   return std::function<void()>([=]() mutable { ops::gemm(*ex, Cm, A, Bm, false, true, 1.0f, 0.0f); });
-                 }});
+  out.push_back(
+      {"gemm", dims({N, V, C}) + " nt C=fp32 (lm head)", bf, 2.0 * N * V * C, 0, [=] {
+         Tensor A = uniform({N, C}, bf, dev, 1), Bm = uniform({V, C}, bf, dev, 2), Cm = uniform({N, V}, f32, dev, 3);
+         return std::function<void()>([=]() mutable { ops::gemm(*ex, Cm, A, Bm, false, true, 1.0f, 0.0f); });
+       }});
   for (int64_t chunk : {int64_t(4096), int64_t(8192), int64_t(16384)}) {
     const std::string cs = ncv + " chunk=" + dims({chunk});
     out.push_back({"lm_head_ce_fwd", cs, bf, 2.0 * N * C * V, 0, [=] {
                      Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({V, C}, bf, dev, 2);
                      Tensor lab = ids(N, V, dev, 3), loss = uniform({N}, f32, dev, 4), lse = uniform({N}, f32, dev, 5);
-                     return std::function<void()>([=]() mutable { ops::lm_head_ce_fwd(*ex, loss, lse, x, w, lab, chunk); });
+                     return std::function<void()>(
+                         [=]() mutable { ops::lm_head_ce_fwd(*ex, loss, lse, x, w, lab, chunk); });
                    }});
     out.push_back({"lm_head_ce_bwd", cs + " dw=fp32", bf, 6.0 * N * C * V, 0, [=] {
                      Tensor x = uniform({N, C}, bf, dev, 1), w = uniform({V, C}, bf, dev, 2);
@@ -226,12 +232,12 @@ std::vector<Entry> entries(const Env& e) {
                  }});
 
   const int64_t N = e.big ? 16384 : 512, C = e.big ? 4096 : 256, V = e.big ? 50304 : 2048;
-  out.push_back({"embedding_fwd", "N=" + dims({N}) + " C=" + dims({C}) + " V=" + dims({V}), act, 0,
-                 2 * N * C * act_b, [=] {
-                   Tensor t = uniform({V, C}, act, dev, 1), y = uniform({N, C}, act, dev, 2);
-                   Tensor i = ids(N, V, dev, 3);
-                   return std::function<void()>([=]() mutable { ops::embedding_fwd(*ex, y, i, t); });
-                 }});
+  out.push_back(
+      {"embedding_fwd", "N=" + dims({N}) + " C=" + dims({C}) + " V=" + dims({V}), act, 0, 2 * N * C * act_b, [=] {
+         Tensor t = uniform({V, C}, act, dev, 1), y = uniform({N, C}, act, dev, 2);
+         Tensor i = ids(N, V, dev, 3);
+         return std::function<void()>([=]() mutable { ops::embedding_fwd(*ex, y, i, t); });
+       }});
   out.push_back({"embedding_bwd", "N=" + dims({N}) + " C=" + dims({C}) + " V=" + dims({V}), DType::F32, 0,
                  N * C * act_b + 2.0 * V * C * 4, [=] {
                    Tensor dt = uniform({V, C}, DType::F32, dev, 1), dy = uniform({N, C}, act, dev, 2);
@@ -239,34 +245,39 @@ std::vector<Entry> entries(const Env& e) {
                    return std::function<void()>([=]() mutable { ops::embedding_bwd(*ex, dt, dy, i); });
                  }});
   const std::string nc = "N=" + dims({N}) + " C=" + dims({C});
-  out.push_back({"rmsnorm_fwd", nc, act, 0, 2 * N * C * act_b, [=] {
-                   Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), y = uniform({N, C}, act, dev, 3);
-                   Tensor r = uniform({N}, DType::F32, dev, 4);
-                   return std::function<void()>([=]() mutable { ops::rmsnorm_fwd(*ex, y, r, x, w, 1e-5); });
-                 }});
-  out.push_back({"rmsnorm_bwd", nc, act, 0, 3 * N * C * act_b, [=] {
-                   Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), dy = uniform({N, C}, act, dev, 3);
-                   Tensor dx = uniform({N, C}, act, dev, 4), dw = uniform({C}, DType::F32, dev, 5);
-                   Tensor r = uniform({N}, DType::F32, dev, 6, 0.5f, 1.5f);
-                   return std::function<void()>([=]() mutable { ops::rmsnorm_bwd(*ex, dx, dw, dy, x, w, r); });
-                 }});
-  out.push_back({"add_rmsnorm_fwd", nc, act, 0, 4 * N * C * act_b, [=] {
-                   Tensor a = uniform({N, C}, act, dev, 1), b = uniform({N, C}, act, dev, 2), w = uniform({C}, act, dev, 3);
-                   Tensor y = uniform({N, C}, act, dev, 4), r = uniform({N}, DType::F32, dev, 5);
-                   return std::function<void()>([=]() mutable { ops::add_rmsnorm_fwd(*ex, a, y, r, a, b, w, 1e-5); });
-                 }});
-  out.push_back({"rmsnorm_bwd_add", nc, act, 0, 4 * N * C * act_b, [=] {
-                   Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), dy = uniform({N, C}, act, dev, 3);
-                   Tensor dres = uniform({N, C}, act, dev, 4), dw = uniform({C}, DType::F32, dev, 5);
-                   Tensor r = uniform({N}, DType::F32, dev, 6, 0.5f, 1.5f);
-                   return std::function<void()>([=]() mutable { ops::rmsnorm_bwd_add(*ex, dres, dw, dy, x, w, r, dres); });
-                 }});
-  out.push_back({"layernorm_fwd", nc, act, 0, 2 * N * C * act_b, [=] {
-                   Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), b = uniform({C}, act, dev, 3);
-                   Tensor y = uniform({N, C}, act, dev, 4), m = uniform({N}, DType::F32, dev, 5);
-                   Tensor r = uniform({N}, DType::F32, dev, 6);
-                   return std::function<void()>([=]() mutable { ops::layernorm_fwd(*ex, y, m, r, x, w, b, 1e-5); });
-                 }});
+  out.push_back(
+      {"rmsnorm_fwd", nc, act, 0, 2 * N * C * act_b, [=] {
+         Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), y = uniform({N, C}, act, dev, 3);
+         Tensor r = uniform({N}, DType::F32, dev, 4);
+         return std::function<void()>([=]() mutable { ops::rmsnorm_fwd(*ex, y, r, x, w, 1e-5); });
+       }});
+  out.push_back(
+      {"rmsnorm_bwd", nc, act, 0, 3 * N * C * act_b, [=] {
+         Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), dy = uniform({N, C}, act, dev, 3);
+         Tensor dx = uniform({N, C}, act, dev, 4), dw = uniform({C}, DType::F32, dev, 5);
+         Tensor r = uniform({N}, DType::F32, dev, 6, 0.5f, 1.5f);
+         return std::function<void()>([=]() mutable { ops::rmsnorm_bwd(*ex, dx, dw, dy, x, w, r); });
+       }});
+  out.push_back(
+      {"add_rmsnorm_fwd", nc, act, 0, 4 * N * C * act_b, [=] {
+         Tensor a = uniform({N, C}, act, dev, 1), b = uniform({N, C}, act, dev, 2), w = uniform({C}, act, dev, 3);
+         Tensor y = uniform({N, C}, act, dev, 4), r = uniform({N}, DType::F32, dev, 5);
+         return std::function<void()>([=]() mutable { ops::add_rmsnorm_fwd(*ex, a, y, r, a, b, w, 1e-5); });
+       }});
+  out.push_back(
+      {"rmsnorm_bwd_add", nc, act, 0, 4 * N * C * act_b, [=] {
+         Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), dy = uniform({N, C}, act, dev, 3);
+         Tensor dres = uniform({N, C}, act, dev, 4), dw = uniform({C}, DType::F32, dev, 5);
+         Tensor r = uniform({N}, DType::F32, dev, 6, 0.5f, 1.5f);
+         return std::function<void()>([=]() mutable { ops::rmsnorm_bwd_add(*ex, dres, dw, dy, x, w, r, dres); });
+       }});
+  out.push_back(
+      {"layernorm_fwd", nc, act, 0, 2 * N * C * act_b, [=] {
+         Tensor x = uniform({N, C}, act, dev, 1), w = uniform({C}, act, dev, 2), b = uniform({C}, act, dev, 3);
+         Tensor y = uniform({N, C}, act, dev, 4), m = uniform({N}, DType::F32, dev, 5);
+         Tensor r = uniform({N}, DType::F32, dev, 6);
+         return std::function<void()>([=]() mutable { ops::layernorm_fwd(*ex, y, m, r, x, w, b, 1e-5); });
+       }});
 
   const int64_t F = e.big ? 14336 : 512;
   out.push_back({"swiglu_fwd", "N=" + dims({N}) + " F=" + dims({F}), act, 0, 3 * N * F * act_b, [=] {
@@ -297,8 +308,8 @@ std::vector<Entry> entries(const Env& e) {
   // bwd 2.5x fwd). bf16 with D 64/128 runs cuDNN's fused flash attention where the build has cuDNN.
   auto attention = [&](int64_t aB, int64_t aT, int64_t aH, int64_t aHkv, int64_t aD) {
     const double attn_flops = 4.0 * aB * aH * aT * aT * aD / 2;
-    const std::string ashape = "B=" + dims({aB}) + " T=" + dims({aT}) + " H=" + dims({aH}) + "/" + dims({aHkv}) +
-                               " D=" + dims({aD});
+    const std::string ashape =
+        "B=" + dims({aB}) + " T=" + dims({aT}) + " H=" + dims({aH}) + "/" + dims({aHkv}) + " D=" + dims({aD});
     const Shape qs{aB, aT, aH, aD}, ks{aB, aT, aHkv, aD}, ls{aB, aH, aT};
     const double sc = 1.0 / std::sqrt(double(aD));
     out.push_back({"attention_fwd", ashape, act, attn_flops, 0, [=] {
@@ -331,8 +342,8 @@ std::vector<Entry> entries(const Env& e) {
   // not counted).
   const int64_t gB = e.big ? 2 : 4, gT = e.big ? 4096 : 128, gHv = e.big ? 32 : 4, gHk = gHv / 2;
   const int64_t gd = e.big ? 128 : 64;
-  const std::string gshape = "B=" + dims({gB}) + " T=" + dims({gT}) + " H=" + dims({gHv}) + "/" + dims({gHk}) +
-                             " d=" + dims({gd});
+  const std::string gshape =
+      "B=" + dims({gB}) + " T=" + dims({gT}) + " H=" + dims({gHv}) + "/" + dims({gHk}) + " d=" + dims({gd});
   const double gdn_elems = double(gB * gT * gHv) * double(gd * gd);
   const Shape gqs{gB, gT, gHk, gd}, gvs{gB, gT, gHv, gd}, ggs{gB, gT, gHv};
   out.push_back({"gated_delta_rule_fwd", gshape, act, 6 * gdn_elems, 0, [=] {
@@ -346,11 +357,50 @@ std::vector<Entry> entries(const Env& e) {
                    Tensor q = uniform(gqs, act, dev, 1), k = uniform(gqs, act, dev, 2), v = uniform(gvs, act, dev, 3);
                    Tensor al = uniform(ggs, act, dev, 4), br = uniform(ggs, act, dev, 5), d = uniform(gvs, act, dev, 6);
                    Tensor A = uniform({gHv}, DType::F32, dev, 7, 0.0f, 2.7f), dtb = uniform({gHv}, DType::F32, dev, 8);
-                   Tensor dq = uniform(gqs, act, dev, 9), dk = uniform(gqs, act, dev, 10), dv = uniform(gvs, act, dev, 11);
+                   Tensor dq = uniform(gqs, act, dev, 9), dk = uniform(gqs, act, dev, 10),
+                          dv = uniform(gvs, act, dev, 11);
                    Tensor da = uniform(ggs, act, dev, 12), db = uniform(ggs, act, dev, 13);
                    Tensor dA = uniform({gHv}, DType::F32, dev, 14), ddt = uniform({gHv}, DType::F32, dev, 15);
                    return std::function<void()>([=]() mutable {
                      ops::gated_delta_rule_bwd(*ex, dq, dk, dv, da, db, dA, ddt, d, q, k, v, al, br, A, dtb, 64);
+                   });
+                 }});
+
+  // Mamba-2 SSD scan at nemotron-h-1b's mixer (B 2, T 4096, H 64, P 64, N 128, G 8, chunk 128), in the
+  // record of bench/peer/ssd_peer.py (mamba_ssm's Triton scan): model FLOPs, Megatron's 7 d_inner N per
+  // token forward and twice that backward (the kernels' own products: about 0.75x and 2.75x of that).
+  const int64_t sB = 2, sT = e.big ? 4096 : 256, sH = e.big ? 64 : 8, sP = 64, sN = e.big ? 128 : 64;
+  const int64_t sG = e.big ? 8 : 2, sQ = e.big ? 128 : 64;
+  const std::string sshape = "B=" + dims({sB}) + " T=" + dims({sT}) + " H=" + dims({sH}) + " P=" + dims({sP}) +
+                             " G=" + dims({sG}) + " N=" + dims({sN}) + " chunk=" + dims({sQ});
+  const double s_fwd = 7.0 * double(sB * sT) * double(sH * sP) * double(sN);
+  const Shape sxs{sB, sT, sH, sP}, sbs{sB, sT, sG, sN}, sds{sB, sT, sH};
+  auto ssd_inputs = [=] {
+    return std::vector<Tensor>{uniform(sxs, act, dev, 1),
+                               uniform(sds, act, dev, 2, -4.0f, 0.0f),
+                               uniform(sbs, act, dev, 3),
+                               uniform(sbs, act, dev, 4),
+                               uniform({sH}, DType::F32, dev, 5, -1.0f, 0.5f),
+                               uniform({sH}, DType::F32, dev, 6, 0.0f, 2.7f),
+                               uniform({sH}, DType::F32, dev, 7, 0.5f, 1.5f)};  // x, dt_raw, Bm, Cm, dt_bias, A_log, D
+  };
+  out.push_back({"ssd_chunk_scan_fwd", sshape, act, s_fwd, 0, [=] {
+                   std::vector<Tensor> in = ssd_inputs();
+                   Tensor y = uniform(sxs, act, dev, 8);
+                   return std::function<void()>([=]() mutable {
+                     ops::ssd_chunk_scan_fwd(*ex, y, in[0], in[1], in[2], in[3], in[4], in[5], in[6], sQ);
+                   });
+                 }});
+  out.push_back({"ssd_chunk_scan_bwd", sshape, act, 2 * s_fwd, 0, [=] {
+                   std::vector<Tensor> in = ssd_inputs();
+                   Tensor dy = uniform(sxs, act, dev, 8), dx = uniform(sxs, act, dev, 9);
+                   Tensor ddt = uniform(sds, act, dev, 10), dB = uniform(sbs, act, dev, 11),
+                          dC = uniform(sbs, act, dev, 12);
+                   Tensor g0 = uniform({sH}, DType::F32, dev, 13), g1 = uniform({sH}, DType::F32, dev, 14);
+                   Tensor g2 = uniform({sH}, DType::F32, dev, 15);
+                   return std::function<void()>([=]() mutable {
+                     ops::ssd_chunk_scan_bwd(*ex, dx, ddt, dB, dC, g0, g1, g2, dy, in[0], in[1], in[2], in[3], in[4],
+                                             in[5], in[6], sQ);
                    });
                  }});
 
@@ -517,8 +567,8 @@ int main(int argc, char** argv) {
         std::snprintf(rate, sizeof(rate), "%.2f GFLOP/s", flops_per_s / 1e9);
       else
         std::snprintf(rate, sizeof(rate), "%.1f GB/s", en.bytes / (ms * 1e-3) / 1e9);
-      std::printf("%-15s %-32s %-5s %10.4f %14s  %s\n", en.op.c_str(), en.shape.c_str(), dtype_name(en.dtype), ms,
-                  rate, device.c_str());
+      std::printf("%-15s %-32s %-5s %10.4f %14s  %s\n", en.op.c_str(), en.shape.c_str(), dtype_name(en.dtype), ms, rate,
+                  device.c_str());
     } catch (const std::exception& ex) {
       ++failed;
       std::printf("%-15s %-32s %-5s error: %s\n", en.op.c_str(), en.shape.c_str(), dtype_name(en.dtype), ex.what());

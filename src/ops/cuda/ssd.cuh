@@ -1,0 +1,177 @@
+// Pieces shared by the chunked SSD kernels (the algorithm: ssd_fwd.cu's header): the sizes of one call,
+// the arguments every kernel reads, the shared-memory budget that picks the chunk length, and the
+// launchers of the kernels both directions run (ssd_state.cu).
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/warp_mma.cuh"
+#include "ops/exec.h"
+
+namespace hytra::cuda::ssd {
+
+constexpr int kTile = 64;   // width of the P, N and chunk tiles
+constexpr int kMaxQ = 256;  // longest chunk (16 warps of 16 rows)
+constexpr int kMaxWarps = kMaxQ / 16;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Sizes of one call. The kernels run chunks of Q steps (chunk_size rounded down to 64, 128 or 256,
+// halved while the shared memory would not fit: the chunking changes only the rounding). Rows past
+// T, columns past P or N are zeros in every tile.
+struct Dims {
+  int64_t B = 0, T = 0, H = 0, G = 0, P = 0, N = 0;
+  int Q = 64;
+  int nC = 0;          // chunks, ceil(T / Q)
+  int Pk = 0;          // P rounded up to 16 (the k extent of products over p)
+  int pt = 0, nt = 0;  // 64-wide tiles over P and N
+  __host__ __device__ int64_t hpg() const { return H / G; }
+  __host__ __device__ int64_t TQ() const { return int64_t(nC) * Q; }  // pitch of the per-step scratch
+  __host__ __device__ int SP() const { return pt * kTile; }           // rows of a stored state
+  __host__ __device__ int SN() const { return nt * kTile; }           // columns of a stored state
+  // Offset of the stored (SP, SN) state of (b, h, chunk c).
+  __host__ __device__ int64_t state(int64_t b, int64_t h, int64_t c) const {
+    return ((b * H + h) * nC + c) * int64_t(SP()) * SN();
+  }
+  // Offset of row t of head h / group g in x, dy (B,T,H,P) and Bm, Cm (B,T,G,N).
+  __host__ __device__ int64_t xrow(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * P; }
+  __host__ __device__ int64_t brow(int64_t b, int64_t t, int64_t g) const { return ((b * T + t) * G + g) * N; }
+  // Offset of the (Q,Q) C.B block of (b, chunk c, group g).
+  __host__ __device__ int64_t cb(int64_t b, int64_t c, int64_t g) const { return ((b * nC + c) * G + g) * Q * Q; }
+};
+
+// What the kernels read. Scratch: cb (B,nC,G,Q,Q); states, dstates (B,H,nC,SP,SN); dt, cum (B,H,TQ).
+template <class T>
+struct Args {
+  Dims d;
+  const T* x = nullptr;            // (B,T,H,P)
+  const T* dt_raw = nullptr;       // (B,T,H)
+  const T* Bm = nullptr;           // (B,T,G,N)
+  const T* Cm = nullptr;           // (B,T,G,N)
+  const T* dy = nullptr;           // (B,T,H,P), backward
+  const float* dt_bias = nullptr;  // (H)
+  const float* A_log = nullptr;    // (H)
+  const float* D = nullptr;        // (H)
+  float* dt = nullptr;             // dt per step, 0 past T
+  float* cum = nullptr;            // inclusive sum of dt*A/ln 2 within the chunk (decays: exp2 of differences)
+  T* cb = nullptr;                 // forward [i][j] = C_i.B_j; backward [j][i] = B_j.C_i
+  T* states = nullptr;             // the state entering each chunk
+  T* dstates = nullptr;            // dL/d(the state leaving each chunk), backward
+};
+
+// Shared-memory bytes of a (rows, width) tile and of each kernel (ssd_state.cu, ssd_fwd.cu, ssd_bwd*.cu).
+inline int64_t tile_bytes(int64_t rows, int64_t width, int64_t elem) { return rows * (width + 16 / elem) * elem; }
+inline int64_t scalar_bytes(const Dims& d) { return 2 * int64_t(d.Q) * 4; }  // dt and cum of one chunk
+inline int64_t scan_smem(const Dims& d, int64_t e, bool reverse) {
+  return 2 * (2 * tile_bytes(d.Q, kTile, e) + scalar_bytes(d)) + int64_t(d.Q) * 4 + 16 +
+         (reverse ? 2 * tile_bytes(kTile, kTile, e) : 0);
+}
+inline int64_t out_smem(const Dims& d, int64_t e) {
+  return 2 * tile_bytes(d.Q, kTile, e) + tile_bytes(d.Q, d.Q, e) + tile_bytes(kTile, kTile, e) + scalar_bytes(d);
+}
+inline int64_t dx_smem(const Dims& d, int64_t e) {
+  return 2 * tile_bytes(d.Q, kTile, e) + tile_bytes(d.Q, d.Q, e) + tile_bytes(kTile, kTile, e) + scalar_bytes(d) +
+         kMaxWarps * 4;
+}
+inline int64_t dbc_smem(const Dims& d, int64_t e) {
+  return tile_bytes(d.Q, kTile, e) + 2 * tile_bytes(d.Q, d.Pk, e) + tile_bytes(d.Pk, kTile, e) + scalar_bytes(d) +
+         int64_t(d.Q / 16) * d.Q * 4;
+}
+inline int64_t cb_smem(int64_t e) { return 2 * tile_bytes(kTile, kTile, e); }
+
+// The sizes of a call with x (B,T,H,P), Bm (B,T,G,N): Q from chunk_size and the device's shared memory.
+Dims make_dims(const Tensor& x, const Tensor& Bm, int64_t chunk_size);
+
+// Raises a kernel's dynamic shared-memory limit to `bytes` when over the default 48 KiB.
+void allow_smem(const void* kernel, int64_t bytes, const char* name);
+
+// Checks what the kernels support, allocates the scratch both directions use (dt, cum, C.B, states;
+// dstates when `backward`), and calls f(Args<T>&) with T = float or bf16 (x's dtype). Nothing for
+// empty tensors.
+template <class F>
+void with_args(const char* op, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
+               const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, const Tensor* dy, int64_t chunk_size,
+               F&& f) {
+  HYTRA_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", x.desc());
+  HYTRA_CHECK(Bm.size(3) >= 1, op, " on CUDA: state N must be at least 1, got ", Bm.desc());
+  if (x.numel() == 0) return;
+  const Dims d = make_dims(x, Bm, chunk_size);
+  HYTRA_CHECK(d.B * d.nC <= 65535 && d.H <= 65535, op, " on CUDA: B * T / chunk = ", d.B * d.nC, " and H = ", d.H,
+              " must be at most 65535 (grid)");
+  const DType t = x.dtype();
+  const Device cu = Device::CUDA;
+  Tensor dt = Tensor::empty({d.B, d.H, d.TQ()}, DType::F32, cu);   // (B,H,T')
+  Tensor cum = Tensor::empty({d.B, d.H, d.TQ()}, DType::F32, cu);  // (B,H,T')
+  Tensor cb = Tensor::empty({d.B, d.nC, d.G, d.Q, d.Q}, t, cu);    // (B,nC,G,Q,Q)
+  const Shape state_shape{d.B, d.H, d.nC, d.SP(), d.SN()};         // (B,H,nC,P',N')
+  Tensor states = Tensor::empty(state_shape, t, cu);
+  Tensor dstates = dy != nullptr ? Tensor::empty(state_shape, t, cu) : Tensor();
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    Args<T> a;
+    a.d = d;
+    a.x = static_cast<const T*>(x.raw());
+    a.dt_raw = static_cast<const T*>(dt_raw.raw());
+    a.Bm = static_cast<const T*>(Bm.raw());
+    a.Cm = static_cast<const T*>(Cm.raw());
+    a.dy = dy != nullptr ? static_cast<const T*>(dy->raw()) : nullptr;
+    a.dt_bias = dt_bias.data<float>();
+    a.A_log = A_log.data<float>();
+    a.D = D.data<float>();
+    a.dt = dt.data<float>();
+    a.cum = cum.data<float>();
+    a.cb = static_cast<T*>(cb.raw());
+    a.states = static_cast<T*>(states.raw());
+    a.dstates = dy != nullptr ? static_cast<T*>(dstates.raw()) : nullptr;
+    f(a);
+  };
+  if (t == DType::BF16)
+    go(bf16{});
+  else
+    go(float{});
+}
+
+// ---- device helpers ----------------------------------------------------------------------------
+// dt (s_dt) and cum (s_cum) of chunk c of (b, h), copied like a tile (commit and wait by the caller).
+template <class T>
+__device__ __forceinline__ void stage_scalars(float* s_dt, float* s_cum, const Args<T>& a, int64_t b, int64_t h,
+                                              int64_t c) {
+  const int64_t off = (b * a.d.H + h) * a.d.TQ() + c * a.d.Q;
+  stage_tile(s_dt, a.d.Q, a.dt + off, a.d.Q, 1, a.d.Q, 1, a.d.Q);
+  stage_tile(s_cum, a.d.Q, a.cum + off, a.d.Q, 1, a.d.Q, 1, a.d.Q);
+}
+
+// Inclusive prefix sum over the block's threads in thread order (fixed order: deterministic);
+// `red` holds 32 floats. Every thread of the block calls it.
+__device__ __forceinline__ float block_prefix(float v, float* red) {
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  for (int o = 1; o < 32; o <<= 1) {
+    const float u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  __syncthreads();  // a previous call may still be reading red
+  if (lane == 31) red[warp] = v;
+  __syncthreads();
+  float off = 0.0f;
+  for (int w = 0; w < warp; ++w) off += red[w];
+  return v + off;
+}
+
+// ---- launchers of the kernels both directions run (ssd_state.cu) ---------------------------------
+// dt and cum for every step.
+template <class T>
+void launch_dt(Exec& ex, const Args<T>& a);
+// a.cb: C_i.B_j (forward) or, with `transposed`, B_j.C_i (backward), the blocks each direction reads.
+template <class T>
+void launch_cb(Exec& ex, const Args<T>& a, bool transposed);
+// a.states (forward) or, with `reverse`, a.dstates and e_part (B,H,nC,pt*nt) = the tiles' shares
+// of exp(cumL) <dS leaving c, S entering c> (reads a.states).
+template <class T>
+void launch_scan(Exec& ex, const Args<T>& a, bool reverse, float* e_part);
+// Backward group kernels (ssd_bwd_bc.cu): dC; dB and da_diag (B,H,T') = the diagonal blocks' share of da.
+template <class T>
+void launch_dc(Exec& ex, const Args<T>& a, T* dC);
+template <class T>
+void launch_db(Exec& ex, const Args<T>& a, T* dB, float* da_diag);
+
+}  // namespace hytra::cuda::ssd

@@ -1,0 +1,276 @@
+// The SSD backward's group kernels (ssd_bwd.cu has the formulas): dC and dB for one (b, chunk, group g)
+// and 64 columns of N, each summing the group's heads in order in fp32 accumulators (no atomics); dB's
+// blocks of the first 64 columns also sum the diagonal block's share of da. 2Q threads; warp w owns
+// the chunk's rows 16w.. (i for dC, j for dB). Per head, x, dy and the state tile are staged in shared
+// memory, and dy.x^T is formed 64 columns at a time in registers, masked and decayed there, and used
+// as the A operand of the product with B (dC) or C (dB).
+#include <algorithm>
+
+#include "ops/cuda/ssd.cuh"
+
+namespace hytra::cuda::ssd {
+namespace {
+
+// Shared layout of both kernels: the group's 64-column Bm or Cm tile, the head's x and dy (all of P),
+// its state tile (rows 0..Pk, the 64 columns), dt and cum; dB adds per-warp da column sums.
+template <class T>
+struct BcSmem {
+  static constexpr int ld = kTile + kPad<T>;
+  int ldp;
+  T *m, *x, *dy, *st;
+  float *dt, *cum, *cols;
+  __device__ BcSmem(unsigned char* smem, const Dims& d) : ldp(d.Pk + kPad<T>) {
+    m = reinterpret_cast<T*>(smem);                 // (Q, ld)
+    x = m + d.Q * ld;                               // (Q, ldp)
+    dy = x + d.Q * ldp;                             // (Q, ldp)
+    st = dy + d.Q * ldp;                            // (Pk, ld)
+    dt = reinterpret_cast<float*>(st + d.Pk * ld);  // (Q)
+    cum = dt + d.Q;                                 // (Q)
+    cols = cum + d.Q;                               // (Q/16, Q)
+  }
+  // The head's scalars, x, dy and (when `state`) its state tile; the caller commits and waits.
+  __device__ void stage_head(const Args<T>& a, int64_t b, int64_t h, int64_t c, const T* state, int n0) const {
+    const Dims& d = a.d;
+    const int64_t t0 = c * d.Q;
+    const int rows = int(std::min<int64_t>(d.Q, d.T - t0));
+    stage_scalars(dt, cum, a, b, h, c);
+    stage_tile(x, ldp, a.x + d.xrow(b, t0, h), d.H * d.P, d.Q, d.Pk, rows, int(d.P));
+    stage_tile(dy, ldp, a.dy + d.xrow(b, t0, h), d.H * d.P, d.Q, d.Pk, rows, int(d.P));
+    if (state != nullptr) stage_tile(st, ld, state + d.state(b, h, c) + n0, d.SN(), d.Pk, kTile, d.Pk, kTile);
+  }
+};
+
+// acc (16 rows from r0, 64 columns) += rows r0.. of A (k-major (Q, Pk) tile `sa`) times the (Pk, 64)
+// state tile, the A rows scaled by f_lo / f_hi.
+template <class T>
+__device__ __forceinline__ void rows_times_state(Acc (&acc)[8], const BcSmem<T>& s, const T* sa, int pk, int r0,
+                                                 float f_lo, float f_hi) {
+  for (int kk = 0; kk < pk / 16; ++kk) {
+    FragA<T> fa;
+    load_a<true>(fa, sa, s.ldp, r0, 16 * kk);
+    scale_a_rows(fa, f_lo, f_hi);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      FragB<T> fb[2];
+      load_b2<false>(fb, s.st, s.ld, 16 * kk, 16 * np);
+      mma(acc[2 * np], fa, fb[0]);
+      mma(acc[2 * np + 1], fa, fb[1]);
+    }
+  }
+}
+
+// w (16 rows from r0, columns c0..c0+63) = rows of `sa` . rows of `sb` over p (both (Q, Pk) k-major),
+// the 16-column pairs for which `need(col)` holds.
+template <class T, class Need>
+__device__ __forceinline__ void rows_dot_rows(Acc (&w)[8], const BcSmem<T>& s, const T* sa, const T* sb, int pk, int r0,
+                                              int c0, Need need) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) w[nt] = Acc{};
+  for (int kk = 0; kk < pk / 16; ++kk) {
+    FragA<T> fa;
+    load_a<true>(fa, sa, s.ldp, r0, 16 * kk);
+#pragma unroll
+    for (int cp = 0; cp < 4; ++cp) {
+      if (!need(c0 + 16 * cp)) continue;
+      FragB<T> fb[2];
+      load_b2<true>(fb, sb, s.ldp, 16 * kk, c0 + 16 * cp);
+      mma(w[2 * cp], fa, fb[0]);
+      mma(w[2 * cp + 1], fa, fb[1]);
+    }
+  }
+}
+
+// acc += w (as A: 16 rows, 64 steps from c0) times the (steps, 64) tile s.m, the 16-step pairs that `need`.
+template <class T, class Need>
+__device__ __forceinline__ void block_times_m(Acc (&acc)[8], const Acc (&w)[8], const BcSmem<T>& s, int c0, Need need) {
+#pragma unroll
+  for (int kt = 0; kt < 4; ++kt) {
+    if (!need(c0 + 16 * kt)) continue;
+    FragA<T> fa;
+    acc_to_a(fa, w[2 * kt], w[2 * kt + 1]);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      FragB<T> fb[2];
+      load_b2<false>(fb, s.m, s.ld, c0 + 16 * kt, 16 * np);
+      mma(acc[2 * np], fa, fb[0]);
+      mma(acc[2 * np + 1], fa, fb[1]);
+    }
+  }
+}
+
+// out[b, t0 + r0.., g, n0..] = acc (rows before T, columns before N).
+template <class T>
+__device__ __forceinline__ void store_rows(T* out, const Acc (&acc)[8], const Dims& d, int64_t b, int64_t g, int64_t t0,
+                                           int r0, int n0) {
+  const int rows = int(std::min<int64_t>(d.Q, d.T - t0));
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int i = r0 + acc_row(2 * hf);
+    if (i >= rows) continue;
+    T* o = out + d.brow(b, t0 + i, g) + n0;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int n = 8 * nt + acc_col(0);
+      store_pair(o + n, acc[nt].v[2 * hf], acc[nt].v[2 * hf + 1], int(std::min<int64_t>(2, d.N - n0 - n)),
+                 d.N % 2 == 0);
+    }
+  }
+}
+
+// dC rows i: sum over heads of exp(cum_i) dy_i S_{c-1} + sum_{j<=i} exp(cum_i - cum_j) dt_j (dy_i.x_j) B_j.
+template <class T>
+__global__ void __launch_bounds__(2 * kMaxQ) ssd_dc_kernel(Args<T> a, T* dC) {
+  const Dims& d = a.d;
+  const int n0 = int(blockIdx.x) * kTile;
+  const int64_t g = blockIdx.y, b = blockIdx.z / d.nC, c = blockIdx.z % d.nC, t0 = c * d.Q;
+  const int r0 = 16 * (int(threadIdx.x) / 32);
+  extern __shared__ __align__(16) unsigned char smem[];
+  const BcSmem<T> s(smem, d);
+  stage_tile(s.m, s.ld, a.Bm + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, int(std::min<int64_t>(d.Q, d.T - t0)),
+             int(d.N - n0));
+  Acc acc[8] = {};
+  auto below = [&](int col) { return col <= r0 + 15; };  // 16 columns holding some j <= i
+  for (int64_t h = g * d.hpg(); h < (g + 1) * d.hpg(); ++h) {
+    s.stage_head(a, b, h, c, c > 0 ? a.states : nullptr, n0);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    if (c > 0) rows_times_state(acc, s, s.dy, d.Pk, r0, exp2f(s.cum[r0 + a_row(0)]), exp2f(s.cum[r0 + a_row(2)]));
+    for (int j0 = 0; j0 <= r0 + 15; j0 += kTile) {
+      Acc w[8];
+      rows_dot_rows(w, s, s.dy, s.x, d.Pk, r0, j0, below);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = r0 + acc_row(e), j = j0 + 8 * nt + acc_col(e);
+          w[nt].v[e] = j <= i ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+        }
+      block_times_m(acc, w, s, j0, below);
+    }
+    __syncthreads();  // before the next head's tiles
+  }
+  store_rows(dC, acc, d, b, g, t0, r0, n0);
+}
+
+// Diagonal-block share of da for one 64-column block (columns i from i0) of Z^T_ji = w_ji (C.B)^T_ji,
+// columns taken from the last: per row j, R_j(k) = sum_{i>=k} Z^T_ji (carry from the later columns);
+// column k gains sum over the warp's rows j < k of R_j(k) into cols[warp][k].
+template <class T>
+__device__ __forceinline__ void da_block(const Acc (&w)[8], const T* cbt, int Q, int r0, int i0, float (&carry)[2],
+                                         float* cols) {
+  const int lane = lane_id(), t = lane & 3;
+#pragma unroll
+  for (int nt = 7; nt >= 0; --nt) {
+    const int k0 = i0 + 8 * nt;
+    if (k0 + 7 < r0) continue;  // all its i below every row j: no pair
+    float R[2][2];              // [row half][column e]
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const float2 cv = load2(cbt + int64_t(r0 + acc_row(2 * hf)) * Q + k0 + 2 * t);
+      const float z0 = w[nt].v[2 * hf] * cv.x, z1 = w[nt].v[2 * hf + 1] * cv.y;
+      float incl = z0 + z1;  // suffix over the quad's pairs
+      float u = __shfl_down_sync(0xffffffffu, incl, 1);
+      if (t < 3) incl += u;
+      u = __shfl_down_sync(0xffffffffu, incl, 2);
+      if (t < 2) incl += u;
+      float excl = __shfl_down_sync(0xffffffffu, incl, 1);
+      if (t == 3) excl = 0.0f;
+      const float total = __shfl_sync(0xffffffffu, incl, lane & ~3);
+      R[hf][1] = carry[hf] + excl + z1;
+      R[hf][0] = R[hf][1] + z0;
+      carry[hf] += total;
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int k = k0 + 2 * t + e;
+      float u = (r0 + acc_row(0) < k ? R[0][e] : 0.0f) + (r0 + acc_row(2) < k ? R[1][e] : 0.0f);
+      u += __shfl_xor_sync(0xffffffffu, u, 4);
+      u += __shfl_xor_sync(0xffffffffu, u, 8);
+      u += __shfl_xor_sync(0xffffffffu, u, 16);
+      if ((lane >> 2) == 0) cols[(r0 / 16) * Q + k] = u;
+    }
+  }
+}
+
+// dB rows j: sum over heads of dt_j exp(cumL - cum_j) x_j dS_c + sum_{i>=j} exp(cum_i - cum_j) dt_j (x_j.dy_i) C_i.
+// Blocks of the first 64 columns also write da_diag[b,h,t] = sum_{j<k<=i} Z_ij (k = t's step).
+template <class T>
+__global__ void __launch_bounds__(2 * kMaxQ) ssd_db_kernel(Args<T> a, T* dB, float* da_diag) {
+  const Dims& d = a.d;
+  const int n0 = int(blockIdx.x) * kTile, warps = d.Q / 16;
+  const int64_t g = blockIdx.y, b = blockIdx.z / d.nC, c = blockIdx.z % d.nC, t0 = c * d.Q;
+  const int rows = int(std::min<int64_t>(d.Q, d.T - t0)), r0 = 16 * (int(threadIdx.x) / 32);
+  const bool with_da = blockIdx.x == 0, last = c + 1 == d.nC;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const BcSmem<T> s(smem, d);
+  stage_tile(s.m, s.ld, a.Cm + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
+  const T* cbt = a.cb + d.cb(b, c, g);
+  Acc acc[8] = {};
+  auto above = [&](int col) { return col + 15 >= r0; };  // 16 columns holding some i >= j
+  for (int64_t h = g * d.hpg(); h < (g + 1) * d.hpg(); ++h) {
+    s.stage_head(a, b, h, c, last ? nullptr : a.dstates, n0);
+    cp_async_commit();
+    if (with_da)
+      for (int i = int(threadIdx.x); i < warps * d.Q; i += int(blockDim.x)) s.cols[i] = 0.0f;
+    cp_async_wait<0>();
+    __syncthreads();
+    if (!last) {  // the state leaving the last chunk feeds nothing
+      const float cumL = s.cum[d.Q - 1];
+      const int j_lo = r0 + a_row(0), j_hi = r0 + a_row(2);
+      rows_times_state(acc, s, s.x, d.Pk, r0, s.dt[j_lo] * exp2f(cumL - s.cum[j_lo]),
+                       s.dt[j_hi] * exp2f(cumL - s.cum[j_hi]));
+    }
+    float carry[2] = {0.0f, 0.0f};
+    for (int i0 = d.Q - kTile; i0 + kTile - 1 >= r0; i0 -= kTile) {  // from the last block: da's suffix order
+      Acc w[8];
+      rows_dot_rows(w, s, s.x, s.dy, d.Pk, r0, i0, above);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = r0 + acc_row(e), i = i0 + 8 * nt + acc_col(e);
+          w[nt].v[e] = i >= j ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+        }
+      if (with_da) da_block(w, cbt, d.Q, r0, i0, carry, s.cols);
+      block_times_m(acc, w, s, i0, above);
+    }
+    if (with_da) {
+      __syncthreads();
+      for (int k = int(threadIdx.x); k < rows; k += int(blockDim.x)) {
+        float sum = 0.0f;
+        for (int w = 0; w < warps; ++w) sum += s.cols[w * d.Q + k];
+        da_diag[(b * d.H + h) * d.TQ() + t0 + k] = sum;
+      }
+    }
+    __syncthreads();  // before the next head's tiles
+  }
+  store_rows(dB, acc, d, b, g, t0, r0, n0);
+}
+
+}  // namespace
+
+template <class T>
+void launch_dc(Exec& ex, const Args<T>& a, T* dC) {
+  const int64_t smem = dbc_smem(a.d, sizeof(T));
+  allow_smem(reinterpret_cast<const void*>(&ssd_dc_kernel<T>), smem, "ssd_dc_kernel smem");
+  const dim3 grid(unsigned(a.d.nt), unsigned(a.d.G), unsigned(a.d.B * a.d.nC));
+  ssd_dc_kernel<T><<<grid, 2 * a.d.Q, size_t(smem), stream_of(ex)>>>(a, dC);
+  check_launch("ssd_dc_kernel");
+}
+
+template <class T>
+void launch_db(Exec& ex, const Args<T>& a, T* dB, float* da_diag) {
+  const int64_t smem = dbc_smem(a.d, sizeof(T));
+  allow_smem(reinterpret_cast<const void*>(&ssd_db_kernel<T>), smem, "ssd_db_kernel smem");
+  const dim3 grid(unsigned(a.d.nt), unsigned(a.d.G), unsigned(a.d.B * a.d.nC));
+  ssd_db_kernel<T><<<grid, 2 * a.d.Q, size_t(smem), stream_of(ex)>>>(a, dB, da_diag);
+  check_launch("ssd_db_kernel");
+}
+
+template void launch_dc<float>(Exec&, const Args<float>&, float*);
+template void launch_dc<bf16>(Exec&, const Args<bf16>&, bf16*);
+template void launch_db<float>(Exec&, const Args<float>&, float*, float*);
+template void launch_db<bf16>(Exec&, const Args<bf16>&, bf16*, float*);
+
+}  // namespace hytra::cuda::ssd
