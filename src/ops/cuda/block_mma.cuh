@@ -1,8 +1,10 @@
 // Block-level matrix products on shared-memory tiles, for the chunked scan kernels (gdn_*.cu).
 // block_gemm(m, n, epi, prods...) computes C (m x n) = sum over prods of A (m x k) B (k x n) and hands
-// each element to epi(row, col, value) exactly once, from one thread. Which thread gets an element
-// depends only on (m, n) and the block size, and the sum runs in a fixed order: results are
-// deterministic. It does not synchronise; callers put __syncthreads() between dependent steps.
+// each pair of neighbours to epi(row, col, C[row][col], C[row][col + 1]) (col even) exactly once, from
+// one thread. Which thread gets a pair depends only on (m, n, first_warp) and the block size, and the
+// sum runs in a fixed order: results are deterministic. block_gemm_from(first_warp, ...) starts the
+// tile assignment at that warp, so two products issued back to back can run on different warps. It
+// does not synchronise; callers put __syncthreads() between dependent steps.
 // Layouts (Prod's flags): A m-major a[m*lda + k] or, ATrans, k-major a[k*lda + m]; B n-major
 // b[n*ldb + k] or, BKMajor, k-major b[k*ldb + n].
 // bf16 tiles: mma.sync m16n8k16 with fp32 accumulators, fragments loaded by ldmatrix (.trans for
@@ -107,35 +109,63 @@ __device__ __forceinline__ void mma_tile(float (&acc)[4][4], const Prod<bf16, AT
 // Accumulator element e of n8 tile j: row m0 + g + 8 (e / 2), column n0 + 8 j + 2 t + e % 2
 // (g = lane / 4, t = lane % 4).
 template <class Epi, class... P>
-__device__ __forceinline__ void mma_gemm(int m, int n, Epi& epi, const P&... p) {
-  const int warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
-  const int tn = n / 32, tiles = (m / 16) * tn;
+__device__ __forceinline__ void mma_gemm(int first_warp, int m, int n, Epi& epi, const P&... p) {
+  const int nwarps = blockDim.x / 32, warp = (threadIdx.x / 32 + nwarps - first_warp % nwarps) % nwarps;
+  const int lane = threadIdx.x % 32, tn = n / 32, tiles = (m / 16) * tn;
   for (int tile = warp; tile < tiles; tile += nwarps) {
-    const int m0 = tile / tn * 16, n0 = tile % tn * 32;
+    const int m0 = tile / tn * 16 + lane / 4, n0 = tile % tn * 32 + 2 * (lane % 4);
     float acc[4][4] = {};
-    (mma_tile(acc, p, m0, n0), ...);
+    (mma_tile(acc, p, tile / tn * 16, tile % tn * 32), ...);
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) epi(m0 + lane / 4 + 8 * (e / 2), n0 + 8 * j + 2 * (lane % 4) + e % 2, acc[j][e]);
+    for (int j = 0; j < 4; ++j) {
+      epi(m0, n0 + 8 * j, acc[j][0], acc[j][1]);
+      epi(m0 + 8, n0 + 8 * j, acc[j][2], acc[j][3]);
+    }
   }
 }
 #endif
 
 template <class Epi, class P0, class... P>
-__device__ __forceinline__ void block_gemm(int m, int n, Epi&& epi, const P0& p0, const P&... p) {
+__device__ __forceinline__ void block_gemm_from(int first_warp, int m, int n, Epi&& epi, const P0& p0, const P&... p) {
 #if defined(__CUDA_ARCH__)
   if constexpr (std::is_same_v<typename P0::Elem, bf16>)
-    mma_gemm(m, n, epi, p0, p...);
+    mma_gemm(first_warp, m, n, epi, p0, p...);
   else
 #endif
-    for (int idx = threadIdx.x; idx < m * n; idx += blockDim.x) {
-      const int row = idx / n, col = idx % n;
-      float s = p0.dot(row, col);
-      ((s += p.dot(row, col)), ...);
-      epi(row, col, s);
+  {
+    const int nt = blockDim.x, half = n / 2;
+    for (int idx = (threadIdx.x + nt - (32 * first_warp) % nt) % nt; idx < m * half; idx += nt) {
+      const int row = idx / half, col = 2 * (idx % half);
+      float s0 = p0.dot(row, col), s1 = p0.dot(row, col + 1);
+      ((s0 += p.dot(row, col)), ...);
+      ((s1 += p.dot(row, col + 1)), ...);
+      epi(row, col, s0, s1);
     }
+  }
 }
+
+template <class Epi, class... P>
+__device__ __forceinline__ void block_gemm(int m, int n, Epi&& epi, const P&... p) {
+  block_gemm_from(0, m, n, epi, p...);
+}
+
+// Two neighbours p[0], p[1] (p aligned to their pair) as one store.
+__device__ __forceinline__ void put2(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
+__device__ __forceinline__ void put2(bf16* p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
+// Columns col, col + 1 of a row of n elements (either may lie past the end; any alignment).
+template <class T>
+__device__ __forceinline__ void put2_edge(T* row, int col, int n, float a, float b) {
+  if (col + 1 < n && (reinterpret_cast<uintptr_t>(row + col) & (2 * sizeof(T) - 1)) == 0) {
+    put2(row + col, a, b);
+  } else {
+    if (col < n) row[col] = from_f<T>(a);
+    if (col + 1 < n) row[col + 1] = from_f<T>(b);
+  }
+}
+// Two neighbours as floats.
+__device__ __forceinline__ float2 get2(const float* p) { return *reinterpret_cast<const float2*>(p); }
 
 __device__ __forceinline__ bool is_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -157,6 +187,21 @@ __device__ __forceinline__ void tiles_ready() {
   __syncthreads();
 }
 
+// Closes the group of copies issued since the last call (cp.async.commit_group).
+__device__ __forceinline__ void tiles_commit() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// As tiles_ready, except that the group committed last may still be in flight (double buffering).
+__device__ __forceinline__ void tiles_ready_but_latest() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+#endif
+  __syncthreads();
+}
+
 // Tile rows [0, rows) x columns [0, cols) into dst (row stride ldd) from src (row stride lds); elements
 // outside [0, vr) x [0, vc) are zero. Asynchronous 16-byte copies when the sizes and addresses allow
 // (else plain loads); the tile is ready after tiles_ready().
@@ -164,11 +209,17 @@ template <class E>
 __device__ void load_tile(E* dst, int ldd, const E* src, int64_t lds, int rows, int cols, int vr, int vc) {
   constexpr int V = 16 / int(sizeof(E));
   if (cols % V == 0 && vc % V == 0 && lds % V == 0 && ldd % V == 0 && is_aligned16(src) && is_aligned16(dst)) {
-    const int cv = cols / V;
-    for (int idx = threadIdx.x; idx < rows * cv; idx += blockDim.x) {
-      const int r = idx / cv, c = idx % cv * V;
-      const bool in = r < vr && c < vc;
-      copy16(dst + r * ldd + c, in ? src + r * lds + c : src, in);
+    // Vector (r, c) of this thread, advanced by blockDim.x vectors a step without dividing.
+    const int cv = cols / V, dr = int(blockDim.x) / cv, dc = int(blockDim.x) % cv;
+    for (int r = threadIdx.x / cv, c = threadIdx.x % cv; r < rows;) {
+      const bool in = r < vr && c * V < vc;
+      copy16(dst + r * ldd + c * V, in ? src + r * lds + c * V : src, in);
+      r += dr;
+      c += dc;
+      if (c >= cv) {
+        c -= cv;
+        ++r;
+      }
     }
   } else {
     for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {

@@ -130,10 +130,10 @@ template <class E>
 Buffers forward_buffers(const gdn::Dims& d, DType dt, Device dev) {
   const int64_t C = gdn::kChunk<E>, chunks = d.B * d.Hv * d.nc;
   Buffers b;
-  b.gates = Tensor::empty({chunks, 4, C}, DType::F32, dev);  // (BHnc, 4, C)
-  b.w = Tensor::empty({chunks, C, d.dkp}, dt, dev);          // (BHnc, C, dkp)
-  b.u = Tensor::empty({chunks, C, d.dvp}, dt, dev);          // (BHnc, C, dvp)
-  b.p = Tensor::empty({chunks, C, C}, dt, dev);              // (BHnc, C, C)
+  b.gates = Tensor::empty({chunks, gdn::kGates, C}, DType::F32, dev);  // (BHnc, kGates, C)
+  b.w = Tensor::empty({chunks, C, d.dkp}, dt, dev);                    // (BHnc, C, dkp)
+  b.u = Tensor::empty({chunks, C, d.dvp}, dt, dev);                    // (BHnc, C, dvp)
+  b.p = Tensor::empty({chunks, C, C}, dt, dev);                        // (BHnc, C, C)
   return b;
 }
 

@@ -16,7 +16,7 @@
 // dk and dv are padded to dkp, dvp (multiples of 32) with zeros in shared memory and workspaces.
 //
 // Workspaces, per chunk (index bhc = (b Hv + h) nc + c), in the activations' type E unless noted:
-// gates (4, C) fp32: gam, beta, rq, rk; W (C, dkp); U (C, dvp); P (C, C); and for the backward T (C, C),
+// gates (kGates, C) fp32 (below); W (C, dkp); U (C, dvp); P (C, C); and for the backward T (C, C),
 // S0 (dvp, dkp), Vn (C, dvp), dS (dvp, dkp) (the gradient of the state leaving the chunk),
 // dVn (C, dvp), dW (C, dkp), dgam (C) fp32; per token dqn, dkn (B,T,Hv,dk), dg, dbeta (B,T,Hv) fp32.
 #pragma once
@@ -32,6 +32,10 @@ constexpr int kVT = 32;  // value rows of the state one block of a sequential pa
 constexpr int kVS = 32;  // value columns per slice in gdn_bwd_dqk
 constexpr int kPad = 8;  // E row padding (ld = width + 8)
 constexpr float kNormEps = 1e-6f;
+
+// The per-step gate arrays of a chunk (C floats each, in this order): gam; beta; rq, rk (the L2
+// norms' reciprocals); ed = e^(gamL - gam); eq = scale e^gam; wk = beta e^gam rk.
+enum Gate { kGam, kBeta, kRq, kRk, kEd, kEq, kWk, kGates };
 
 struct Dims {
   int64_t B, T;
@@ -54,7 +58,7 @@ struct Inputs {
 
 template <class E>
 struct Work {
-  float* gates;  // (BHnc, 4, C)
+  float* gates;  // (BHnc, kGates, C)
   E* w;          // (BHnc, C, dkp)
   E* u;          // (BHnc, C, dvp)
   E* p;          // (BHnc, C, C)
@@ -109,12 +113,12 @@ void allow_smem(K kernel, size_t bytes, const char* name) {
   cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), name);
 }
 
-// The chunk's gates (gam, beta, rq, rk; C each) from the prep kernel's workspace into shared memory
-// (asynchronously: load_tile).
+// The chunk's gate arrays from the prep kernel's workspace into shared memory (asynchronously:
+// load_tile).
 template <class E>
 __device__ void load_gates(float* dst, const Work<E>& ws, int64_t bhc) {
-  constexpr int C = kChunk<E>;
-  load_tile(dst, 4 * C, ws.gates + bhc * 4 * C, 4 * C, 1, 4 * C, 1, 4 * C);
+  constexpr int n = kGates * kChunk<E>;
+  load_tile(dst, n, ws.gates + bhc * n, n, 1, n, 1, n);
 }
 
 }  // namespace hytra::cuda::gdn
