@@ -337,9 +337,10 @@ std::vector<Entry> entries(const Env& e) {
     attention(1, 64, 2, 1, D);
   }
 
-  // Gated delta rule at the docs/spec/mamba_gdn.md §2 head layout (Hv 32, Hk 16, dk = dv = 128). FLOPs of the
-  // recurrence per state element and step: 6 forward (S k, S q, update), 16 backward (recompute
-  // not counted).
+  // Gated delta rule at the docs/spec/mamba_gdn.md §2 head layout (Hv 32, Hk 16, dk = dv = 128), one
+  // micro-batch of bench/configs/qwen3-next-1b.yaml (B 2, T 4096). FLOPs are the sequential recurrence's,
+  // per state element and step: 6 forward (S k, S q, update), 16 backward (recompute not counted),
+  // whatever the kernels do (the chunked form does more, on tensor cores), so rates compare across versions.
   const int64_t gB = e.big ? 2 : 4, gT = e.big ? 4096 : 128, gHv = e.big ? 32 : 4, gHk = gHv / 2;
   const int64_t gd = e.big ? 128 : 64;
   const std::string gshape =

@@ -1,8 +1,10 @@
 // Parity cases for the gated delta rule, forward and backward: fp32 and bf16, Hv == Hk and
-// Hv = 2 Hk (and 3 heads), dk != dv, T not a multiple of chunk_size, chunk_size > T, and lengths
-// spanning several of the CUDA backward's 64-step checkpoints with a partial last one. The CPU
-// reference runs the chunked form; CUDA runs sequentially. dA_log / ddt_bias start from random
-// non-zero values on both sides, so `+=` is checked.
+// Hv = 2 Hk (and 3 heads), dk != dv, dk/dv 64 and 128 and sizes that are not multiples of the
+// CUDA tiles (16, 24, 48, 100), T not a multiple of chunk_size, chunk_size > T, one partial chunk
+// only, and several whole CUDA chunks (64 steps in bf16, 32 in fp32) with a partial last one. The
+// CPU reference runs the chunked form with the case's chunk_size, CUDA its own chunks: equal up to
+// rounding. dA_log / ddt_bias start from random non-zero values on both sides, so `+=` is checked.
+// The harness runs each case twice and requires bitwise-equal CUDA outputs (determinism).
 #include "ops/ops.h"
 #include "parity/harness.h"
 
@@ -73,19 +75,21 @@ HYTRA_PARITY_CASES(gdn) {
   const DType f32 = DType::F32, bf16 = DType::BF16;
   const Dims shapes[] = {
       {2, 100, 2, 2, 32, 32, 64},    // Hv == Hk, T % chunk != 0
-      {1, 37, 2, 4, 64, 48, 64},     // Hv = 2 Hk, chunk > T, dk != dv
-      {1, 200, 1, 2, 16, 24, 16},    // four CUDA checkpoints, the last partial
-      {2, 130, 2, 4, 128, 128, 64},  // the model's head dims
-      {1, 50, 3, 3, 24, 100, 32},    // dv > 64 (two rows per thread), dk not a power of two
+      {1, 37, 2, 4, 64, 48, 64},     // Hv = 2 Hk, chunk > T (one partial chunk), dk != dv
+      {1, 200, 1, 2, 16, 24, 16},    // several chunks, the last partial; dims below one tile
+      {2, 130, 2, 4, 128, 128, 64},  // the model's head dims, Hv = 2 Hk
+      {1, 50, 3, 3, 24, 100, 32},    // dv not a multiple of 32, dk not a power of two
+      {1, 300, 2, 2, 64, 64, 64},    // Hv == Hk, d 64, four whole bf16 chunks and a partial one
+      {2, 160, 1, 2, 128, 64, 64},   // dk 128 with dv 64, Hv = 2 Hk
   };
   for (const Dims& d : shapes) {
     add_fwd(d, f32);
     add_bwd(d, f32);
   }
-  add_fwd(shapes[1], bf16);
-  add_bwd(shapes[1], bf16);
-  add_fwd(shapes[3], bf16);
-  add_bwd(shapes[3], bf16);
+  for (int i : {1, 3, 4, 5, 6}) {
+    add_fwd(shapes[i], bf16);
+    add_bwd(shapes[i], bf16);
+  }
 }
 
 }  // namespace hytra::parity
