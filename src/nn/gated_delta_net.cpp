@@ -37,7 +37,7 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
   HYTRA_CHECK(in.dim() == 3 && in.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden, "), got ",
               in.desc());
   const int64_t B = in.size(0), T = in.size(1), Hk = opt_.key_heads, Hv = opt_.value_heads, dk = opt_.key_head_dim,
-                dv = opt_.value_head_dim, V = v_dim(), Q = qk_dim();
+                dv = opt_.value_head_dim, V = v_dim();
   const DType dt = in.dtype();
   const Device dev = in.device();
   Saved& s = ctx.saved<Saved>(this);
@@ -47,16 +47,19 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
   ops::slice_copy(ex, s.beta, s.proj, 2, conv_dim() + V);
   ops::slice_copy(ex, s.alpha, s.proj, 2, conv_dim() + V + Hv);
 
-  Tensor qkv = Tensor::empty({B, T, conv_dim()}, dt, dev);  // after conv + SiLU
-  ops::conv1d_fwd(ex, qkv, conv_input(s.proj), conv_w_->value.view({conv_dim(), opt_.conv_kernel}), conv_b_->value,
-                  true);
+  // conv + SiLU, channel-wise, so each of q, k and v is its own call writing its own tensor (no split).
   s.q = Tensor::empty({B, T, Hk, dk}, dt, dev);
   s.k = Tensor::empty({B, T, Hk, dk}, dt, dev);
   s.v = Tensor::empty({B, T, Hv, dv}, dt, dev);
-  Tensor q3 = s.q.view({B, T, Q}), k3 = s.k.view({B, T, Q}), v3 = s.v.view({B, T, V});
-  ops::slice_copy(ex, q3, qkv, 2, 0);
-  ops::slice_copy(ex, k3, qkv, 2, Q);
-  ops::slice_copy(ex, v3, qkv, 2, 2 * Q);
+  const Tensor w = conv_w_->value.view({conv_dim(), opt_.conv_kernel});
+  int64_t c0 = 0;
+  for (Tensor* part : {&s.q, &s.k, &s.v}) {
+    const int64_t width = part->numel() / (B * T);
+    Tensor out = part->view({B, T, width});
+    ops::conv1d_fwd(ex, out, conv_input(s.proj).narrow(2, c0, width), w.narrow(0, c0, width),
+                    conv_b_->value.narrow(0, c0, width), true);
+    c0 += width;
+  }
 
   Tensor o = Tensor::empty({B, T, Hv, dv}, dt, dev);
   ops::gated_delta_rule_fwd(ex, o, s.q, s.k, s.v, s.alpha, s.beta, a_log_->master, dt_bias_->master, opt_.chunk_size);
@@ -71,7 +74,7 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
 Tensor GatedDeltaNet::backward_body(StepContext& ctx, const Tensor& df) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
-  const int64_t B = df.size(0), T = df.size(1), Hv = opt_.value_heads, V = v_dim(), Q = qk_dim();
+  const int64_t B = df.size(0), T = df.size(1), Hv = opt_.value_heads, V = v_dim();
   const DType dt = df.dtype();
   const Device dev = df.device();
   Tensor dgated = out_proj_->backward(ctx, df).view({B * T, V});
@@ -86,14 +89,18 @@ Tensor GatedDeltaNet::backward_body(StepContext& ctx, const Tensor& df) {
   ops::gated_delta_rule_bwd(ex, dq, dk, dv, dalpha, dbeta, a_log_->grad, dt_bias_->grad, dout.view(s.v.shape()), s.q,
                             s.k, s.v, s.alpha, s.beta, a_log_->master, dt_bias_->master, opt_.chunk_size);
 
-  Tensor dqkv = Tensor::empty({B, T, conv_dim()}, dt, dev);  // d(conv output)
-  ops::slice_scatter(ex, dqkv, dq.view({B, T, Q}), 2, 0);
-  ops::slice_scatter(ex, dqkv, dk.view({B, T, Q}), 2, Q);
-  ops::slice_scatter(ex, dqkv, dv.view({B, T, V}), 2, 2 * Q);
-  Tensor dqkv_in = conv_input(dproj);
-  Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
-  ops::conv1d_bwd(ex, dqkv_in, dw, conv_b_->grad, dqkv, conv_input(s.proj), conv_w_->value.view(dw.shape()),
-                  conv_b_->value, true);
+  // The conv backward per channel range, as in the forward: d(q, k, v) are read where the rule wrote them.
+  const Tensor w = conv_w_->value.view({conv_dim(), opt_.conv_kernel});
+  Tensor dw = conv_w_->grad.view(w.shape());
+  int64_t c0 = 0;
+  for (const Tensor* part : {&dq, &dk, &dv}) {
+    const int64_t width = part->numel() / (B * T);
+    Tensor dqkv_in = conv_input(dproj).narrow(2, c0, width), dw_part = dw.narrow(0, c0, width);
+    Tensor db_part = conv_b_->grad.narrow(0, c0, width);
+    ops::conv1d_bwd(ex, dqkv_in, dw_part, db_part, part->view({B, T, width}), conv_input(s.proj).narrow(2, c0, width),
+                    w.narrow(0, c0, width), conv_b_->value.narrow(0, c0, width), true);
+    c0 += width;
+  }
   ops::slice_scatter(ex, dproj, dbeta, 2, conv_dim() + V);
   ops::slice_scatter(ex, dproj, dalpha, 2, conv_dim() + V + Hv);
   s = Saved{};

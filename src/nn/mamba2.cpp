@@ -47,16 +47,19 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
   s.dt = Tensor::empty({B, T, H}, dt, dev);
   ops::slice_copy(ex, s.dt, s.zxbcdt, 2, Di + conv_dim());
 
-  Tensor xbc = Tensor::empty({B, T, conv_dim()}, dt, dev);  // after conv + SiLU
-  ops::conv1d_fwd(ex, xbc, conv_input(s.zxbcdt), conv_w_->value.view({conv_dim(), opt_.conv_kernel}), conv_b_->value,
-                  true);
+  // conv + SiLU, channel-wise, so each of x, B and C is its own call writing its own tensor (no split).
   s.x = Tensor::empty({B, T, H, P}, dt, dev);
   s.b = Tensor::empty({B, T, G, N}, dt, dev);
   s.c = Tensor::empty({B, T, G, N}, dt, dev);
-  Tensor x3 = s.x.view({B, T, Di}), b3 = s.b.view({B, T, G * N}), c3 = s.c.view({B, T, G * N});
-  ops::slice_copy(ex, x3, xbc, 2, 0);
-  ops::slice_copy(ex, b3, xbc, 2, Di);
-  ops::slice_copy(ex, c3, xbc, 2, Di + G * N);
+  const Tensor w = conv_w_->value.view({conv_dim(), opt_.conv_kernel});
+  int64_t c0 = 0;
+  for (Tensor* part : {&s.x, &s.b, &s.c}) {
+    const int64_t width = part->numel() / (B * T);
+    Tensor out = part->view({B, T, width});
+    ops::conv1d_fwd(ex, out, conv_input(s.zxbcdt).narrow(2, c0, width), w.narrow(0, c0, width),
+                    conv_b_->value.narrow(0, c0, width), true);
+    c0 += width;
+  }
 
   Tensor y = Tensor::empty({B, T, H, P}, dt, dev);
   ops::ssd_chunk_scan_fwd(ex, y, s.x, s.dt, s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
@@ -71,8 +74,7 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
 Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
-  const int64_t B = df.size(0), T = df.size(1), G = opt_.num_groups, N = opt_.state_dim,
-                Di = d_inner();
+  const int64_t B = df.size(0), T = df.size(1), G = opt_.num_groups, Di = d_inner();
   const DType dt = df.dtype();
   const Device dev = df.device();
   Tensor dgated = out_proj_->backward(ctx, df).view({B * T, Di});
@@ -85,14 +87,18 @@ Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   ops::ssd_chunk_scan_bwd(ex, dx, ddt, dB, dC, dt_bias_->grad, a_log_->grad, d_->grad, dy.view(s.x.shape()), s.x, s.dt,
                           s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
 
-  Tensor dxbc = Tensor::empty({B, T, conv_dim()}, dt, dev);  // d(conv output)
-  ops::slice_scatter(ex, dxbc, dx.view({B, T, Di}), 2, 0);
-  ops::slice_scatter(ex, dxbc, dB.view({B, T, G * N}), 2, Di);
-  ops::slice_scatter(ex, dxbc, dC.view({B, T, G * N}), 2, Di + G * N);
-  Tensor dxbc_in = conv_input(dzxbcdt);
-  Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
-  ops::conv1d_bwd(ex, dxbc_in, dw, conv_b_->grad, dxbc, conv_input(s.zxbcdt), conv_w_->value.view(dw.shape()),
-                  conv_b_->value, true);
+  // The conv backward per channel range, as in the forward: d(x, B, C) are read where the scan wrote them.
+  const Tensor w = conv_w_->value.view({conv_dim(), opt_.conv_kernel});
+  Tensor dw = conv_w_->grad.view(w.shape());
+  int64_t c0 = 0;
+  for (const Tensor* part : {&dx, &dB, &dC}) {
+    const int64_t width = part->numel() / (B * T);
+    Tensor dxbc_in = conv_input(dzxbcdt).narrow(2, c0, width), dw_part = dw.narrow(0, c0, width);
+    Tensor db_part = conv_b_->grad.narrow(0, c0, width);
+    ops::conv1d_bwd(ex, dxbc_in, dw_part, db_part, part->view({B, T, width}), conv_input(s.zxbcdt).narrow(2, c0, width),
+                    w.narrow(0, c0, width), conv_b_->value.narrow(0, c0, width), true);
+    c0 += width;
+  }
   ops::slice_scatter(ex, dzxbcdt, ddt, 2, Di + conv_dim());
   s = Saved{};
   return in_proj_->backward(ctx, dzxbcdt);
