@@ -2,7 +2,8 @@
 # One call on the lent GPU machine (bench/NOTES.md): the CUDA parity suite, the GPU unit and end-to-end tests,
 # `hytra bench` of each config in BENCH (default llama3.2-1b) at each global batch in GBS_LIST
 # (default 2 8), and optionally the PyTorch peer of each config in BENCH (PEER=1: bench/peer/dense_peer.py for
-# llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml; eager and compiled), the peer timing of
+# llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml; eager and compiled, or PEER_MODE=compile
+# or eager alone), the peer timing of
 # the Mamba-2 SSD scan alone (SSD_PEER=1: bench/peer/ssd_peer.py) and an ncu per-kernel breakdown of one step
 # (NCU=1); CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
 # test_unit, test_e2e; not needed with CHECKS=0 BENCH_HYTRA=0, which runs the peers alone);
@@ -42,7 +43,7 @@ if [ "${PEER:-0}" = 1 ]; then
       *) echo "== peer: none for $cfg"; continue ;;
     esac
     echo "== peer $name ($peer) gbs ${GBS_LIST:-2 8}"
-    (cd bench/peer && PYTHONUNBUFFERED=1 $PY $peer --mode both --config-name "$name" \
+    (cd bench/peer && PYTHONUNBUFFERED=1 $PY $peer --mode ${PEER_MODE:-both} --config-name "$name" \
       --global-batch-size ${GBS_LIST:-2 8} --steps ${STEPS:-10} >"$OUT/peer_$name.log" 2>&1)
     grep -E "^(peer=|# )" "$OUT/peer_$name.log" || tail -5 "$OUT/peer_$name.log"
   done

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "nn/channel_conv.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -47,19 +48,12 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
   ops::slice_copy(ex, s.beta, s.proj, 2, conv_dim() + V);
   ops::slice_copy(ex, s.alpha, s.proj, 2, conv_dim() + V + Hv);
 
-  // conv + SiLU, channel-wise, so each of q, k and v is its own call writing its own tensor (no split).
+  // conv + SiLU straight into q, k and v (nn/channel_conv.h).
   s.q = Tensor::empty({B, T, Hk, dk}, dt, dev);
   s.k = Tensor::empty({B, T, Hk, dk}, dt, dev);
   s.v = Tensor::empty({B, T, Hv, dv}, dt, dev);
-  const Tensor w = conv_w_->value.view({conv_dim(), opt_.conv_kernel});
-  int64_t c0 = 0;
-  for (Tensor* part : {&s.q, &s.k, &s.v}) {
-    const int64_t width = part->numel() / (B * T);
-    Tensor out = part->view({B, T, width});
-    ops::conv1d_fwd(ex, out, conv_input(s.proj).narrow(2, c0, width), w.narrow(0, c0, width),
-                    conv_b_->value.narrow(0, c0, width), true);
-    c0 += width;
-  }
+  channel_conv_fwd(ex, {&s.q, &s.k, &s.v}, conv_input(s.proj), conv_w_->value.view({conv_dim(), opt_.conv_kernel}),
+                   conv_b_->value);
 
   Tensor o = Tensor::empty({B, T, Hv, dv}, dt, dev);
   ops::gated_delta_rule_fwd(ex, o, s.q, s.k, s.v, s.alpha, s.beta, a_log_->master, dt_bias_->master, opt_.chunk_size);
@@ -89,18 +83,10 @@ Tensor GatedDeltaNet::backward_body(StepContext& ctx, const Tensor& df) {
   ops::gated_delta_rule_bwd(ex, dq, dk, dv, dalpha, dbeta, a_log_->grad, dt_bias_->grad, dout.view(s.v.shape()), s.q,
                             s.k, s.v, s.alpha, s.beta, a_log_->master, dt_bias_->master, opt_.chunk_size);
 
-  // The conv backward per channel range, as in the forward: d(q, k, v) are read where the rule wrote them.
-  const Tensor w = conv_w_->value.view({conv_dim(), opt_.conv_kernel});
-  Tensor dw = conv_w_->grad.view(w.shape());
-  int64_t c0 = 0;
-  for (const Tensor* part : {&dq, &dk, &dv}) {
-    const int64_t width = part->numel() / (B * T);
-    Tensor dqkv_in = conv_input(dproj).narrow(2, c0, width), dw_part = dw.narrow(0, c0, width);
-    Tensor db_part = conv_b_->grad.narrow(0, c0, width);
-    ops::conv1d_bwd(ex, dqkv_in, dw_part, db_part, part->view({B, T, width}), conv_input(s.proj).narrow(2, c0, width),
-                    w.narrow(0, c0, width), conv_b_->value.narrow(0, c0, width), true);
-    c0 += width;
-  }
+  // The conv backward reads d(q, k, v) where the rule wrote them.
+  Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
+  channel_conv_bwd(ex, conv_input(dproj), dw, conv_b_->grad, {&dq, &dk, &dv}, conv_input(s.proj),
+                   conv_w_->value.view(dw.shape()), conv_b_->value);
   ops::slice_scatter(ex, dproj, dbeta, 2, conv_dim() + V);
   ops::slice_scatter(ex, dproj, dalpha, 2, conv_dim() + V + Hv);
   s = Saved{};

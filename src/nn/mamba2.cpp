@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "nn/channel_conv.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -47,19 +48,12 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
   s.dt = Tensor::empty({B, T, H}, dt, dev);
   ops::slice_copy(ex, s.dt, s.zxbcdt, 2, Di + conv_dim());
 
-  // conv + SiLU, channel-wise, so each of x, B and C is its own call writing its own tensor (no split).
+  // conv + SiLU straight into x, B and C (nn/channel_conv.h).
   s.x = Tensor::empty({B, T, H, P}, dt, dev);
   s.b = Tensor::empty({B, T, G, N}, dt, dev);
   s.c = Tensor::empty({B, T, G, N}, dt, dev);
-  const Tensor w = conv_w_->value.view({conv_dim(), opt_.conv_kernel});
-  int64_t c0 = 0;
-  for (Tensor* part : {&s.x, &s.b, &s.c}) {
-    const int64_t width = part->numel() / (B * T);
-    Tensor out = part->view({B, T, width});
-    ops::conv1d_fwd(ex, out, conv_input(s.zxbcdt).narrow(2, c0, width), w.narrow(0, c0, width),
-                    conv_b_->value.narrow(0, c0, width), true);
-    c0 += width;
-  }
+  channel_conv_fwd(ex, {&s.x, &s.b, &s.c}, conv_input(s.zxbcdt), conv_w_->value.view({conv_dim(), opt_.conv_kernel}),
+                   conv_b_->value);
 
   Tensor y = Tensor::empty({B, T, H, P}, dt, dev);
   ops::ssd_chunk_scan_fwd(ex, y, s.x, s.dt, s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
@@ -87,18 +81,10 @@ Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   ops::ssd_chunk_scan_bwd(ex, dx, ddt, dB, dC, dt_bias_->grad, a_log_->grad, d_->grad, dy.view(s.x.shape()), s.x, s.dt,
                           s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
 
-  // The conv backward per channel range, as in the forward: d(x, B, C) are read where the scan wrote them.
-  const Tensor w = conv_w_->value.view({conv_dim(), opt_.conv_kernel});
-  Tensor dw = conv_w_->grad.view(w.shape());
-  int64_t c0 = 0;
-  for (const Tensor* part : {&dx, &dB, &dC}) {
-    const int64_t width = part->numel() / (B * T);
-    Tensor dxbc_in = conv_input(dzxbcdt).narrow(2, c0, width), dw_part = dw.narrow(0, c0, width);
-    Tensor db_part = conv_b_->grad.narrow(0, c0, width);
-    ops::conv1d_bwd(ex, dxbc_in, dw_part, db_part, part->view({B, T, width}), conv_input(s.zxbcdt).narrow(2, c0, width),
-                    w.narrow(0, c0, width), conv_b_->value.narrow(0, c0, width), true);
-    c0 += width;
-  }
+  // The conv backward reads d(x, B, C) where the scan wrote them.
+  Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
+  channel_conv_bwd(ex, conv_input(dzxbcdt), dw, conv_b_->grad, {&dx, &dB, &dC}, conv_input(s.zxbcdt),
+                   conv_w_->value.view(dw.shape()), conv_b_->value);
   ops::slice_scatter(ex, dzxbcdt, ddt, 2, Di + conv_dim());
   s = Saved{};
   return in_proj_->backward(ctx, dzxbcdt);

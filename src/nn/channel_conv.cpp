@@ -1,0 +1,32 @@
+#include "nn/channel_conv.h"
+
+#include "ops/ops.h"
+
+namespace hytra {
+
+void channel_conv_fwd(Exec& ex, const std::vector<Tensor*>& parts, const Tensor& in, const Tensor& w,
+                      const Tensor& bias) {
+  const int64_t B = in.size(0), T = in.size(1);
+  int64_t c0 = 0;
+  for (Tensor* part : parts) {
+    const int64_t width = part->numel() / (B * T);
+    Tensor out = part->view({B, T, width});
+    ops::conv1d_fwd(ex, out, in.narrow(2, c0, width), w.narrow(0, c0, width), bias.narrow(0, c0, width), true);
+    c0 += width;
+  }
+}
+
+void channel_conv_bwd(Exec& ex, const Tensor& din, Tensor& dw, Tensor& dbias, const std::vector<const Tensor*>& dparts,
+                      const Tensor& in, const Tensor& w, const Tensor& bias) {
+  const int64_t B = in.size(0), T = in.size(1);
+  int64_t c0 = 0;
+  for (const Tensor* part : dparts) {
+    const int64_t width = part->numel() / (B * T);
+    Tensor dx = din.narrow(2, c0, width), dw_part = dw.narrow(0, c0, width), db_part = dbias.narrow(0, c0, width);
+    ops::conv1d_bwd(ex, dx, dw_part, db_part, part->view({B, T, width}), in.narrow(2, c0, width),
+                    w.narrow(0, c0, width), bias.narrow(0, c0, width), true);
+    c0 += width;
+  }
+}
+
+}  // namespace hytra
