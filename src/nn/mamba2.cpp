@@ -45,8 +45,6 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
   const Device dev = in.device();
   Saved& s = ctx.saved<Saved>(this);
   s.zxbcdt = in_proj_->forward(ctx, in);  // (B,T,2 Di + 2GN + H); the conv and the norm read it in place
-  s.dt = Tensor::empty({B, T, H}, dt, dev);
-  ops::slice_copy(ex, s.dt, s.zxbcdt, 2, Di + conv_dim());
 
   // conv + SiLU straight into x, B and C (nn/channel_conv.h).
   s.x = Tensor::empty({B, T, H, P}, dt, dev);
@@ -56,7 +54,8 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
                    conv_b_->value);
 
   Tensor y = Tensor::empty({B, T, H, P}, dt, dev);
-  ops::ssd_chunk_scan_fwd(ex, y, s.x, s.dt, s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
+  ops::ssd_chunk_scan_fwd(ex, y, s.x, dt_part(s.zxbcdt), s.b, s.c, dt_bias_->master, a_log_->master, d_->master,
+                          opt_.chunk_size);
   s.y = y.view({B * T, Di});
   s.rstd = Tensor::empty({B * T, G}, stat_dtype(dt), dev);
   Tensor gated = Tensor::empty({B, T, Di}, dt, dev);
@@ -76,16 +75,15 @@ Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   Tensor dy = Tensor::empty({B * T, Di}, dt, dev), dz = gate(dzxbcdt);
   ops::gated_rmsnorm_bwd(ex, dy, dz, norm_w_->grad, dgated, s.y, gate(s.zxbcdt), norm_w_->value, s.rstd, Di / G, false);
 
-  Tensor dx = Tensor::empty(s.x.shape(), dt, dev), ddt = Tensor::empty(s.dt.shape(), dt, dev);
+  Tensor dx = Tensor::empty(s.x.shape(), dt, dev), ddt = dt_part(dzxbcdt);
   Tensor dB = Tensor::empty(s.b.shape(), dt, dev), dC = Tensor::empty(s.c.shape(), dt, dev);
-  ops::ssd_chunk_scan_bwd(ex, dx, ddt, dB, dC, dt_bias_->grad, a_log_->grad, d_->grad, dy.view(s.x.shape()), s.x, s.dt,
-                          s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
+  ops::ssd_chunk_scan_bwd(ex, dx, ddt, dB, dC, dt_bias_->grad, a_log_->grad, d_->grad, dy.view(s.x.shape()), s.x,
+                          dt_part(s.zxbcdt), s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
 
   // The conv backward reads d(x, B, C) where the scan wrote them.
   Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});
   channel_conv_bwd(ex, conv_input(dzxbcdt), dw, conv_b_->grad, {&dx, &dB, &dC}, conv_input(s.zxbcdt),
                    conv_w_->value.view(dw.shape()), conv_b_->value);
-  ops::slice_scatter(ex, dzxbcdt, ddt, 2, Di + conv_dim());
   s = Saved{};
   return in_proj_->backward(ctx, dzxbcdt);
 }

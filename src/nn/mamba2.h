@@ -43,17 +43,17 @@ class Mamba2Mixer : public PreNormModule {
   int64_t d_inner() const { return opt_.num_heads * opt_.head_dim; }
   int64_t conv_dim() const { return d_inner() + 2 * opt_.num_groups * opt_.state_dim; }
   // Row-pitched parts of a (B,T,2 d_inner + 2GN + H) in_proj-shaped tensor, read or written in place:
-  // the gate z as (B*T, d_inner) and the conv input xBC as (B,T,conv_dim).
+  // the gate z as (B*T, d_inner), the conv input xBC as (B,T,conv_dim) and the raw dt as (B,T,H).
   Tensor gate(const Tensor& zxbcdt) const {
     return zxbcdt.view({zxbcdt.size(0) * zxbcdt.size(1), zxbcdt.size(2)}).narrow(1, 0, d_inner());
   }
   Tensor conv_input(const Tensor& zxbcdt) const { return zxbcdt.narrow(2, d_inner(), conv_dim()); }
+  Tensor dt_part(const Tensor& zxbcdt) const { return zxbcdt.narrow(2, d_inner() + conv_dim(), opt_.num_heads); }
 
   struct Saved {
     Tensor zxbcdt;  // (B,T,2 d_inner + 2GN + H) in_proj output: the gate z, the conv input, raw dt
     Tensor x;       // (B,T,H,P) conv output, x part
     Tensor b, c;    // (B,T,G,N) conv output, B and C parts
-    Tensor dt;      // (B,T,H) raw dt
     Tensor y;       // (B*T, d_inner) SSD output
     Tensor rstd;    // (B*T, G) gated norm statistics
   };

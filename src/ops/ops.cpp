@@ -473,7 +473,9 @@ void check_ssd(Exec& ex, const char* op, const Tensor& x, const Tensor& dt_raw, 
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2), G = Bm.size(2), N = Bm.size(3);
   HYTRA_CHECK(G > 0 && H % G == 0, op, ": heads H = ", H, " must be a multiple of groups G = ", G);
   HYTRA_CHECK(chunk_size > 0, op, ": chunk_size must be positive, got ", chunk_size);
-  check_act(ex, op, "dt_raw", dt_raw, x, {B, T, H});
+  check_pitched(ex, op, "dt_raw", dt_raw);  // may be a column of the Mamba in_proj output
+  check_shape(op, "dt_raw", dt_raw, {B, T, H});
+  check_same_dtype(op, "dt_raw", dt_raw, x);
   check_act(ex, op, "Bm", Bm, x, {B, T, G, N});
   check_act(ex, op, "Cm", Cm, x, {B, T, G, N});
   for (auto [n, t] : {Arg{"dt_bias", &dt_bias}, {"A_log", &A_log}, {"D", &D}}) check_small_param(ex, op, n, *t, x, H);
@@ -536,7 +538,9 @@ void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tenso
   check_ssd(ex, op, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
   check_act(ex, op, "dy", dy, x, x.shape());
   check_act(ex, op, "dx", dx, x, x.shape());
-  check_act(ex, op, "ddt_raw", ddt_raw, x, dt_raw.shape());
+  check_pitched(ex, op, "ddt_raw", ddt_raw);
+  check_shape(op, "ddt_raw", ddt_raw, dt_raw.shape());
+  check_same_dtype(op, "ddt_raw", ddt_raw, x);
   check_act(ex, op, "dB", dB, x, Bm.shape());
   check_act(ex, op, "dC", dC, x, Cm.shape());
   for (auto [n, t] : {Arg{"ddt_bias", &ddt_bias}, {"dA_log", &dA_log}, {"dD", &dD}})

@@ -87,6 +87,7 @@ TEST(Allocator, CpuStatsTrackInUseAndPeak) {
 TEST(Allocator, CudaCachingReusesBlocksAndTracksPeak) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   Allocator& a = cuda_allocator();
+  cuda_allocator_release_cached();  // blocks cached by earlier tests would serve the first allocation
   a.reset_peak();
   const MemoryStats s0 = a.stats();
   const size_t n = size_t(3) << 20;

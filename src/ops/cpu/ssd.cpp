@@ -32,15 +32,13 @@
 namespace hytra::cpu {
 namespace {
 
-// Sizes of one call; so() is the offset of element (b, t, h) of a (B,T,H) tensor.
+// Sizes of one call.
 struct Dims {
   int64_t B, T, H, G, P, N;
   Dims(const Tensor& x, const Tensor& Bm)
       : B(x.size(0)), T(x.size(1)), H(x.size(2)), G(Bm.size(2)), P(x.size(3)), N(Bm.size(3)) {}
   int64_t heads_per_group() const { return H / G; }
-  int64_t so(int64_t b, int64_t t, int64_t h) const { return (b * T + t) * H + h; }
 };
-
 
 // Rows [b, :, head, :] of a (B, T, heads, W) tensor (x, dy: heads H; Bm, Cm: groups G) into dst (T, W).
 template <class T>
@@ -65,7 +63,7 @@ template <class T>
 StepScalars<T> step_scalars(const Tensor& dt_raw, const Dims& d, int64_t b, int64_t h, T dt_bias, T A) {
   StepScalars<T> s{std::vector<T>(d.T), std::vector<T>(d.T), std::vector<T>(d.T)};
   for (int64_t t = 0; t < d.T; ++t) {
-    load(dt_raw, d.so(b, t, h), 1, &s.z[t]);
+    load(dt_raw, (b * d.T + t) * dt_raw.row_pitch() + h, 1, &s.z[t]);
     s.z[t] += dt_bias;
     s.dt[t] = softplus(s.z[t]);
     s.a[t] = s.dt[t] * A;
@@ -75,9 +73,8 @@ StepScalars<T> step_scalars(const Tensor& dt_raw, const Dims& d, int64_t b, int6
 
 // S (P,N) <- the state leaving chunk [c0, c1) given S entering it (the state-passing step).
 template <class T>
-void pass_state(T* S, const T* X, const T* Bv, const StepScalars<T>& s, int64_t c0, int64_t c1, int64_t P,
-                int64_t N) {
-  T seg = 0;  // seg(j, c1-1)
+void pass_state(T* S, const T* X, const T* Bv, const StepScalars<T>& s, int64_t c0, int64_t c1, int64_t P, int64_t N) {
+  T seg = 0;                        // seg(j, c1-1)
   std::vector<T> add(P * N, T(0));  // (P,N)
   for (int64_t j = c1 - 1; j >= c0; --j) {
     const T coef = std::exp(seg) * s.dt[j];
@@ -102,7 +99,7 @@ void ssd_fwd_impl(Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor
   load(D, 0, d.H, dskip.data());
   parallel_for(d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
     std::vector<T> X(d.T * P), Y(d.T * P), Bv(d.T * N), Cv(d.T * N);  // (T,P), (T,P), (T,N), (T,N)
-    std::vector<T> S(P * N);                                              // (P,N)
+    std::vector<T> S(P * N);                                          // (P,N)
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / d.H, h = i % d.H, g = h / d.heads_per_group();
       const T A = -std::exp(alog[h]);
@@ -150,7 +147,7 @@ void ssd_bwd_impl(Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& d
   load(D, 0, d.H, dskip.data());
   std::vector<T> part(d.B * d.H * 3, T(0));  // (B,H,3): ddt_bias, dA_log, dD of each (b, h)
   parallel_for(d.B * d.G, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<T> X(d.T * P), dY(d.T * P), dX(d.T * P);                 // (T,P) each
+    std::vector<T> X(d.T * P), dY(d.T * P), dX(d.T * P);                  // (T,P) each
     std::vector<T> Bv(d.T * N), Cv(d.T * N), dBv(d.T * N), dCv(d.T * N);  // (T,N) each
     std::vector<T> dz(d.T);                                               // (T)
     std::vector<T> entry(chunks * PN), St(Qc * PN), Gs(PN);               // (chunks,P,N), (Qc,P,N), (P,N)
@@ -217,7 +214,7 @@ void ssd_bwd_impl(Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& d
           }
         }
         store_rows(dx, b, h, dX.data());
-        for (int64_t t = 0; t < d.T; ++t) store(ddt_raw, d.so(b, t, h), 1, &dz[t]);
+        for (int64_t t = 0; t < d.T; ++t) store(ddt_raw, (b * d.T + t) * ddt_raw.row_pitch() + h, 1, &dz[t]);
         T* ph = part.data() + (b * d.H + h) * 3;
         ph[0] = p_bias;
         ph[1] = A * p_a;
@@ -240,15 +237,14 @@ void ssd_bwd_impl(Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& d
 
 void ssd_chunk_scan_fwd(Exec&, Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
                         const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size) {
-  with_compute_type(x.dtype(), [&](auto t) {
-    ssd_fwd_impl<decltype(t)>(y, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
-  });
+  with_compute_type(x.dtype(),
+                    [&](auto t) { ssd_fwd_impl<decltype(t)>(y, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size); });
 }
 
-void ssd_chunk_scan_bwd(Exec&, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias,
-                        Tensor& dA_log, Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw,
-                        const Tensor& Bm, const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log,
-                        const Tensor& D, int64_t chunk_size) {
+void ssd_chunk_scan_bwd(Exec&, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias, Tensor& dA_log,
+                        Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm,
+                        const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D,
+                        int64_t chunk_size) {
   with_compute_type(x.dtype(), [&](auto t) {
     ssd_bwd_impl<decltype(t)>(dx, ddt_raw, dB, dC, ddt_bias, dA_log, dD, dy, x, dt_raw, Bm, Cm, dt_bias, A_log, D,
                               chunk_size);

@@ -25,6 +25,7 @@ struct Dims {
   int nC = 0;          // chunks, ceil(T / Q)
   int Pk = 0;          // P rounded up to 16 (the k extent of products over p)
   int pt = 0, nt = 0;  // 64-wide tiles over P and N
+  int64_t ldt = 0;     // row pitch of dt_raw (row-pitched: a column range of the Mamba in_proj output)
   __host__ __device__ int64_t hpg() const { return H / G; }
   __host__ __device__ int64_t TQ() const { return int64_t(nC) * Q; }  // pitch of the per-step scratch
   __host__ __device__ int SP() const { return pt * kTile; }           // rows of a stored state
@@ -95,7 +96,8 @@ void with_args(const char* op, const Tensor& x, const Tensor& dt_raw, const Tens
   HYTRA_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", x.desc());
   HYTRA_CHECK(Bm.size(3) >= 1, op, " on CUDA: state N must be at least 1, got ", Bm.desc());
   if (x.numel() == 0) return;
-  const Dims d = make_dims(x, Bm, chunk_size);
+  Dims d = make_dims(x, Bm, chunk_size);
+  d.ldt = dt_raw.row_pitch();
   HYTRA_CHECK(d.B * d.nC <= 65535 && d.H <= 65535, op, " on CUDA: B * T / chunk = ", d.B * d.nC, " and H = ", d.H,
               " must be at most 65535 (grid)");
   const DType t = x.dtype();

@@ -166,10 +166,10 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
   }
 }
 
-// One (b, h, chunk c), Q threads (thread k: step t0 + k): da, ddt_raw, and fin_part (B,H,nC,3) = the
-// chunk's sum of ddt_raw, A sum da dt, and sum dy.x.
+// One (b, h, chunk c), Q threads (thread k: step t0 + k): da, ddt_raw (row pitch lddt), and fin_part
+// (B,H,nC,3) = the chunk's sum of ddt_raw, A sum da dt, and sum dy.x.
 template <class T>
-__global__ void ssd_finish_kernel(Args<T> a, T* ddt_raw, const float* row_part, const float* da_diag,
+__global__ void ssd_finish_kernel(Args<T> a, T* ddt_raw, int64_t lddt, const float* row_part, const float* da_diag,
                                   const float* e_part, const float* dd_part, float* fin_part) {
   const Dims& d = a.d;
   const int64_t c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, bh = b * d.H + h, t0 = c * d.Q;
@@ -199,9 +199,9 @@ __global__ void ssd_finish_kernel(Args<T> a, T* ddt_raw, const float* row_part, 
   const float A = -expf(a.A_log[h]), dt = a.dt[bh * d.TQ() + t];
   float draw = 0.0f;
   if (valid) {
-    const int64_t i = (b * d.T + t) * d.H + h;
-    draw = (xr + A * da) * sigmoid(to_float(a.dt_raw[i]) + a.dt_bias[h]);
-    ddt_raw[i] = from_float<T>(draw);
+    const int64_t row = b * d.T + t;
+    draw = (xr + A * da) * sigmoid(to_float(a.dt_raw[row * d.ldt + h]) + a.dt_bias[h]);
+    ddt_raw[row * lddt + h] = from_float<T>(draw);
   }
   const float sum_draw = block_prefix(draw, red);
   const float sum_da_dt = block_prefix(valid ? da * dt : 0.0f, red);
@@ -233,7 +233,8 @@ __global__ void ssd_param_kernel(float* ddt_bias, float* dA_log, float* dD, cons
 
 // Gradients into dx, ddt_raw, dB, dC (=) and the parameter gradients (+=).
 template <class T>
-void backward(Exec& ex, const Args<T>& a, T* dx, T* ddt_raw, T* dB, T* dC, float* ddt_bias, float* dA_log, float* dD) {
+void backward(Exec& ex, const Args<T>& a, T* dx, T* ddt_raw, int64_t lddt, T* dB, T* dC, float* ddt_bias, float* dA_log,
+              float* dD) {
   const Dims& d = a.d;
   cudaStream_t s = stream_of(ex);
   const Device cu = Device::CUDA;
@@ -254,7 +255,7 @@ void backward(Exec& ex, const Args<T>& a, T* dx, T* ddt_raw, T* dB, T* dC, float
   check_launch("ssd_dx_kernel");
   Tensor fin_part = Tensor::empty({d.B, d.H, d.nC, 3}, DType::F32, cu);  // (B,H,nC,3)
   ssd_finish_kernel<T><<<dim3(unsigned(d.nC), unsigned(d.H), unsigned(d.B)), d.Q, 0, s>>>(
-      a, ddt_raw, row_part.data<float>(), da_diag.data<float>(), e_part.data<float>(), dd_part.data<float>(),
+      a, ddt_raw, lddt, row_part.data<float>(), da_diag.data<float>(), e_part.data<float>(), dd_part.data<float>(),
       fin_part.data<float>());
   check_launch("ssd_finish_kernel");
   constexpr int warps = kParamThreads / 32;
@@ -274,8 +275,9 @@ void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tenso
                         int64_t chunk_size) {
   ssd::with_args("ssd_chunk_scan_bwd", x, dt_raw, Bm, Cm, dt_bias, A_log, D, &dy, chunk_size, [&](auto& a) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(a.x)>>;
-    ssd::backward(ex, a, static_cast<T*>(dx.raw()), static_cast<T*>(ddt_raw.raw()), static_cast<T*>(dB.raw()),
-                  static_cast<T*>(dC.raw()), ddt_bias.data<float>(), dA_log.data<float>(), dD.data<float>());
+    ssd::backward(ex, a, static_cast<T*>(dx.raw()), static_cast<T*>(ddt_raw.raw()), ddt_raw.row_pitch(),
+                  static_cast<T*>(dB.raw()), static_cast<T*>(dC.raw()), ddt_bias.data<float>(), dA_log.data<float>(),
+                  dD.data<float>());
   });
 }
 

@@ -25,7 +25,7 @@ __global__ void ssd_dt_kernel(Args<T> a) {
   float carry = 0.0f;
   for (int j0 = 0; j0 < d.Q; j0 += 32) {
     const int64_t t = c * d.Q + j0 + lane;
-    const float dt = t < d.T ? softplus(to_float(a.dt_raw[(b * d.T + t) * d.H + h]) + bias) : 0.0f;
+    const float dt = t < d.T ? softplus(to_float(a.dt_raw[(b * d.T + t) * d.ldt + h]) + bias) : 0.0f;
     float s = dt * A2;
     for (int o = 1; o < 32; o <<= 1) {
       const float u = __shfl_up_sync(0xffffffffu, s, o);
