@@ -90,9 +90,9 @@ int64_t Tensor::row_pitch() const {
   const int64_t n = dim();
   if (n == 0) return 1;
   const int64_t width = shape_[size_t(n - 1)];
-  if (numel() / std::max<int64_t>(width, 1) <= 1) return width;  // at most one row
   if (width > 1 && strides_[size_t(n - 1)] != 1) return -1;
-  int64_t pitch = -1, expect = 0;  // size-1 dims carry no stride information
+  if (numel() / std::max<int64_t>(width, 1) <= 1) return width;  // at most one row
+  int64_t pitch = -1, expect = 0;                                // size-1 dims carry no stride information
   for (int64_t d = n - 2; d >= 0; --d) {
     if (shape_[size_t(d)] == 1) continue;
     if (pitch < 0) pitch = expect = strides_[size_t(d)];

@@ -217,7 +217,7 @@ void ModelConfig::validate() const {
   if (ffn_hidden_size == 0 && hidden_size > 0 && sizes_bounded)
     need(ffn_size() > 0, str("--ffn-hidden-size: the default for --hidden-size ", hidden_size,
                              " with --swiglu, int(8 x hidden / 3 / 64) x 64, is 0; set --ffn-hidden-size"));
-  if (errs.empty()) {  // the pattern, and what its layer kinds need (model/model_plan.h)
+  if (errs.empty()) {  // the pattern and what its layer kinds need (model/model_plan.h), on valid fields only
     try {
       check_plan(*this, plan_for(*this), errs);
     } catch (const Error& e) {

@@ -1,6 +1,5 @@
 #include "model/layer_kinds.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -30,7 +29,7 @@ void check_mamba2(const ModelConfig& c, std::vector<std::string>& errors) {
   if (c.mamba_num_heads == 0 && (2 * c.hidden_size) % c.mamba_head_dim != 0)
     errors.push_back(str("--mamba-head-dim: must divide the Mamba inner width 2 x --hidden-size (", 2 * c.hidden_size,
                          ") when --mamba-num-heads is not given, got ", c.mamba_head_dim));
-  else if (c.mamba_heads() <= 0 || c.mamba_heads() % c.mamba_num_groups != 0)
+  else if (c.mamba_heads() % c.mamba_num_groups != 0)
     errors.push_back(
         str("--mamba-num-groups: must divide the Mamba heads (", c.mamba_heads(), "), got ", c.mamba_num_groups));
 }

@@ -28,7 +28,8 @@ struct LayerKind {
   std::optional<RecomputeModule> recompute_module;  // the --recompute-modules entry that reruns its body
   // The sub-layer module; nullptr: the symbol parses but is not built yet.
   std::unique_ptr<Module> (*build)(const ModelConfig&, const SubLayerSpec&, ParamStore&);
-  // What this kind needs of the configuration, as "--flag: ..." messages (ModelConfig::validate); may be nullptr.
+  // What this kind needs of the configuration, as "--flag: ..." messages; may be nullptr. Run by
+  // ModelConfig::validate only once the field checks passed (sizes positive and bounded).
   void (*check)(const ModelConfig&, std::vector<std::string>& errors);
   int64_t (*matmul_params)(const ModelConfig&);  // weights one token is multiplied by (6 FLOPs each per step)
   double (*other_flops)(const ModelConfig&);     // per token and step beyond the matmuls (attention core, scans)

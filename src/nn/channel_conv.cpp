@@ -1,5 +1,6 @@
 #include "nn/channel_conv.h"
 
+#include "core/error.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -7,6 +8,7 @@ namespace hytra {
 void channel_conv_fwd(Exec& ex, const std::vector<Tensor*>& parts, const Tensor& in, const Tensor& w,
                       const Tensor& bias) {
   const int64_t B = in.size(0), T = in.size(1);
+  HYTRA_ASSERT(B * T > 0, "channel_conv_fwd of an empty batch");
   int64_t c0 = 0;
   for (Tensor* part : parts) {
     const int64_t width = part->numel() / (B * T);
@@ -14,11 +16,13 @@ void channel_conv_fwd(Exec& ex, const std::vector<Tensor*>& parts, const Tensor&
     ops::conv1d_fwd(ex, out, in.narrow(2, c0, width), w.narrow(0, c0, width), bias.narrow(0, c0, width), true);
     c0 += width;
   }
+  HYTRA_ASSERT(c0 == in.size(2), "channel_conv_fwd: the parts cover ", c0, " of ", in.size(2), " channels");
 }
 
 void channel_conv_bwd(Exec& ex, const Tensor& din, Tensor& dw, Tensor& dbias, const std::vector<const Tensor*>& dparts,
                       const Tensor& in, const Tensor& w, const Tensor& bias) {
   const int64_t B = in.size(0), T = in.size(1);
+  HYTRA_ASSERT(B * T > 0, "channel_conv_bwd of an empty batch");
   int64_t c0 = 0;
   for (const Tensor* part : dparts) {
     const int64_t width = part->numel() / (B * T);
@@ -27,6 +31,7 @@ void channel_conv_bwd(Exec& ex, const Tensor& din, Tensor& dw, Tensor& dbias, co
                     w.narrow(0, c0, width), bias.narrow(0, c0, width), true);
     c0 += width;
   }
+  HYTRA_ASSERT(c0 == in.size(2), "channel_conv_bwd: the parts cover ", c0, " of ", in.size(2), " channels");
 }
 
 }  // namespace hytra

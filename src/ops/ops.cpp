@@ -10,22 +10,28 @@ namespace {
 
 using Arg = std::pair<const char*, const Tensor*>;
 
-// Every tensor argument: defined, contiguous, on the executor's device.
-// Defined, on the executor's device, and row-pitched (Tensor::row_pitch): the activations an op
-// documents as "row-pitched" may be a narrow of a wider tensor's last dim.
-void check_pitched(const Exec& ex, const char* op, const char* arg, const Tensor& t) {
+// Defined and on the executor's device (fp64 only on the CPU).
+void check_placed(const Exec& ex, const char* op, const char* arg, const Tensor& t) {
   HYTRA_CHECK(t.defined(), op, ": argument '", arg, "' is undefined");
-  HYTRA_CHECK(t.row_pitch() >= 0, op, ": argument '", arg, "' must have contiguous, evenly spaced rows, got ", t.desc(),
-              " with strides ", shape_str(t.strides()));
   HYTRA_CHECK(t.device() == ex.device(), op, ": argument '", arg, "' is on ", device_name(t.device()),
               " but the executor runs on ", device_name(ex.device()));
   HYTRA_CHECK(!(t.dtype() == DType::F64 && ex.device() == Device::CUDA), op, ": argument '", arg,
               "' is fp64, which only the CPU backend supports");
 }
 
+// Every tensor argument: placed and contiguous.
 void check_arg(const Exec& ex, const char* op, const char* arg, const Tensor& t) {
-  check_pitched(ex, op, arg, t);
+  check_placed(ex, op, arg, t);
   HYTRA_CHECK(t.is_contiguous(), op, ": argument '", arg, "' must be contiguous, got ", t.desc());
+}
+
+// The arguments ops.def marks "row-pitched": placed, and contiguous or a column range of a wider
+// tensor (Tensor::row_pitch: the last dim contiguous, the rows evenly spaced).
+void check_pitched(const Exec& ex, const char* op, const char* arg, const Tensor& t) {
+  check_placed(ex, op, arg, t);
+  HYTRA_CHECK(t.row_pitch() >= 0, op, ": argument '", arg,
+              "' must be contiguous or a column range of a wider tensor (evenly spaced rows), got ", t.desc(),
+              " with strides ", shape_str(t.strides()));
 }
 
 void check_float(const char* op, const char* arg, const Tensor& t) {

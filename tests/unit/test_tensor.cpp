@@ -26,9 +26,8 @@ TEST(Tensor, ShapeStridesAndViews) {
   EXPECT_THROW(t.view({5, 5}), Error);
 }
 
-// Sizes from flags or files: a count past int64 is an error, not a wrapped size.
-// Row-pitched layouts: a narrow of the last dim keeps evenly spaced rows; other narrows and
-// transposed-like strides do not.
+// Row-pitched layouts: a narrow of the last dim keeps evenly spaced rows; a narrow of a middle dim
+// does not.
 TEST(Tensor, RowPitch) {
   Tensor t = Tensor::zeros({2, 3, 10}, DType::F32);
   EXPECT_EQ(t.row_pitch(), 10);
@@ -41,6 +40,7 @@ TEST(Tensor, RowPitch) {
   EXPECT_EQ(Tensor::zeros({7}, DType::F32).row_pitch(), 7);
 }
 
+// Sizes from flags or files: a count past int64 is an error, not a wrapped size.
 TEST(Tensor, OverflowingShapesAreRefused) {
   EXPECT_EQ(checked_numel({2, 3, 4}), 24);
   EXPECT_EQ(checked_numel({}), 1);

@@ -62,8 +62,9 @@ struct StepScalars {
 template <class T>
 StepScalars<T> step_scalars(const Tensor& dt_raw, const Dims& d, int64_t b, int64_t h, T dt_bias, T A) {
   StepScalars<T> s{std::vector<T>(d.T), std::vector<T>(d.T), std::vector<T>(d.T)};
+  const int64_t ld = dt_raw.row_pitch();  // dt_raw is row-pitched
   for (int64_t t = 0; t < d.T; ++t) {
-    load(dt_raw, (b * d.T + t) * dt_raw.row_pitch() + h, 1, &s.z[t]);
+    load(dt_raw, (b * d.T + t) * ld + h, 1, &s.z[t]);
     s.z[t] += dt_bias;
     s.dt[t] = softplus(s.z[t]);
     s.a[t] = s.dt[t] * A;
@@ -136,6 +137,7 @@ template <class T>
 void ssd_bwd_impl(Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias, Tensor& dA_log, Tensor& dD,
                   const Tensor& dy, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
                   const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t Q) {
+  const int64_t lddt = ddt_raw.row_pitch();  // ddt_raw is row-pitched
   const Dims d(x, Bm);
   const int64_t P = d.P, N = d.N, PN = d.P * d.N, hpg = d.heads_per_group();
   if (d.T == 0) return;
@@ -214,7 +216,7 @@ void ssd_bwd_impl(Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& d
           }
         }
         store_rows(dx, b, h, dX.data());
-        for (int64_t t = 0; t < d.T; ++t) store(ddt_raw, (b * d.T + t) * ddt_raw.row_pitch() + h, 1, &dz[t]);
+        for (int64_t t = 0; t < d.T; ++t) store(ddt_raw, (b * d.T + t) * lddt + h, 1, &dz[t]);
         T* ph = part.data() + (b * d.H + h) * 3;
         ph[0] = p_bias;
         ph[1] = A * p_a;
