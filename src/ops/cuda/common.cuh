@@ -152,6 +152,16 @@ __device__ __forceinline__ void round_n(float* v) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Raises a kernel's dynamic shared-memory limit to `bytes` when over the default 48 KiB (the SSD and
+// gated delta rule kernels).
+template <class K>
+void allow_smem(K kernel, int64_t bytes, const char* name) {
+  if (bytes > 48 * 1024)
+    cuda_check(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(bytes)),
+               name);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

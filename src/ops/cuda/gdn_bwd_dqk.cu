@@ -22,16 +22,16 @@ struct DqkSmem {
   float* x1;  // (C, dkp + 4): X1, then the dkn part
   float* x2;  // dP (C, C + 4), then Vn dS (C, dkp + 4)
   float* x3;  // (C, dkp + 4): dVn S0
-  E* k;       // (C, dkp + kPad) raw rows
+  E* k;       // (C, dkp + kRowPad) raw rows
   // Operands of one phase at a time:
-  E* sa[2];      // slices (C, kVS + kPad): dO | Vn
-  E* sb[2];      // slices (C, kVS + kPad): Vn | dVn
-  E* sc[2];      // slices (kVS, dkp + kPad): S0 | dS
-  E* sd[2];      // slice (kVS, dkp + kPad): - | S0
-  E* q;          // (C, dkp + kPad) raw rows
-  E* p;          // (C, C + kPad)
-  E* pq;         // (C, C + kPad): dPm diag(rk)
-  E* pk;         // (C, C + kPad): diag(rq) dPm
+  E* sa[2];      // slices (C, kVS + kRowPad): dO | Vn
+  E* sb[2];      // slices (C, kVS + kRowPad): Vn | dVn
+  E* sc[2];      // slices (kVS, dkp + kRowPad): S0 | dS
+  E* sd[2];      // slice (kVS, dkp + kRowPad): - | S0
+  E* q;          // (C, dkp + kRowPad) raw rows
+  E* p;          // (C, C + kRowPad)
+  E* pq;         // (C, C + kRowPad): dPm diag(rk)
+  E* pk;         // (C, C + kRowPad): diag(rq) dPm
   float* gates;  // (kGates, C)
   float* part;   // (3, 4, C): four partial row sums each
   float* sums;   // (4, C): qn.X1, row sums of Z, column sums of Z, c
@@ -43,20 +43,20 @@ struct DqkSmem {
     x1 = c.take<float>(acc);
     x2 = c.take<float>(acc > size_t(C) * (C + 4) ? acc : size_t(C) * (C + 4));
     x3 = c.take<float>(acc);
-    k = c.take<E>(size_t(C) * (d.dkp + kPad));
+    k = c.take<E>(size_t(C) * (d.dkp + kRowPad));
     const size_t ops = c.off;  // the phases' operands share what follows
     for (int b = 0; b < 2; ++b) {
-      sa[b] = c.take<E>(size_t(C) * (kVS + kPad));
-      sb[b] = c.take<E>(size_t(C) * (kVS + kPad));
-      sc[b] = c.take<E>(size_t(kVS) * (d.dkp + kPad));
-      sd[b] = c.take<E>(size_t(kVS) * (d.dkp + kPad));
+      sa[b] = c.take<E>(size_t(C) * (kVS + kRowPad));
+      sb[b] = c.take<E>(size_t(C) * (kVS + kRowPad));
+      sc[b] = c.take<E>(size_t(kVS) * (d.dkp + kRowPad));
+      sd[b] = c.take<E>(size_t(kVS) * (d.dkp + kRowPad));
     }
     const size_t slices_end = c.off;
     c.off = ops;
-    q = c.take<E>(size_t(C) * (d.dkp + kPad));
-    p = c.take<E>(size_t(C) * (C + kPad));
-    pq = c.take<E>(size_t(C) * (C + kPad));
-    pk = c.take<E>(size_t(C) * (C + kPad));
+    q = c.take<E>(size_t(C) * (d.dkp + kRowPad));
+    p = c.take<E>(size_t(C) * (C + kRowPad));
+    pq = c.take<E>(size_t(C) * (C + kRowPad));
+    pk = c.take<E>(size_t(C) * (C + kRowPad));
     if (c.off < slices_end) c.off = slices_end;
     gates = c.take<float>(kGates * C);
     part = c.take<float>(12 * C);
@@ -71,10 +71,10 @@ __device__ __forceinline__ float sum4(const float* p) { return (p[0] + p[1]) + (
 // acc (+)= (a0, a1) at p: the first slice stores, the others add.
 __device__ __forceinline__ void accumulate2(float* p, bool first, float a0, float a1) {
   if (first) {
-    put2(p, a0, a1);
+    store2(p, a0, a1);
   } else {
-    const float2 o = get2(p);
-    put2(p, o.x + a0, o.y + a1);
+    const float2 o = load2(p);
+    store2(p, o.x + a0, o.y + a1);
   }
 }
 
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
   extern __shared__ __align__(16) char smem_raw[];
   const DqkSmem<E> s(reinterpret_cast<uintptr_t>(smem_raw), d);
   const ChunkPos<E> cp(d, blockIdx.x / d.nc, int(blockIdx.x % d.nc));
-  const int L = cp.L, ldk = d.dkp + kPad, lds = kVS + kPad, ldc = C + kPad, lda = d.dkp + 4, ldp = C + 4;
+  const int L = cp.L, ldk = d.dkp + kRowPad, lds = kVS + kRowPad, ldc = C + kRowPad, lda = d.dkp + 4, ldp = C + 4;
   const float *gam = s.gates + kGam * C, *rq = s.gates + kRq * C, *rk = s.gates + kRk * C;
   const float *ed = s.gates + kEd * C, *eq = s.gates + kEq * C;
   float *t1 = s.sums, *rowz = s.sums + C, *colz = s.sums + 2 * C, *c3 = s.sums + 3 * C;
@@ -94,15 +94,15 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
 
   // dO S0 and dO Vn^T over dv slices.
   auto load1 = [&](int vs, int b) {
-    load_tile(s.sa[b], lds, dout + cp.v_off(d) + vs, int64_t(d.Hv) * d.dv, C, kVS, L, d.dv - vs);
-    load_tile(s.sb[b], lds, vn + vs, d.dvp, C, kVS, C, kVS);
-    load_tile(s.sc[b], ldk, s0 + int64_t(vs) * d.dkp, d.dkp, kVS, d.dkp, kVS, d.dkp);
+    stage_tile(s.sa[b], lds, dout + cp.v_off(d) + vs, int64_t(d.Hv) * d.dv, C, kVS, L, d.dv - vs);
+    stage_tile(s.sb[b], lds, vn + vs, d.dvp, C, kVS, C, kVS);
+    stage_tile(s.sc[b], ldk, s0 + int64_t(vs) * d.dkp, d.dkp, kVS, d.dkp, kVS, d.dkp);
   };
   load1(0, 0);
-  tiles_commit();
+  cp_async_commit();
   for (int vs = 0, b = 0; vs < d.dvp; vs += kVS, b ^= 1) {
     if (vs + kVS < d.dvp) load1(vs + kVS, b ^ 1);
-    tiles_commit();
+    cp_async_commit();
     tiles_ready_but_latest();
     const bool first = vs == 0;
     block_gemm(
@@ -114,9 +114,9 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
     __syncthreads();
   }
 
-  load_tile(s.q, ldk, in.q + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
-  load_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
-  load_tile(s.p, ldc, ws.p + cp.bhc * C * C, C, C, C, C, C);
+  stage_tile(s.q, ldk, in.q + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
+  stage_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
+  stage_tile(s.p, ldc, ws.p + cp.bhc * C * C, C, C, C, C, C);
   tiles_ready();
   for (int idx = threadIdx.x; idx < 4 * C; idx += blockDim.x) {  // X1 scaled; qn.X1; Z's row and column sums
     const int i = idx / 4, part = idx % 4;
@@ -125,10 +125,10 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
     for (int n = part; n < d.dkp; n += 4) {
       const float x = s.x1[i * lda + n] * xs;
       s.x1[i * lda + n] = x;
-      qx += to_f(s.q[i * ldk + n]) * x;
+      qx += to_float(s.q[i * ldk + n]) * x;
     }
-    for (int j = part; j <= i && i < L; j += 4) z += to_f(s.p[i * ldc + j]) * s.x2[i * ldp + j];
-    for (int r = i + part; r < L; r += 4) zc += to_f(s.p[r * ldc + i]) * s.x2[r * ldp + i];
+    for (int j = part; j <= i && i < L; j += 4) z += to_float(s.p[i * ldc + j]) * s.x2[i * ldp + j];
+    for (int r = i + part; r < L; r += 4) zc += to_float(s.p[r * ldc + i]) * s.x2[r * ldp + i];
     s.part[idx] = qx;
     s.part[4 * C + idx] = z;
     s.part[8 * C + idx] = zc;
@@ -138,8 +138,8 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
     const float f = i < L ? d.scale : 0.0f;
     const float m0 = j <= i ? f * expf(gam[i] - gam[j]) * s.x2[i * ldp + j] : 0.0f;
     const float m1 = j + 1 <= i ? f * expf(gam[i] - gam[j + 1]) * s.x2[i * ldp + j + 1] : 0.0f;
-    put2(s.pq + i * ldc + j, m0 * rk[j], m1 * rk[j + 1]);
-    put2(s.pk + i * ldc + j, m0 * rq[i], m1 * rq[i]);
+    store2(s.pq + i * ldc + j, m0 * rk[j], m1 * rk[j + 1]);
+    store2(s.pk + i * ldc + j, m0 * rq[i], m1 * rq[i]);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < C; i += blockDim.x) {
@@ -150,12 +150,13 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
   block_gemm(
       C, d.dkp,
       [&](int i, int n, float a0, float a1) {
-        if (i < L) put2_edge(ws.dqn + cp.head_off(d, i), n, d.dk, s.x1[i * lda + n] + a0, s.x1[i * lda + n + 1] + a1);
+        if (i < L)
+          store_pair_in_row(ws.dqn + cp.head_off(d, i), n, d.dk, s.x1[i * lda + n] + a0, s.x1[i * lda + n + 1] + a1);
       },
       mm<false, true>(s.pq, ldc, s.k, ldk, C));
   __syncthreads();
   block_gemm(
-      C, d.dkp, [&](int j, int n, float a0, float a1) { put2(s.x1 + j * lda + n, a0, a1); },
+      C, d.dkp, [&](int j, int n, float a0, float a1) { store2(s.x1 + j * lda + n, a0, a1); },
       mm<true, true>(s.pk, ldc, s.q, ldk, C));
   __syncthreads();
 
@@ -164,16 +165,16 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
   const E* dvn = ws.dvn + cp.bhc * C * d.dvp;
   float dot = 0.0f;
   auto load3 = [&](int vs, int b) {
-    load_tile(s.sa[b], lds, vn + vs, d.dvp, C, kVS, C, kVS);
-    load_tile(s.sb[b], lds, dvn + vs, d.dvp, C, kVS, C, kVS);
-    load_tile(s.sc[b], ldk, ds + int64_t(vs) * d.dkp, d.dkp, kVS, d.dkp, kVS, d.dkp);
-    load_tile(s.sd[b], ldk, s0 + int64_t(vs) * d.dkp, d.dkp, kVS, d.dkp, kVS, d.dkp);
+    stage_tile(s.sa[b], lds, vn + vs, d.dvp, C, kVS, C, kVS);
+    stage_tile(s.sb[b], lds, dvn + vs, d.dvp, C, kVS, C, kVS);
+    stage_tile(s.sc[b], ldk, ds + int64_t(vs) * d.dkp, d.dkp, kVS, d.dkp, kVS, d.dkp);
+    stage_tile(s.sd[b], ldk, s0 + int64_t(vs) * d.dkp, d.dkp, kVS, d.dkp, kVS, d.dkp);
   };
   load3(0, 0);
-  tiles_commit();
+  cp_async_commit();
   for (int vs = 0, b = 0; vs < d.dvp; vs += kVS, b ^= 1) {
     if (vs + kVS < d.dvp) load3(vs + kVS, b ^ 1);
-    tiles_commit();
+    cp_async_commit();
     tiles_ready_but_latest();
     const bool first = vs == 0;
     block_gemm(
@@ -184,7 +185,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
         mm<false, true>(s.sb[b], lds, s.sd[b], ldk, kVS));
     for (int idx = threadIdx.x; idx < kVS * d.dkp; idx += blockDim.x) {
       const int r = idx / d.dkp, n = idx % d.dkp;
-      dot += to_f(s.sc[b][r * ldk + n]) * to_f(s.sd[b][r * ldk + n]);
+      dot += to_float(s.sc[b][r * ldk + n]) * to_float(s.sd[b][r * ldk + n]);
     }
     __syncthreads();
   }
@@ -193,7 +194,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
   for (int idx = threadIdx.x; idx < 4 * C; idx += blockDim.x) {
     const int j = idx / 4;
     float x = 0.0f;
-    for (int n = idx % 4; n < d.dk && j < L; n += 4) x += to_f(s.k[j * ldk + n]) * s.x2[j * lda + n];
+    for (int n = idx % 4; n < d.dk && j < L; n += 4) x += to_float(s.k[j * ldk + n]) * s.x2[j * lda + n];
     s.part[idx] = x;
   }
   E* dw = ws.dw + cp.bhc * C * d.dkp;
@@ -201,9 +202,9 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_dqk_kernel(Dims d, Inputs<E>
     const int j = idx / (d.dkp / 2), n = 2 * (idx % (d.dkp / 2));
     const float e = ed[j];
     if (j < L)
-      put2_edge(ws.dkn + cp.head_off(d, j), n, d.dk, s.x1[j * lda + n] + e * s.x2[j * lda + n],
-                s.x1[j * lda + n + 1] + e * s.x2[j * lda + n + 1]);
-    put2(dw + j * d.dkp + n, -s.x3[j * lda + n], -s.x3[j * lda + n + 1]);
+      store_pair_in_row(ws.dkn + cp.head_off(d, j), n, d.dk, s.x1[j * lda + n] + e * s.x2[j * lda + n],
+                        s.x1[j * lda + n + 1] + e * s.x2[j * lda + n + 1]);
+    store2(dw + j * d.dkp + n, -s.x3[j * lda + n], -s.x3[j * lda + n + 1]);
   }
   __syncthreads();
   for (int j = threadIdx.x; j < C; j += blockDim.x) c3[j] = j < L ? ed[j] * rk[j] * sum4(s.part + 4 * j) : 0.0f;

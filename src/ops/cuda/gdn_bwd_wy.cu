@@ -16,14 +16,14 @@ constexpr int kThreads = 512;
 template <class E>
 struct WySmem {
   static constexpr int C = kChunk<E>;
-  E* t;          // (C, C + kPad)
-  E* k;          // (C, dkp + kPad) raw rows
-  E* dw;         // (C, dkp + kPad)
-  E* v;          // (C, dvp + kPad) raw rows       } then dT | F diag(rk) (one buffer),
-  E* du;         // (C, dvp + kPad)                } M1 = T^T dT, diag(rk) F
-  E* dt;         // (C, C + kPad), over v
-  E* m1;         // (C, C + kPad), over v / du
-  E* fr;         // (C, C + kPad), over v / du
+  E* t;          // (C, C + kRowPad)
+  E* k;          // (C, dkp + kRowPad) raw rows
+  E* dw;         // (C, dkp + kRowPad)
+  E* v;          // (C, dvp + kRowPad) raw rows       } then dT | F diag(rk) (one buffer),
+  E* du;         // (C, dvp + kRowPad)                } M1 = T^T dT, diag(rk) F
+  E* dt;         // (C, C + kRowPad), over v
+  E* m1;         // (C, C + kRowPad), over v / du
+  E* fr;         // (C, C + kRowPad), over v / du
   float* y;      // (C, dkp + 4): Y, then the dkn part
   float* f;      // Yv (C, dvp + 4), then dT and R (C, C + 4)
   float* gram;   // (C, C + 4): k_i.k_j
@@ -33,17 +33,17 @@ struct WySmem {
   size_t bytes;
   __host__ __device__ WySmem(uintptr_t base, const Dims& d) {
     SmemCarver c{base};
-    t = c.take<E>(size_t(C) * (C + kPad));
-    k = c.take<E>(size_t(C) * (d.dkp + kPad));
-    dw = c.take<E>(size_t(C) * (d.dkp + kPad));
+    t = c.take<E>(size_t(C) * (C + kRowPad));
+    k = c.take<E>(size_t(C) * (d.dkp + kRowPad));
+    dw = c.take<E>(size_t(C) * (d.dkp + kRowPad));
     const size_t vu = c.off;
-    v = c.take<E>(size_t(C) * (d.dvp + kPad));
-    du = c.take<E>(size_t(C) * (d.dvp + kPad));
+    v = c.take<E>(size_t(C) * (d.dvp + kRowPad));
+    du = c.take<E>(size_t(C) * (d.dvp + kRowPad));
     const size_t vu_end = c.off;
     c.off = vu;
-    dt = c.take<E>(size_t(C) * (C + kPad));
-    m1 = c.take<E>(size_t(C) * (C + kPad));
-    fr = c.take<E>(size_t(C) * (C + kPad));
+    dt = c.take<E>(size_t(C) * (C + kRowPad));
+    m1 = c.take<E>(size_t(C) * (C + kRowPad));
+    fr = c.take<E>(size_t(C) * (C + kRowPad));
     if (c.off < vu_end) c.off = vu_end;
     y = c.take<float>(size_t(C) * (d.dkp + 4));
     const size_t fv = size_t(C) * (d.dvp + 4), fc = size_t(C) * (C + 4);
@@ -64,39 +64,39 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_wy_kernel(Dims d, Inputs<E> 
   extern __shared__ __align__(16) char smem_raw[];
   const WySmem<E> s(reinterpret_cast<uintptr_t>(smem_raw), d);
   const ChunkPos<E> cp(d, blockIdx.x / d.nc, int(blockIdx.x % d.nc));
-  const int L = cp.L, ldk = d.dkp + kPad, ldv = d.dvp + kPad, ldc = C + kPad, ldy = d.dkp + 4;
+  const int L = cp.L, ldk = d.dkp + kRowPad, ldv = d.dvp + kRowPad, ldc = C + kRowPad, ldy = d.dkp + 4;
   const int ldf = d.dvp + 4, ldr = C + 4;
   const float *gam = s.gates + kGam * C, *beta = s.gates + kBeta * C, *rk = s.gates + kRk * C;
   const float* wk = s.gates + kWk * C;
   float *dgam = s.sums, *dbeta = s.sums + C, *rowr = s.sums + 2 * C, *colr = s.sums + 3 * C;
-  load_tile(s.t, ldc, ws.t + cp.bhc * C * C, C, C, C, C, C);
-  load_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
-  load_tile(s.dw, ldk, ws.dw + cp.bhc * C * d.dkp, d.dkp, C, d.dkp, C, d.dkp);
-  load_tile(s.v, ldv, in.v + cp.v_off(d), int64_t(d.Hv) * d.dv, C, d.dvp, L, d.dv);
-  load_tile(s.du, ldv, ws.dvn + cp.bhc * C * d.dvp, d.dvp, C, d.dvp, C, d.dvp);
+  stage_tile(s.t, ldc, ws.t + cp.bhc * C * C, C, C, C, C, C);
+  stage_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
+  stage_tile(s.dw, ldk, ws.dw + cp.bhc * C * d.dkp, d.dkp, C, d.dkp, C, d.dkp);
+  stage_tile(s.v, ldv, in.v + cp.v_off(d), int64_t(d.Hv) * d.dv, C, d.dvp, L, d.dv);
+  stage_tile(s.du, ldv, ws.dvn + cp.bhc * C * d.dvp, d.dvp, C, d.dvp, C, d.dvp);
   load_gates(s.gates, ws, cp.bhc);
-  load_tile(dgam, C, ws.dgam + cp.bhc * C, C, 1, C, 1, C);
+  stage_tile(dgam, C, ws.dgam + cp.bhc * C, C, 1, C, 1, C);
   tiles_ready();
 
   block_gemm(
-      C, d.dkp, [&](int j, int n, float a0, float a1) { put2(s.y + j * ldy + n, a0, a1); },
+      C, d.dkp, [&](int j, int n, float a0, float a1) { store2(s.y + j * ldy + n, a0, a1); },
       mm<true, true>(s.t, ldc, s.dw, ldk, C));
   block_gemm(
       C, d.dvp,
       [&](int j, int n, float a0, float a1) {
-        put2(s.f + j * ldf + n, a0, a1);
-        if (j < L) put2_edge(dv + cp.v_off(d) + int64_t(j) * d.Hv * d.dv, n, d.dv, beta[j] * a0, beta[j] * a1);
+        store2(s.f + j * ldf + n, a0, a1);
+        if (j < L) store_pair_in_row(dv + cp.v_off(d) + int64_t(j) * d.Hv * d.dv, n, d.dv, beta[j] * a0, beta[j] * a1);
       },
       mm<true, true>(s.t, ldc, s.du, ldv, C));
   block_gemm(
-      C, C, [&](int i, int j, float a0, float a1) { put2(s.gram + i * ldr + j, a0, a1); },
+      C, C, [&](int i, int j, float a0, float a1) { store2(s.gram + i * ldr + j, a0, a1); },
       mm<false, false>(s.k, ldk, s.k, ldk, d.dkp));
   __syncthreads();
   for (int idx = threadIdx.x; idx < 4 * C; idx += blockDim.x) {  // k.Y and v.Yv, four threads per row
     const int j = idx / 4;
     float yk = 0.0f, yv = 0.0f;
-    for (int n = idx % 4; n < d.dk && j < L; n += 4) yk += s.y[j * ldy + n] * to_f(s.k[j * ldk + n]);
-    for (int n = idx % 4; n < d.dv && j < L; n += 4) yv += s.f[j * ldf + n] * to_f(s.v[j * ldv + n]);
+    for (int n = idx % 4; n < d.dk && j < L; n += 4) yk += s.y[j * ldy + n] * to_float(s.k[j * ldk + n]);
+    for (int n = idx % 4; n < d.dv && j < L; n += 4) yv += s.f[j * ldf + n] * to_float(s.v[j * ldv + n]);
     s.part[idx] = yk;
     s.part[4 * C + idx] = yv;
   }
@@ -112,18 +112,18 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_wy_kernel(Dims d, Inputs<E> 
     for (int n = idx % 4; n < d.dkp; n += 4) s.y[j * ldy + n] *= f;
   }
   block_gemm(
-      C, C, [&](int i, int j, float a0, float a1) { put2(s.f + i * ldr + j, beta[j] * a0, beta[j + 1] * a1); },
+      C, C, [&](int i, int j, float a0, float a1) { store2(s.f + i * ldr + j, beta[j] * a0, beta[j + 1] * a1); },
       mm<false, false>(s.du, ldv, s.v, ldv, d.dvp));
   __syncthreads();
   block_gemm(
       C, C,
       [&](int i, int j, float a0, float a1) {
-        put2(s.dt + i * ldc + j, s.f[i * ldr + j] + wk[j] * a0, s.f[i * ldr + j + 1] + wk[j + 1] * a1);
+        store2(s.dt + i * ldc + j, s.f[i * ldr + j] + wk[j] * a0, s.f[i * ldr + j + 1] + wk[j + 1] * a1);
       },
       mm<false, false>(s.dw, ldk, s.k, ldk, d.dkp));
   __syncthreads();
   block_gemm(
-      C, C, [&](int j, int l, float a0, float a1) { put2(s.m1 + j * ldc + l, a0, a1); },
+      C, C, [&](int j, int l, float a0, float a1) { store2(s.m1 + j * ldc + l, a0, a1); },
       mm<true, true>(s.t, ldc, s.dt, ldc, C));
   __syncthreads();
   E* fl = s.dt;  // dT is spent
@@ -143,9 +143,9 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_wy_kernel(Dims d, Inputs<E> 
         float fa0, fb0, r0, fa1, fb1, r1;
         wy_terms(j, l, a0, fa0, fb0, r0);
         wy_terms(j, l + 1, a1, fa1, fb1, r1);
-        put2(fl + j * ldc + l, fa0, fa1);
-        put2(s.fr + j * ldc + l, fb0, fb1);
-        put2(s.f + j * ldr + l, r0, r1);
+        store2(fl + j * ldc + l, fa0, fa1);
+        store2(s.fr + j * ldc + l, fb0, fb1);
+        store2(s.f + j * ldr + l, r0, r1);
       },
       mm<false, false>(s.m1, ldc, s.t, ldc, C));
   __syncthreads();
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bwd_wy_kernel(Dims d, Inputs<E> 
         if (j < L) {
           float* row = ws.dkn + cp.head_off(d, j);
           const float b0 = n < d.dk ? row[n] : 0.0f, b1 = n + 1 < d.dk ? row[n + 1] : 0.0f;
-          put2_edge(row, n, d.dk, b0 + s.y[j * ldy + n] + a0, b1 + s.y[j * ldy + n + 1] + a1);
+          store_pair_in_row(row, n, d.dk, b0 + s.y[j * ldy + n] + a0, b1 + s.y[j * ldy + n + 1] + a1);
         }
       },
       mm<false, true>(fl, ldc, s.k, ldk, C), mm<true, true>(s.fr, ldc, s.k, ldk, C));

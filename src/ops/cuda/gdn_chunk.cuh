@@ -28,9 +28,9 @@ namespace hytra::cuda::gdn {
 
 template <class E>
 inline constexpr int kChunk = sizeof(E) == 2 ? 64 : 32;
-constexpr int kVT = 32;  // value rows of the state one block of a sequential pass carries
-constexpr int kVS = 32;  // value columns per slice in gdn_bwd_dqk
-constexpr int kPad = 8;  // E row padding (ld = width + 8)
+constexpr int kVT = 32;     // value rows of the state one block of a sequential pass carries
+constexpr int kVS = 32;     // value columns per slice in gdn_bwd_dqk
+constexpr int kRowPad = 8;  // E row padding (ld = width + 8)
 constexpr float kNormEps = 1e-6f;
 
 // The per-step gate arrays of a chunk (C floats each, in this order): gam; beta; rq, rk (the L2
@@ -107,18 +107,12 @@ void launch_bwd_dqk(const Dims& d, const Inputs<E>& in, const E* dout, const Wor
 template <class E>
 void launch_bwd_wy(const Dims& d, const Inputs<E>& in, const Work<E>& ws, E* dv, cudaStream_t s);
 
-// Raises a kernel's dynamic shared-memory limit to `bytes`.
-template <class K>
-void allow_smem(K kernel, size_t bytes, const char* name) {
-  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), name);
-}
-
 // The chunk's gate arrays from the prep kernel's workspace into shared memory (asynchronously:
-// load_tile).
+// stage_tile).
 template <class E>
 __device__ void load_gates(float* dst, const Work<E>& ws, int64_t bhc) {
   constexpr int n = kGates * kChunk<E>;
-  load_tile(dst, n, ws.gates + bhc * n, n, 1, n, 1, n);
+  stage_tile(dst, n, ws.gates + bhc * n, n, 1, n, 1, n);
 }
 
 }  // namespace hytra::cuda::gdn

@@ -16,28 +16,28 @@ constexpr int kBlk = 16;  // diagonal blocks of T
 template <class E>
 struct PrepSmem {
   static constexpr int C = kChunk<E>;
-  E* q;          // (C, dkp + kPad) raw rows
-  E* k;          // (C, dkp + kPad)
-  E* v;          // (C, dvp + kPad)
+  E* q;          // (C, dkp + kRowPad) raw rows
+  E* k;          // (C, dkp + kRowPad)
+  E* v;          // (C, dvp + kRowPad)
   float* a;      // (C, C + 1): -A
   float* t;      // (C, C + 1)
   float* x;      // (C - kBlk, kBlk): a block row's sums
-  E* tk;         // (C, C + kPad): T diag(wk)
-  E* tv;         // (C, C + kPad): T diag(beta)
+  E* tk;         // (C, C + kRowPad): T diag(wk)
+  E* tv;         // (C, C + kRowPad): T diag(beta)
   float* g;      // (C) log decay per step
   float* part;   // (2, 4, C): partial sums of squares of q and k rows
   float* gates;  // (kGates, C)
   size_t bytes;
   __host__ __device__ PrepSmem(uintptr_t base, const Dims& d) {
     SmemCarver sc{base};
-    q = sc.take<E>(size_t(C) * (d.dkp + kPad));
-    k = sc.take<E>(size_t(C) * (d.dkp + kPad));
-    v = sc.take<E>(size_t(C) * (d.dvp + kPad));
+    q = sc.take<E>(size_t(C) * (d.dkp + kRowPad));
+    k = sc.take<E>(size_t(C) * (d.dkp + kRowPad));
+    v = sc.take<E>(size_t(C) * (d.dvp + kRowPad));
     a = sc.take<float>(size_t(C) * (C + 1));
     t = sc.take<float>(size_t(C) * (C + 1));
     x = sc.take<float>(size_t(C - kBlk) * kBlk);
-    tk = sc.take<E>(size_t(C) * (C + kPad));
-    tv = sc.take<E>(size_t(C) * (C + kPad));
+    tk = sc.take<E>(size_t(C) * (C + kRowPad));
+    tv = sc.take<E>(size_t(C) * (C + kRowPad));
     g = sc.take<float>(C);
     part = sc.take<float>(8 * C);
     gates = sc.take<float>(kGates * C);
@@ -84,17 +84,17 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(Dims d, Inputs<E> in
   extern __shared__ __align__(16) char smem_raw[];
   const PrepSmem<E> s(reinterpret_cast<uintptr_t>(smem_raw), d);
   const ChunkPos<E> cp(d, blockIdx.x / d.nc, int(blockIdx.x % d.nc));
-  const int L = cp.L, ldk = d.dkp + kPad, ldv = d.dvp + kPad, ldc = C + kPad, lda = C + 1;
+  const int L = cp.L, ldk = d.dkp + kRowPad, ldv = d.dvp + kRowPad, ldc = C + kRowPad, lda = C + 1;
   float* gate = s.gates;
   float *gam = gate + kGam * C, *beta = gate + kBeta * C, *rq = gate + kRq * C, *rk = gate + kRk * C;
 
-  load_tile(s.q, ldk, in.q + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
-  load_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
-  load_tile(s.v, ldv, in.v + cp.v_off(d), int64_t(d.Hv) * d.dv, C, d.dvp, L, d.dv);
+  stage_tile(s.q, ldk, in.q + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
+  stage_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, L, d.dk);
+  stage_tile(s.v, ldv, in.v + cp.v_off(d), int64_t(d.Hv) * d.dv, C, d.dvp, L, d.dv);
   const float neg_a = -expf(in.A_log[cp.h]), dt_bias = in.dt_bias[cp.h];
   for (int i = threadIdx.x; i < C; i += blockDim.x) {
-    s.g[i] = i < L ? neg_a * softplus(to_f(in.alpha[cp.gate_off(d, i)]) + dt_bias) : 0.0f;
-    beta[i] = i < L ? sigmoid(to_f(in.beta_raw[cp.gate_off(d, i)])) : 0.0f;
+    s.g[i] = i < L ? neg_a * softplus(to_float(in.alpha[cp.gate_off(d, i)]) + dt_bias) : 0.0f;
+    beta[i] = i < L ? sigmoid(to_float(in.beta_raw[cp.gate_off(d, i)])) : 0.0f;
   }
   tiles_ready();
   if (threadIdx.x == 0) {
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(Dims d, Inputs<E> in
     const int i = idx / 4;
     float sq = 0.0f, sk = 0.0f;
     for (int j = idx % 4; j < d.dk; j += 4) {
-      const float qv = to_f(s.q[i * ldk + j]), kv = to_f(s.k[i * ldk + j]);
+      const float qv = to_float(s.q[i * ldk + j]), kv = to_float(s.k[i * ldk + j]);
       sq += qv * qv;
       sk += kv * kv;
     }
@@ -138,8 +138,8 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(Dims d, Inputs<E> in
       4, C, C,
       [&](int i, int j, float a0, float a1) {
         const float f = d.scale * rq[i];
-        put2(p + i * C + j, j <= i && i < L ? f * rk[j] * expf(gam[i] - gam[j]) * a0 : 0.0f,
-             j + 1 <= i && i < L ? f * rk[j + 1] * expf(gam[i] - gam[j + 1]) * a1 : 0.0f);
+        store2(p + i * C + j, j <= i && i < L ? f * rk[j] * expf(gam[i] - gam[j]) * a0 : 0.0f,
+               j + 1 <= i && i < L ? f * rk[j + 1] * expf(gam[i] - gam[j + 1]) * a1 : 0.0f);
       },
       mm<false, false>(s.q, ldk, s.k, ldk, d.dkp));
   for (int i = threadIdx.x; i < kGates * C; i += blockDim.x) ws.gates[cp.bhc * kGates * C + i] = gate[i];
@@ -152,19 +152,19 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(Dims d, Inputs<E> in
   for (int idx = threadIdx.x; idx < C * C / 2; idx += blockDim.x) {
     const int i = idx / (C / 2), j = 2 * (idx % (C / 2));
     const float t0 = s.t[i * lda + j], t1 = s.t[i * lda + j + 1];
-    put2(s.tk + i * ldc + j, t0 * wk[j], t1 * wk[j + 1]);
-    put2(s.tv + i * ldc + j, t0 * beta[j], t1 * beta[j + 1]);
-    if (tg != nullptr) put2(tg + i * C + j, t0, t1);
+    store2(s.tk + i * ldc + j, t0 * wk[j], t1 * wk[j + 1]);
+    store2(s.tv + i * ldc + j, t0 * beta[j], t1 * beta[j + 1]);
+    if (tg != nullptr) store2(tg + i * C + j, t0, t1);
   }
   __syncthreads();
 
   E* w = ws.w + cp.bhc * C * d.dkp;
   E* u = ws.u + cp.bhc * C * d.dvp;
   block_gemm(
-      C, d.dkp, [&](int i, int n, float a0, float a1) { put2(w + i * d.dkp + n, a0, a1); },
+      C, d.dkp, [&](int i, int n, float a0, float a1) { store2(w + i * d.dkp + n, a0, a1); },
       mm<false, true>(s.tk, ldc, s.k, ldk, C));
   block_gemm_from(
-      4, C, d.dvp, [&](int i, int n, float a0, float a1) { put2(u + i * d.dvp + n, a0, a1); },
+      4, C, d.dvp, [&](int i, int n, float a0, float a1) { store2(u + i * d.dvp + n, a0, a1); },
       mm<false, true>(s.tv, ldc, s.v, ldv, C));
 }
 

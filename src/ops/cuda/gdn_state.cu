@@ -20,28 +20,28 @@ template <class E>
 struct StateSmem {
   static constexpr int C = kChunk<E>;
   float* s32;    // (kVT, dkp + 4): S or dS
-  E* sb;         // (kVT, dkp + kPad): its E copy
-  E* k;          // (C, dkp + kPad) raw rows
-  E* q;          // (C, dkp + kPad) raw rows
-  E* w;          // (C, dkp + kPad)
-  E* p;          // (C, C + kPad)
-  E* x;          // (C, kVT + kPad): U (forward) or dO (backward) columns of this block
-  E* y;          // (C, kVT + kPad): Vn (forward) or scaled dO (backward)
-  E* z;          // (C, kVT + kPad): scaled Vn (forward) or -dVn (backward)
+  E* sb;         // (kVT, dkp + kRowPad): its E copy
+  E* k;          // (C, dkp + kRowPad) raw rows
+  E* q;          // (C, dkp + kRowPad) raw rows
+  E* w;          // (C, dkp + kRowPad)
+  E* p;          // (C, C + kRowPad)
+  E* x;          // (C, kVT + kRowPad): U (forward) or dO (backward) columns of this block
+  E* y;          // (C, kVT + kRowPad): Vn (forward) or scaled dO (backward)
+  E* z;          // (C, kVT + kRowPad): scaled Vn (forward) or -dVn (backward)
   float* acc;    // (C, kVT): the first of two products into one result
   float* gates;  // (kGates, C)
   size_t bytes;
   __host__ __device__ StateSmem(uintptr_t base, const Dims& d) {
     SmemCarver sc{base};
     s32 = sc.take<float>(size_t(kVT) * (d.dkp + 4));
-    sb = sc.take<E>(size_t(kVT) * (d.dkp + kPad));
-    k = sc.take<E>(size_t(C) * (d.dkp + kPad));
-    q = sc.take<E>(size_t(C) * (d.dkp + kPad));
-    w = sc.take<E>(size_t(C) * (d.dkp + kPad));
-    p = sc.take<E>(size_t(C) * (C + kPad));
-    x = sc.take<E>(size_t(C) * (kVT + kPad));
-    y = sc.take<E>(size_t(C) * (kVT + kPad));
-    z = sc.take<E>(size_t(C) * (kVT + kPad));
+    sb = sc.take<E>(size_t(kVT) * (d.dkp + kRowPad));
+    k = sc.take<E>(size_t(C) * (d.dkp + kRowPad));
+    q = sc.take<E>(size_t(C) * (d.dkp + kRowPad));
+    w = sc.take<E>(size_t(C) * (d.dkp + kRowPad));
+    p = sc.take<E>(size_t(C) * (C + kRowPad));
+    x = sc.take<E>(size_t(C) * (kVT + kRowPad));
+    y = sc.take<E>(size_t(C) * (kVT + kRowPad));
+    z = sc.take<E>(size_t(C) * (kVT + kRowPad));
     acc = sc.take<float>(size_t(C) * kVT);
     gates = sc.take<float>(kGates * C);
     bytes = sc.off;
@@ -53,8 +53,8 @@ struct StateSmem {
 template <class E>
 __device__ void zero_state(const StateSmem<E>& s, const Dims& d, E* dst) {
   for (int i = threadIdx.x; i < kVT * (d.dkp + 4); i += blockDim.x) s.s32[i] = 0.0f;
-  for (int i = threadIdx.x; i < kVT * (d.dkp + kPad); i += blockDim.x) s.sb[i] = from_f<E>(0.0f);
-  for (int i = threadIdx.x; dst != nullptr && i < kVT * d.dkp / 2; i += blockDim.x) put2(dst + 2 * i, 0.0f, 0.0f);
+  for (int i = threadIdx.x; i < kVT * (d.dkp + kRowPad); i += blockDim.x) s.sb[i] = from_float<E>(0.0f);
+  for (int i = threadIdx.x; dst != nullptr && i < kVT * d.dkp / 2; i += blockDim.x) store2(dst + 2 * i, 0.0f, 0.0f);
 }
 
 // S (or dS) = decay S + acc, also into its E copy and, when dst is not null, into dst (row stride dkp).
@@ -62,11 +62,11 @@ template <class E>
 __device__ __forceinline__ void update_state(const StateSmem<E>& s, const Dims& d, float decay, E* dst, int v, int n,
                                              float a0, float a1) {
   float* sp = s.s32 + v * (d.dkp + 4) + n;
-  const float2 old = get2(sp);
+  const float2 old = load2(sp);
   const float x0 = decay * old.x + a0, x1 = decay * old.y + a1;
-  put2(sp, x0, x1);
-  put2(s.sb + v * (d.dkp + kPad) + n, x0, x1);
-  if (dst != nullptr) put2(dst + v * d.dkp + n, x0, x1);
+  store2(sp, x0, x1);
+  store2(s.sb + v * (d.dkp + kRowPad) + n, x0, x1);
+  if (dst != nullptr) store2(dst + v * d.dkp + n, x0, x1);
 }
 
 // o != null: the forward; else the backward's recompute (saves S0 and Vn).
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kThreads) gdn_state_fwd_kernel(Dims d, Inputs<
   const StateSmem<E> s(reinterpret_cast<uintptr_t>(smem_raw), d);
   const int nvt = d.dvp / kVT, v0 = int(blockIdx.x % nvt) * kVT;
   const int64_t bh = blockIdx.x / nvt;
-  const int ldk = d.dkp + kPad, ldt = kVT + kPad, ldc = C + kPad;
+  const int ldk = d.dkp + kRowPad, ldt = kVT + kRowPad, ldc = C + kRowPad;
   const float *gam = s.gates + kGam * C, *rq = s.gates + kRq * C, *rk = s.gates + kRk * C;
   const float *ed = s.gates + kEd * C, *eq = s.gates + kEq * C;
   const bool save = o == nullptr;
@@ -86,14 +86,14 @@ __global__ void __launch_bounds__(kThreads) gdn_state_fwd_kernel(Dims d, Inputs<
   // after the second, so each group loads during the other's half.
   auto load_wuq = [&](int c) {
     const ChunkPos<E> cp(d, bh, c);
-    load_tile(s.w, ldk, ws.w + cp.bhc * C * d.dkp, d.dkp, C, d.dkp, C, d.dkp);
-    load_tile(s.x, ldt, ws.u + cp.bhc * C * d.dvp + v0, d.dvp, C, kVT, C, kVT);
-    if (!save) load_tile(s.q, ldk, in.q + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, cp.L, d.dk);
+    stage_tile(s.w, ldk, ws.w + cp.bhc * C * d.dkp, d.dkp, C, d.dkp, C, d.dkp);
+    stage_tile(s.x, ldt, ws.u + cp.bhc * C * d.dvp + v0, d.dvp, C, kVT, C, kVT);
+    if (!save) stage_tile(s.q, ldk, in.q + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, cp.L, d.dk);
   };
   auto load_kpg = [&](int c) {
     const ChunkPos<E> cp(d, bh, c);
-    load_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, cp.L, d.dk);
-    if (!save) load_tile(s.p, ldc, ws.p + cp.bhc * C * C, C, C, C, C, C);
+    stage_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, cp.L, d.dk);
+    if (!save) stage_tile(s.p, ldc, ws.p + cp.bhc * C * C, C, C, C, C, C);
     load_gates(s.gates, ws, cp.bhc);
   };
   zero_state(s, d, save ? s0_of(0) : nullptr);
@@ -108,12 +108,12 @@ __global__ void __launch_bounds__(kThreads) gdn_state_fwd_kernel(Dims d, Inputs<
     block_gemm(
         C, kVT,
         [&](int i, int v, float a0, float a1) {
-          const float x0 = i < L ? to_f(s.x[i * ldt + v]) - a0 : 0.0f;
-          const float x1 = i < L ? to_f(s.x[i * ldt + v + 1]) - a1 : 0.0f;
+          const float x0 = i < L ? to_float(s.x[i * ldt + v]) - a0 : 0.0f;
+          const float x1 = i < L ? to_float(s.x[i * ldt + v + 1]) - a1 : 0.0f;
           const float f = ed[i] * rk[i];
-          put2(s.y + i * ldt + v, x0, x1);
-          put2(s.z + i * ldt + v, x0 * f, x1 * f);
-          if (save) put2(vn + i * d.dvp + v, x0, x1);
+          store2(s.y + i * ldt + v, x0, x1);
+          store2(s.z + i * ldt + v, x0 * f, x1 * f);
+          if (save) store2(vn + i * d.dvp + v, x0, x1);
         },
         mm<false, false>(s.w, ldk, s.sb, ldk, d.dkp));
     if (!save)
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) gdn_state_fwd_kernel(Dims d, Inputs<
           4, C, kVT,
           [&](int i, int v, float a0, float a1) {
             const float f = eq[i] * rq[i];
-            put2(s.acc + i * kVT + v, a0 * f, a1 * f);
+            store2(s.acc + i * kVT + v, a0 * f, a1 * f);
           },
           mm<false, false>(s.q, ldk, s.sb, ldk, d.dkp));
     __syncthreads();
@@ -131,8 +131,8 @@ __global__ void __launch_bounds__(kThreads) gdn_state_fwd_kernel(Dims d, Inputs<
           C, kVT,
           [&](int i, int v, float a0, float a1) {
             if (i < L)
-              put2_edge(o + cp.v_off(d) + int64_t(i) * d.Hv * d.dv + v0, v, d.dv - v0, s.acc[i * kVT + v] + a0,
-                        s.acc[i * kVT + v + 1] + a1);
+              store_pair_in_row(o + cp.v_off(d) + int64_t(i) * d.Hv * d.dv + v0, v, d.dv - v0, s.acc[i * kVT + v] + a0,
+                                s.acc[i * kVT + v + 1] + a1);
           },
           mm<false, true>(s.p, ldc, s.y, ldt, C));
     E* next = save && c + 1 < d.nc ? s0_of(c + 1) : nullptr;
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) gdn_state_bwd_kernel(Dims d, Inputs<
   const StateSmem<E> s(reinterpret_cast<uintptr_t>(smem_raw), d);
   const int nvt = d.dvp / kVT, v0 = int(blockIdx.x % nvt) * kVT;
   const int64_t bh = blockIdx.x / nvt;
-  const int ldk = d.dkp + kPad, ldt = kVT + kPad, ldc = C + kPad;
+  const int ldk = d.dkp + kRowPad, ldt = kVT + kRowPad, ldc = C + kRowPad;
   const float *gam = s.gates + kGam * C, *rq = s.gates + kRq * C, *rk = s.gates + kRk * C;
   const float *ed = s.gates + kEd * C, *eq = s.gates + kEq * C;
   auto ds_of = [&](int c) { return ws.ds + ((bh * d.nc + c) * d.dvp + v0) * d.dkp; };
@@ -159,14 +159,14 @@ __global__ void __launch_bounds__(kThreads) gdn_state_bwd_kernel(Dims d, Inputs<
   // gates after the last, so P and dO load during the rest.
   auto load_pd = [&](int c) {
     const ChunkPos<E> cp(d, bh, c);
-    load_tile(s.p, ldc, ws.p + cp.bhc * C * C, C, C, C, C, C);
-    load_tile(s.x, ldt, dout + cp.v_off(d) + v0, int64_t(d.Hv) * d.dv, C, kVT, cp.L, d.dv - v0);
+    stage_tile(s.p, ldc, ws.p + cp.bhc * C * C, C, C, C, C, C);
+    stage_tile(s.x, ldt, dout + cp.v_off(d) + v0, int64_t(d.Hv) * d.dv, C, kVT, cp.L, d.dv - v0);
   };
   auto load_kqwg = [&](int c) {
     const ChunkPos<E> cp(d, bh, c);
-    load_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, cp.L, d.dk);
-    load_tile(s.q, ldk, in.q + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, cp.L, d.dk);
-    load_tile(s.w, ldk, ws.w + cp.bhc * C * d.dkp, d.dkp, C, d.dkp, C, d.dkp);
+    stage_tile(s.k, ldk, in.k + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, cp.L, d.dk);
+    stage_tile(s.q, ldk, in.q + cp.qk_off(d), int64_t(d.Hk) * d.dk, C, d.dkp, cp.L, d.dk);
+    stage_tile(s.w, ldk, ws.w + cp.bhc * C * d.dkp, d.dkp, C, d.dkp, C, d.dkp);
     load_gates(s.gates, ws, cp.bhc);
   };
   zero_state(s, d, ds_of(d.nc - 1));
@@ -180,10 +180,10 @@ __global__ void __launch_bounds__(kThreads) gdn_state_bwd_kernel(Dims d, Inputs<
     for (int idx = threadIdx.x; idx < C * kVT / 2; idx += blockDim.x) {
       const int i = idx / (kVT / 2), v = 2 * (idx % (kVT / 2));
       const float f = eq[i] * rq[i];
-      put2(s.y + i * ldt + v, to_f(s.x[i * ldt + v]) * f, to_f(s.x[i * ldt + v + 1]) * f);
+      store2(s.y + i * ldt + v, to_float(s.x[i * ldt + v]) * f, to_float(s.x[i * ldt + v + 1]) * f);
     }
     block_gemm(
-        C, kVT, [&](int j, int v, float a0, float a1) { put2(s.acc + j * kVT + v, a0, a1); },
+        C, kVT, [&](int j, int v, float a0, float a1) { store2(s.acc + j * kVT + v, a0, a1); },
         mm<true, true>(s.p, ldc, s.x, ldt, C));
     __syncthreads();
     if (c > 0) load_pd(c - 1);
@@ -194,8 +194,8 @@ __global__ void __launch_bounds__(kThreads) gdn_state_bwd_kernel(Dims d, Inputs<
           const float f = ed[j] * rk[j];
           const float x0 = j < L ? s.acc[j * kVT + v] + f * a0 : 0.0f;
           const float x1 = j < L ? s.acc[j * kVT + v + 1] + f * a1 : 0.0f;
-          put2(dvn + j * d.dvp + v, x0, x1);
-          put2(s.z + j * ldt + v, -x0, -x1);
+          store2(dvn + j * d.dvp + v, x0, x1);
+          store2(s.z + j * ldt + v, -x0, -x1);
         },
         mm<false, false>(s.k, ldk, s.sb, ldk, d.dkp));
     __syncthreads();

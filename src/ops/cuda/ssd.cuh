@@ -83,9 +83,6 @@ inline int64_t cb_smem(int64_t e) { return 2 * tile_bytes(kTile, kTile, e); }
 // The sizes of a call with x (B,T,H,P), Bm (B,T,G,N): Q from chunk_size and the device's shared memory.
 Dims make_dims(const Tensor& x, const Tensor& Bm, int64_t chunk_size);
 
-// Raises a kernel's dynamic shared-memory limit to `bytes` when over the default 48 KiB.
-void allow_smem(const void* kernel, int64_t bytes, const char* name);
-
 // Checks what the kernels support, allocates the scratch both directions use (dt, cum, C.B, states;
 // dstates when `backward`), and calls f(Args<T>&) with T = float or bf16 (x's dtype). Nothing for
 // empty tensors.
@@ -141,6 +138,37 @@ __device__ __forceinline__ void stage_scalars(float* s_dt, float* s_cum, const A
   const int64_t off = (b * a.d.H + h) * a.d.TQ() + c * a.d.Q;
   stage_tile(s_dt, a.d.Q, a.dt + off, a.d.Q, 1, a.d.Q, 1, a.d.Q);
   stage_tile(s_cum, a.d.Q, a.cum + off, a.d.Q, 1, a.d.Q, 1, a.d.Q);
+}
+
+// acc (chunk rows r0.. of this warp, 64 columns: one row of st each) += sum over n of
+// M[t0 + row][n] st[col][n] (M: Bm or Cm of group g, rows past `rows` zero; st: a stored state at its
+// 64-row block), in steps of 64 over N through the shared tiles sm (Q, 64 + kPad) and ss (64, 64 + kPad).
+// Every thread of the block calls it; it commits and waits for all its copies (earlier ones too).
+template <class T>
+__device__ __forceinline__ void state_product(Acc (&acc)[8], const Args<T>& a, T* sm, T* ss, const T* M, const T* st,
+                                              int64_t b, int64_t t0, int64_t g, int rows, int r0) {
+  const Dims& d = a.d;
+  constexpr int ld = kTile + kPad<T>;
+  for (int n0 = 0; n0 < d.N; n0 += kTile) {
+    stage_tile(sm, ld, M + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
+    stage_tile(ss, ld, st + n0, d.SN(), kTile, kTile, kTile, kTile);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      FragA<T> fa;
+      load_a<true>(fa, sm, ld, r0, 16 * kk);
+#pragma unroll
+      for (int pp = 0; pp < 4; ++pp) {
+        FragB<T> fb[2];
+        load_b2<true>(fb, ss, ld, 16 * kk, 16 * pp);
+        mma(acc[2 * pp], fa, fb[0]);
+        mma(acc[2 * pp + 1], fa, fb[1]);
+      }
+    }
+    __syncthreads();
+  }
 }
 
 // Inclusive prefix sum over the block's threads in thread order (fixed order: deterministic);

@@ -57,33 +57,10 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
     const bool in = j < rows;
     return make_float2(in && p0 + p < d.P ? to_float(xr[0]) : 0.0f, in && p0 + p + 1 < d.P ? to_float(xr[1]) : 0.0f);
   };
-  // acc (rows j, p) += sum_n M_j[n] st[p][n], N in steps of 64.
-  auto state_product = [&](Acc(&acc)[8], const T* M, const T* st) {
-    for (int n0 = 0; n0 < d.N; n0 += kTile) {
-      stage_tile(sm, ld, M + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
-      stage_tile(ss, ld, st + n0, d.SN(), kTile, kTile, kTile, kTile);
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
-#pragma unroll
-      for (int kk = 0; kk < kTile / 16; ++kk) {
-        FragA<T> fa;
-        load_a<true>(fa, sm, ld, r0, 16 * kk);
-#pragma unroll
-        for (int pp = 0; pp < 4; ++pp) {
-          FragB<T> fb[2];
-          load_b2<true>(fb, ss, ld, 16 * kk, 16 * pp);
-          mma(acc[2 * pp], fa, fb[0]);
-          mma(acc[2 * pp + 1], fa, fb[1]);
-        }
-      }
-      __syncthreads();
-    }
-  };
   const int64_t soff = d.state(b, h, c) + int64_t(p0) * d.SN();
   Acc r[8] = {}, yo[8] = {};  // r: rows j, columns p0 + 8 nt..; yo = S_{c-1} C_i for rows i
-  if (c + 1 < d.nC) state_product(r, a.Bm, a.dstates + soff);
-  if (c > 0) state_product(yo, a.Cm, a.states + soff);
+  if (c + 1 < d.nC) state_product(r, a, sm, ss, a.Bm, a.dstates + soff, b, t0, g, rows, r0);
+  if (c > 0) state_product(yo, a, sm, ss, a.Cm, a.states + soff, b, t0, g, rows, r0);
   cp_async_wait<0>();
   __syncthreads();
   const int row[2] = {r0 + acc_row(0), r0 + acc_row(2)};
@@ -249,7 +226,7 @@ void backward(Exec& ex, const Args<T>& a, T* dx, T* ddt_raw, int64_t lddt, T* dB
   Tensor row_part = Tensor::empty({d.B, d.H, kRowParts, d.pt, d.TQ()}, DType::F32, cu);  // (B,H,3,pt,T')
   Tensor dd_part = Tensor::empty({d.B, d.H, d.nC, d.pt}, DType::F32, cu);                // (B,H,nC,pt)
   const int64_t smem = dx_smem(d, sizeof(T));
-  allow_smem(reinterpret_cast<const void*>(&ssd_dx_kernel<T>), smem, "ssd_dx_kernel smem");
+  allow_smem(&ssd_dx_kernel<T>, smem, "ssd_dx_kernel smem");
   ssd_dx_kernel<T><<<dim3(unsigned(d.pt * d.H), unsigned(d.nC), unsigned(d.B)), 2 * d.Q, size_t(smem), s>>>(
       a, dx, row_part.data<float>(), dd_part.data<float>());
   check_launch("ssd_dx_kernel");

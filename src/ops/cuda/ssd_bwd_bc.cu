@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_db_kernel(Args<T> a, T* dB, flo
 template <class T>
 void launch_dc(Exec& ex, const Args<T>& a, T* dC) {
   const int64_t smem = dbc_smem(a.d, sizeof(T));
-  allow_smem(reinterpret_cast<const void*>(&ssd_dc_kernel<T>), smem, "ssd_dc_kernel smem");
+  allow_smem(&ssd_dc_kernel<T>, smem, "ssd_dc_kernel smem");
   const dim3 grid(unsigned(a.d.nt), unsigned(a.d.G), unsigned(a.d.B * a.d.nC));
   ssd_dc_kernel<T><<<grid, 2 * a.d.Q, size_t(smem), stream_of(ex)>>>(a, dC);
   check_launch("ssd_dc_kernel");
@@ -262,7 +262,7 @@ void launch_dc(Exec& ex, const Args<T>& a, T* dC) {
 template <class T>
 void launch_db(Exec& ex, const Args<T>& a, T* dB, float* da_diag) {
   const int64_t smem = dbc_smem(a.d, sizeof(T));
-  allow_smem(reinterpret_cast<const void*>(&ssd_db_kernel<T>), smem, "ssd_db_kernel smem");
+  allow_smem(&ssd_db_kernel<T>, smem, "ssd_db_kernel smem");
   const dim3 grid(unsigned(a.d.nt), unsigned(a.d.G), unsigned(a.d.B * a.d.nC));
   ssd_db_kernel<T><<<grid, 2 * a.d.Q, size_t(smem), stream_of(ex)>>>(a, dB, da_diag);
   check_launch("ssd_db_kernel");

@@ -48,29 +48,8 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y) {
   stage_tile(scb, ldq, a.cb + d.cb(b, c, g), d.Q, d.Q, d.Q, d.Q, d.Q);
   cp_async_commit();
   Acc acc[8] = {};  // rows r0.., columns p0 + 8 nt..
-  if (c > 0) {      // C S^T over N (the state entering chunk 0 is zero)
-    const T* st = a.states + d.state(b, h, c) + int64_t(p0) * d.SN();
-    for (int n0 = 0; n0 < d.N; n0 += kTile) {
-      stage_tile(sc, ld, a.Cm + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
-      stage_tile(ss, ld, st + n0, d.SN(), kTile, kTile, kTile, kTile);
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
-#pragma unroll
-      for (int kk = 0; kk < kTile / 16; ++kk) {
-        FragA<T> fa;
-        load_a<true>(fa, sc, ld, r0, 16 * kk);
-#pragma unroll
-        for (int pp = 0; pp < 4; ++pp) {
-          FragB<T> fb[2];
-          load_b2<true>(fb, ss, ld, 16 * kk, 16 * pp);
-          mma(acc[2 * pp], fa, fb[0]);
-          mma(acc[2 * pp + 1], fa, fb[1]);
-        }
-      }
-      __syncthreads();
-    }
-  }
+  if (c > 0)        // C S^T over N (the state entering chunk 0 is zero)
+    state_product(acc, a, sc, ss, a.Cm, a.states + d.state(b, h, c) + int64_t(p0) * d.SN(), b, t0, g, rows, r0);
   cp_async_wait<0>();
   __syncthreads();
   const int i_lo = r0 + acc_row(0), i_hi = r0 + acc_row(2);
@@ -126,7 +105,7 @@ void forward(Exec& ex, const Args<T>& a, T* y) {
   launch_cb(ex, a, false);
   launch_scan(ex, a, false, nullptr);
   const int64_t smem = out_smem(a.d, sizeof(T));
-  allow_smem(reinterpret_cast<const void*>(&ssd_out_kernel<T>), smem, "ssd_out_kernel smem");
+  allow_smem(&ssd_out_kernel<T>, smem, "ssd_out_kernel smem");
   const dim3 grid(unsigned(a.d.pt * a.d.H), unsigned(a.d.nC), unsigned(a.d.B));
   ssd_out_kernel<T><<<grid, 2 * a.d.Q, size_t(smem), stream_of(ex)>>>(a, y);
   check_launch("ssd_out_kernel");

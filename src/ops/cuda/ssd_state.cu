@@ -217,11 +217,6 @@ Dims make_dims(const Tensor& x, const Tensor& Bm, int64_t chunk_size) {
   return d;
 }
 
-void allow_smem(const void* kernel, int64_t bytes, const char* name) {
-  if (bytes > 48 * 1024)
-    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), name);
-}
-
 template <class T>
 void launch_dt(Exec& ex, const Args<T>& a) {
   const int64_t warps = a.d.B * a.d.H * a.d.nC;
@@ -232,7 +227,7 @@ void launch_dt(Exec& ex, const Args<T>& a) {
 template <class T>
 void launch_cb(Exec& ex, const Args<T>& a, bool transposed) {
   const int64_t smem = cb_smem(sizeof(T)), tq = a.d.Q / kTile;
-  allow_smem(reinterpret_cast<const void*>(&ssd_cb_kernel<T>), smem, "ssd_cb_kernel smem");
+  allow_smem(&ssd_cb_kernel<T>, smem, "ssd_cb_kernel smem");
   const dim3 grid(unsigned(tq * tq), unsigned(a.d.G), unsigned(a.d.B * a.d.nC));
   ssd_cb_kernel<T><<<grid, kCbThreads, size_t(smem), stream_of(ex)>>>(a, transposed ? a.Bm : a.Cm,
                                                                       transposed ? a.Cm : a.Bm, transposed);
@@ -244,7 +239,7 @@ void launch_scan(Exec& ex, const Args<T>& a, bool reverse, float* e_part) {
   const int64_t smem = scan_smem(a.d, sizeof(T), reverse);
   const dim3 grid(unsigned(a.d.pt * a.d.nt), unsigned(a.d.H), unsigned(a.d.B));
   auto run = [&](auto kernel) {
-    allow_smem(reinterpret_cast<const void*>(kernel), smem, "ssd_scan_kernel smem");
+    allow_smem(kernel, smem, "ssd_scan_kernel smem");
     kernel<<<grid, kScanThreads, size_t(smem), stream_of(ex)>>>(a, e_part);
   };
   if (reverse)

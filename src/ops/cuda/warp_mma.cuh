@@ -1,16 +1,17 @@
-// Warp-level 16x8x16 matrix products (the SSD kernels' building blocks): fragments, their loads from
-// shared memory, tiles copied into shared memory, and the product itself. T = bf16 runs
-// mma.sync on the tensor cores (fp32 accumulation); T = float runs the same fragment layout as exact
-// fp32 FMAs whose operands travel by shuffles (a slow path for fp32 runs and tests), so one kernel
-// source serves both dtypes.
+// Warp-level 16x8x16 matrix products (the building blocks of the SSD kernels and of block_mma.cuh):
+// fragments, their loads from shared memory, tiles copied into shared memory, and the product
+// itself. T = bf16 runs mma.sync on the tensor cores (fp32 accumulation); T = float runs the same
+// fragment layout as exact fp32 FMAs whose operands travel by shuffles (a slow path for fp32 runs
+// and tests), so one kernel source serves both dtypes.
 // Fragment layout (PTX mma.m16n8k16; g = lane / 4, t = lane % 4), element e of
 //   A (16x16, rows m, cols k): row g + 8 ((e / 2) % 2), col 2t + e % 2 + 8 (e / 4)
 //   B (16x8, rows k, cols n):  row 2t + e % 2 + 8 (e / 2), col g
 //   C (16x8 fp32, "Acc"):      row g + 8 (e / 2),       col 2t + e % 2
 // Two adjacent 8-column accumulators are, element for element, one A fragment (acc_to_a). A shared
 // operand is "k-major" when its k index is contiguous (A stored [m][k], B stored [n][k]); otherwise
-// it is stored [k][m] / [k][n] and bf16 loads use ldmatrix .trans. Shared tiles have a row pitch of
-// width + kPad<T> elements (16 bytes more than the row: conflict-free ldmatrix, aligned rows).
+// ("transposed") it is stored [k][m] / [k][n] and bf16 loads use ldmatrix .trans. Shared tiles have a
+// row pitch of width + kPad<T> elements (16 bytes more than the row: conflict-free ldmatrix, aligned
+// rows).
 #pragma once
 #include <cuda_bf16.h>
 
@@ -206,33 +207,49 @@ __device__ __forceinline__ void mma(Acc& c, const FragA<float>& a, const FragB<f
 }
 
 // ---- tiles into shared memory ----------------------------------------------------------------------
+// 16 bytes from global src into shared dst, the first src_bytes of them read and the rest zero-filled
+// (cp.async). Commit groups, wait, then synchronise the block before reading dst; the "memory"
+// clobbers keep the compiler from moving shared-memory accesses across the waits.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Closes the group of copies issued since the last commit.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending committed groups of this thread are in flight.
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
+// Waits for every copy of this thread, committed or not.
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 // dst[r][c] (row pitch ld) = src[r * src_ld + c] for r < rows_valid and c < cols_valid, else 0, for
-// r < rows and c < cols (cols a multiple of 16 bytes). All threads of the block take part. Rows that
-// start 16-byte aligned go by cp.async (zero-filling past cols_valid): the caller commits, waits and
-// synchronises; other sources are copied element by element at once.
+// r < rows and c < cols. All threads of the block take part. When the rows start 16-byte aligned on
+// both sides (and cols spans whole 16 bytes), rows go by cp.async (zero-filling past cols_valid; the
+// rows past rows_valid are stored as zeros at once): the caller commits, waits and synchronises;
+// otherwise elements are copied one by one at once. Either way the tile holds the same values.
 template <class T>
 __device__ void stage_tile(T* dst, int ld, const T* src, int64_t src_ld, int rows, int cols, int rows_valid,
                            int cols_valid) {
   constexpr int V = kPad<T>;  // elements per 16 bytes
-  const bool vec = ((reinterpret_cast<uintptr_t>(src) | uintptr_t(src_ld * int64_t(sizeof(T)))) & 15) == 0;
-  if (vec) {
-    const int per_row = cols / V;
-    for (int i = int(threadIdx.x); i < rows * per_row; i += int(blockDim.x)) {
-      const int r = i / per_row, c = (i % per_row) * V;
-      const int n = r < rows_valid ? min(V, cols_valid - c) : 0;
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
+                         uintptr_t(src_ld * int64_t(sizeof(T))) | uintptr_t(ld * int(sizeof(T))) |
+                         uintptr_t(cols * int(sizeof(T)));
+  if ((bits & 15) == 0 && cols > 0) {
+    // Vector (r, c) of this thread, advanced by blockDim.x vectors a step without dividing.
+    const int per_row = cols / V, dr = int(blockDim.x) / per_row, dc = int(blockDim.x) % per_row;
+    for (int r = int(threadIdx.x) / per_row, c = int(threadIdx.x) % per_row; r < rows;) {
+      const int n = r < rows_valid ? min(V, cols_valid - c * V) : 0;
       if (n > 0)
-        cp_async16(dst + r * ld + c, src + r * src_ld + c, n * int(sizeof(T)));
+        cp_async16(dst + r * ld + c * V, src + r * src_ld + c * V, n * int(sizeof(T)));
       else
-        *reinterpret_cast<uint4*>(dst + r * ld + c) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(dst + r * ld + c * V) = make_uint4(0, 0, 0, 0);
+      r += dr;
+      c += dc;
+      if (c >= per_row) {
+        c -= per_row;
+        ++r;
+      }
     }
   } else {
     for (int i = int(threadIdx.x); i < rows * cols; i += int(blockDim.x)) {
@@ -252,6 +269,11 @@ __device__ __forceinline__ void store_pair(T* p, float v0, float v1, int valid, 
     if (valid >= 1) p[0] = from_float<T>(v0);
     if (valid >= 2) p[1] = from_float<T>(v1);
   }
+}
+// Columns col, col + 1 of a row of n elements (either may lie past the end; any alignment).
+template <class T>
+__device__ __forceinline__ void store_pair_in_row(T* row, int col, int n, float v0, float v1) {
+  store_pair(row + col, v0, v1, n - col, (reinterpret_cast<uintptr_t>(row + col) & (2 * sizeof(T) - 1)) == 0);
 }
 
 }  // namespace hytra::cuda
