@@ -239,11 +239,10 @@ __device__ void stage_tile(T* dst, int ld, const T* src, int64_t src_ld, int row
     // Vector (r, c) of this thread, advanced by blockDim.x vectors a step without dividing.
     const int per_row = cols / V, dr = int(blockDim.x) / per_row, dc = int(blockDim.x) % per_row;
     for (int r = int(threadIdx.x) / per_row, c = int(threadIdx.x) % per_row; r < rows;) {
-      const int n = r < rows_valid ? min(V, cols_valid - c * V) : 0;
-      if (n > 0)
-        cp_async16(dst + r * ld + c * V, src + r * src_ld + c * V, n * int(sizeof(T)));
-      else
-        *reinterpret_cast<uint4*>(dst + r * ld + c * V) = make_uint4(0, 0, 0, 0);
+      // The first n elements copied, the rest of the 16 bytes zero-filled by cp.async (all of them
+      // when n = 0: src itself is then a valid address that is not read).
+      const int n = r < rows_valid ? max(0, min(V, cols_valid - c * V)) : 0;
+      cp_async16(dst + r * ld + c * V, n > 0 ? src + r * src_ld + c * V : src, n * int(sizeof(T)));
       r += dr;
       c += dc;
       if (c >= per_row) {
