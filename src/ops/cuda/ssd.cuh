@@ -159,13 +159,7 @@ __device__ __forceinline__ void state_product(Acc (&acc)[8], const Args<T>& a, T
     for (int kk = 0; kk < kTile / 16; ++kk) {
       FragA<T> fa;
       load_a<true>(fa, sm, ld, r0, 16 * kk);
-#pragma unroll
-      for (int pp = 0; pp < 4; ++pp) {
-        FragB<T> fb[2];
-        load_b2<true>(fb, ss, ld, 16 * kk, 16 * pp);
-        mma(acc[2 * pp], fa, fb[0]);
-        mma(acc[2 * pp + 1], fa, fb[1]);
-      }
+      mma_x64<true>(acc, fa, ss, ld, 16 * kk);
     }
     __syncthreads();
   }

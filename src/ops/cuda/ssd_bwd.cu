@@ -91,13 +91,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
       v[e] = i >= j ? v[e] * exp2f(s_cum[i] - s_cum[j]) : 0.0f;
     }
     set_a(fa, v);
-#pragma unroll
-    for (int pp = 0; pp < 4; ++pp) {
-      FragB<T> fb[2];
-      load_b2<false>(fb, sdy, ld, 16 * kt, 16 * pp);
-      mma(r[2 * pp], fa, fb[0]);
-      mma(r[2 * pp + 1], fa, fb[1]);
-    }
+    mma_x64<false>(r, fa, sdy, ld, 16 * kt);
   }
   const float Dh = a.D[h];
   float xr[2] = {0.0f, 0.0f}, dd = 0.0f;

@@ -49,13 +49,7 @@ __device__ __forceinline__ void rows_times_state(Acc (&acc)[8], const BcSmem<T>&
     FragA<T> fa;
     load_a<true>(fa, sa, s.ldp, r0, 16 * kk);
     scale_a_rows(fa, f_lo, f_hi);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      FragB<T> fb[2];
-      load_b2<false>(fb, s.st, s.ld, 16 * kk, 16 * np);
-      mma(acc[2 * np], fa, fb[0]);
-      mma(acc[2 * np + 1], fa, fb[1]);
-    }
+    mma_x64<false>(acc, fa, s.st, s.ld, 16 * kk);
   }
 }
 
@@ -88,13 +82,7 @@ __device__ __forceinline__ void block_times_m(Acc (&acc)[8], const Acc (&w)[8], 
     if (!need(c0 + 16 * kt)) continue;
     FragA<T> fa;
     acc_to_a(fa, w[2 * kt], w[2 * kt + 1]);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      FragB<T> fb[2];
-      load_b2<false>(fb, s.m, s.ld, c0 + 16 * kt, 16 * np);
-      mma(acc[2 * np], fa, fb[0]);
-      mma(acc[2 * np + 1], fa, fb[1]);
-    }
+    mma_x64<false>(acc, fa, s.m, s.ld, c0 + 16 * kt);
   }
 }
 

@@ -73,13 +73,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y) {
       v[e] = j <= i ? v[e] * exp2f(s_cum[i] - s_cum[j]) * s_dt[j] : 0.0f;
     }
     set_a(fa, v);
-#pragma unroll
-    for (int pp = 0; pp < 4; ++pp) {
-      FragB<T> fb[2];
-      load_b2<false>(fb, sx, ld, 16 * kt, 16 * pp);
-      mma(acc[2 * pp], fa, fb[0]);
-      mma(acc[2 * pp + 1], fa, fb[1]);
-    }
+    mma_x64<false>(acc, fa, sx, ld, 16 * kt);
   }
   const float Dh = a.D[h];
   const bool paired = d.P % 2 == 0;

@@ -64,13 +64,7 @@ __global__ void __launch_bounds__(kCbThreads) ssd_cb_kernel(Args<T> a, const T* 
     for (int kk = 0; kk < kTile / 16; ++kk) {
       FragA<T> fa;
       load_a<true>(fa, sx, ld, 16 * warp, 16 * kk);
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        FragB<T> fb[2];
-        load_b2<true>(fb, sy, ld, 16 * kk, 16 * np);
-        mma(acc[2 * np], fa, fb[0]);
-        mma(acc[2 * np + 1], fa, fb[1]);
-      }
+      mma_x64<true>(acc, fa, sy, ld, 16 * kk);
     }
     __syncthreads();
   }
@@ -170,13 +164,7 @@ __global__ void __launch_bounds__(kScanThreads) ssd_scan_kernel(Args<T> a, float
 #pragma unroll
         for (int i = 0; i < 8; ++i) v[i] *= s_w[16 * kk + a_col(i)];
         set_a(fa, v);
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          FragB<T> fb[2];
-          load_b2<false>(fb, bv, ld, 16 * kk, 16 * np);
-          mma(acc[2 * np], fa, fb[0]);
-          mma(acc[2 * np + 1], fa, fb[1]);
-        }
+        mma_x64<false>(acc, fa, bv, ld, 16 * kk);
       }
     }
     if constexpr (kRev) {

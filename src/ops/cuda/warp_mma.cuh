@@ -206,6 +206,19 @@ __device__ __forceinline__ void mma(Acc& c, const FragA<float>& a, const FragB<f
   }
 }
 
+// acc (16 rows x 64 columns) += a (16 x 16) times rows k0..k0+15, columns n0..n0+63 of the shared
+// tile s: four pairs of 8-column products, in column order.
+template <bool kKMajor, class T>
+__device__ __forceinline__ void mma_x64(Acc (&acc)[8], const FragA<T>& a, const T* s, int ld, int k0, int n0 = 0) {
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    FragB<T> fb[2];
+    load_b2<kKMajor>(fb, s, ld, k0, n0 + 16 * p);
+    mma(acc[2 * p], a, fb[0]);
+    mma(acc[2 * p + 1], a, fb[1]);
+  }
+}
+
 // ---- tiles into shared memory ----------------------------------------------------------------------
 // 16 bytes from global src into shared dst, the first src_bytes of them read and the rest zero-filled
 // (cp.async). Commit groups, wait, then synchronise the block before reading dst; the "memory"
