@@ -5,7 +5,7 @@
 # llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml; eager and compiled, or PEER_MODE=compile
 # or eager alone), the peer timing of
 # the Mamba-2 SSD scan alone (SSD_PEER=1: bench/peer/ssd_peer.py) and an ncu per-kernel breakdown of one step
-# (NCU=1); CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
+# of each config in BENCH (NCU=1, at global batch NCU_GBS, default 2); CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
 # test_unit, test_e2e; not needed with CHECKS=0 BENCH_HYTRA=0, which runs the peers alone);
 # logs go to $OUT.
 #   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [PEER=1] [SSD_PEER=1] [NCU=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
@@ -53,8 +53,12 @@ if [ "${SSD_PEER:-0}" = 1 ]; then
   (cd bench/peer && PYTHONUNBUFFERED=1 $PY ssd_peer.py) 2>&1 | tee "$OUT/ssd_peer.log"
 fi
 if [ "${NCU:-0}" = 1 ]; then
-  echo "== ncu, one step"
-  ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu.csv" \
-    "$BIN/hytra" bench llama3.2-1b --steps 1 --warmup 0 --lr-warmup-iters 0 >"$OUT/ncu_run.log" 2>&1
-  python3 bench/kernel_breakdown.py "$OUT/ncu.csv" --top 40 | tee "$OUT/breakdown.txt"
+  for cfg in ${BENCH:-llama3.2-1b}; do
+    name=$(basename "$cfg" .yaml); [ "$name" = config ] && name=$(basename "$(dirname "$cfg")")
+    echo "== ncu, one step of $cfg (gbs ${NCU_GBS:-2})"
+    ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu_$name.csv" \
+      "$BIN/hytra" bench "$cfg" --steps 1 --warmup 0 --lr-warmup-iters 0 --global-batch-size ${NCU_GBS:-2} \
+      >"$OUT/ncu_run_$name.log" 2>&1
+    python3 bench/kernel_breakdown.py "$OUT/ncu_$name.csv" --top ${NCU_TOP:-40} | tee "$OUT/breakdown_$name.txt"
+  done
 fi
