@@ -1,6 +1,7 @@
-// Activations (ops.h "activations"), one thread per output element, math in fp32. SwiGLU with one
-// dtype for all tensors, F % 8 == 0 and 16-byte aligned buffers takes the vector path: 8 outputs
-// per thread and step, 16-byte loads and stores, the same formulas (bitwise equal results).
+// Activations (ops.h "activations"), one thread per output element, math in fp32. With one dtype for
+// all tensors, 16-byte aligned buffers and a multiple of 8 elements (SwiGLU: F % 8 == 0) an op takes
+// the vector path: 8 outputs per thread and step, 16-byte loads and stores, the same formulas (bitwise
+// equal results).
 //   SwiGLU (gate = first half):  y = silu(g) * u,  silu(g) = g * sigmoid(g)
 //     dg = dy * u * sigmoid(g) * (1 + g * (1 - sigmoid(g))),  du = dy * silu(g)
 //   GeLU (exact):  y = x * Phi(x);  dx = dy * (Phi(x) + x * phi(x)),  phi(x) = exp(-x^2/2) / sqrt(2 pi)
@@ -70,8 +71,8 @@ __global__ void swiglu_bwd_vec_kernel(T* dx, const T* dy, const T* x, int64_t N,
   }
 }
 
-// The vector path applies: one dtype, F % 8 == 0, aligned buffers.
-bool swiglu_vec_ok(int64_t F, std::initializer_list<const Tensor*> ts) {
+// The vector path applies: one dtype, a multiple of 8 elements per row (F), aligned buffers.
+bool vec_ok(int64_t F, std::initializer_list<const Tensor*> ts) {
   if (F % 8 != 0) return false;
   for (const Tensor* t : ts)
     if (t->dtype() != (*ts.begin())->dtype() || !aligned16(t->raw())) return false;
@@ -96,6 +97,29 @@ __device__ __forceinline__ float act_grad(Act a, float v) {
   return 2.0f * fmaxf(v, 0.0f);
 }
 
+template <Act A, class T>
+__global__ void act_fwd_vec_kernel(T* y, const T* x, int64_t n8) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n8; e += int64_t(gridDim.x) * blockDim.x) {
+    float v[8];
+    load_n<8>(x + 8 * e, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = act_fwd(A, v[i]);
+    store_n<8>(y + 8 * e, v);
+  }
+}
+
+template <Act A, class T>
+__global__ void act_bwd_vec_kernel(T* dx, const T* dy, const T* x, int64_t n8) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n8; e += int64_t(gridDim.x) * blockDim.x) {
+    float v[8], d[8];
+    load_n<8>(x + 8 * e, v);
+    load_n<8>(dy + 8 * e, d);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) d[i] *= act_grad(A, v[i]);
+    store_n<8>(dx + 8 * e, d);
+  }
+}
+
 __global__ void act_fwd_kernel(Act a, void* y, DType yt, const void* x, DType xt, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     store_f(y, yt, i, act_fwd(a, load_f(x, xt, i)));
@@ -116,7 +140,25 @@ void act_fwd(Exec& ex, Act a, const char* op, Tensor& y, const Tensor& x) {
   check_dtypes(op, {&y, &x});
   const int64_t n = x.numel();
   if (n == 0) return;
-  act_fwd_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_of(ex)>>>(a, y.raw(), y.dtype(), x.raw(), x.dtype(), n);
+  cudaStream_t s = stream_of(ex);
+  if (vec_ok(n, {&y, &x})) {
+    using bf = __nv_bfloat16;
+    auto launch = [&](auto kernel, auto* yp, const auto* xp) {
+      kernel<<<vec_grid(n / 8), kThreads, 0, s>>>(yp, xp, n / 8);
+    };
+    const bool bf16 = x.dtype() == DType::BF16, gelu = a == Act::Gelu;
+    if (bf16) {
+      auto* yp = static_cast<bf*>(y.raw());
+      auto* xp = static_cast<const bf*>(x.raw());
+      gelu ? launch(act_fwd_vec_kernel<Act::Gelu, bf>, yp, xp) : launch(act_fwd_vec_kernel<Act::Sqrelu, bf>, yp, xp);
+    } else {
+      gelu ? launch(act_fwd_vec_kernel<Act::Gelu, float>, y.data<float>(), x.data<float>())
+           : launch(act_fwd_vec_kernel<Act::Sqrelu, float>, y.data<float>(), x.data<float>());
+    }
+    check_launch("act_fwd_vec_kernel");
+    return;
+  }
+  act_fwd_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(a, y.raw(), y.dtype(), x.raw(), x.dtype(), n);
   check_launch("act_fwd_kernel");
 }
 
@@ -124,7 +166,26 @@ void act_bwd(Exec& ex, Act a, const char* op, Tensor& dx, const Tensor& dy, cons
   check_dtypes(op, {&dx, &dy, &x});
   const int64_t n = x.numel();
   if (n == 0) return;
-  act_bwd_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_of(ex)>>>(a, dx.raw(), dx.dtype(), dy.raw(), dy.dtype(),
+  cudaStream_t s = stream_of(ex);
+  if (vec_ok(n, {&dx, &dy, &x})) {
+    using bf = __nv_bfloat16;
+    auto launch = [&](auto kernel, auto* dxp, const auto* dyp, const auto* xp) {
+      kernel<<<vec_grid(n / 8), kThreads, 0, s>>>(dxp, dyp, xp, n / 8);
+    };
+    const bool gelu = a == Act::Gelu;
+    if (x.dtype() == DType::BF16) {
+      auto* dxp = static_cast<bf*>(dx.raw());
+      auto *dyp = static_cast<const bf*>(dy.raw()), *xp = static_cast<const bf*>(x.raw());
+      gelu ? launch(act_bwd_vec_kernel<Act::Gelu, bf>, dxp, dyp, xp)
+           : launch(act_bwd_vec_kernel<Act::Sqrelu, bf>, dxp, dyp, xp);
+    } else {
+      gelu ? launch(act_bwd_vec_kernel<Act::Gelu, float>, dx.data<float>(), dy.data<float>(), x.data<float>())
+           : launch(act_bwd_vec_kernel<Act::Sqrelu, float>, dx.data<float>(), dy.data<float>(), x.data<float>());
+    }
+    check_launch("act_bwd_vec_kernel");
+    return;
+  }
+  act_bwd_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(a, dx.raw(), dx.dtype(), dy.raw(), dy.dtype(),
                                                                         x.raw(), x.dtype(), n);
   check_launch("act_bwd_kernel");
 }
@@ -136,7 +197,7 @@ void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x) {
   const int64_t N = y.size(0), F = y.size(1);
   if (N * F == 0) return;
   cudaStream_t s = stream_of(ex);
-  if (swiglu_vec_ok(F, {&y, &x})) {
+  if (vec_ok(F, {&y, &x})) {
     if (x.dtype() == DType::BF16)
       swiglu_fwd_vec_kernel<<<vec_grid(N * F / 8), kThreads, 0, s>>>(static_cast<__nv_bfloat16*>(y.raw()),
                                                                       static_cast<const __nv_bfloat16*>(x.raw()), N, F);
@@ -154,7 +215,7 @@ void swiglu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
   const int64_t N = dy.size(0), F = dy.size(1);
   if (N * F == 0) return;
   cudaStream_t s = stream_of(ex);
-  if (swiglu_vec_ok(F, {&dx, &dy, &x})) {
+  if (vec_ok(F, {&dx, &dy, &x})) {
     using bf = __nv_bfloat16;
     if (x.dtype() == DType::BF16)
       swiglu_bwd_vec_kernel<<<vec_grid(N * F / 8), kThreads, 0, s>>>(

@@ -60,8 +60,10 @@ HYTRA_PARITY_CASES(activation) {
     add_swiglu(fwd, 37, 296, DType::F32);   // vector path, fp32
     add_swiglu(fwd, 33, 100, DType::BF16);  // scalar path, bf16
     for (const char* kind : {"gelu", "sqrelu"}) {
-      add_pointwise(kind, fwd, 37, 301, DType::F32);
-      add_pointwise(kind, fwd, 64, 1024, DType::BF16);
+      add_pointwise(kind, fwd, 37, 301, DType::F32);   // scalar path, fp32
+      add_pointwise(kind, fwd, 64, 1024, DType::BF16);  // vector path, bf16
+      add_pointwise(kind, fwd, 37, 296, DType::F32);   // vector path, fp32
+      add_pointwise(kind, fwd, 33, 101, DType::BF16);  // scalar path, bf16
     }
   }
 }
