@@ -173,6 +173,12 @@ void target_model_entries(std::vector<Entry>& out, const Env& e) {
                    Tensor x = uniform({n}, f32, dev, 1), y = uniform({n}, f32, dev, 2);
                    return std::function<void()>([=]() mutable { ops::copy(*ex, y, x); });
                  }});
+  // Attention's q heads out of a grouped QKV projection (nemotron-h-1b: B*T 8192, 8 groups of 2 q + k + v).
+  const int64_t rows = 8192 * 8;
+  out.push_back({"slice_copy", dims({rows, 4, 128}) + " dim1 [0+2]", bf, 0, 2.0 * rows * 2 * 128 * 2, [=] {
+                   Tensor x = uniform({rows, 4, 128}, bf, dev, 1), y = uniform({rows, 2, 128}, bf, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::slice_copy(*ex, y, x, 1, 0); });
+                 }});
   out.push_back({"axpy", dims({n}) + " fp32 += bf16", f32, 0, n * (2.0 * 4 + 2), [=] {
                    Tensor x = uniform({n}, bf, dev, 1), y = uniform({n}, f32, dev, 2);
                    return std::function<void()>([=]() mutable { ops::axpy(*ex, y, x, 1e-3); });
@@ -292,6 +298,15 @@ std::vector<Entry> entries(const Env& e) {
   out.push_back({"gelu_fwd", "N=" + dims({N}) + " F=" + dims({F}), act, 0, 2 * N * F * act_b, [=] {
                    Tensor x = uniform({N, F}, act, dev, 1), y = uniform({N, F}, act, dev, 2);
                    return std::function<void()>([=]() mutable { ops::gelu_fwd(*ex, y, x); });
+                 }});
+  out.push_back({"sqrelu_fwd", "N=" + dims({N}) + " F=" + dims({F}), act, 0, 2 * N * F * act_b, [=] {
+                   Tensor x = uniform({N, F}, act, dev, 1), y = uniform({N, F}, act, dev, 2);
+                   return std::function<void()>([=]() mutable { ops::sqrelu_fwd(*ex, y, x); });
+                 }});
+  out.push_back({"sqrelu_bwd", "N=" + dims({N}) + " F=" + dims({F}), act, 0, 3 * N * F * act_b, [=] {
+                   Tensor x = uniform({N, F}, act, dev, 1), dy = uniform({N, F}, act, dev, 2);
+                   Tensor dx = uniform({N, F}, act, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::sqrelu_bwd(*ex, dx, dy, x); });
                  }});
 
   const int64_t B = e.big ? 4 : 1, T = e.big ? 4096 : 64, H = e.big ? 32 : 4, D = 128;

@@ -5,7 +5,7 @@
 # llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml; eager and compiled, or PEER_MODE=compile
 # or eager alone), the peer timing of
 # the Mamba-2 SSD scan alone (SSD_PEER=1: bench/peer/ssd_peer.py) and an ncu per-kernel breakdown of one step
-# of each config in BENCH (NCU=1, at global batch NCU_GBS, default 2); CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
+# (the second) of each config in BENCH (NCU=1, at global batch NCU_GBS, default 2); CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
 # test_unit, test_e2e; not needed with CHECKS=0 BENCH_HYTRA=0, which runs the peers alone);
 # logs go to $OUT.
 #   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [PEER=1] [SSD_PEER=1] [NCU=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
@@ -55,10 +55,11 @@ fi
 if [ "${NCU:-0}" = 1 ]; then
   for cfg in ${BENCH:-llama3.2-1b}; do
     name=$(basename "$cfg" .yaml); [ "$name" = config ] && name=$(basename "$(dirname "$cfg")")
-    echo "== ncu, one step of $cfg (gbs ${NCU_GBS:-2})"
+    echo "== ncu, the second step of $cfg (gbs ${NCU_GBS:-2}; the first tunes the GEMMs)"
     ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu_$name.csv" \
-      "$BIN/hytra" bench "$cfg" --steps 1 --warmup 0 --lr-warmup-iters 0 --global-batch-size ${NCU_GBS:-2} \
+      "$BIN/hytra" bench "$cfg" --steps 2 --warmup 0 --lr-warmup-iters 0 --global-batch-size ${NCU_GBS:-2} \
       >"$OUT/ncu_run_$name.log" 2>&1
-    python3 bench/kernel_breakdown.py "$OUT/ncu_$name.csv" --top ${NCU_TOP:-40} | tee "$OUT/breakdown_$name.txt"
+    python3 bench/kernel_breakdown.py "$OUT/ncu_$name.csv" --last-step embedding_fwd --top ${NCU_TOP:-40} \
+      | tee "$OUT/breakdown_$name.txt"
   done
 fi

@@ -1,5 +1,5 @@
-// Parity cases for slice_copy and slice_scatter: every dim position, fp32 and bf16; both are pure
-// data movement, so results must match exactly.
+// Parity cases for slice_copy and slice_scatter: every dim position, fp32 and bf16, 16-, 4- and
+// 1-byte moves; both are pure data movement, so results must match exactly.
 #include "ops/ops.h"
 #include "parity/harness.h"
 
@@ -40,6 +40,8 @@ HYTRA_PARITY_CASES(slice) {
   add_slice({2, 3, 6, 8}, 2, 4, 1, DType::BF16);
   add_slice({4, 33, 12, 64}, 2, 10, 2, DType::BF16);
   add_slice({9, 130}, 1, 65, 65, DType::F32);
+  add_slice({3, 7, 5}, 1, 1, 3, DType::BF16);       // 30-byte blocks at odd offsets: byte moves
+  add_slice({64, 4, 128}, 1, 2, 1, DType::BF16);    // attention's k head of a grouped projection
 }
 
 }  // namespace hytra::parity
