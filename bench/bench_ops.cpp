@@ -66,6 +66,75 @@ std::string dims(std::initializer_list<int64_t> d) {
   return s;
 }
 
+// nemotron-h-1b's Mamba-2 mixer (examples/nemotron-h-1b): B 2, T 4096, in_proj output (B,T,2 Di + 2GN + H)
+// = 10304 columns with d_inner Di 4096, G*N 1024, H 64. As the mixer calls them: the conv runs once per channel
+// range x, B, C (nn/channel_conv.cpp), reading its columns of the in_proj output in place (and, backward,
+// writing its columns of the in_proj gradient); the gated norm reads z = columns [0, Di) in place, 8 groups
+// of 512, w (Di).
+void nemotron_mixer_entries(std::vector<Entry>& out, const Env& e) {
+  Exec* ex = e.ex;
+  const Device dev = e.dev;
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const int64_t B = 2, T = 4096, Di = 4096, GN = 1024, W = 2 * Di + 2 * GN + 64, Cc = Di + 2 * GN, K = 4, gs = 512;
+  const int64_t widths[] = {Di, GN, GN};
+  const std::string conv = "nemotron-h-1b x,B,C B=2 T=4096";
+  const double act = double(B * T * Cc) * 2;  // bytes of the conv's channels, bf16
+  out.push_back({"conv1d_fwd", conv, bf, 0, 2 * act, [=] {
+                   Tensor zx = uniform({B, T, W}, bf, dev, 1), w = uniform({Cc, K}, bf, dev, 2);
+                   Tensor b = uniform({Cc}, bf, dev, 3);
+                   std::vector<Tensor> ys;  // x, B, C: a tensor each
+                   for (int64_t width : widths) ys.push_back(uniform({B, T, width}, bf, dev, 4));
+                   return std::function<void()>([=]() mutable {
+                     int64_t c0 = 0;
+                     for (Tensor& y : ys) {
+                       const int64_t width = y.size(2);
+                       ops::conv1d_fwd(*ex, y, zx.narrow(2, Di + c0, width), w.narrow(0, c0, width),
+                                       b.narrow(0, c0, width), true);
+                       c0 += width;
+                     }
+                   });
+                 }});
+  out.push_back({"conv1d_bwd", conv, bf, 0, 3 * act, [=] {
+                   Tensor zx = uniform({B, T, W}, bf, dev, 1), w = uniform({Cc, K}, bf, dev, 2);
+                   Tensor b = uniform({Cc}, bf, dev, 3), dzx = uniform({B, T, W}, bf, dev, 5);
+                   Tensor dw = uniform({Cc, K}, f32, dev, 6), db = uniform({Cc}, f32, dev, 7);
+                   std::vector<Tensor> dys;  // d(x, B, C): a tensor each
+                   for (int64_t width : widths) dys.push_back(uniform({B, T, width}, bf, dev, 4));
+                   return std::function<void()>([=]() mutable {
+                     int64_t c0 = 0;
+                     for (const Tensor& dy : dys) {
+                       const int64_t width = dy.size(2);
+                       Tensor dx = dzx.narrow(2, Di + c0, width), dwp = dw.narrow(0, c0, width);
+                       Tensor dbp = db.narrow(0, c0, width);
+                       ops::conv1d_bwd(*ex, dx, dwp, dbp, dy, zx.narrow(2, Di + c0, width), w.narrow(0, c0, width),
+                                       b.narrow(0, c0, width), true);
+                       c0 += width;
+                     }
+                   });
+                 }});
+  const int64_t N = B * T;
+  const std::string norm = "nemotron-h-1b N=8192 C=4096 gs=512 z-pitch=10304";
+  const double nc = double(N * Di) * 2;  // bytes of one (N, Di) bf16 tensor
+  out.push_back({"gated_rmsnorm_fwd", norm, bf, 0, 3 * nc, [=] {
+                   Tensor x = uniform({N, Di}, bf, dev, 1), zx = uniform({N, W}, bf, dev, 2);
+                   Tensor w = uniform({Di}, bf, dev, 3), y = uniform({N, Di}, bf, dev, 4);
+                   Tensor r = uniform({N, Di / gs}, f32, dev, 5);
+                   return std::function<void()>([=]() mutable {
+                     ops::gated_rmsnorm_fwd(*ex, y, r, x, zx.narrow(1, 0, Di), w, gs, 1e-5, false);
+                   });
+                 }});
+  out.push_back({"gated_rmsnorm_bwd", norm, bf, 0, 5 * nc, [=] {
+                   Tensor x = uniform({N, Di}, bf, dev, 1), zx = uniform({N, W}, bf, dev, 2);
+                   Tensor w = uniform({Di}, bf, dev, 3), dy = uniform({N, Di}, bf, dev, 4);
+                   Tensor dx = uniform({N, Di}, bf, dev, 5), dzx = uniform({N, W}, bf, dev, 6);
+                   Tensor dw = uniform({Di}, f32, dev, 7), r = uniform({N, Di / gs}, f32, dev, 8, 0.5f, 1.5f);
+                   return std::function<void()>([=]() mutable {
+                     Tensor dz = dzx.narrow(1, 0, Di);
+                     ops::gated_rmsnorm_bwd(*ex, dx, dz, dw, dy, x, zx.narrow(1, 0, Di), w, r, gs, false);
+                   });
+                 }});
+}
+
 // The dense target model: N = 8192 tokens (B 4 x T 2048), C 2048, F 8192, H 32, Hkv 8, D 64,
 // V 50304; bf16 activations, fp32 norm weights and gradients.
 void target_model_entries(std::vector<Entry>& out, const Env& e) {
@@ -516,7 +585,10 @@ std::vector<Entry> entries(const Env& e) {
                    return std::function<void()>(
                        [=]() mutable { ops::gated_rmsnorm_bwd(*ex, dx, dz, dw, dy, x, z, w, r, gs, false); });
                  }});
-  if (e.big) target_model_entries(out, e);
+  if (e.big) {
+    nemotron_mixer_entries(out, e);
+    target_model_entries(out, e);
+  }
   return out;
 }
 

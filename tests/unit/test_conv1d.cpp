@@ -1,13 +1,17 @@
 // ops::conv1d_fwd/bwd on the CPU: the forward against the formula of ops.h evaluated index by
 // index here, the backward against fp64 finite differences of <y, r> on every element of x, w and
-// bias (dw and dbias start non-zero: they accumulate; dx starts as garbage: it is assigned).
+// bias (dw and dbias start non-zero: they accumulate; dx starts as garbage: it is assigned). On
+// CUDA: two runs of the forward and backward are bitwise equal (the weight gradients' fixed-order sums).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
+#include "common/compare.h"
 #include "common/finite_diff.h"
 #include "common/random.h"
+#include "core/device.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -88,6 +92,38 @@ TEST(Conv1d, BackwardMatchesFiniteDifferences) {
     EXPECT_TRUE(test::grad_close(dwv, test::numeric_grad(w, loss))) << "dw";
     EXPECT_TRUE(test::grad_close(dbv, test::numeric_grad(bias, loss))) << "dbias";
   }
+}
+
+// The Mamba-2 mixer's calls: x, B and C ranges read in place from a wider in_proj output (bf16, K 4,
+// SiLU), the input gradients written into their columns of a wide gradient; and an odd C (one channel
+// per thread).
+TEST(CudaConv1d, TwoRunsAreBitwiseEqual) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const DType bf = DType::BF16;
+  const Device cuda = Device::CUDA;
+  const int64_t B = 2, T = 1000, W = 1700, K = 4;
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{256, 1024}, {1280, 256}, {1536, 128}, {1665, 33}};
+  const Tensor in = test::random_uniform({B, T, W}, bf, 1, -2.0, 2.0).to(cuda);
+  const Tensor w = test::random_uniform({W, K}, bf, 2).to(cuda), bias = test::random_uniform({W}, bf, 3).to(cuda);
+  std::vector<Tensor> dys;
+  for (auto [c0, width] : ranges) dys.push_back(test::random_uniform({B, T, width}, bf, 4 + uint64_t(c0)).to(cuda));
+  auto run = [&] {
+    Exec& ex = Exec::cuda();
+    std::vector<Tensor> out = {Tensor::zeros({B, T, W}, bf, cuda), Tensor::zeros({W, K}, DType::F32, cuda),
+                               Tensor::zeros({W}, DType::F32, cuda)};  // din (wide), dw, dbias
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      const auto [c0, width] = ranges[i];
+      const Tensor x = in.narrow(2, c0, width), wp = w.narrow(0, c0, width), bp = bias.narrow(0, c0, width);
+      Tensor y = Tensor::empty({B, T, width}, bf, cuda), dx = out[0].narrow(2, c0, width);
+      Tensor dwp = out[1].narrow(0, c0, width), dbp = out[2].narrow(0, c0, width);
+      ops::conv1d_fwd(ex, y, x, wp, bp, true);
+      ops::conv1d_bwd(ex, dx, dwp, dbp, dys[i], x, wp, bp, true);
+      out.push_back(y);
+    }
+    return out;
+  };
+  const std::vector<Tensor> first = run(), second = run();
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(test::bitwise_equal(first[i], second[i])) << i;
 }
 
 }  // namespace

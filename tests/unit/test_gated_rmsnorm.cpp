@@ -1,7 +1,8 @@
 // ops::gated_rmsnorm_fwd/bwd on the CPU: the forward against the formulas of ops.h evaluated here
 // (both gate placements, w of length C and of length group_size), the Mamba-2 form with one group
 // against rmsnorm of x * silu(z), and the backward against fp64 finite differences of <y, r> on
-// every element of x, z and w (dw starts non-zero: it accumulates).
+// every element of x, z and w (dw starts non-zero: it accumulates). On CUDA: two runs of the
+// forward and backward are bitwise equal (the weight gradient's fixed-order sums).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "common/compare.h"
 #include "common/finite_diff.h"
 #include "common/random.h"
+#include "core/device.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -150,6 +152,41 @@ TEST(GatedRmsnorm, BackwardMatchesFiniteDifferences) {
     EXPECT_TRUE(test::grad_close(dx.to_f64_vector(), test::numeric_grad(x, loss))) << "dx";
     EXPECT_TRUE(test::grad_close(dz.to_f64_vector(), test::numeric_grad(z, loss))) << "dz";
     EXPECT_TRUE(test::grad_close(dwv, test::numeric_grad(w, loss))) << "dw";
+  }
+}
+
+// The Mamba-2 mixer's norm (z read in place from a wider tensor, w (C), 8 groups of 512: the register
+// path) and the gated delta net's (w (group_size), gate before the norm); a group of 2048 takes the
+// loop kernels.
+TEST(CudaGatedRmsnorm, TwoRunsAreBitwiseEqual) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  struct Case {
+    int64_t N, C, gs, pad;
+    bool w_full, nbg;
+  };
+  for (const Case& k : {Case{1000, 4096, 512, 64, true, false}, Case{700, 4096, 128, 0, false, true},
+                        Case{300, 2048, 2048, 8, true, false}}) {
+    SCOPED_TRACE(testing::Message() << "N=" << k.N << " C=" << k.C << " gs=" << k.gs);
+    const DType bf = DType::BF16;
+    const Device cuda = Device::CUDA;
+    const Tensor x = test::random_uniform({k.N, k.C}, bf, 1, -2.0, 2.0).to(cuda);
+    const Tensor zw = test::random_uniform({k.N, k.C + k.pad}, bf, 2, -3.0, 3.0).to(cuda), z = zw.narrow(1, 0, k.C);
+    const Tensor w = test::random_uniform({k.w_full ? k.C : k.gs}, bf, 3, 0.5, 1.5).to(cuda);
+    const Tensor dy = test::random_uniform({k.N, k.C}, bf, 4).to(cuda);
+    auto run = [&] {
+      Exec& ex = Exec::cuda();
+      std::vector<Tensor> out = {Tensor::empty({k.N, k.C}, bf, cuda),
+                                 Tensor::empty({k.N, k.C / k.gs}, DType::F32, cuda),
+                                 Tensor::empty({k.N, k.C}, bf, cuda), Tensor::zeros({k.N, k.C + k.pad}, bf, cuda),
+                                 Tensor::zeros(w.shape(), DType::F32, cuda)};  // y, rstd, dx, dz (wide), dw
+      ops::gated_rmsnorm_fwd(ex, out[0], out[1], x, z, w, k.gs, kEps, k.nbg);
+      Tensor dz = out[3].narrow(1, 0, k.C);
+      ops::gated_rmsnorm_bwd(ex, out[2], dz, out[4], dy, x, z, w, out[1], k.gs, k.nbg);
+      return out;
+    };
+    const std::vector<Tensor> first = run(), second = run();
+    const char* names[] = {"y", "rstd", "dx", "dz", "dw"};
+    for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(test::bitwise_equal(first[i], second[i])) << names[i];
   }
 }
 
