@@ -12,10 +12,11 @@
 //   dA_log += A sum_k da_k dt_k,   dD += sum dy.x
 // Each da term is a sum of positive-length ranges (none is a difference of cumulative sums), so no
 // cancellation grows with T. Kernels: dt/cum, B_j.C_i blocks, the forward and reverse recurrences
-// (ssd_state.cu; the reverse one also gives e_c), dC and dB per (b, chunk, group) summing the heads in
-// order (ssd_bwd_bc.cu; dB's also give the Z term), ssd_dx_kernel per (b, chunk, h, 64 of P) (dx, and
-// per step x.r, z, o), ssd_finish_kernel per (b, h, chunk) (da, ddt_raw and per-chunk parameter sums),
-// ssd_param_kernel (fixed-order sums over b and chunks, += into the fp32 gradients). No atomics.
+// (ssd_state.cu; the reverse one also gives e_c), dC and dB per (b, chunk, group), one kernel staging
+// each head once for both, summing the heads in order (ssd_bwd_bc.cu; it also gives the Z term),
+// ssd_dx_kernel per (b, chunk, h, 64 of P) (dx, and per step x.r, z, o), ssd_finish_kernel per
+// (b, h, chunk) (da, ddt_raw and per-chunk parameter sums), ssd_param_kernel (fixed-order sums over
+// b and chunks, += into the fp32 gradients). No atomics.
 #include <algorithm>
 #include <type_traits>
 
@@ -59,8 +60,9 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
   };
   const int64_t soff = d.state(b, h, c) + int64_t(p0) * d.SN();
   Acc r[8] = {}, yo[8] = {};  // r: rows j, columns p0 + 8 nt..; yo = S_{c-1} C_i for rows i
-  if (c + 1 < d.nC) state_product(r, a, sm, ss, a.Bm, a.dstates + soff, b, t0, g, rows, r0);
-  if (c > 0) state_product(yo, a, sm, ss, a.Cm, a.states + soff, b, t0, g, rows, r0);
+  // One buffer: with two the kernel measured slower on H200 (likely less L1 left for its reads of x).
+  if (c + 1 < d.nC) state_product(r, a, sm, ss, 1, a.Bm, a.dstates + soff, b, t0, g, rows, r0);
+  if (c > 0) state_product(yo, a, sm, ss, 1, a.Cm, a.states + soff, b, t0, g, rows, r0);
   cp_async_wait<0>();
   __syncthreads();
   const int row[2] = {r0 + acc_row(0), r0 + acc_row(2)};
@@ -214,9 +216,8 @@ void backward(Exec& ex, const Args<T>& a, T* dx, T* ddt_raw, int64_t lddt, T* dB
   launch_scan(ex, a, false, nullptr);
   Tensor e_part = Tensor::empty({d.B, d.H, d.nC, d.pt * d.nt}, DType::F32, cu);  // (B,H,nC,tiles)
   launch_scan(ex, a, true, e_part.data<float>());
-  launch_dc(ex, a, dC);
   Tensor da_diag = Tensor::empty({d.B, d.H, d.TQ()}, DType::F32, cu);  // (B,H,T')
-  launch_db(ex, a, dB, da_diag.data<float>());
+  launch_bc(ex, a, dC, dB, da_diag.data<float>());
   Tensor row_part = Tensor::empty({d.B, d.H, kRowParts, d.pt, d.TQ()}, DType::F32, cu);  // (B,H,3,pt,T')
   Tensor dd_part = Tensor::empty({d.B, d.H, d.nC, d.pt}, DType::F32, cu);                // (B,H,nC,pt)
   const int64_t smem = dx_smem(d, sizeof(T));
