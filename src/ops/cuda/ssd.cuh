@@ -63,9 +63,10 @@ struct Args {
 // Shared-memory bytes of a (rows, width) tile and of each kernel (ssd_state.cu, ssd_fwd.cu, ssd_bwd*.cu).
 inline int64_t tile_bytes(int64_t rows, int64_t width, int64_t elem) { return rows * (width + 16 / elem) * elem; }
 inline int64_t scalar_bytes(const Dims& d) { return 2 * int64_t(d.Q) * 4; }  // dt and cum of one chunk
-inline int64_t scan_smem(const Dims& d, int64_t e, bool reverse) {
-  return 2 * (2 * tile_bytes(d.Q, kTile, e) + scalar_bytes(d)) + int64_t(d.Q) * 4 + 16 +
-         (reverse ? 2 * tile_bytes(kTile, kTile, e) : 0);
+// The recurrence with `stages` (2 or 3) buffers of each chunk's tiles.
+inline int64_t scan_smem(const Dims& d, int64_t e, bool reverse, int stages) {
+  return stages * (2 * tile_bytes(d.Q, kTile, e) + scalar_bytes(d)) + int64_t(d.Q) * 4 + 16 +
+         (reverse ? stages * tile_bytes(kTile, kTile, e) : 0);
 }
 // out with `bufs` (1 or 2) of state_product's tiles; dx with 1.
 inline int64_t out_smem(const Dims& d, int64_t e, int bufs) {
@@ -225,8 +226,9 @@ void launch_cb(Exec& ex, const Args<T>& a, bool transposed);
 // of exp(cumL) <dS leaving c, S entering c> (reads a.states).
 template <class T>
 void launch_scan(Exec& ex, const Args<T>& a, bool reverse, float* e_part);
-// Backward group kernels (ssd_bwd_bc.cu): dC, dB and da_diag (B,H,T') = the diagonal blocks' share of da.
+// Backward group kernels (ssd_bwd_bc.cu): dC, dB, da_diag (B,H,T') = the diagonal blocks' share of da,
+// and o_part (B,H,nt,T') = the 64-column tiles' shares of o_i = exp(cum_i) dy_i.S_{c-1} C_i (ssd_bwd.cu).
 template <class T>
-void launch_bc(Exec& ex, const Args<T>& a, T* dC, T* dB, float* da_diag);
+void launch_bc(Exec& ex, const Args<T>& a, T* dC, T* dB, float* da_diag, float* o_part);
 
 }  // namespace hytra::cuda::ssd

@@ -1,6 +1,7 @@
 // The SSD backward's group kernel (ssd_bwd.cu has the formulas): dC and dB for one (b, chunk, group g)
 // and 64 columns of N, each summing the group's heads in order in fp32 accumulators (no atomics); the
-// blocks of the first 64 columns also sum the diagonal block's share of da. 2Q threads; warp w owns
+// blocks of the first 64 columns also sum the diagonal block's share of da, and each block gives its
+// columns' share of o_i (ssd_bwd.cu), from the S_{c-1} product dC forms anyway. 2Q threads; warp w owns
 // the chunk's rows 16w.. (i for dC, j for dB). Per head, x, dy and the state tiles are staged in
 // shared memory once for both, and dy.x^T is formed 64 columns at a time in registers, masked and
 // decayed there, and used as the A operand of the product with B (dC) or C (dB). Where the fused
@@ -113,22 +114,59 @@ __device__ __forceinline__ void store_rows(T* out, const Acc (&acc)[8], const Di
   }
 }
 
-// dC rows i, the staged head's share: exp(cum_i) dy_i S_{c-1} + sum_{j<=i} exp(cum_i - cum_j) dt_j (dy_i.x_j) B_j.
-template <class S>
-__device__ __forceinline__ void dc_head(Acc (&acc)[8], const S& s, const Dims& d, int64_t c, int r0) {
-  if (c > 0)
-    rows_times_state(acc, s.dy, s.ldp, s.sp, d.Pk, r0, exp2f(s.cum[r0 + a_row(0)]), exp2f(s.cum[r0 + a_row(2)]));
-  auto below = [&](int col) { return col <= r0 + 15; };  // 16 columns holding some j <= i
-  for (int j0 = 0; j0 <= r0 + 15; j0 += kTile) {
-    Acc w[8];
-    rows_dot_rows(w, s.dy, s.x, s.ldp, d.Pk, r0, j0, below);
+// dC rows i, the staged head's share: exp(cum_i) dy_i S_{c-1} + sum_{j<=i} exp(cum_i - cum_j) dt_j (dy_i.x_j) B_j;
+// and o_out[i] = the tile's share of o_i = sum_n (exp(cum_i) dy_i S_{c-1})_n C_in (c_pair(i, n): C_in, C_i,n+1).
+template <class S, class CPair>
+__device__ __forceinline__ void dc_head(Acc (&acc)[8], const S& s, const Dims& d, int64_t c, int r0, float* o_out,
+                                        CPair c_pair) {
+  float o[2] = {0.0f, 0.0f};
+  if (c > 0) {
+    Acc st[8] = {};
+    rows_times_state(st, s.dy, s.ldp, s.sp, d.Pk, r0, exp2f(s.cum[r0 + a_row(0)]), exp2f(s.cum[r0 + a_row(2)]));
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = r0 + acc_row(e), j = j0 + 8 * nt + acc_col(e);
-        w[nt].v[e] = j <= i ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+      for (int hf = 0; hf < 2; ++hf) {
+        const float2 cv = c_pair(r0 + acc_row(2 * hf), 8 * nt + acc_col(0));
+        o[hf] += st[nt].v[2 * hf] * cv.x + st[nt].v[2 * hf + 1] * cv.y;
+        acc[nt].v[2 * hf] += st[nt].v[2 * hf];
+        acc[nt].v[2 * hf + 1] += st[nt].v[2 * hf + 1];
       }
+  }
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {  // over the 4 lanes of a row
+    o[hf] += __shfl_xor_sync(0xffffffffu, o[hf], 1);
+    o[hf] += __shfl_xor_sync(0xffffffffu, o[hf], 2);
+    if ((lane_id() & 3) == 0) o_out[r0 + acc_row(2 * hf)] = o[hf];
+  }
+  auto below = [&](int col) { return col <= r0 + 15; };  // 16 columns holding some j <= i
+  // Left of the warp's diagonal 16 columns, exp(cum_i - cum_j) = exp(cum_i - cum_r0) exp(cum_r0 - cum_j)
+  // (j < r0 <= i: both factors at most 1): per-row and per-column factors, not one exponential each.
+  for (int j0 = 0; j0 <= r0 + 15; j0 += kTile) {
+    Acc w[8];
+    rows_dot_rows(w, s.dy, s.x, s.ldp, d.Pk, r0, j0, below);
+    const float ref = s.cum[r0];
+    const float fi[2] = {exp2f(s.cum[r0 + acc_row(0)] - ref), exp2f(s.cum[r0 + acc_row(2)] - ref)};
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int col = j0 + 8 * nt, pair = col & ~15;
+      if (pair > r0) continue;  // not formed: zeros
+      if (pair == r0) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = r0 + acc_row(e), j = col + acc_col(e);
+          w[nt].v[e] = j <= i ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+        }
+        continue;
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = col + acc_col(e);
+        const float fj = exp2f(ref - s.cum[j]) * s.dt[j];
+        w[nt].v[e] *= fi[0] * fj;
+        w[nt].v[2 + e] *= fi[1] * fj;
+      }
+    }
     block_times_m(acc, w, s.mb, j0, below);
   }
 }
@@ -161,15 +199,19 @@ __device__ __forceinline__ void da_block(const Acc (&w)[8], const T* cbt, int Q,
       R[hf][0] = R[hf][1] + z0;
       carry[hf] += total;
     }
+    float u[2];  // column k0 + 2t + e's share of the thread's two rows
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int k = k0 + 2 * t + e;
-      float u = (r0 + acc_row(0) < k ? R[0][e] : 0.0f) + (r0 + acc_row(2) < k ? R[1][e] : 0.0f);
-      u += __shfl_xor_sync(0xffffffffu, u, 4);
-      u += __shfl_xor_sync(0xffffffffu, u, 8);
-      u += __shfl_xor_sync(0xffffffffu, u, 16);
-      if ((lane >> 2) == 0) cols[(r0 / 16) * Q + k] = u;
+      u[e] = (r0 + acc_row(0) < k ? R[0][e] : 0.0f) + (r0 + acc_row(2) < k ? R[1][e] : 0.0f);
     }
+    // Sum over the 8 row lanes of both columns in 3 steps: the first exchange leaves lanes 16.. the
+    // odd column and the others the even one.
+    const int e = (lane >> 4) & 1;
+    float v = u[e] + __shfl_xor_sync(0xffffffffu, u[1 - e], 16);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
+    v += __shfl_xor_sync(0xffffffffu, v, 8);
+    if (((lane >> 2) & 3) == 0) cols[(r0 / 16) * Q + k0 + 2 * t + e] = v;
   }
 }
 
@@ -186,17 +228,34 @@ __device__ __forceinline__ void db_head(Acc (&acc)[8], const S& s, const Dims& d
                      s.dt[j_hi] * exp2f(cumL - s.cum[j_hi]));
   }
   auto above = [&](int col) { return col + 15 >= r0; };  // 16 columns holding some i >= j
+  // Right of the warp's diagonal 16 columns, exp(cum_i - cum_j) = exp(cum_i - cum_m) exp(cum_m - cum_j)
+  // with m = r0 + 15 (j <= m < i: both factors at most 1), as in dc_head.
   float carry[2] = {0.0f, 0.0f};
   for (int i0 = d.Q - kTile; i0 + kTile - 1 >= r0; i0 -= kTile) {  // from the last block: da's suffix order
     Acc w[8];
     rows_dot_rows(w, s.x, s.dy, s.ldp, d.Pk, r0, i0, above);
+    const float ref = s.cum[r0 + 15];
+    const int j_lo = r0 + acc_row(0), j_hi = r0 + acc_row(2);
+    const float fj[2] = {exp2f(ref - s.cum[j_lo]) * s.dt[j_lo], exp2f(ref - s.cum[j_hi]) * s.dt[j_hi]};
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt) {
+      const int col = i0 + 8 * nt, pair = col & ~15;
+      if (pair < r0) continue;  // not formed: zeros
+      if (pair == r0) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = r0 + acc_row(e), i = i0 + 8 * nt + acc_col(e);
-        w[nt].v[e] = i >= j ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+        for (int e = 0; e < 4; ++e) {
+          const int j = r0 + acc_row(e), i = col + acc_col(e);
+          w[nt].v[e] = i >= j ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+        }
+        continue;
       }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float fi = exp2f(s.cum[col + acc_col(e)] - ref);
+        w[nt].v[e] *= fj[0] * fi;
+        w[nt].v[2 + e] *= fj[1] * fi;
+      }
+    }
     if (with_da) da_block(w, cbt, d.Q, r0, i0, carry, s.cols);
     block_times_m(acc, w, s.mc, i0, above);
   }
@@ -204,9 +263,10 @@ __device__ __forceinline__ void db_head(Acc (&acc)[8], const S& s, const Dims& d
 
 // dC (kDC) and dB (kDB) rows of one (b, chunk, group g), 64 columns from n0, summing the group's heads
 // in order; with both, each head's x and dy are staged once for the two. Blocks of the first 64
-// columns with kDB also write da_diag[b,h,t] = sum_{j<k<=i} Z_ij (k = t's step).
+// columns with kDB also write da_diag[b,h,t] = sum_{j<k<=i} Z_ij (k = t's step); kDC ones write their
+// tile's share of o (o_part).
 template <class T, bool kDC, bool kDB>
-__global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* dB, float* da_diag) {
+__global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* dB, float* da_diag, float* o_part) {
   const Dims& d = a.d;
   const int n0 = int(blockIdx.x) * kTile, warps = d.Q / 16;
   const int64_t g = blockIdx.y, b = blockIdx.z / d.nC, c = blockIdx.z % d.nC, t0 = c * d.Q;
@@ -217,6 +277,16 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* 
   if (kDC) stage_tile(s.mb, s.ld, a.Bm + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
   if (kDB) stage_tile(s.mc, s.ld, a.Cm + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
   const T* cbt = a.cb + d.cb(b, c, g);
+  // C_in, C_i,n+1 of the tile: from its staged copy (kDB) or global memory (0 past T or N).
+  auto c_pair = [&](int i, int n) {
+    if constexpr (kDB) {
+      return load2(s.mc + i * s.ld + n);
+    } else {
+      const T* cr = a.Cm + d.brow(b, t0 + std::min(i, rows - 1), g) + n0 + n;
+      const bool in = i < rows;
+      return make_float2(in && n0 + n < d.N ? to_float(cr[0]) : 0.0f, in && n0 + n + 1 < d.N ? to_float(cr[1]) : 0.0f);
+    }
+  };
   Acc acc_c[8] = {}, acc_b[8] = {};
   for (int64_t h = g * d.hpg(); h < (g + 1) * d.hpg(); ++h) {
     s.stage_head(a, b, h, c, n0);
@@ -225,7 +295,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* 
       for (int i = int(threadIdx.x); i < warps * d.Q; i += int(blockDim.x)) s.cols[i] = 0.0f;
     cp_async_wait<0>();
     __syncthreads();
-    if (kDC) dc_head(acc_c, s, d, c, r0);
+    if (kDC) dc_head(acc_c, s, d, c, r0, o_part + ((b * d.H + h) * d.nt + blockIdx.x) * d.TQ() + t0, c_pair);
     if (kDB) db_head(acc_b, s, d, last, cbt, with_da, r0);
     if (with_da) {
       __syncthreads();
@@ -244,7 +314,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* 
 }  // namespace
 
 template <class T>
-void launch_bc(Exec& ex, const Args<T>& a, T* dC, T* dB, float* da_diag) {
+void launch_bc(Exec& ex, const Args<T>& a, T* dC, T* dB, float* da_diag, float* o_part) {
   const Dims& d = a.d;
   const dim3 grid(unsigned(d.nt), unsigned(d.G), unsigned(d.B * d.nC));
   const int64_t e = sizeof(T), fused = bc_smem(d, e, true, true), smem_c = bc_smem(d, e, true, false),
@@ -253,19 +323,19 @@ void launch_bc(Exec& ex, const Args<T>& a, T* dC, T* dB, float* da_diag) {
   // once, not twice); else the two.
   const int n_fused = blocks_per_sm(&ssd_bc_kernel<T, true, true>, 2 * d.Q, fused, "ssd_bc_kernel smem");
   if (n_fused > 0 && n_fused >= blocks_per_sm(&ssd_bc_kernel<T, false, true>, 2 * d.Q, smem_b, "ssd_db_kernel smem")) {
-    ssd_bc_kernel<T, true, true><<<grid, 2 * d.Q, size_t(fused), stream_of(ex)>>>(a, dC, dB, da_diag);
+    ssd_bc_kernel<T, true, true><<<grid, 2 * d.Q, size_t(fused), stream_of(ex)>>>(a, dC, dB, da_diag, o_part);
     check_launch("ssd_bc_kernel");
     return;
   }
   allow_smem(&ssd_bc_kernel<T, true, false>, smem_c, "ssd_dc_kernel smem");
   allow_smem(&ssd_bc_kernel<T, false, true>, smem_b, "ssd_db_kernel smem");
-  ssd_bc_kernel<T, true, false><<<grid, 2 * d.Q, size_t(smem_c), stream_of(ex)>>>(a, dC, dB, da_diag);
+  ssd_bc_kernel<T, true, false><<<grid, 2 * d.Q, size_t(smem_c), stream_of(ex)>>>(a, dC, dB, da_diag, o_part);
   check_launch("ssd_dc_kernel");
-  ssd_bc_kernel<T, false, true><<<grid, 2 * d.Q, size_t(smem_b), stream_of(ex)>>>(a, dC, dB, da_diag);
+  ssd_bc_kernel<T, false, true><<<grid, 2 * d.Q, size_t(smem_b), stream_of(ex)>>>(a, dC, dB, da_diag, o_part);
   check_launch("ssd_db_kernel");
 }
 
-template void launch_bc<float>(Exec&, const Args<float>&, float*, float*, float*);
-template void launch_bc<bf16>(Exec&, const Args<bf16>&, bf16*, bf16*, float*);
+template void launch_bc<float>(Exec&, const Args<float>&, float*, float*, float*, float*);
+template void launch_bc<bf16>(Exec&, const Args<bf16>&, bf16*, bf16*, float*, float*);
 
 }  // namespace hytra::cuda::ssd

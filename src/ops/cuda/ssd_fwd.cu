@@ -61,16 +61,31 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y, int
     acc[nt].v[2] *= f_hi;
     acc[nt].v[3] *= f_hi;
   }
-  // Diagonal block: rows i of (C.B)_ij exp(cum_i - cum_j) dt_j (j <= i) times x_j.
+  // Diagonal block: rows i of (C.B)_ij exp(cum_i - cum_j) dt_j (j <= i) times x_j. Left of the
+  // warp's 16 columns, exp(cum_i - cum_j) = exp(cum_i - cum_r0) exp(cum_r0 - cum_j) (j < r0 <= i: both
+  // factors at most 1): per-row and per-column factors, not one exponential each.
+  const float ref = s_cum[r0];
+  const float fi[2] = {exp2f(s_cum[r0 + a_row(0)] - ref), exp2f(s_cum[r0 + a_row(2)] - ref)};
   for (int kt = 0; kt <= warp; ++kt) {
     FragA<T> fa;
     load_a<true>(fa, scb, ldq, r0, 16 * kt);
     float v[8];
     get_a(fa, v);
+    if (kt == warp) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int i = r0 + a_row(e), j = 16 * kt + a_col(e);
-      v[e] = j <= i ? v[e] * exp2f(s_cum[i] - s_cum[j]) * s_dt[j] : 0.0f;
+      for (int e = 0; e < 8; ++e) {
+        const int i = r0 + a_row(e), j = 16 * kt + a_col(e);
+        v[e] = j <= i ? v[e] * exp2f(s_cum[i] - s_cum[j]) * s_dt[j] : 0.0f;
+      }
+    } else {
+      constexpr int top[4] = {0, 1, 4, 5};  // elements of row g; e + 2 is row g + 8 of the same column
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int e = top[k], j = 16 * kt + a_col(e);
+        const float fj = exp2f(ref - s_cum[j]) * s_dt[j];
+        v[e] *= fi[0] * fj;
+        v[e + 2] *= fi[1] * fj;
+      }
     }
     set_a(fa, v);
     mma_x64<false>(acc, fa, sx, ld, 16 * kt);
