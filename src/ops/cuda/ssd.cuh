@@ -63,10 +63,9 @@ struct Args {
 // Shared-memory bytes of a (rows, width) tile and of each kernel (ssd_state.cu, ssd_fwd.cu, ssd_bwd*.cu).
 inline int64_t tile_bytes(int64_t rows, int64_t width, int64_t elem) { return rows * (width + 16 / elem) * elem; }
 inline int64_t scalar_bytes(const Dims& d) { return 2 * int64_t(d.Q) * 4; }  // dt and cum of one chunk
-// The recurrence with `stages` (2 or 3) buffers of each chunk's tiles.
-inline int64_t scan_smem(const Dims& d, int64_t e, bool reverse, int stages) {
-  return stages * (2 * tile_bytes(d.Q, kTile, e) + scalar_bytes(d)) + int64_t(d.Q) * 4 + 16 +
-         (reverse ? stages * tile_bytes(kTile, kTile, e) : 0);
+inline int64_t scan_smem(const Dims& d, int64_t e, bool reverse) {
+  return 2 * (2 * tile_bytes(d.Q, kTile, e) + scalar_bytes(d)) + int64_t(d.Q) * 4 + 16 +
+         (reverse ? 2 * tile_bytes(kTile, kTile, e) : 0);
 }
 // out with `bufs` (1 or 2) of state_product's tiles; dx with 1.
 inline int64_t out_smem(const Dims& d, int64_t e, int bufs) {

@@ -140,33 +140,16 @@ __device__ __forceinline__ void dc_head(Acc (&acc)[8], const S& s, const Dims& d
     if ((lane_id() & 3) == 0) o_out[r0 + acc_row(2 * hf)] = o[hf];
   }
   auto below = [&](int col) { return col <= r0 + 15; };  // 16 columns holding some j <= i
-  // Left of the warp's diagonal 16 columns, exp(cum_i - cum_j) = exp(cum_i - cum_r0) exp(cum_r0 - cum_j)
-  // (j < r0 <= i: both factors at most 1): per-row and per-column factors, not one exponential each.
   for (int j0 = 0; j0 <= r0 + 15; j0 += kTile) {
     Acc w[8];
     rows_dot_rows(w, s.dy, s.x, s.ldp, d.Pk, r0, j0, below);
-    const float ref = s.cum[r0];
-    const float fi[2] = {exp2f(s.cum[r0 + acc_row(0)] - ref), exp2f(s.cum[r0 + acc_row(2)] - ref)};
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const int col = j0 + 8 * nt, pair = col & ~15;
-      if (pair > r0) continue;  // not formed: zeros
-      if (pair == r0) {
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = r0 + acc_row(e), j = col + acc_col(e);
-          w[nt].v[e] = j <= i ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
-        }
-        continue;
+      for (int e = 0; e < 4; ++e) {
+        const int i = r0 + acc_row(e), j = j0 + 8 * nt + acc_col(e);
+        w[nt].v[e] = j <= i ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
       }
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int j = col + acc_col(e);
-        const float fj = exp2f(ref - s.cum[j]) * s.dt[j];
-        w[nt].v[e] *= fi[0] * fj;
-        w[nt].v[2 + e] *= fi[1] * fj;
-      }
-    }
     block_times_m(acc, w, s.mb, j0, below);
   }
 }
@@ -199,19 +182,15 @@ __device__ __forceinline__ void da_block(const Acc (&w)[8], const T* cbt, int Q,
       R[hf][0] = R[hf][1] + z0;
       carry[hf] += total;
     }
-    float u[2];  // column k0 + 2t + e's share of the thread's two rows
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int k = k0 + 2 * t + e;
-      u[e] = (r0 + acc_row(0) < k ? R[0][e] : 0.0f) + (r0 + acc_row(2) < k ? R[1][e] : 0.0f);
+      float u = (r0 + acc_row(0) < k ? R[0][e] : 0.0f) + (r0 + acc_row(2) < k ? R[1][e] : 0.0f);
+      u += __shfl_xor_sync(0xffffffffu, u, 4);
+      u += __shfl_xor_sync(0xffffffffu, u, 8);
+      u += __shfl_xor_sync(0xffffffffu, u, 16);
+      if ((lane >> 2) == 0) cols[(r0 / 16) * Q + k] = u;
     }
-    // Sum over the 8 row lanes of both columns in 3 steps: the first exchange leaves lanes 16.. the
-    // odd column and the others the even one.
-    const int e = (lane >> 4) & 1;
-    float v = u[e] + __shfl_xor_sync(0xffffffffu, u[1 - e], 16);
-    v += __shfl_xor_sync(0xffffffffu, v, 4);
-    v += __shfl_xor_sync(0xffffffffu, v, 8);
-    if (((lane >> 2) & 3) == 0) cols[(r0 / 16) * Q + k0 + 2 * t + e] = v;
   }
 }
 
@@ -228,34 +207,17 @@ __device__ __forceinline__ void db_head(Acc (&acc)[8], const S& s, const Dims& d
                      s.dt[j_hi] * exp2f(cumL - s.cum[j_hi]));
   }
   auto above = [&](int col) { return col + 15 >= r0; };  // 16 columns holding some i >= j
-  // Right of the warp's diagonal 16 columns, exp(cum_i - cum_j) = exp(cum_i - cum_m) exp(cum_m - cum_j)
-  // with m = r0 + 15 (j <= m < i: both factors at most 1), as in dc_head.
   float carry[2] = {0.0f, 0.0f};
   for (int i0 = d.Q - kTile; i0 + kTile - 1 >= r0; i0 -= kTile) {  // from the last block: da's suffix order
     Acc w[8];
     rows_dot_rows(w, s.x, s.dy, s.ldp, d.Pk, r0, i0, above);
-    const float ref = s.cum[r0 + 15];
-    const int j_lo = r0 + acc_row(0), j_hi = r0 + acc_row(2);
-    const float fj[2] = {exp2f(ref - s.cum[j_lo]) * s.dt[j_lo], exp2f(ref - s.cum[j_hi]) * s.dt[j_hi]};
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const int col = i0 + 8 * nt, pair = col & ~15;
-      if (pair < r0) continue;  // not formed: zeros
-      if (pair == r0) {
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = r0 + acc_row(e), i = col + acc_col(e);
-          w[nt].v[e] = i >= j ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
-        }
-        continue;
+      for (int e = 0; e < 4; ++e) {
+        const int j = r0 + acc_row(e), i = i0 + 8 * nt + acc_col(e);
+        w[nt].v[e] = i >= j ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
       }
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float fi = exp2f(s.cum[col + acc_col(e)] - ref);
-        w[nt].v[e] *= fj[0] * fi;
-        w[nt].v[2 + e] *= fj[1] * fi;
-      }
-    }
     if (with_da) da_block(w, cbt, d.Q, r0, i0, carry, s.cols);
     block_times_m(acc, w, s.mc, i0, above);
   }

@@ -82,33 +82,32 @@ __global__ void __launch_bounds__(kCbThreads) ssd_cb_kernel(Args<T> a, const T* 
 //   reverse: dstates[c] = dS leaving c;   dS <- exp(cumL) dS + sum_i exp(cum_i) dy_i C_i^T,
 //            e_part[b,h,c,tile] = exp(cumL) <dS leaving c, S entering c> over the tile.
 // The product's A operand is the staged (chunk, 64) x or dy tile read transposed, its columns scaled by
-// the step weights. The next chunks' tiles are copied in (cp.async, `stages` buffers: 2 or 3, one or
-// two chunks ahead) during the product.
+// the step weights. The next chunk's tiles are copied in (cp.async, two stages) during the product.
 template <class T, bool kRev>
-__global__ void __launch_bounds__(kScanThreads) ssd_scan_kernel(Args<T> a, float* e_part, int stages) {
+__global__ void __launch_bounds__(kScanThreads) ssd_scan_kernel(Args<T> a, float* e_part) {
   const Dims& d = a.d;
   const int tile = int(blockIdx.x), p0 = (tile / d.nt) * kTile, n0 = (tile % d.nt) * kTile;
   const int64_t h = blockIdx.y, b = blockIdx.z, g = h / d.hpg();
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int ld = kTile + kPad<T>;
   const int stage_elems = d.Q * ld;
-  T* su = reinterpret_cast<T*>(smem);                                 // (stages, Q, ld): x or dy
-  T* sv = su + stages * stage_elems;                                  // (stages, Q, ld): Bm or Cm
-  float* s_dt = reinterpret_cast<float*>(sv + stages * stage_elems);  // (stages, Q)
-  float* s_cum = s_dt + stages * d.Q;                                 // (stages, Q)
-  float* s_w = s_cum + stages * d.Q;                                  // (Q) step weights
-  float* s_red = s_w + d.Q;                                           // (4) e per warp
-  [[maybe_unused]] T* sst = reinterpret_cast<T*>(s_red + 4);          // reverse: (stages, 64, ld) S entering
+  T* su = reinterpret_cast<T*>(smem);                            // (2, Q, ld): x or dy
+  T* sv = su + 2 * stage_elems;                                  // (2, Q, ld): Bm or Cm
+  float* s_dt = reinterpret_cast<float*>(sv + 2 * stage_elems);  // (2, Q)
+  float* s_cum = s_dt + 2 * d.Q;                                 // (2, Q)
+  float* s_w = s_cum + 2 * d.Q;                                  // (Q) step weights
+  float* s_red = s_w + d.Q;                                      // (4) e per warp
+  [[maybe_unused]] T* sst = reinterpret_cast<T*>(s_red + 4);     // reverse: (2, 64, ld) S entering
   const T* U = kRev ? a.dy : a.x;
   const T* V = kRev ? a.Cm : a.Bm;
   T* out = kRev ? a.dstates : a.states;
   const int warp = int(threadIdx.x) / 32;
   const int steps = d.nC;
   auto chunk_of = [&](int k) -> int64_t { return kRev ? steps - 1 - k : k; };
-  // Step k's tiles and scalars into buffer k % stages.
+  // Step k's tiles and scalars into buffer k % 2.
   auto stage = [&](int k) {
     const int64_t c = chunk_of(k), t0 = c * d.Q;
-    const int rows = int(std::min<int64_t>(d.Q, d.T - t0)), buf = k % stages;
+    const int rows = int(std::min<int64_t>(d.Q, d.T - t0)), buf = k & 1;
     stage_scalars(s_dt + buf * d.Q, s_cum + buf * d.Q, a, b, h, c);
     stage_tile(su + buf * stage_elems, ld, U + d.xrow(b, t0, h) + p0, d.H * d.P, d.Q, kTile, rows, int(d.P - p0));
     stage_tile(sv + buf * stage_elems, ld, V + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
@@ -117,19 +116,14 @@ __global__ void __launch_bounds__(kScanThreads) ssd_scan_kernel(Args<T> a, float
                  kTile, kTile, kTile);
   };
   Acc acc[8] = {};
-  for (int k = 0; k + 1 < stages; ++k) {
-    if (k < steps) stage(k);
-    cp_async_commit();  // one group per step, empty past the end
-  }
+  stage(0);
+  cp_async_commit();
   for (int k = 0; k < steps; ++k) {
     const int64_t c = chunk_of(k);
-    const int buf = k % stages;
-    if (k + stages - 1 < steps) stage(k + stages - 1);  // into the buffer step k - 1 read
-    cp_async_commit();
-    if (stages == 3)
-      cp_async_wait<2>();
-    else
-      cp_async_wait<1>();
+    const int buf = k & 1;
+    if (k + 1 < steps) stage(k + 1);
+    cp_async_commit();  // one group per step, empty at the end
+    cp_async_wait<1>();
     __syncthreads();  // step k's tiles and scalars
     const float* cum = s_cum + buf * d.Q;
     const float cumL = cum[d.Q - 1], alpha = exp2f(cumL);
@@ -208,7 +202,7 @@ Dims make_dims(const Tensor& x, const Tensor& Bm, int64_t chunk_size) {
   const int limit = smem_limit();
   const int64_t e = int64_t(dtype_size(x.dtype()));
   auto fits = [&] {
-    return std::max({scan_smem(d, e, true, 2), out_smem(d, e, 1), dx_smem(d, e), bc_smem(d, e, false, true),
+    return std::max({scan_smem(d, e, true), out_smem(d, e, 1), dx_smem(d, e), bc_smem(d, e, false, true),
                      cb_smem(e)}) <= limit;
   };
   while (d.Q > 64 && !fits()) d.Q /= 2;
@@ -236,16 +230,11 @@ void launch_cb(Exec& ex, const Args<T>& a, bool transposed) {
 
 template <class T>
 void launch_scan(Exec& ex, const Args<T>& a, bool reverse, float* e_part) {
+  const int64_t smem = scan_smem(a.d, sizeof(T), reverse);
   const dim3 grid(unsigned(a.d.pt * a.d.nt), unsigned(a.d.H), unsigned(a.d.B));
   auto run = [&](auto kernel) {
-    // Three buffers (two chunks copied ahead) where that keeps as many blocks on an SM as two.
-    auto smem_of = [&](int stages) { return scan_smem(a.d, sizeof(T), reverse, stages); };
-    const int stages = blocks_per_sm(kernel, kScanThreads, smem_of(3), "ssd_scan_kernel smem") >=
-                               blocks_per_sm(kernel, kScanThreads, smem_of(2), "ssd_scan_kernel smem")
-                           ? 3
-                           : 2;
-    allow_smem(kernel, smem_of(stages), "ssd_scan_kernel smem");
-    kernel<<<grid, kScanThreads, size_t(smem_of(stages)), stream_of(ex)>>>(a, e_part, stages);
+    allow_smem(kernel, smem, "ssd_scan_kernel smem");
+    kernel<<<grid, kScanThreads, size_t(smem), stream_of(ex)>>>(a, e_part);
   };
   if (reverse)
     run(&ssd_scan_kernel<T, true>);
