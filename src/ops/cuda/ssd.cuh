@@ -67,19 +67,39 @@ inline int64_t scan_smem(const Dims& d, int64_t e, bool reverse) {
   return 2 * (2 * tile_bytes(d.Q, kTile, e) + scalar_bytes(d)) + int64_t(d.Q) * 4 + 16 +
          (reverse ? 2 * tile_bytes(kTile, kTile, e) : 0);
 }
-inline int64_t out_smem(const Dims& d, int64_t e) {
-  return 2 * tile_bytes(d.Q, kTile, e) + tile_bytes(d.Q, d.Q, e) + tile_bytes(kTile, kTile, e) + scalar_bytes(d);
+// out with `bufs` (1 or 2) of state_product's tiles; dx with 1.
+inline int64_t out_smem(const Dims& d, int64_t e, int bufs) {
+  return (1 + bufs) * tile_bytes(d.Q, kTile, e) + tile_bytes(d.Q, d.Q, e) + bufs * tile_bytes(kTile, kTile, e) +
+         scalar_bytes(d);
 }
-inline int64_t dx_smem(const Dims& d, int64_t e) {
-  return 2 * tile_bytes(d.Q, kTile, e) + tile_bytes(d.Q, d.Q, e) + tile_bytes(kTile, kTile, e) + scalar_bytes(d) +
-         kMaxWarps * 4;
-}
-inline int64_t dbc_smem(const Dims& d, int64_t e) {
-  return tile_bytes(d.Q, kTile, e) + 2 * tile_bytes(d.Q, d.Pk, e) + tile_bytes(d.Pk, kTile, e) + scalar_bytes(d) +
-         int64_t(d.Q / 16) * d.Q * 4;
+inline int64_t dx_smem(const Dims& d, int64_t e) { return out_smem(d, e, 1) + kMaxWarps * 4; }
+// The dC / dB kernel doing dC, dB or both (ssd_bwd_bc.cu).
+inline int64_t bc_smem(const Dims& d, int64_t e, bool dc, bool db) {
+  const int roles = int(dc) + int(db);
+  return roles * (tile_bytes(d.Q, kTile, e) + tile_bytes(d.Pk, kTile, e)) + 2 * tile_bytes(d.Q, d.Pk, e) +
+         scalar_bytes(d) + (db ? int64_t(d.Q / 16) * d.Q * 4 : 0);
 }
 inline int64_t cb_smem(int64_t e) { return 2 * tile_bytes(kTile, kTile, e); }
 
+// The device's shared memory a block may opt in to.
+int smem_limit();
+
+// Blocks of `kernel` (threads, smem bytes) resident on one SM; 0 when smem is past smem_limit(). Leaves
+// the kernel's dynamic shared-memory limit at smem (launch after allow_smem with the size chosen).
+template <class K>
+int blocks_per_sm(K kernel, int threads, int64_t smem, const char* name) {
+  if (smem > smem_limit()) return 0;
+  allow_smem(kernel, smem, name);
+  int n = 0;
+  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, size_t(smem)), name);
+  return n;
+}
+// state_product's buffers for a kernel whose shared memory with b of them is smem_of(b): 2 where
+// that keeps as many blocks on an SM as 1.
+template <class K, class F>
+int product_bufs(K kernel, int threads, F smem_of, const char* name) {
+  return blocks_per_sm(kernel, threads, smem_of(2), name) >= blocks_per_sm(kernel, threads, smem_of(1), name) ? 2 : 1;
+}
 // The sizes of a call with x (B,T,H,P), Bm (B,T,G,N): Q from chunk_size and the device's shared memory.
 Dims make_dims(const Tensor& x, const Tensor& Bm, int64_t chunk_size);
 
@@ -142,26 +162,39 @@ __device__ __forceinline__ void stage_scalars(float* s_dt, float* s_cum, const A
 
 // acc (chunk rows r0.. of this warp, 64 columns: one row of st each) += sum over n of
 // M[t0 + row][n] st[col][n] (M: Bm or Cm of group g, rows past `rows` zero; st: a stored state at its
-// 64-row block), in steps of 64 over N through the shared tiles sm (Q, 64 + kPad) and ss (64, 64 + kPad).
+// 64-row block), in steps of 64 over N through the shared tiles sm (Q, 64 + kPad) and ss (64, 64 + kPad),
+// `bufs` (1 or 2) of each back to back: with 2, the next step's tiles are copied during this one's products.
 // Every thread of the block calls it; it commits and waits for all its copies (earlier ones too).
 template <class T>
-__device__ __forceinline__ void state_product(Acc (&acc)[8], const Args<T>& a, T* sm, T* ss, const T* M, const T* st,
-                                              int64_t b, int64_t t0, int64_t g, int rows, int r0) {
+__device__ __forceinline__ void state_product(Acc (&acc)[8], const Args<T>& a, T* sm, T* ss, int bufs, const T* M,
+                                              const T* st, int64_t b, int64_t t0, int64_t g, int rows, int r0) {
   const Dims& d = a.d;
   constexpr int ld = kTile + kPad<T>;
-  for (int n0 = 0; n0 < d.N; n0 += kTile) {
-    stage_tile(sm, ld, M + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
-    stage_tile(ss, ld, st + n0, d.SN(), kTile, kTile, kTile, kTile);
+  auto stage = [&](int n0) {
+    const int buf = (n0 / kTile) % bufs;
+    stage_tile(sm + buf * d.Q * ld, ld, M + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
+    stage_tile(ss + buf * kTile * ld, ld, st + n0, d.SN(), kTile, kTile, kTile, kTile);
     cp_async_commit();
-    cp_async_wait<0>();
+  };
+  stage(0);
+  for (int n0 = 0; n0 < d.N; n0 += kTile) {
+    const bool next = n0 + kTile < d.N, ahead = next && bufs > 1;
+    if (ahead) {
+      stage(n0 + kTile);  // into the buffer the step before this one read (synchronised after it)
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
+    const int buf = (n0 / kTile) % bufs;
 #pragma unroll
     for (int kk = 0; kk < kTile / 16; ++kk) {
       FragA<T> fa;
-      load_a<true>(fa, sm, ld, r0, 16 * kk);
-      mma_x64<true>(acc, fa, ss, ld, 16 * kk);
+      load_a<true>(fa, sm + buf * d.Q * ld, ld, r0, 16 * kk);
+      mma_x64<true>(acc, fa, ss + buf * kTile * ld, ld, 16 * kk);
     }
     __syncthreads();
+    if (next && !ahead) stage(n0 + kTile);
   }
 }
 
@@ -192,10 +225,9 @@ void launch_cb(Exec& ex, const Args<T>& a, bool transposed);
 // of exp(cumL) <dS leaving c, S entering c> (reads a.states).
 template <class T>
 void launch_scan(Exec& ex, const Args<T>& a, bool reverse, float* e_part);
-// Backward group kernels (ssd_bwd_bc.cu): dC; dB and da_diag (B,H,T') = the diagonal blocks' share of da.
+// Backward group kernels (ssd_bwd_bc.cu): dC, dB, da_diag (B,H,T') = the diagonal blocks' share of da,
+// and o_part (B,H,nt,T') = the 64-column tiles' shares of o_i = exp(cum_i) dy_i.S_{c-1} C_i (ssd_bwd.cu).
 template <class T>
-void launch_dc(Exec& ex, const Args<T>& a, T* dC);
-template <class T>
-void launch_db(Exec& ex, const Args<T>& a, T* dB, float* da_diag);
+void launch_bc(Exec& ex, const Args<T>& a, T* dC, T* dB, float* da_diag, float* o_part);
 
 }  // namespace hytra::cuda::ssd

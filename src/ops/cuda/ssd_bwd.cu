@@ -12,10 +12,11 @@
 //   dA_log += A sum_k da_k dt_k,   dD += sum dy.x
 // Each da term is a sum of positive-length ranges (none is a difference of cumulative sums), so no
 // cancellation grows with T. Kernels: dt/cum, B_j.C_i blocks, the forward and reverse recurrences
-// (ssd_state.cu; the reverse one also gives e_c), dC and dB per (b, chunk, group) summing the heads in
-// order (ssd_bwd_bc.cu; dB's also give the Z term), ssd_dx_kernel per (b, chunk, h, 64 of P) (dx, and
-// per step x.r, z, o), ssd_finish_kernel per (b, h, chunk) (da, ddt_raw and per-chunk parameter sums),
-// ssd_param_kernel (fixed-order sums over b and chunks, += into the fp32 gradients). No atomics.
+// (ssd_state.cu; the reverse one also gives e_c), dC and dB per (b, chunk, group), one kernel staging
+// each head once for both, summing the heads in order (ssd_bwd_bc.cu; it also gives the Z term and o),
+// ssd_dx_kernel per (b, chunk, h, 64 of P) (dx, and per step x.r, z), ssd_finish_kernel per
+// (b, h, chunk) (da, ddt_raw and per-chunk parameter sums), ssd_param_kernel (fixed-order sums over
+// b and chunks, += into the fp32 gradients). No atomics.
 #include <algorithm>
 #include <type_traits>
 
@@ -28,7 +29,7 @@ namespace {
 constexpr int kParamThreads = 128;
 
 // Per-step partial sums written by ssd_dx_kernel: (B, H, kRowParts, pt, T').
-constexpr int kRowParts = 3;  // x.r, z, o
+constexpr int kRowParts = 2;  // x.r, z
 
 // dx for one (b, chunk c, h) and 64 columns p0.. of P; 2Q threads, warp w owns rows j = 16w..
 template <class T>
@@ -58,37 +59,51 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
     return make_float2(in && p0 + p < d.P ? to_float(xr[0]) : 0.0f, in && p0 + p + 1 < d.P ? to_float(xr[1]) : 0.0f);
   };
   const int64_t soff = d.state(b, h, c) + int64_t(p0) * d.SN();
-  Acc r[8] = {}, yo[8] = {};  // r: rows j, columns p0 + 8 nt..; yo = S_{c-1} C_i for rows i
-  if (c + 1 < d.nC) state_product(r, a, sm, ss, a.Bm, a.dstates + soff, b, t0, g, rows, r0);
-  if (c > 0) state_product(yo, a, sm, ss, a.Cm, a.states + soff, b, t0, g, rows, r0);
+  Acc r[8] = {};  // rows j, columns p0 + 8 nt..
+  // One buffer: with two the kernel measured slower on H200 (likely less L1 left for its reads of x).
+  if (c + 1 < d.nC) state_product(r, a, sm, ss, 1, a.Bm, a.dstates + soff, b, t0, g, rows, r0);
   cp_async_wait<0>();
   __syncthreads();
   const int row[2] = {r0 + acc_row(0), r0 + acc_row(2)};
   const float cumL = s_cum[d.Q - 1];
-  float z[2] = {0.0f, 0.0f}, o[2] = {0.0f, 0.0f};
+  float z[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    const float fr = exp2f(cumL - s_cum[row[hf]]), fy = exp2f(s_cum[row[hf]]);
+    const float fr = exp2f(cumL - s_cum[row[hf]]);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const int p = 8 * nt + acc_col(0);
-      const float2 xv = x_pair(row[hf], p), dv = load2(sdy + row[hf] * ld + p);
+      const float2 xv = x_pair(row[hf], p);
       r[nt].v[2 * hf] *= fr;
       r[nt].v[2 * hf + 1] *= fr;
       z[hf] += xv.x * r[nt].v[2 * hf] + xv.y * r[nt].v[2 * hf + 1];
-      o[hf] += fy * (dv.x * yo[nt].v[2 * hf] + dv.y * yo[nt].v[2 * hf + 1]);
     }
   }
-  // Diagonal block: r_j += sum_{i>=j} (B_j.C_i) exp(cum_i - cum_j) dy_i.
+  // Diagonal block: r_j += sum_{i>=j} (B_j.C_i) exp(cum_i - cum_j) dy_i. Right of the warp's 16
+  // columns, exp(cum_i - cum_j) = exp(cum_i - cum_m) exp(cum_m - cum_j) with m = r0 + 15 (j <= m < i:
+  // both factors at most 1): per-row and per-column factors, not one exponential each.
+  const float ref = s_cum[r0 + 15];
+  const float fj[2] = {exp2f(ref - s_cum[r0 + a_row(0)]), exp2f(ref - s_cum[r0 + a_row(2)])};
   for (int kt = warp; kt < d.Q / 16; ++kt) {
     FragA<T> fa;
     load_a<true>(fa, scb, ldq, r0, 16 * kt);
     float v[8];
     get_a(fa, v);
+    if (kt == warp) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int j = r0 + a_row(e), i = 16 * kt + a_col(e);
-      v[e] = i >= j ? v[e] * exp2f(s_cum[i] - s_cum[j]) : 0.0f;
+      for (int e = 0; e < 8; ++e) {
+        const int j = r0 + a_row(e), i = 16 * kt + a_col(e);
+        v[e] = i >= j ? v[e] * exp2f(s_cum[i] - s_cum[j]) : 0.0f;
+      }
+    } else {
+      constexpr int top[4] = {0, 1, 4, 5};  // elements of row g; e + 2 is row g + 8 of the same column
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int e = top[k];
+        const float fi = exp2f(s_cum[16 * kt + a_col(e)] - ref);
+        v[e] *= fj[0] * fi;
+        v[e + 2] *= fj[1] * fi;
+      }
     }
     set_a(fa, v);
     mma_x64<false>(r, fa, sdy, ld, 16 * kt);
@@ -118,13 +133,12 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
   };
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    const float xr_sum = quad_sum(xr[hf]), z_sum = quad_sum(z[hf]), o_sum = quad_sum(o[hf]);
+    const float xr_sum = quad_sum(xr[hf]), z_sum = quad_sum(z[hf]);
     const int j = row[hf];
     if ((lane_id() & 3) == 0 && j < rows) {
       float* part = row_part + ((b * d.H + h) * kRowParts * d.pt + ptile) * d.TQ() + t0 + j;
       part[0] = xr_sum;
       part[d.pt * d.TQ()] = s_dt[j] * z_sum;
-      part[2 * d.pt * d.TQ()] = o_sum;
     }
   }
   dd = warp_sum(dd);
@@ -138,10 +152,10 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_dx_kernel(Args<T> a, T* dx, flo
 }
 
 // One (b, h, chunk c), Q threads (thread k: step t0 + k): da, ddt_raw (row pitch lddt), and fin_part
-// (B,H,nC,3) = the chunk's sum of ddt_raw, A sum da dt, and sum dy.x.
+// (B,H,nC,3) = the chunk's sum of ddt_raw, A sum da dt, and sum dy.x. o_part: (B,H,nt,T') (launch_bc).
 template <class T>
-__global__ void ssd_finish_kernel(Args<T> a, T* ddt_raw, int64_t lddt, const float* row_part, const float* da_diag,
-                                  const float* e_part, const float* dd_part, float* fin_part) {
+__global__ void ssd_finish_kernel(Args<T> a, T* ddt_raw, int64_t lddt, const float* row_part, const float* o_part,
+                                  const float* da_diag, const float* e_part, const float* dd_part, float* fin_part) {
   const Dims& d = a.d;
   const int64_t c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, bh = b * d.H + h, t0 = c * d.Q;
   const int k = int(threadIdx.x), Q = d.Q;
@@ -149,13 +163,14 @@ __global__ void ssd_finish_kernel(Args<T> a, T* ddt_raw, int64_t lddt, const flo
   const bool valid = t < d.T;
   __shared__ float red[32], s_o[kMaxQ], s_z[kMaxQ];
   float xr = 0.0f, z = 0.0f, o = 0.0f;
-  if (valid)
+  if (valid) {
     for (int pt = 0; pt < d.pt; ++pt) {
       const float* part = row_part + (bh * kRowParts * d.pt + pt) * d.TQ() + t;
       xr += part[0];
       z += part[d.pt * d.TQ()];
-      o += part[2 * d.pt * d.TQ()];
     }
+    for (int nt = 0; nt < d.nt; ++nt) o += o_part[(bh * d.nt + nt) * d.TQ() + t];
+  }
   s_o[k] = o;
   __syncthreads();
   const float suffix = block_prefix(s_o[Q - 1 - k], red);  // sum_{i >= Q-1-k} o_i
@@ -214,10 +229,10 @@ void backward(Exec& ex, const Args<T>& a, T* dx, T* ddt_raw, int64_t lddt, T* dB
   launch_scan(ex, a, false, nullptr);
   Tensor e_part = Tensor::empty({d.B, d.H, d.nC, d.pt * d.nt}, DType::F32, cu);  // (B,H,nC,tiles)
   launch_scan(ex, a, true, e_part.data<float>());
-  launch_dc(ex, a, dC);
-  Tensor da_diag = Tensor::empty({d.B, d.H, d.TQ()}, DType::F32, cu);  // (B,H,T')
-  launch_db(ex, a, dB, da_diag.data<float>());
-  Tensor row_part = Tensor::empty({d.B, d.H, kRowParts, d.pt, d.TQ()}, DType::F32, cu);  // (B,H,3,pt,T')
+  Tensor da_diag = Tensor::empty({d.B, d.H, d.TQ()}, DType::F32, cu);       // (B,H,T')
+  Tensor o_part = Tensor::empty({d.B, d.H, d.nt, d.TQ()}, DType::F32, cu);  // (B,H,nt,T')
+  launch_bc(ex, a, dC, dB, da_diag.data<float>(), o_part.data<float>());
+  Tensor row_part = Tensor::empty({d.B, d.H, kRowParts, d.pt, d.TQ()}, DType::F32, cu);  // (B,H,2,pt,T')
   Tensor dd_part = Tensor::empty({d.B, d.H, d.nC, d.pt}, DType::F32, cu);                // (B,H,nC,pt)
   const int64_t smem = dx_smem(d, sizeof(T));
   allow_smem(&ssd_dx_kernel<T>, smem, "ssd_dx_kernel smem");
@@ -226,8 +241,8 @@ void backward(Exec& ex, const Args<T>& a, T* dx, T* ddt_raw, int64_t lddt, T* dB
   check_launch("ssd_dx_kernel");
   Tensor fin_part = Tensor::empty({d.B, d.H, d.nC, 3}, DType::F32, cu);  // (B,H,nC,3)
   ssd_finish_kernel<T><<<dim3(unsigned(d.nC), unsigned(d.H), unsigned(d.B)), d.Q, 0, s>>>(
-      a, ddt_raw, lddt, row_part.data<float>(), da_diag.data<float>(), e_part.data<float>(), dd_part.data<float>(),
-      fin_part.data<float>());
+      a, ddt_raw, lddt, row_part.data<float>(), o_part.data<float>(), da_diag.data<float>(), e_part.data<float>(),
+      dd_part.data<float>(), fin_part.data<float>());
   check_launch("ssd_finish_kernel");
   constexpr int warps = kParamThreads / 32;
   ssd_param_kernel<<<unsigned((d.H + warps - 1) / warps), kParamThreads, 0, s>>>(

@@ -27,9 +27,9 @@
 namespace hytra::cuda::ssd {
 namespace {
 
-// y for one (b, chunk c, h) and 64 columns p0.. of P; 2Q threads.
+// y for one (b, chunk c, h) and 64 columns p0.. of P; 2Q threads, `bufs` of state_product's tiles.
 template <class T>
-__global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y) {
+__global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y, int bufs) {
   const Dims& d = a.d;
   const int p0 = int(blockIdx.x % d.pt) * kTile;
   const int64_t h = blockIdx.x / d.pt, c = blockIdx.y, b = blockIdx.z, g = h / d.hpg(), t0 = c * d.Q;
@@ -37,19 +37,19 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int ld = kTile + kPad<T>;
   const int ldq = d.Q + kPad<T>;
-  T* sx = reinterpret_cast<T*>(smem);                       // (Q, ld) x[:, p0..]
-  T* scb = sx + d.Q * ld;                                   // (Q, ldq) C_i.B_j
-  T* sc = scb + d.Q * ldq;                                  // (Q, ld) Cm[:, n0..]
-  T* ss = sc + d.Q * ld;                                    // (64, ld) state rows p0.., columns n0..
-  float* s_dt = reinterpret_cast<float*>(ss + kTile * ld);  // (Q)
-  float* s_cum = s_dt + d.Q;                                // (Q)
+  T* sx = reinterpret_cast<T*>(smem);                              // (Q, ld) x[:, p0..]
+  T* scb = sx + d.Q * ld;                                          // (Q, ldq) C_i.B_j
+  T* sc = scb + d.Q * ldq;                                         // bufs x (Q, ld) Cm[:, n0..]
+  T* ss = sc + bufs * d.Q * ld;                                    // bufs x (64, ld) state rows p0.., columns n0..
+  float* s_dt = reinterpret_cast<float*>(ss + bufs * kTile * ld);  // (Q)
+  float* s_cum = s_dt + d.Q;                                       // (Q)
   stage_scalars(s_dt, s_cum, a, b, h, c);
   stage_tile(sx, ld, a.x + d.xrow(b, t0, h) + p0, d.H * d.P, d.Q, kTile, rows, int(d.P - p0));
   stage_tile(scb, ldq, a.cb + d.cb(b, c, g), d.Q, d.Q, d.Q, d.Q, d.Q);
   cp_async_commit();
   Acc acc[8] = {};  // rows r0.., columns p0 + 8 nt..
   if (c > 0)        // C S^T over N (the state entering chunk 0 is zero)
-    state_product(acc, a, sc, ss, a.Cm, a.states + d.state(b, h, c) + int64_t(p0) * d.SN(), b, t0, g, rows, r0);
+    state_product(acc, a, sc, ss, bufs, a.Cm, a.states + d.state(b, h, c) + int64_t(p0) * d.SN(), b, t0, g, rows, r0);
   cp_async_wait<0>();
   __syncthreads();
   const int i_lo = r0 + acc_row(0), i_hi = r0 + acc_row(2);
@@ -61,16 +61,31 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_out_kernel(Args<T> a, T* y) {
     acc[nt].v[2] *= f_hi;
     acc[nt].v[3] *= f_hi;
   }
-  // Diagonal block: rows i of (C.B)_ij exp(cum_i - cum_j) dt_j (j <= i) times x_j.
+  // Diagonal block: rows i of (C.B)_ij exp(cum_i - cum_j) dt_j (j <= i) times x_j. Left of the
+  // warp's 16 columns, exp(cum_i - cum_j) = exp(cum_i - cum_r0) exp(cum_r0 - cum_j) (j < r0 <= i: both
+  // factors at most 1): per-row and per-column factors, not one exponential each.
+  const float ref = s_cum[r0];
+  const float fi[2] = {exp2f(s_cum[r0 + a_row(0)] - ref), exp2f(s_cum[r0 + a_row(2)] - ref)};
   for (int kt = 0; kt <= warp; ++kt) {
     FragA<T> fa;
     load_a<true>(fa, scb, ldq, r0, 16 * kt);
     float v[8];
     get_a(fa, v);
+    if (kt == warp) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int i = r0 + a_row(e), j = 16 * kt + a_col(e);
-      v[e] = j <= i ? v[e] * exp2f(s_cum[i] - s_cum[j]) * s_dt[j] : 0.0f;
+      for (int e = 0; e < 8; ++e) {
+        const int i = r0 + a_row(e), j = 16 * kt + a_col(e);
+        v[e] = j <= i ? v[e] * exp2f(s_cum[i] - s_cum[j]) * s_dt[j] : 0.0f;
+      }
+    } else {
+      constexpr int top[4] = {0, 1, 4, 5};  // elements of row g; e + 2 is row g + 8 of the same column
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int e = top[k], j = 16 * kt + a_col(e);
+        const float fj = exp2f(ref - s_cum[j]) * s_dt[j];
+        v[e] *= fi[0] * fj;
+        v[e + 2] *= fi[1] * fj;
+      }
     }
     set_a(fa, v);
     mma_x64<false>(acc, fa, sx, ld, 16 * kt);
@@ -98,10 +113,11 @@ void forward(Exec& ex, const Args<T>& a, T* y) {
   launch_dt(ex, a);
   launch_cb(ex, a, false);
   launch_scan(ex, a, false, nullptr);
-  const int64_t smem = out_smem(a.d, sizeof(T));
-  allow_smem(&ssd_out_kernel<T>, smem, "ssd_out_kernel smem");
+  auto smem_of = [&](int bufs) { return out_smem(a.d, sizeof(T), bufs); };
+  const int bufs = product_bufs(&ssd_out_kernel<T>, 2 * a.d.Q, smem_of, "ssd_out_kernel smem");
+  allow_smem(&ssd_out_kernel<T>, smem_of(bufs), "ssd_out_kernel smem");
   const dim3 grid(unsigned(a.d.pt * a.d.H), unsigned(a.d.nC), unsigned(a.d.B));
-  ssd_out_kernel<T><<<grid, 2 * a.d.Q, size_t(smem), stream_of(ex)>>>(a, y);
+  ssd_out_kernel<T><<<grid, 2 * a.d.Q, size_t(smem_of(bufs)), stream_of(ex)>>>(a, y, bufs);
   check_launch("ssd_out_kernel");
 }
 

@@ -177,6 +177,16 @@ __global__ void __launch_bounds__(kScanThreads) ssd_scan_kernel(Args<T> a, float
 
 }  // namespace
 
+int smem_limit() {
+  static const int limit = [] {
+    int dev = 0, v = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "shared memory limit");
+    return v;
+  }();
+  return limit;
+}
+
 Dims make_dims(const Tensor& x, const Tensor& Bm, int64_t chunk_size) {
   Dims d;
   d.B = x.size(0);
@@ -189,15 +199,11 @@ Dims make_dims(const Tensor& x, const Tensor& Bm, int64_t chunk_size) {
   d.pt = int((d.P + kTile - 1) / kTile);
   d.nt = int((d.N + kTile - 1) / kTile);
   d.Q = chunk_size >= 256 ? 256 : (chunk_size >= 128 ? 128 : 64);
-  static const int limit = [] {
-    int dev = 0, v = 0;
-    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-    cuda_check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "shared memory limit");
-    return v;
-  }();
+  const int limit = smem_limit();
   const int64_t e = int64_t(dtype_size(x.dtype()));
   auto fits = [&] {
-    return std::max({scan_smem(d, e, true), out_smem(d, e), dx_smem(d, e), dbc_smem(d, e), cb_smem(e)}) <= limit;
+    return std::max({scan_smem(d, e, true), out_smem(d, e, 1), dx_smem(d, e), bc_smem(d, e, false, true),
+                     cb_smem(e)}) <= limit;
   };
   while (d.Q > 64 && !fits()) d.Q /= 2;
   HYTRA_CHECK(fits(), "ssd_chunk_scan on CUDA: head dim P = ", d.P, " needs more shared memory than the device has");
