@@ -63,8 +63,15 @@ void add_bwd(const Dims& d, DType dt) {
                               dev(in.v), dev(in.alpha), dev(in.beta_raw), dev(in.A_log), dev(in.dt_bias), d.chunk);
     ops::gated_delta_rule_bwd(cpu(), dqc, dkc, dvc, dac, dbc, dAc, ddtc, ref(dout), ref(in.q), ref(in.k),
                               ref(in.v), ref(in.alpha), ref(in.beta_raw), ref(in.A_log), ref(in.dt_bias), d.chunk);
-    return std::vector<Output>{{"dq", dqg, dqc},          {"dk", dkg, dkc},          {"dv", dvg, dvc},
-                               {"dalpha", dag, dac},      {"dbeta_raw", dbg, dbc},   {"dA_log", dAg, dAc},
+    // dalpha_t comes from a suffix sum over the chunk of mixed-sign per-step terms (dg_t = sum_{s>=t} dgam_s):
+    // the bf16 rounding of the terms stays, the sum cancels, so its norm error runs about twice the others'.
+    const double dalpha_tol = dt == DType::BF16 ? 1e-2 : 0.0;  // 0: the case's default
+    return std::vector<Output>{{"dq", dqg, dqc},
+                               {"dk", dkg, dkc},
+                               {"dv", dvg, dvc},
+                               {"dalpha", dag, dac, dalpha_tol},
+                               {"dbeta_raw", dbg, dbc},
+                               {"dA_log", dAg, dAc},
                                {"ddt_bias", ddtg, ddtc}};
   }));
 }
