@@ -473,7 +473,7 @@ std::vector<Entry> entries(const Env& e) {
                    std::vector<Tensor> in = ssd_inputs();
                    Tensor y = uniform(sxs, act, dev, 8);
                    return std::function<void()>([=]() mutable {
-                     ops::ssd_chunk_scan_fwd(*ex, y, in[0], in[1], in[2], in[3], in[4], in[5], in[6], sQ);
+                     ops::ssd_chunk_scan_fwd(*ex, y, in[0], in[1], in[2], in[3], in[4], in[5], in[6], sQ, nullptr);
                    });
                  }});
   out.push_back({"ssd_chunk_scan_bwd", sshape, act, 2 * s_fwd, 0, [=] {
@@ -485,7 +485,22 @@ std::vector<Entry> entries(const Env& e) {
                    Tensor g2 = uniform({sH}, DType::F32, dev, 15);
                    return std::function<void()>([=]() mutable {
                      ops::ssd_chunk_scan_bwd(*ex, dx, ddt, dB, dC, g0, g1, g2, dy, in[0], in[1], in[2], in[3], in[4],
-                                             in[5], in[6], sQ);
+                                             in[5], in[6], sQ, nullptr);
+                   });
+                 }});
+  // As training runs it: the forward keeps its dt, decay sums and chunk states for the backward.
+  out.push_back({"ssd_chunk_scan_bwd", sshape + " kept", act, 2 * s_fwd, 0, [=] {
+                   std::vector<Tensor> in = ssd_inputs();
+                   Tensor y = uniform(sxs, act, dev, 8), dy = uniform(sxs, act, dev, 8), dx = uniform(sxs, act, dev, 9);
+                   Tensor ddt = uniform(sds, act, dev, 10), dB = uniform(sbs, act, dev, 11),
+                          dC = uniform(sbs, act, dev, 12);
+                   Tensor g0 = uniform({sH}, DType::F32, dev, 13), g1 = uniform({sH}, DType::F32, dev, 14);
+                   Tensor g2 = uniform({sH}, DType::F32, dev, 15);
+                   std::vector<Tensor> kept;
+                   ops::ssd_chunk_scan_fwd(*ex, y, in[0], in[1], in[2], in[3], in[4], in[5], in[6], sQ, &kept);
+                   return std::function<void()>([=]() mutable {
+                     ops::ssd_chunk_scan_bwd(*ex, dx, ddt, dB, dC, g0, g1, g2, dy, in[0], in[1], in[2], in[3], in[4],
+                                             in[5], in[6], sQ, &kept);
                    });
                  }});
 

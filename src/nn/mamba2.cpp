@@ -55,7 +55,7 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
 
   Tensor y = Tensor::empty({B, T, H, P}, dt, dev);
   ops::ssd_chunk_scan_fwd(ex, y, s.x, dt_part(s.zxbcdt), s.b, s.c, dt_bias_->master, a_log_->master, d_->master,
-                          opt_.chunk_size);
+                          opt_.chunk_size, ctx.grad_enabled ? &s.ssd_kept : nullptr);
   s.y = y.view({B * T, Di});
   s.rstd = Tensor::empty({B * T, G}, stat_dtype(dt), dev);
   Tensor gated = Tensor::empty({B, T, Di}, dt, dev);
@@ -78,7 +78,8 @@ Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   Tensor dx = Tensor::empty(s.x.shape(), dt, dev), ddt = dt_part(dzxbcdt);
   Tensor dB = Tensor::empty(s.b.shape(), dt, dev), dC = Tensor::empty(s.c.shape(), dt, dev);
   ops::ssd_chunk_scan_bwd(ex, dx, ddt, dB, dC, dt_bias_->grad, a_log_->grad, d_->grad, dy.view(s.x.shape()), s.x,
-                          dt_part(s.zxbcdt), s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size);
+                          dt_part(s.zxbcdt), s.b, s.c, dt_bias_->master, a_log_->master, d_->master, opt_.chunk_size,
+                          &s.ssd_kept);
 
   // The conv backward reads d(x, B, C) where the scan wrote them.
   Tensor dw = conv_w_->grad.view({conv_dim(), opt_.conv_kernel});

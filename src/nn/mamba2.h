@@ -13,6 +13,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/linear.h"
 #include "nn/norm.h"
@@ -56,6 +57,7 @@ class Mamba2Mixer : public PreNormModule {
     Tensor b, c;    // (B,T,G,N) conv output, B and C parts
     Tensor y;       // (B*T, d_inner) SSD output
     Tensor rstd;    // (B*T, G) gated norm statistics
+    std::vector<Tensor> ssd_kept;  // the SSD forward's intermediates its backward reuses (ops.def)
   };
   Mamba2Options opt_;
   std::unique_ptr<Norm> norm_;

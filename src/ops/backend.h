@@ -3,6 +3,7 @@
 // backend that lacks an op fails to link. ops::X checks arguments, then calls ex.backend().X.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "ops/exec.h"

@@ -530,16 +530,18 @@ void conv1d_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& d
 }
 
 void ssd_chunk_scan_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
-                        const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size) {
+                        const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size,
+                        std::vector<Tensor>* keep) {
   check_ssd(ex, "ssd_chunk_scan_fwd", x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
   check_act(ex, "ssd_chunk_scan_fwd", "y", y, x, x.shape());
-  ex.backend().ssd_chunk_scan_fwd(ex, y, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
+  if (keep != nullptr) keep->clear();
+  ex.backend().ssd_chunk_scan_fwd(ex, y, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size, keep);
 }
 
 void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias, Tensor& dA_log,
                         Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm,
                         const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D,
-                        int64_t chunk_size) {
+                        int64_t chunk_size, const std::vector<Tensor>* kept) {
   const char* op = "ssd_chunk_scan_bwd";
   check_ssd(ex, op, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
   check_act(ex, op, "dy", dy, x, x.shape());
@@ -552,7 +554,7 @@ void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tenso
   for (auto [n, t] : {Arg{"ddt_bias", &ddt_bias}, {"dA_log", &dA_log}, {"dD", &dD}})
     check_small_param(ex, op, n, *t, x, x.size(2));
   ex.backend().ssd_chunk_scan_bwd(ex, dx, ddt_raw, dB, dC, ddt_bias, dA_log, dD, dy, x, dt_raw, Bm, Cm, dt_bias, A_log,
-                                  D, chunk_size);
+                                  D, chunk_size, kept != nullptr && !kept->empty() ? kept : nullptr);
 }
 
 void gated_delta_rule_fwd(Exec& ex, Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& alpha,

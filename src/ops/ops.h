@@ -2,6 +2,7 @@
 // ops::X checks devices, dtypes and shapes (ops.cpp), then calls ex.backend().X.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "ops/exec.h"

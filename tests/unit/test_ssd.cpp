@@ -46,7 +46,7 @@ Inputs make_inputs(int64_t B, int64_t T, int64_t H, int64_t G, int64_t P, int64_
 
 Tensor run_fwd(const Inputs& in, int64_t chunk) {
   Tensor y = Tensor::empty(in.x.shape(), in.x.dtype());
-  ops::ssd_chunk_scan_fwd(Exec::cpu(), y, in.x, in.dt_raw, in.Bm, in.Cm, in.dt_bias, in.A_log, in.D, chunk);
+  ops::ssd_chunk_scan_fwd(Exec::cpu(), y, in.x, in.dt_raw, in.Bm, in.Cm, in.dt_bias, in.A_log, in.D, chunk, nullptr);
   return y;
 }
 
@@ -120,7 +120,7 @@ Grads run_bwd(const Inputs& in, const Tensor& dy, int64_t chunk, const Tensor& p
           p0.clone(),
           p0.clone()};
   ops::ssd_chunk_scan_bwd(Exec::cpu(), g.dx, g.ddt_raw, g.dB, g.dC, g.ddt_bias, g.dA_log, g.dD, dy, in.x, in.dt_raw,
-                          in.Bm, in.Cm, in.dt_bias, in.A_log, in.D, chunk);
+                          in.Bm, in.Cm, in.dt_bias, in.A_log, in.D, chunk, nullptr);
   return g;
 }
 
@@ -205,7 +205,8 @@ bool bytes_equal(const Tensor& a, const Tensor& b) {
   return ha.nbytes() == hb.nbytes() && std::memcmp(ha.raw(), hb.raw(), ha.nbytes()) == 0;
 }
 
-TEST(CudaSsd, TwoRunsAreBitwiseEqual) {
+// Two runs give the same bits, and so does a backward that recomputes what the forward kept.
+TEST(CudaSsd, TwoRunsAreBitwiseEqualWithOrWithoutTheKeptStates) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const int64_t B = 2, T = 1000, H = 16, G = 4, P = 64, N = 128, chunk = 128;
   const Inputs host = make_inputs(B, T, H, G, P, N, DType::BF16, 500);
@@ -213,7 +214,7 @@ TEST(CudaSsd, TwoRunsAreBitwiseEqual) {
   const Tensor x = host.x.to(Device::CUDA), dt_raw = host.dt_raw.to(Device::CUDA);
   const Tensor Bm = host.Bm.to(Device::CUDA), Cm = host.Cm.to(Device::CUDA);
   const Tensor bias = host.dt_bias.to(Device::CUDA), a_log = host.A_log.to(Device::CUDA), D = host.D.to(Device::CUDA);
-  auto run = [&] {
+  auto run = [&](bool keep) {
     Exec& ex = Exec::cuda();
     std::vector<Tensor> out = {Tensor::empty(x.shape(), DType::BF16, Device::CUDA),
                                Tensor::empty(x.shape(), DType::BF16, Device::CUDA),
@@ -223,14 +224,19 @@ TEST(CudaSsd, TwoRunsAreBitwiseEqual) {
                                Tensor::zeros({H}, DType::F32, Device::CUDA),
                                Tensor::zeros({H}, DType::F32, Device::CUDA),
                                Tensor::zeros({H}, DType::F32, Device::CUDA)};  // y, dx, ddt_raw, dB, dC, 3 params
-    ops::ssd_chunk_scan_fwd(ex, out[0], x, dt_raw, Bm, Cm, bias, a_log, D, chunk);
+    std::vector<Tensor> kept;
+    ops::ssd_chunk_scan_fwd(ex, out[0], x, dt_raw, Bm, Cm, bias, a_log, D, chunk, keep ? &kept : nullptr);
+    EXPECT_EQ(kept.size(), keep ? 3u : 0u);
     ops::ssd_chunk_scan_bwd(ex, out[1], out[2], out[3], out[4], out[5], out[6], out[7], dy, x, dt_raw, Bm, Cm, bias,
-                            a_log, D, chunk);
+                            a_log, D, chunk, keep ? &kept : nullptr);
     return out;
   };
-  const std::vector<Tensor> first = run(), second = run();
+  const std::vector<Tensor> first = run(true), second = run(true), recomputed = run(false);
   const char* names[] = {"y", "dx", "ddt_raw", "dB", "dC", "ddt_bias", "dA_log", "dD"};
-  for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(bytes_equal(first[i], second[i])) << names[i];
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_TRUE(bytes_equal(first[i], second[i])) << names[i];
+    EXPECT_TRUE(bytes_equal(first[i], recomputed[i])) << names[i] << " (backward recomputing the states)";
+  }
 }
 
 }  // namespace

@@ -238,7 +238,8 @@ void ssd_bwd_impl(Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& d
 }  // namespace
 
 void ssd_chunk_scan_fwd(Exec&, Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
-                        const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size) {
+                        const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size,
+                        std::vector<Tensor>*) {  // keeps nothing: the backward recomputes
   with_compute_type(x.dtype(),
                     [&](auto t) { ssd_fwd_impl<decltype(t)>(y, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size); });
 }
@@ -246,7 +247,7 @@ void ssd_chunk_scan_fwd(Exec&, Tensor& y, const Tensor& x, const Tensor& dt_raw,
 void ssd_chunk_scan_bwd(Exec&, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias, Tensor& dA_log,
                         Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm,
                         const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D,
-                        int64_t chunk_size) {
+                        int64_t chunk_size, const std::vector<Tensor>*) {
   with_compute_type(x.dtype(), [&](auto t) {
     ssd_bwd_impl<decltype(t)>(dx, ddt_raw, dB, dC, ddt_bias, dA_log, dD, dy, x, dt_raw, Bm, Cm, dt_bias, A_log, D,
                               chunk_size);

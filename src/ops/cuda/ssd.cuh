@@ -58,6 +58,7 @@ struct Args {
   T* cb = nullptr;                 // forward [i][j] = C_i.B_j; backward [j][i] = B_j.C_i
   T* states = nullptr;             // the state entering each chunk
   T* dstates = nullptr;            // dL/d(the state leaving each chunk), backward
+  bool kept = false;               // dt, cum and states are the forward's (the backward skips remaking them)
 };
 
 // Shared-memory bytes of a (rows, width) tile and of each kernel (ssd_state.cu, ssd_fwd.cu, ssd_bwd*.cu).
@@ -104,12 +105,12 @@ int product_bufs(K kernel, int threads, F smem_of, const char* name) {
 Dims make_dims(const Tensor& x, const Tensor& Bm, int64_t chunk_size);
 
 // Checks what the kernels support, allocates the scratch both directions use (dt, cum, C.B, states;
-// dstates when `backward`), and calls f(Args<T>&) with T = float or bf16 (x's dtype). Nothing for
-// empty tensors.
+// dstates when `backward`) or takes dt, cum and states from `kept` (what a forward left in its `keep`),
+// and calls f(Args<T>&) with T = float or bf16 (x's dtype). Nothing for empty tensors.
 template <class F>
 void with_args(const char* op, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
                const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, const Tensor* dy, int64_t chunk_size,
-               F&& f) {
+               std::vector<Tensor>* keep, const std::vector<Tensor>* kept, F&& f) {
   HYTRA_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", x.desc());
   HYTRA_CHECK(Bm.size(3) >= 1, op, " on CUDA: state N must be at least 1, got ", Bm.desc());
   if (x.numel() == 0) return;
@@ -119,11 +120,23 @@ void with_args(const char* op, const Tensor& x, const Tensor& dt_raw, const Tens
               " must be at most 65535 (grid)");
   const DType t = x.dtype();
   const Device cu = Device::CUDA;
-  Tensor dt = Tensor::empty({d.B, d.H, d.TQ()}, DType::F32, cu);   // (B,H,T')
-  Tensor cum = Tensor::empty({d.B, d.H, d.TQ()}, DType::F32, cu);  // (B,H,T')
-  Tensor cb = Tensor::empty({d.B, d.nC, d.G, d.Q, d.Q}, t, cu);    // (B,nC,G,Q,Q)
-  const Shape state_shape{d.B, d.H, d.nC, d.SP(), d.SN()};         // (B,H,nC,P',N')
-  Tensor states = Tensor::empty(state_shape, t, cu);
+  const Shape step_shape{d.B, d.H, d.TQ()};                      // (B,H,T')
+  const Shape state_shape{d.B, d.H, d.nC, d.SP(), d.SN()};       // (B,H,nC,P',N')
+  Tensor cb = Tensor::empty({d.B, d.nC, d.G, d.Q, d.Q}, t, cu);  // (B,nC,G,Q,Q)
+  Tensor dt, cum, states;
+  if (kept != nullptr) {
+    HYTRA_CHECK(kept->size() == 3 && (*kept)[0].shape() == step_shape && (*kept)[1].shape() == step_shape &&
+                    (*kept)[2].shape() == state_shape && (*kept)[2].dtype() == t,
+                op, ": `kept` is not what ssd_chunk_scan_fwd of inputs shaped like these keeps");
+    dt = (*kept)[0];
+    cum = (*kept)[1];
+    states = (*kept)[2];
+  } else {
+    dt = Tensor::empty(step_shape, DType::F32, cu);
+    cum = Tensor::empty(step_shape, DType::F32, cu);
+    states = Tensor::empty(state_shape, t, cu);
+  }
+  if (keep != nullptr) *keep = {dt, cum, states};
   Tensor dstates = dy != nullptr ? Tensor::empty(state_shape, t, cu) : Tensor();
   auto go = [&](auto tag) {
     using T = decltype(tag);
@@ -142,6 +155,7 @@ void with_args(const char* op, const Tensor& x, const Tensor& dt_raw, const Tens
     a.cb = static_cast<T*>(cb.raw());
     a.states = static_cast<T*>(states.raw());
     a.dstates = dy != nullptr ? static_cast<T*>(dstates.raw()) : nullptr;
+    a.kept = kept != nullptr;
     f(a);
   };
   if (t == DType::BF16)

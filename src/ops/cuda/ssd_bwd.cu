@@ -224,9 +224,11 @@ void backward(Exec& ex, const Args<T>& a, T* dx, T* ddt_raw, int64_t lddt, T* dB
   const Dims& d = a.d;
   cudaStream_t s = stream_of(ex);
   const Device cu = Device::CUDA;
-  launch_dt(ex, a);
+  if (!a.kept) {  // else the forward's dt, cum and states are here
+    launch_dt(ex, a);
+    launch_scan(ex, a, false, nullptr);
+  }
   launch_cb(ex, a, true);
-  launch_scan(ex, a, false, nullptr);
   Tensor e_part = Tensor::empty({d.B, d.H, d.nC, d.pt * d.nt}, DType::F32, cu);  // (B,H,nC,tiles)
   launch_scan(ex, a, true, e_part.data<float>());
   Tensor da_diag = Tensor::empty({d.B, d.H, d.TQ()}, DType::F32, cu);       // (B,H,T')
@@ -258,8 +260,9 @@ namespace hytra::cuda {
 void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias, Tensor& dA_log,
                         Tensor& dD, const Tensor& dy, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm,
                         const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D,
-                        int64_t chunk_size) {
-  ssd::with_args("ssd_chunk_scan_bwd", x, dt_raw, Bm, Cm, dt_bias, A_log, D, &dy, chunk_size, [&](auto& a) {
+                        int64_t chunk_size, const std::vector<Tensor>* kept) {
+  ssd::with_args("ssd_chunk_scan_bwd", x, dt_raw, Bm, Cm, dt_bias, A_log, D, &dy, chunk_size, nullptr, kept,
+                 [&](auto& a) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(a.x)>>;
     ssd::backward(ex, a, static_cast<T*>(dx.raw()), static_cast<T*>(ddt_raw.raw()), ddt_raw.row_pitch(),
                   static_cast<T*>(dB.raw()), static_cast<T*>(dC.raw()), ddt_bias.data<float>(), dA_log.data<float>(),

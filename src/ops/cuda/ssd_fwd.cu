@@ -127,8 +127,10 @@ void forward(Exec& ex, const Args<T>& a, T* y) {
 namespace hytra::cuda {
 
 void ssd_chunk_scan_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
-                        const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size) {
-  ssd::with_args("ssd_chunk_scan_fwd", x, dt_raw, Bm, Cm, dt_bias, A_log, D, nullptr, chunk_size, [&](auto& a) {
+                        const Tensor& dt_bias, const Tensor& A_log, const Tensor& D, int64_t chunk_size,
+                        std::vector<Tensor>* keep) {
+  ssd::with_args("ssd_chunk_scan_fwd", x, dt_raw, Bm, Cm, dt_bias, A_log, D, nullptr, chunk_size, keep, nullptr,
+                 [&](auto& a) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(a.x)>>;
     ssd::forward(ex, a, static_cast<T*>(y.raw()));
   });

@@ -49,9 +49,9 @@ void add_fwd(const SsdShape& s, DType dt) {
     const Inputs in = make_inputs(s, dt, seed);
     Tensor yg = dev_empty(in.x.shape(), dt), yc = cpu_empty(in.x.shape());
     ops::ssd_chunk_scan_fwd(gpu(), yg, dev(in.x), dt_cols(s, dev(in.dt_raw)), dev(in.Bm), dev(in.Cm), dev(in.dt_bias),
-                            dev(in.A_log), dev(in.D), s.chunk);
+                            dev(in.A_log), dev(in.D), s.chunk, nullptr);
     ops::ssd_chunk_scan_fwd(cpu(), yc, ref(in.x), dt_cols(s, ref(in.dt_raw)), ref(in.Bm), ref(in.Cm), in.dt_bias,
-                            in.A_log, in.D, s.chunk);
+                            in.A_log, in.D, s.chunk, nullptr);
     return std::vector<Output>{{"y", yg, yc}};
   }));
 }
@@ -69,10 +69,17 @@ void add_bwd(const SsdShape& s, DType dt) {
     Tensor dxc = cpu_empty(in.x.shape()), dtc = ref(ddt0), dtc_c = dt_cols(s, dtc);
     Tensor dBc = cpu_empty(in.Bm.shape()), dCc = cpu_empty(in.Cm.shape());
     Tensor dbc = g0.clone(), dac = a0.clone(), ddc = d0.clone();
-    ops::ssd_chunk_scan_bwd(gpu(), dxg, dtg_c, dBg, dCg, dbg, dag, ddg, dev(dy), dev(in.x), dt_cols(s, dev(in.dt_raw)),
-                            dev(in.Bm), dev(in.Cm), dev(in.dt_bias), dev(in.A_log), dev(in.D), s.chunk);
+    // The GPU backward reads what its forward kept, as training runs it (CudaSsd checks that this is
+    // bitwise the backward that recomputes it).
+    std::vector<Tensor> kept;
+    Tensor yg = dev_empty(in.x.shape(), dt);
+    const Tensor xg = dev(in.x), dt_rawg = dt_cols(s, dev(in.dt_raw)), Bg = dev(in.Bm), Cg = dev(in.Cm);
+    const Tensor biasg = dev(in.dt_bias), alogg = dev(in.A_log), Dg = dev(in.D);
+    ops::ssd_chunk_scan_fwd(gpu(), yg, xg, dt_rawg, Bg, Cg, biasg, alogg, Dg, s.chunk, &kept);
+    ops::ssd_chunk_scan_bwd(gpu(), dxg, dtg_c, dBg, dCg, dbg, dag, ddg, dev(dy), xg, dt_rawg, Bg, Cg, biasg, alogg, Dg,
+                            s.chunk, &kept);
     ops::ssd_chunk_scan_bwd(cpu(), dxc, dtc_c, dBc, dCc, dbc, dac, ddc, ref(dy), ref(in.x), dt_cols(s, ref(in.dt_raw)),
-                            ref(in.Bm), ref(in.Cm), in.dt_bias, in.A_log, in.D, s.chunk);
+                            ref(in.Bm), ref(in.Cm), in.dt_bias, in.A_log, in.D, s.chunk, nullptr);
     // ddt_bias and dA_log sum B*T terms that mostly cancel (sum |dt da| / |sum dt da| was 7 to 37 on
     // these inputs), so bf16 operands' rounding (about 1e-3 per term) reaches them amplified: 2e-2.
     const double sums_tol = dt == DType::BF16 ? 2e-2 : 0.0;
