@@ -78,7 +78,7 @@ inline int64_t dx_smem(const Dims& d, int64_t e) { return out_smem(d, e, 1) + kM
 inline int64_t bc_smem(const Dims& d, int64_t e, bool dc, bool db) {
   const int roles = int(dc) + int(db);
   return roles * (tile_bytes(d.Q, kTile, e) + tile_bytes(d.Pk, kTile, e)) + 2 * tile_bytes(d.Q, d.Pk, e) +
-         scalar_bytes(d) + (db ? int64_t(d.Q / 16) * d.Q * 4 : 0);
+         scalar_bytes(d) + (db ? (int64_t(d.Q / 16 + 1) * d.Q + 32) * 4 : 0);
 }
 inline int64_t cb_smem(int64_t e) { return 2 * tile_bytes(kTile, kTile, e); }
 
