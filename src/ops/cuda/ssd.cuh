@@ -165,6 +165,13 @@ void with_args(const char* op, const Tensor& x, const Tensor& dt_raw, const Tens
 }
 
 // ---- device helpers ----------------------------------------------------------------------------
+// 2^v by one MUFU.EX2: exp2f's value, except that results below 2^-126 (decays that small) flush to 0.
+__device__ __forceinline__ float exp2_ftz(float v) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+
 // dt (s_dt) and cum (s_cum) of chunk c of (b, h), copied like a tile (commit and wait by the caller).
 template <class T>
 __device__ __forceinline__ void stage_scalars(float* s_dt, float* s_cum, const Args<T>& a, int64_t b, int64_t h,

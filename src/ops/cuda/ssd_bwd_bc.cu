@@ -125,7 +125,7 @@ __device__ __forceinline__ void dc_head(Acc (&acc)[8], const S& s, const Dims& d
   float o[2] = {0.0f, 0.0f};
   if (c > 0) {
     Acc st[8] = {};
-    rows_times_state(st, s.dy, s.ldp, s.sp, d.Pk, r0, exp2f(s.cum[r0 + a_row(0)]), exp2f(s.cum[r0 + a_row(2)]));
+    rows_times_state(st, s.dy, s.ldp, s.sp, d.Pk, r0, exp2_ftz(s.cum[r0 + a_row(0)]), exp2_ftz(s.cum[r0 + a_row(2)]));
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -143,16 +143,24 @@ __device__ __forceinline__ void dc_head(Acc (&acc)[8], const S& s, const Dims& d
     if ((lane_id() & 3) == 0) o_out[r0 + acc_row(2 * hf)] = o[hf];
   }
   auto below = [&](int col) { return col <= r0 + 15; };  // 16 columns holding some j <= i
+  const int i[2] = {r0 + acc_row(0), r0 + acc_row(2)};
+  const float cum_i[2] = {s.cum[i[0]], s.cum[i[1]]};
   for (int j0 = 0; j0 <= r0 + 15; j0 += kTile) {
     Acc w[8];
     rows_dot_rows(w, s.dy, s.x, s.ldp, d.Pk, r0, j0, below);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt) {
+      const int j = j0 + 8 * nt + acc_col(0);
+      const float2 cum_j = load2(s.cum + j), dt_j = load2(s.dt + j);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = r0 + acc_row(e), j = j0 + 8 * nt + acc_col(e);
-        w[nt].v[e] = j <= i ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+      for (int hf = 0; hf < 2; ++hf) {
+        float& w0 = w[nt].v[2 * hf];
+        float& w1 = w[nt].v[2 * hf + 1];
+        const float v0 = w0 * exp2_ftz(cum_i[hf] - cum_j.x) * dt_j.x, v1 = w1 * exp2_ftz(cum_i[hf] - cum_j.y) * dt_j.y;
+        w0 = j <= i[hf] ? v0 : 0.0f;
+        w1 = j + 1 <= i[hf] ? v1 : 0.0f;
       }
+    }
     block_times_m(acc, w, s.mb, j0, below);
   }
 }
@@ -213,21 +221,30 @@ __device__ __forceinline__ void db_head(Acc (&acc)[8], const S& s, const Dims& d
   if (!last) {
     const float cumL = s.cum[d.Q - 1];
     const int j_lo = r0 + a_row(0), j_hi = r0 + a_row(2);
-    rows_times_state(acc, s.x, s.ldp, s.sn, d.Pk, r0, s.dt[j_lo] * exp2f(cumL - s.cum[j_lo]),
-                     s.dt[j_hi] * exp2f(cumL - s.cum[j_hi]));
+    rows_times_state(acc, s.x, s.ldp, s.sn, d.Pk, r0, s.dt[j_lo] * exp2_ftz(cumL - s.cum[j_lo]),
+                     s.dt[j_hi] * exp2_ftz(cumL - s.cum[j_hi]));
   }
   auto above = [&](int col) { return col + 15 >= r0; };  // 16 columns holding some i >= j
   float row[2] = {0.0f, 0.0f};
+  const int j[2] = {r0 + acc_row(0), r0 + acc_row(2)};
+  const float cum_j[2] = {s.cum[j[0]], s.cum[j[1]]}, dt_j[2] = {s.dt[j[0]], s.dt[j[1]]};
   for (int i0 = d.Q - kTile; i0 + kTile - 1 >= r0; i0 -= kTile) {
     Acc w[8];
     rows_dot_rows(w, s.x, s.dy, s.ldp, d.Pk, r0, i0, above);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt) {
+      const int i = i0 + 8 * nt + acc_col(0);
+      const float2 cum_i = load2(s.cum + i);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = r0 + acc_row(e), i = i0 + 8 * nt + acc_col(e);
-        w[nt].v[e] = i >= j ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+      for (int hf = 0; hf < 2; ++hf) {
+        float& w0 = w[nt].v[2 * hf];
+        float& w1 = w[nt].v[2 * hf + 1];
+        const float v0 = w0 * exp2_ftz(cum_i.x - cum_j[hf]) * dt_j[hf],
+                    v1 = w1 * exp2_ftz(cum_i.y - cum_j[hf]) * dt_j[hf];
+        w0 = i >= j[hf] ? v0 : 0.0f;
+        w1 = i + 1 >= j[hf] ? v1 : 0.0f;
       }
+    }
     if (with_da) da_block(w, cbt, d.Q, r0, i0, row, s.cols);
     block_times_m(acc, w, s.mc, i0, above);
   }
