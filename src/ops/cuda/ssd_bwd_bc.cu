@@ -1,11 +1,12 @@
 // The SSD backward's group kernel (ssd_bwd.cu has the formulas): dC and dB for one (b, chunk, group g)
 // and 64 columns of N, each summing the group's heads in order in fp32 accumulators (no atomics); the
-// blocks of the first 64 columns also sum the diagonal block's share of da, and each block gives its
-// columns' share of o_i (ssd_bwd.cu), from the S_{c-1} product dC forms anyway. 2Q threads; warp w owns
-// the chunk's rows 16w.. (i for dC, j for dB). Per head, x, dy and the state tiles are staged in
-// shared memory once for both, and dy.x^T is formed 64 columns at a time in registers, masked and
-// decayed there, and used as the A operand of the product with B (dC) or C (dB). Where the fused
-// kernel would hold fewer blocks on an SM (its shared memory), dC and dB run as two kernels.
+// blocks of the group's 64-column tiles take turns, head by head, to sum the diagonal block's share of
+// da, and each block gives its columns' share of o_i (ssd_bwd.cu), from the S_{c-1} product dC forms
+// anyway. 2Q threads; warp w owns the chunk's rows 16w.. (i for dC, j for dB). Per head, x, dy and
+// the state tiles are staged in shared memory once for both, and dy.x^T is formed 64 columns at a time
+// in registers, masked and decayed there, and used as the A operand of the product with B (dC) or C
+// (dB). Where the fused kernel would hold fewer blocks on an SM (its shared memory), dC and dB run as
+// two kernels.
 #include <algorithm>
 
 #include "ops/cuda/ssd.cuh"
@@ -258,8 +259,8 @@ __device__ __forceinline__ void db_head(Acc (&acc)[8], const S& s, const Dims& d
 }
 
 // dC (kDC) and dB (kDB) rows of one (b, chunk, group g), 64 columns from n0, summing the group's heads
-// in order; with both, each head's x and dy are staged once for the two. Blocks of the first 64
-// columns with kDB also write da_diag[b,h,t] = sum_{j<k<=i} Z_ij (k = t's step); kDC ones write their
+// in order; with both, each head's x and dy are staged once for the two. With kDB, the block of n-tile
+// (h - g hpg) % nt writes da_diag[b,h,t] = sum_{j<k<=i} Z_ij (k = t's step); kDC ones write their
 // tile's share of o (o_part).
 template <class T, bool kDC, bool kDB>
 __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* dB, float* da_diag, float* o_part) {
@@ -267,7 +268,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* 
   const int n0 = int(blockIdx.x) * kTile, warps = d.Q / 16;
   const int64_t g = blockIdx.y, b = blockIdx.z / d.nC, c = blockIdx.z % d.nC, t0 = c * d.Q;
   const int rows = int(std::min<int64_t>(d.Q, d.T - t0)), r0 = 16 * (int(threadIdx.x) / 32);
-  const bool with_da = kDB && blockIdx.x == 0, last = c + 1 == d.nC;
+  const bool last = c + 1 == d.nC;
   extern __shared__ __align__(16) unsigned char smem[];
   const BcSmem<T, kDC, kDB> s(smem, d);
   if (kDC) stage_tile(s.mb, s.ld, a.Bm + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
@@ -285,6 +286,9 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* 
   };
   Acc acc_c[8] = {}, acc_b[8] = {};
   for (int64_t h = g * d.hpg(); h < (g + 1) * d.hpg(); ++h) {
+    // Every block of the group forms the same dB products: head h's da sums come from the n-tile of
+    // h's index in the group modulo nt, so that the blocks share that work alike.
+    const bool with_da = kDB && (h - g * d.hpg()) % d.nt == int64_t(blockIdx.x);
     s.stage_head(a, b, h, c, n0);
     cp_async_commit();
     if (with_da)
