@@ -78,7 +78,7 @@ inline int64_t dx_smem(const Dims& d, int64_t e) { return out_smem(d, e, 1) + kM
 inline int64_t bc_smem(const Dims& d, int64_t e, bool dc, bool db) {
   const int roles = int(dc) + int(db);
   return roles * (tile_bytes(d.Q, kTile, e) + tile_bytes(d.Pk, kTile, e)) + 2 * tile_bytes(d.Q, d.Pk, e) +
-         scalar_bytes(d) + (db ? int64_t(d.Q / 16) * d.Q * 4 : 0);
+         scalar_bytes(d) + (db ? (int64_t(d.Q / 16 + 1) * d.Q + 32) * 4 : 0);
 }
 inline int64_t cb_smem(int64_t e) { return 2 * tile_bytes(kTile, kTile, e); }
 
@@ -165,6 +165,13 @@ void with_args(const char* op, const Tensor& x, const Tensor& dt_raw, const Tens
 }
 
 // ---- device helpers ----------------------------------------------------------------------------
+// 2^v by one MUFU.EX2: exp2f's value, except that results below 2^-126 (decays that small) flush to 0.
+__device__ __forceinline__ float exp2_ftz(float v) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+
 // dt (s_dt) and cum (s_cum) of chunk c of (b, h), copied like a tile (commit and wait by the caller).
 template <class T>
 __device__ __forceinline__ void stage_scalars(float* s_dt, float* s_cum, const Args<T>& a, int64_t b, int64_t h,

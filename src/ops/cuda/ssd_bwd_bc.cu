@@ -1,11 +1,12 @@
 // The SSD backward's group kernel (ssd_bwd.cu has the formulas): dC and dB for one (b, chunk, group g)
 // and 64 columns of N, each summing the group's heads in order in fp32 accumulators (no atomics); the
-// blocks of the first 64 columns also sum the diagonal block's share of da, and each block gives its
-// columns' share of o_i (ssd_bwd.cu), from the S_{c-1} product dC forms anyway. 2Q threads; warp w owns
-// the chunk's rows 16w.. (i for dC, j for dB). Per head, x, dy and the state tiles are staged in
-// shared memory once for both, and dy.x^T is formed 64 columns at a time in registers, masked and
-// decayed there, and used as the A operand of the product with B (dC) or C (dB). Where the fused
-// kernel would hold fewer blocks on an SM (its shared memory), dC and dB run as two kernels.
+// blocks of the group's 64-column tiles take turns, head by head, to sum the diagonal block's share of
+// da, and each block gives its columns' share of o_i (ssd_bwd.cu), from the S_{c-1} product dC forms
+// anyway. 2Q threads; warp w owns the chunk's rows 16w.. (i for dC, j for dB). Per head, x, dy and
+// the state tiles are staged in shared memory once for both, and dy.x^T is formed 64 columns at a time
+// in registers, masked and decayed there, and used as the A operand of the product with B (dC) or C
+// (dB). Where the fused kernel would hold fewer blocks on an SM (its shared memory), dC and dB run as
+// two kernels.
 #include <algorithm>
 
 #include "ops/cuda/ssd.cuh"
@@ -15,13 +16,14 @@ namespace {
 
 // Shared layout: the group's 64-column Bm tile (dC) and Cm tile (dB), the head's x and dy (all of P),
 // its state tiles (rows 0..Pk, the 64 columns: S_{c-1} for dC, dS_c for dB), dt and cum; dB adds
-// per-warp da column sums. Layout and size (bc_smem) hold only the parts of the kernel's roles.
+// per-warp da column sums, the row sums and block_prefix's 32 floats. Layout and size (bc_smem) hold
+// only the parts of the kernel's roles.
 template <class T, bool kDC, bool kDB>
 struct BcSmem {
   static constexpr int ld = kTile + kPad<T>;
   int ldp;
   T *mb, *mc, *x, *dy, *sp, *sn;
-  float *dt, *cum, *cols;
+  float *dt, *cum, *cols, *rsum, *red;
   __device__ BcSmem(unsigned char* smem, const Dims& d) : ldp(d.Pk + kPad<T>) {
     mb = reinterpret_cast<T*>(smem);                            // (Q, ld) Bm
     mc = mb + (kDC ? d.Q * ld : 0);                             // (Q, ld) Cm
@@ -32,6 +34,8 @@ struct BcSmem {
     dt = reinterpret_cast<float*>(sn + (kDB ? d.Pk * ld : 0));  // (Q)
     cum = dt + d.Q;                                             // (Q)
     cols = cum + d.Q;                                           // (Q/16, Q)
+    rsum = cols + (kDB ? d.Q / 16 * d.Q : 0);                   // (Q)
+    red = rsum + (kDB ? d.Q : 0);                               // (32) block_prefix
   }
   // The head's scalars, x, dy and the state tiles its roles read; the caller commits and waits.
   __device__ void stage_head(const Args<T>& a, int64_t b, int64_t h, int64_t c, int n0) const {
@@ -122,7 +126,7 @@ __device__ __forceinline__ void dc_head(Acc (&acc)[8], const S& s, const Dims& d
   float o[2] = {0.0f, 0.0f};
   if (c > 0) {
     Acc st[8] = {};
-    rows_times_state(st, s.dy, s.ldp, s.sp, d.Pk, r0, exp2f(s.cum[r0 + a_row(0)]), exp2f(s.cum[r0 + a_row(2)]));
+    rows_times_state(st, s.dy, s.ldp, s.sp, d.Pk, r0, exp2_ftz(s.cum[r0 + a_row(0)]), exp2_ftz(s.cum[r0 + a_row(2)]));
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -140,92 +144,123 @@ __device__ __forceinline__ void dc_head(Acc (&acc)[8], const S& s, const Dims& d
     if ((lane_id() & 3) == 0) o_out[r0 + acc_row(2 * hf)] = o[hf];
   }
   auto below = [&](int col) { return col <= r0 + 15; };  // 16 columns holding some j <= i
+  const int i[2] = {r0 + acc_row(0), r0 + acc_row(2)};
+  const float cum_i[2] = {s.cum[i[0]], s.cum[i[1]]};
   for (int j0 = 0; j0 <= r0 + 15; j0 += kTile) {
     Acc w[8];
     rows_dot_rows(w, s.dy, s.x, s.ldp, d.Pk, r0, j0, below);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt) {
+      const int j = j0 + 8 * nt + acc_col(0);
+      const float2 cum_j = load2(s.cum + j), dt_j = load2(s.dt + j);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = r0 + acc_row(e), j = j0 + 8 * nt + acc_col(e);
-        w[nt].v[e] = j <= i ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+      for (int hf = 0; hf < 2; ++hf) {
+        float& w0 = w[nt].v[2 * hf];
+        float& w1 = w[nt].v[2 * hf + 1];
+        const float v0 = w0 * exp2_ftz(cum_i[hf] - cum_j.x) * dt_j.x, v1 = w1 * exp2_ftz(cum_i[hf] - cum_j.y) * dt_j.y;
+        w0 = j <= i[hf] ? v0 : 0.0f;
+        w1 = j + 1 <= i[hf] ? v1 : 0.0f;
       }
+    }
     block_times_m(acc, w, s.mb, j0, below);
   }
 }
 
-// Diagonal-block share of da for one 64-column block (columns i from i0) of Z^T_ji = w_ji (C.B)^T_ji,
-// columns taken from the last: per row j, R_j(k) = sum_{i>=k} Z^T_ji (carry from the later columns);
-// column k gains sum over the warp's rows j < k of R_j(k) into cols[warp][k].
-template <class T>
-__device__ __forceinline__ void da_block(const Acc (&w)[8], const T* cbt, int Q, int r0, int i0, float (&carry)[2],
-                                         float* cols) {
-  const int lane = lane_id(), t = lane & 3;
+// One halving exchange of a sum over lanes: lanes with bit 2 kHalf set keep values kHalf.. of v[0, 2 kHalf),
+// the others values 0.., each plus its partner's copy; both put them in v[0, kHalf) and add to base
+// the first index kept.
+template <int kHalf>
+__device__ __forceinline__ void halve(float (&v)[16], int& base) {
+  const bool up = (lane_id() & 2 * kHalf) != 0;
 #pragma unroll
-  for (int nt = 7; nt >= 0; --nt) {
-    const int k0 = i0 + 8 * nt;
-    if (k0 + 7 < r0) continue;  // all its i below every row j: no pair
-    float R[2][2];              // [row half][column e]
+  for (int k = 0; k < kHalf; ++k) {
+    const float keep = up ? v[kHalf + k] : v[k], send = up ? v[k] : v[kHalf + k];
+    v[k] = keep + __shfl_xor_sync(0xffffffffu, send, 2 * kHalf);
+  }
+  base += up ? kHalf : 0;
+}
+
+// Diagonal-block share of da from one 64-column block (columns i from i0) of Z^T_ji = w_ji (C.B)^T_ji:
+// with a_j = sum_{i>j} Z^T_ji and b_i = sum_{j<i} Z^T_ji, sum_{j<k<=i} Z_ij = sum_{m<k} (a_m - b_m)
+// (the kernel's combine), a chunk-local sum, so no cancellation grows with T. The lanes' shares of a
+// gather in `row`; the warp's 16 rows' shares of b go to cols[warp][i], summed over the 8 lanes of a
+// column by halving exchanges (14 shuffles for the 16 values a lane holds, not 3 per value).
+template <class T>
+__device__ __forceinline__ void da_block(const Acc (&w)[8], const T* cbt, int Q, int r0, int i0, float (&row)[2],
+                                         float* cols) {
+  const int lane = lane_id();
+  float v[16];  // column sums of the lane's rows: column i0 + 8 (k / 2) + 2t + k % 2 in v[k]
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const int i = i0 + 8 * nt + acc_col(0);
+    v[2 * nt] = v[2 * nt + 1] = 0.0f;
+    if (i0 + 8 * nt + 7 <= r0) continue;  // no i > j
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      const float2 cv = load2(cbt + int64_t(r0 + acc_row(2 * hf)) * Q + k0 + 2 * t);
-      const float z0 = w[nt].v[2 * hf] * cv.x, z1 = w[nt].v[2 * hf + 1] * cv.y;
-      float incl = z0 + z1;  // suffix over the quad's pairs
-      float u = __shfl_down_sync(0xffffffffu, incl, 1);
-      if (t < 3) incl += u;
-      u = __shfl_down_sync(0xffffffffu, incl, 2);
-      if (t < 2) incl += u;
-      float excl = __shfl_down_sync(0xffffffffu, incl, 1);
-      if (t == 3) excl = 0.0f;
-      const float total = __shfl_sync(0xffffffffu, incl, lane & ~3);
-      R[hf][1] = carry[hf] + excl + z1;
-      R[hf][0] = R[hf][1] + z0;
-      carry[hf] += total;
-    }
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int k = k0 + 2 * t + e;
-      float u = (r0 + acc_row(0) < k ? R[0][e] : 0.0f) + (r0 + acc_row(2) < k ? R[1][e] : 0.0f);
-      u += __shfl_xor_sync(0xffffffffu, u, 4);
-      u += __shfl_xor_sync(0xffffffffu, u, 8);
-      u += __shfl_xor_sync(0xffffffffu, u, 16);
-      if ((lane >> 2) == 0) cols[(r0 / 16) * Q + k] = u;
+      const int j = r0 + acc_row(2 * hf);
+      const float2 cv = load2(cbt + int64_t(j) * Q + i);
+      const float z0 = i > j ? w[nt].v[2 * hf] * cv.x : 0.0f, z1 = i + 1 > j ? w[nt].v[2 * hf + 1] * cv.y : 0.0f;
+      row[hf] += z0 + z1;
+      v[2 * nt] += z0;
+      v[2 * nt + 1] += z1;
     }
   }
+  int base = 0;  // the first of the values a lane keeps
+  halve<8>(v, base);
+  halve<4>(v, base);
+  halve<2>(v, base);
+  store2(cols + (r0 / 16) * Q + i0 + 4 * base + 2 * (lane & 3), v[0], v[1]);
 }
 
 // dB rows j, the staged head's share: dt_j exp(cumL - cum_j) x_j dS_c (not in the last chunk: the state
 // leaving it feeds nothing) + sum_{i>=j} exp(cum_i - cum_j) dt_j (x_j.dy_i) C_i; with `with_da`, the
-// warp's da column sums of the diagonal block (Z_ij = w_ji (C.B)^T_ji, cbt the B_j.C_i block) in s.cols.
+// diagonal block's da sums (da_block; Z_ij = w_ji (C.B)^T_ji, cbt the B_j.C_i block): a_j in s.rsum,
+// the warp's b_i in s.cols.
 template <class T, class S>
 __device__ __forceinline__ void db_head(Acc (&acc)[8], const S& s, const Dims& d, bool last, const T* cbt, bool with_da,
                                         int r0) {
   if (!last) {
     const float cumL = s.cum[d.Q - 1];
     const int j_lo = r0 + a_row(0), j_hi = r0 + a_row(2);
-    rows_times_state(acc, s.x, s.ldp, s.sn, d.Pk, r0, s.dt[j_lo] * exp2f(cumL - s.cum[j_lo]),
-                     s.dt[j_hi] * exp2f(cumL - s.cum[j_hi]));
+    rows_times_state(acc, s.x, s.ldp, s.sn, d.Pk, r0, s.dt[j_lo] * exp2_ftz(cumL - s.cum[j_lo]),
+                     s.dt[j_hi] * exp2_ftz(cumL - s.cum[j_hi]));
   }
   auto above = [&](int col) { return col + 15 >= r0; };  // 16 columns holding some i >= j
-  float carry[2] = {0.0f, 0.0f};
-  for (int i0 = d.Q - kTile; i0 + kTile - 1 >= r0; i0 -= kTile) {  // from the last block: da's suffix order
+  float row[2] = {0.0f, 0.0f};
+  const int j[2] = {r0 + acc_row(0), r0 + acc_row(2)};
+  const float cum_j[2] = {s.cum[j[0]], s.cum[j[1]]}, dt_j[2] = {s.dt[j[0]], s.dt[j[1]]};
+  for (int i0 = d.Q - kTile; i0 + kTile - 1 >= r0; i0 -= kTile) {
     Acc w[8];
     rows_dot_rows(w, s.x, s.dy, s.ldp, d.Pk, r0, i0, above);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt) {
+      const int i = i0 + 8 * nt + acc_col(0);
+      const float2 cum_i = load2(s.cum + i);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = r0 + acc_row(e), i = i0 + 8 * nt + acc_col(e);
-        w[nt].v[e] = i >= j ? w[nt].v[e] * exp2f(s.cum[i] - s.cum[j]) * s.dt[j] : 0.0f;
+      for (int hf = 0; hf < 2; ++hf) {
+        float& w0 = w[nt].v[2 * hf];
+        float& w1 = w[nt].v[2 * hf + 1];
+        const float v0 = w0 * exp2_ftz(cum_i.x - cum_j[hf]) * dt_j[hf],
+                    v1 = w1 * exp2_ftz(cum_i.y - cum_j[hf]) * dt_j[hf];
+        w0 = i >= j[hf] ? v0 : 0.0f;
+        w1 = i + 1 >= j[hf] ? v1 : 0.0f;
       }
-    if (with_da) da_block(w, cbt, d.Q, r0, i0, carry, s.cols);
+    }
+    if (with_da) da_block(w, cbt, d.Q, r0, i0, row, s.cols);
     block_times_m(acc, w, s.mc, i0, above);
+  }
+  if (!with_da) return;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {  // over the 4 lanes of a row
+    row[hf] += __shfl_xor_sync(0xffffffffu, row[hf], 1);
+    row[hf] += __shfl_xor_sync(0xffffffffu, row[hf], 2);
+    if ((lane_id() & 3) == 0) s.rsum[r0 + acc_row(2 * hf)] = row[hf];
   }
 }
 
 // dC (kDC) and dB (kDB) rows of one (b, chunk, group g), 64 columns from n0, summing the group's heads
-// in order; with both, each head's x and dy are staged once for the two. Blocks of the first 64
-// columns with kDB also write da_diag[b,h,t] = sum_{j<k<=i} Z_ij (k = t's step); kDC ones write their
+// in order; with both, each head's x and dy are staged once for the two. With kDB, the block of n-tile
+// (h - g hpg) % nt writes da_diag[b,h,t] = sum_{j<k<=i} Z_ij (k = t's step); kDC ones write their
 // tile's share of o (o_part).
 template <class T, bool kDC, bool kDB>
 __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* dB, float* da_diag, float* o_part) {
@@ -233,7 +268,7 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* 
   const int n0 = int(blockIdx.x) * kTile, warps = d.Q / 16;
   const int64_t g = blockIdx.y, b = blockIdx.z / d.nC, c = blockIdx.z % d.nC, t0 = c * d.Q;
   const int rows = int(std::min<int64_t>(d.Q, d.T - t0)), r0 = 16 * (int(threadIdx.x) / 32);
-  const bool with_da = kDB && blockIdx.x == 0, last = c + 1 == d.nC;
+  const bool last = c + 1 == d.nC;
   extern __shared__ __align__(16) unsigned char smem[];
   const BcSmem<T, kDC, kDB> s(smem, d);
   if (kDC) stage_tile(s.mb, s.ld, a.Bm + d.brow(b, t0, g) + n0, d.G * d.N, d.Q, kTile, rows, int(d.N - n0));
@@ -251,6 +286,9 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* 
   };
   Acc acc_c[8] = {}, acc_b[8] = {};
   for (int64_t h = g * d.hpg(); h < (g + 1) * d.hpg(); ++h) {
+    // Every block of the group forms the same dB products: head h's da sums come from the n-tile of
+    // h's index in the group modulo nt, so that the blocks share that work alike.
+    const bool with_da = kDB && (h - g * d.hpg()) % d.nt == int64_t(blockIdx.x);
     s.stage_head(a, b, h, c, n0);
     cp_async_commit();
     if (with_da)
@@ -259,13 +297,16 @@ __global__ void __launch_bounds__(2 * kMaxQ) ssd_bc_kernel(Args<T> a, T* dC, T* 
     __syncthreads();
     if (kDC) dc_head(acc_c, s, d, c, r0, o_part + ((b * d.H + h) * d.nt + blockIdx.x) * d.TQ() + t0, c_pair);
     if (kDB) db_head(acc_b, s, d, last, cbt, with_da, r0);
-    if (with_da) {
+    if (with_da) {  // da_diag_k = sum_{m<k} (a_m - b_m): thread k + 1 holds m = k's term
       __syncthreads();
-      for (int k = int(threadIdx.x); k < rows; k += int(blockDim.x)) {
-        float sum = 0.0f;
-        for (int w = 0; w < warps; ++w) sum += s.cols[w * d.Q + k];
-        da_diag[(b * d.H + h) * d.TQ() + t0 + k] = sum;
+      const int k = int(threadIdx.x), m = k - 1;
+      float term = 0.0f;
+      if (m >= 0 && m < d.Q) {
+        term = s.rsum[m];
+        for (int w = 0; w < warps; ++w) term -= s.cols[w * d.Q + m];
       }
+      const float sum = block_prefix(term, s.red);
+      if (k < rows) da_diag[(b * d.H + h) * d.TQ() + t0 + k] = sum;
     }
     __syncthreads();  // before the next head's tiles
   }

@@ -249,18 +249,35 @@ __device__ void stage_tile(T* dst, int ld, const T* src, int64_t src_ld, int row
                          uintptr_t(src_ld * int64_t(sizeof(T))) | uintptr_t(ld * int(sizeof(T))) |
                          uintptr_t(cols * int(sizeof(T)));
   if ((bits & 15) == 0 && cols > 0) {
-    // Vector (r, c) of this thread, advanced by blockDim.x vectors a step without dividing.
-    const int per_row = cols / V, dr = int(blockDim.x) / per_row, dc = int(blockDim.x) % per_row;
-    for (int r = int(threadIdx.x) / per_row, c = int(threadIdx.x) % per_row; r < rows;) {
+    // Vector (r, c) of this thread, advanced by blockDim.x vectors a step without dividing, with its
+    // source and destination; the first (r, c) by shifts where per_row is a power of two (the usual case).
+    const int per_row = cols / V, sh = __ffs(per_row) - 1;
+    const bool pow2 = per_row == 1 << sh;
+    auto split = [&](int i, int& r, int& c) {
+      r = pow2 ? i >> sh : i / per_row;
+      c = i - r * per_row;
+    };
+    int dr, dc, r, c;
+    split(int(blockDim.x), dr, dc);
+    split(int(threadIdx.x), r, c);
+    const int64_t s_step = dr * src_ld + dc * V, s_wrap = src_ld - per_row * V;
+    const int d_step = dr * ld + dc * V, d_wrap = ld - per_row * V;
+    const T* s = src + r * src_ld + c * V;
+    T* p = dst + r * ld + c * V;
+    while (r < rows) {
       // The first n elements copied, the rest of the 16 bytes zero-filled by cp.async (all of them
       // when n = 0: src itself is then a valid address that is not read).
       const int n = r < rows_valid ? max(0, min(V, cols_valid - c * V)) : 0;
-      cp_async16(dst + r * ld + c * V, n > 0 ? src + r * src_ld + c * V : src, n * int(sizeof(T)));
+      cp_async16(p, n > 0 ? s : src, n * int(sizeof(T)));
       r += dr;
       c += dc;
+      s += s_step;
+      p += d_step;
       if (c >= per_row) {
         c -= per_row;
         ++r;
+        s += s_wrap;
+        p += d_wrap;
       }
     }
   } else {
