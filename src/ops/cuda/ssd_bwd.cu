@@ -1,5 +1,6 @@
-// Mamba-2 SSD scan on CUDA, chunked, backward (forward and notation: ssd_fwd.cu). The op receives only
-// inputs, so the states are recomputed. With S_{c-1} entering and dS_c = dL/dS_c leaving chunk c,
+// Mamba-2 SSD scan on CUDA, chunked, backward (forward and notation: ssd_fwd.cu). dt, cum and the states
+// come from the forward (`kept`) or are recomputed from the inputs. With S_{c-1} entering and dS_c =
+// dL/dS_c leaving chunk c,
 // M_ij = exp(cum_i - cum_j) for j <= i (else 0), W_ij = dy_i.x_j, Z_ij = M_ij (C_i.B_j) dt_j W_ij:
 //   dS_{c-1} = exp(cumL) dS_c + sum_i exp(cum_i) dy_i C_i^T                       (reverse recurrence)
 //   r_j  = exp(cumL - cum_j) dS_c B_j + sum_i M_ij (C_i.B_j) dy_i;   dx_j = dt_j r_j + D dy_j
@@ -10,8 +11,8 @@
 //     e_c = exp(cumL) <dS_c, S_{c-1}>
 //   ddt_raw_k = (x_k.r_k + A da_k) sigmoid(dt_raw_k + dt_bias);   ddt_bias += sum ddt_raw,
 //   dA_log += A sum_k da_k dt_k,   dD += sum dy.x
-// Each da term is a sum of positive-length ranges (none is a difference of cumulative sums), so no
-// cancellation grows with T. Kernels: dt/cum, B_j.C_i blocks, the forward and reverse recurrences
+// No da term is a difference of sequence-long cumulative sums (the diagonal block's Z term is a
+// prefix, within one chunk, of row-sum minus column-sum differences), so no cancellation grows with T. Kernels: dt/cum, B_j.C_i blocks, the forward and reverse recurrences
 // (ssd_state.cu; the reverse one also gives e_c), dC and dB per (b, chunk, group), one kernel staging
 // each head once for both, summing the heads in order (ssd_bwd_bc.cu; it also gives the Z term and o),
 // ssd_dx_kernel per (b, chunk, h, 64 of P) (dx, and per step x.r, z), ssd_finish_kernel per
