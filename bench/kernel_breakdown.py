@@ -7,7 +7,9 @@
 Sums gpu__time_duration per kernel name (template arguments dropped) and prints the kernels by total
 time, with their share and calls; --steps divides the totals by the number of profiled steps.
 --last-step keeps only the kernels from the last launch whose name contains MARKER (a step's first
-kernel, e.g. embedding_fwd) on: the first step also tunes the GEMMs and fills the weights.
+kernel, e.g. embedding_fwd) on: the first step also tunes the GEMMs and fills the weights. The marker
+must run once a step: one micro-batch a step (gpu_run.sh profiles at global batch = micro-batch) and
+no MTP depths or learned positions, which launch embedding_fwd again.
 """
 import argparse, collections, csv, re, sys
 

@@ -126,7 +126,9 @@ void with_args(const char* op, const Tensor& x, const Tensor& dt_raw, const Tens
   Tensor dt, cum, states;
   if (kept != nullptr) {
     HYTRA_CHECK(kept->size() == 3 && (*kept)[0].shape() == step_shape && (*kept)[1].shape() == step_shape &&
-                    (*kept)[2].shape() == state_shape && (*kept)[2].dtype() == t,
+                    (*kept)[0].dtype() == DType::F32 && (*kept)[1].dtype() == DType::F32 &&
+                    (*kept)[2].shape() == state_shape && (*kept)[2].dtype() == t &&
+                    (*kept)[2].device() == Device::CUDA,
                 op, ": `kept` is not what ssd_chunk_scan_fwd of inputs shaped like these keeps");
     dt = (*kept)[0];
     cum = (*kept)[1];

@@ -12,9 +12,10 @@
 //   ddt_raw_k = (x_k.r_k + A da_k) sigmoid(dt_raw_k + dt_bias);   ddt_bias += sum ddt_raw,
 //   dA_log += A sum_k da_k dt_k,   dD += sum dy.x
 // No da term is a difference of sequence-long cumulative sums (the diagonal block's Z term is a
-// prefix, within one chunk, of row-sum minus column-sum differences), so no cancellation grows with T. Kernels: dt/cum, B_j.C_i blocks, the forward and reverse recurrences
-// (ssd_state.cu; the reverse one also gives e_c), dC and dB per (b, chunk, group), one kernel staging
-// each head once for both, summing the heads in order (ssd_bwd_bc.cu; it also gives the Z term and o),
+// prefix, within one chunk, of row-sum minus column-sum differences), so no cancellation grows with T.
+// Kernels: dt/cum, B_j.C_i blocks, the forward and reverse recurrences (ssd_state.cu; the reverse one
+// also gives e_c), dC and dB per (b, chunk, group), one kernel staging each head once for both (two
+// where that would cost blocks per SM), summing the heads in order (ssd_bwd_bc.cu; also the Z term, o),
 // ssd_dx_kernel per (b, chunk, h, 64 of P) (dx, and per step x.r, z), ssd_finish_kernel per
 // (b, h, chunk) (da, ddt_raw and per-chunk parameter sums), ssd_param_kernel (fixed-order sums over
 // b and chunks, += into the fp32 gradients). No atomics.

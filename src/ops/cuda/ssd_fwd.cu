@@ -14,7 +14,8 @@
 // Products are warp_mma.cuh's 16x8x16 tiles: bf16 operands on the tensor cores with fp32
 // accumulation, fp32 operands through the exact fp32 path. Tiles reach shared memory by cp.async. No
 // atomics: bitwise deterministic. Scratch (caching allocator): dt, cum (B,H,T'), C.B (B,T'/Q,G,Q,Q),
-// states (B,H,T'/Q,P',N') in x's dtype, with T' = T rounded up to Q and P', N' to 64.
+// states (B,H,T'/Q,P',N') in x's dtype, with T' = T rounded up to Q and P', N' to 64; dt, cum and the
+// states go to the caller's `keep` when it asks (ssd_bwd.cu then reads them instead of remaking them).
 // At nemotron-h-1b's shape (B 2, T 4096, H 64, P 64, N 128, G 8, Q 128, bf16) the floors are about
 // 0.06 ms forward (169 MB of inputs and y at 3 TB/s; the products, 23 GFLOP, take less) and 0.09 ms
 // backward (270 MB; 83 GFLOP); bench/NOTES.md has the measured times.

@@ -64,7 +64,7 @@ HYTRA_PARITY_CASES(conv1d) {
   add_both(1, 600, 80, 3, true, bf16);
   add_both(1, 1, 8, 4, false, bf16);
   add_both(1, 1030, 1000, 4, true, bf16);   // more than one channel block and many tiles
-  add_both(2, 300, 96, 4, true, bf16, 48);  // row-pitched, 16-byte path (the Mamba in_proj slice)
+  add_both(2, 300, 96, 4, true, bf16, 48);  // row-pitched, vector path (the Mamba in_proj slice)
   add_both(2, 70, 40, 4, true, f32, 8);
   add_both(2, 70, 40, 3, false, bf16, 3);  // row-pitched, one channel per thread
 }

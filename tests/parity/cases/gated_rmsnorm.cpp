@@ -58,7 +58,7 @@ HYTRA_PARITY_CASES(gated_rmsnorm) {
   const DType f32 = DType::F32, bf16 = DType::BF16;
   for (bool nbg : {false, true})
     for (bool w_full : {true, false}) {
-      add_both(300, 512, 128, w_full, nbg, f32);  // 3 rows per weight-gradient chunk
+      add_both(300, 512, 128, w_full, nbg, f32);  // register path, several weight-gradient row chunks
       add_both(64, 1024, 64, w_full, nbg, bf16);
       add_both(40, 231, 33, w_full, nbg, f32);  // odd group size: one element per lane step
       add_both(33, 105, 7, w_full, nbg, bf16);
@@ -68,6 +68,8 @@ HYTRA_PARITY_CASES(gated_rmsnorm) {
     add_both(130, 96, 96, false, nbg, f32);
   }
   add_both(8, 4096, 1024, true, false, bf16);        // Mamba-2 mixer norm: 4 groups, w (C)
+  add_both(200, 4096, 512, true, false, bf16);       // nemotron-h-1b's mixer norm (8 groups), several row chunks
+  add_both(300, 2048, 1024, true, false, f32);       // loop path (a unit over 4 vectors a lane), several row chunks
   add_both(16, 4096, 128, false, true, bf16);        // gated delta net out_norm: 32 heads, w (dv)
   add_both(8, 4096, 1024, true, false, bf16, 6208);  // z read in place from the Mamba in_proj output
   add_both(40, 231, 33, false, true, f32, 5);        // row-pitched z off the 16-byte path
