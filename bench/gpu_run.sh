@@ -2,10 +2,11 @@
 # One call on the lent GPU machine (bench/NOTES.md): the CUDA parity suite, the GPU unit and end-to-end tests,
 # `hytra bench` of each config in BENCH (default llama3.2-1b) at each global batch in GBS_LIST
 # (default 2 8), and optionally the PyTorch peer of each config in BENCH (PEER=1: bench/peer/dense_peer.py for
-# llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml; eager and compiled, or PEER_MODE=compile
-# or eager alone), the peer timing of
+# llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml, moe_peer.py for moe-2b; eager and compiled,
+# or PEER_MODE=compile or eager alone), the peer timing of
 # the Mamba-2 SSD scan alone (SSD_PEER=1: bench/peer/ssd_peer.py) and an ncu per-kernel breakdown of one step
-# (the second) of each config in BENCH (NCU=1, at global batch NCU_GBS, default 2); CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
+# (the second) of each config in BENCH (NCU=1, at global batch NCU_GBS, default 2: one micro-batch a step);
+# CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
 # test_unit, test_e2e; not needed with CHECKS=0 BENCH_HYTRA=0, which runs the peers alone);
 # logs go to $OUT.
 #   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [PEER=1] [SSD_PEER=1] [NCU=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
@@ -40,6 +41,7 @@ if [ "${PEER:-0}" = 1 ]; then
     case $name in
       llama3.2-1b) peer="dense_peer.py --rotary-base 500000" ;;
       nemotron-h-1b) peer="hybrid_peer.py" ;;
+      moe-2b) peer="moe_peer.py" ;;
       *) echo "== peer: none for $cfg"; continue ;;
     esac
     echo "== peer $name ($peer) gbs ${GBS_LIST:-2 8}"
