@@ -682,6 +682,21 @@ void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, d
   ex.backend().moe_z_loss(ex, loss, dlogits, logits, coeff, grad_scale);
 }
 
+void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& row_token, Tensor& row_slot, Tensor& slot_row,
+                       Tensor& token_rows, const Tensor& top, int64_t num_experts) {
+  const char* op = "moe_plan_dropless";
+  check_arg(ex, op, "top", top);
+  HYTRA_CHECK(top.dim() == 2 && top.dtype() == DType::I32, op, ": top must be (N,K) int32, got ", top.desc());
+  HYTRA_CHECK(num_experts >= 1 && top.size(1) <= num_experts, op, ": num_experts ", num_experts,
+              " must be at least 1 and at least top-k ", top.size(1));
+  const int64_t NK = top.numel();
+  check_i32(ex, op, "counts", counts, {num_experts});
+  for (auto [n, t] : {Arg{"row_token", &row_token}, {"row_slot", &row_slot}, {"slot_row", &slot_row},
+                      {"token_rows", &token_rows}})
+    check_i32(ex, op, n, *t, {NK});
+  ex.backend().moe_plan_dropless(ex, counts, row_token, row_slot, slot_row, token_rows, top, num_experts);
+}
+
 void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx) {
   const char* op = "gather_rows";
   check_arg(ex, op, "x", x);

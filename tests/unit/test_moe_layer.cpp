@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "common/compare.h"
 #include "common/random.h"
@@ -242,6 +243,48 @@ TEST(TokenDispatcher, CapacityDropPoliciesAndPadding) {
   EXPECT_EQ(quant.rows_per_expert, (std::vector<int64_t>{4, 2}));
   EXPECT_EQ(quant.routed_per_expert, (std::vector<int64_t>{3, 1}));
   EXPECT_EQ(ints(quant.row_token), (std::vector<int32_t>{0, 1, 2, 3, 0, 2}));
+}
+
+// The dropless plan built by ops::moe_plan_dropless is plan_dispatch's: every field, for random routings
+// (K distinct experts a token; some experts without tokens) and top-k 1, 3 and 8.
+TEST(TokenDispatcher, DroplessPlanOpEqualsTheHostPlan) {
+  auto ints = [](const Tensor& t) {
+    std::vector<int32_t> v(size_t(t.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<int32_t>()[i];
+    return v;
+  };
+  uint64_t state = 12345;
+  auto next = [&] { return (state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+  for (auto [N, K, E] : {std::tuple<int64_t, int64_t, int64_t>{50, 1, 8}, {37, 3, 16}, {20, 8, 40}}) {
+    std::vector<int32_t> top;
+    for (int64_t t = 0; t < N; ++t) {
+      std::vector<int32_t> pool;
+      for (int32_t e = 0; e < int32_t(E); e += 2) pool.push_back(e);  // odd experts never chosen
+      for (int64_t j = 0; j < K; ++j) {
+        const size_t pick = size_t(next() % pool.size());
+        top.push_back(pool[pick]);
+        pool.erase(pool.begin() + int64_t(pick));
+      }
+    }
+    DispatchOptions o;
+    o.num_experts = E;
+    o.topk = K;
+    ASSERT_TRUE(plan_is_dropless(o));
+    const DispatchPlan host = plan_dispatch(top, std::vector<double>(top.size(), 0.5), N, o, Device::CPU);
+    Tensor top_t = Tensor::empty({N, K}, DType::I32);
+    std::copy(top.begin(), top.end(), top_t.data<int32_t>());
+    const DispatchPlan op = plan_dropless(Exec::cpu(), top_t, o);
+    EXPECT_EQ(op.rows, host.rows);
+    EXPECT_EQ(op.rows_per_expert, host.rows_per_expert);
+    EXPECT_EQ(op.routed_per_expert, host.routed_per_expert);
+    for (auto [a, b] : {std::pair{&op.row_token, &host.row_token}, {&op.row_prob, &host.row_prob},
+                        {&op.token_offsets, &host.token_offsets}, {&op.token_rows, &host.token_rows},
+                        {&op.prob_offsets, &host.prob_offsets}, {&op.prob_rows, &host.prob_rows}})
+      EXPECT_EQ(ints(*a), ints(*b)) << "N " << N << " K " << K;
+  }
+  DispatchOptions capped;
+  capped.capacity_factor = 1.0;
+  EXPECT_FALSE(plan_is_dropless(capped));
 }
 
 // The auxiliary losses act through backward (not the layer output): with df = 0 the router weight's

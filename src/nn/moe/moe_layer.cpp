@@ -44,11 +44,11 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
   const Device dev = y.device();
   const Tensor y2 = y.view({N, C});
   TopKRouter::Routing r = router_->forward(ctx, y, B);
-  const std::vector<double> probs = r.probs.to_f64_vector();
-  const std::vector<int32_t> top = int32_values(r.top);
   Saved& s = ctx.saved<Saved>(this);
   s.tokens = N;
-  s.plan = plan_dispatch(top, probs, N, opt_.dispatch, dev);
+  s.plan = plan_is_dropless(opt_.dispatch)
+               ? plan_dropless(ex, r.top, opt_.dispatch)
+               : plan_dispatch(int32_values(r.top), r.probs.to_f64_vector(), N, opt_.dispatch, dev);
   if (ctx.grad_enabled && !ctx.recomputing) router_->count_tokens(s.plan.routed_per_expert);
   const int64_t R = s.plan.rows;
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/int_tensor.h"
+#include "ops/ops.h"
 
 namespace hytra {
 
@@ -92,6 +93,32 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<do
   plan.token_rows = int_tensor(t_rows, device);
   plan.prob_offsets = int_tensor(p_off, device);
   plan.prob_rows = int_tensor(p_rows, device);
+  return plan;
+}
+
+bool plan_is_dropless(const DispatchOptions& o) { return o.capacity_factor <= 0 && o.pad_multiple == 0; }
+
+DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& o) {
+  HYTRA_ASSERT(plan_is_dropless(o), "plan_dropless with capacity or padding");
+  const int64_t N = top.size(0), K = top.size(1), E = o.num_experts;
+  const Device dev = top.device();
+  Tensor counts = Tensor::empty({E}, DType::I32, dev);
+  DispatchPlan plan;
+  plan.rows = N * K;
+  plan.row_token = Tensor::empty({N * K}, DType::I32, dev);
+  plan.row_prob = Tensor::empty({N * K}, DType::I32, dev);
+  plan.prob_rows = Tensor::empty({N * K}, DType::I32, dev);
+  plan.token_rows = Tensor::empty({N * K}, DType::I32, dev);
+  ops::moe_plan_dropless(ex, counts, plan.row_token, plan.row_prob, plan.prob_rows, plan.token_rows, top, E);
+  // Every token has K rows and every choice one: the CSR offsets are multiples of K and of 1.
+  std::vector<int32_t> t_off(size_t(N + 1)), p_off(size_t(N * K + 1));
+  for (size_t t = 0; t < t_off.size(); ++t) t_off[t] = int32_t(int64_t(t) * K);
+  for (size_t i = 0; i < p_off.size(); ++i) p_off[i] = int32_t(i);
+  plan.token_offsets = int_tensor(t_off, dev);
+  plan.prob_offsets = int_tensor(p_off, dev);
+  const std::vector<int32_t> c = int32_values(counts);  // the one wait: the experts' GEMM sizes
+  plan.rows_per_expert.assign(c.begin(), c.end());
+  plan.routed_per_expert = plan.rows_per_expert;
   return plan;
 }
 

@@ -1,8 +1,10 @@
 // Token dispatch for one rank (docs/spec/moe.md §3-§4; the seam where expert parallelism's all-to-all
-// goes): the router's top-k choices become a DispatchPlan on the host — capacity dropping,
-// padding, and a permutation of rows in expert order with token order kept inside each expert —
-// whose index tensors drive ops::gather_rows (permute) and ops::scatter_add_rows (un-permute as a
-// plain scatter-add, and every backward). Building the plan reads the routing back to the host.
+// goes): the router's top-k choices become a DispatchPlan — capacity dropping, padding, and a
+// permutation of rows in expert order with token order kept inside each expert — whose index tensors
+// drive ops::gather_rows (permute) and ops::scatter_add_rows (un-permute as a plain scatter-add, and
+// every backward). Dropless without padding, the plan is built where the routing is
+// (ops::moe_plan_dropless) and only the per-expert counts come back to the host; with capacity or
+// padding it is built on the host from the routing read back.
 //   capacity (factor c > 0): ceil(N k / E * c) rows per expert; an expert routed more tokens keeps
 //     the capacity best by probability (drop policy probs; ties to the lower token) or the first by
 //     position; with pad_to_capacity every expert gets exactly `capacity` rows, the missing ones
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace hytra {
 
@@ -40,5 +43,10 @@ struct DispatchPlan {
 // The plan's tensors are on `device`.
 DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<double>& probs, int64_t num_tokens,
                            const DispatchOptions& opt, Device device);
+
+// Whether plan_dropless applies: no capacity, no padding.
+bool plan_is_dropless(const DispatchOptions& opt);
+// The same plan as plan_dispatch for such options, from the router's top (N,K) int32 on ex's device.
+DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& opt);
 
 }  // namespace hytra
