@@ -77,12 +77,12 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
       ops::moe_aux_loss(ex, loss, counts, s.daux, s.logits, none, K, opt_.score, S, opt_.aux_coeff,
                         ctx.aux_loss_scale);
     }
-    if (!ctx.recomputing) stats_.aux_loss += scalar(loss);
+    if (!ctx.recomputing) pending_aux_.push_back(loss);
   }
   if (opt_.z_coeff > 0) {
     Tensor loss = Tensor::empty({1}, sd, dev);
     ops::moe_z_loss(ex, loss, s.daux, s.logits, opt_.z_coeff, ctx.aux_loss_scale);
-    if (!ctx.recomputing) stats_.z_loss += scalar(loss);
+    if (!ctx.recomputing) pending_z_.push_back(loss);
   }
   if (!ctx.recomputing) ++stats_.micro_batches;
   return r;
@@ -123,6 +123,14 @@ Tensor TopKRouter::backward(StepContext& ctx, const Tensor& dprobs) {
   return dx;
 }
 
+const MoeStats& TopKRouter::stats() const {
+  for (const Tensor& l : pending_aux_) stats_.aux_loss += scalar(l);  // in micro-batch order
+  for (const Tensor& l : pending_z_) stats_.z_loss += scalar(l);
+  pending_aux_.clear();
+  pending_z_.clear();
+  return stats_;
+}
+
 void TopKRouter::count_tokens(const std::vector<int64_t>& per_expert) {
   for (size_t e = 0; e < per_expert.size(); ++e) stats_.tokens_per_expert[e] += per_expert[e];
 }
@@ -147,6 +155,8 @@ void TopKRouter::finish_step() {
   }
   const int64_t layer = stats_.layer_number;
   stats_ = MoeStats{};
+  pending_aux_.clear();
+  pending_z_.clear();
   stats_.layer_number = layer;
   stats_.tokens_per_expert.assign(size_t(opt_.num_experts), 0);
   global_counts_.assign(size_t(opt_.num_experts), 0.0);

@@ -68,7 +68,9 @@ class TopKRouter {
   // Once per global batch, after the micro-batches: bias += rate * sign(mean count - count) when
   // the expert bias is on; then the step's counters restart.
   void finish_step();
-  const MoeStats& stats() const { return stats_; }
+  // The step's statistics; the first call after a micro-batch reads its loss values back (one wait, at the
+  // step's end rather than in every layer's forward).
+  const MoeStats& stats() const;
   void set_layer_number(int64_t n) { stats_.layer_number = n; }
 
  private:
@@ -82,7 +84,8 @@ class TopKRouter {
   Param* w_;
   Param* linear_bias_ = nullptr;  // mlp.router.bias
   Param* bias_ = nullptr;         // mlp.router.expert_bias
-  MoeStats stats_;
+  mutable MoeStats stats_;
+  mutable std::vector<Tensor> pending_aux_, pending_z_;  // (1) device losses not yet added to stats_
   std::vector<double> global_counts_;  // global_aux_loss: counts summed over this step's micro-batches
 };
 
