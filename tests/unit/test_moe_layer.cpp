@@ -246,13 +246,15 @@ TEST(TokenDispatcher, CapacityDropPoliciesAndPadding) {
 }
 
 // The dropless plan built by ops::moe_plan_dropless is plan_dispatch's: every field, for random routings
-// (K distinct experts a token; some experts without tokens) and top-k 1, 3 and 8.
+// (K distinct experts a token; some experts without tokens) and top-k 1, 3 and 8, one set of kept
+// offsets rebuilt as N and K change.
 TEST(TokenDispatcher, DroplessPlanOpEqualsTheHostPlan) {
   auto ints = [](const Tensor& t) {
     std::vector<int32_t> v(size_t(t.numel()));
     for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<int32_t>()[i];
     return v;
   };
+  DroplessOffsets offsets;  // shared by the routings below
   uint64_t state = 12345;
   auto next = [&] { return (state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
   for (auto [N, K, E] : {std::tuple<int64_t, int64_t, int64_t>{50, 1, 8}, {37, 3, 16}, {20, 8, 40}}) {
@@ -273,7 +275,7 @@ TEST(TokenDispatcher, DroplessPlanOpEqualsTheHostPlan) {
     const DispatchPlan host = plan_dispatch(top, std::vector<double>(top.size(), 0.5), N, o, Device::CPU);
     Tensor top_t = Tensor::empty({N, K}, DType::I32);
     std::copy(top.begin(), top.end(), top_t.data<int32_t>());
-    const DispatchPlan op = plan_dropless(Exec::cpu(), top_t, o);
+    const DispatchPlan op = plan_dropless(Exec::cpu(), top_t, o, offsets);  // rebuilt as N and K change
     EXPECT_EQ(op.rows, host.rows);
     EXPECT_EQ(op.rows_per_expert, host.rows_per_expert);
     EXPECT_EQ(op.routed_per_expert, host.routed_per_expert);

@@ -47,7 +47,7 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
   Saved& s = ctx.saved<Saved>(this);
   s.tokens = N;
   s.plan = plan_is_dropless(opt_.dispatch)
-               ? plan_dropless(ex, r.top, opt_.dispatch)
+               ? plan_dropless(ex, r.top, opt_.dispatch, dropless_offsets_)
                : plan_dispatch(int32_values(r.top), r.probs.to_f64_vector(), N, opt_.dispatch, dev);
   if (ctx.grad_enabled && !ctx.recomputing) router_->count_tokens(s.plan.routed_per_expert);
   const int64_t R = s.plan.rows;

@@ -55,6 +55,7 @@ class MoeLayer : public PreNormModule {
     bool norm_dropped = false;      // recompute_norm: the norm output's holders let it go
   };
   MoeOptions opt_;
+  DroplessOffsets dropless_offsets_;  // the dropless plans' CSR offsets, kept across micro-batches
   std::unique_ptr<Norm> norm_;
   std::unique_ptr<TopKRouter> router_;
   std::unique_ptr<GroupedExperts> experts_;

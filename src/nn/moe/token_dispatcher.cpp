@@ -98,7 +98,7 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<do
 
 bool plan_is_dropless(const DispatchOptions& o) { return o.capacity_factor <= 0 && o.pad_multiple == 0; }
 
-DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& o) {
+DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& o, DroplessOffsets& offsets) {
   HYTRA_ASSERT(plan_is_dropless(o), "plan_dropless with capacity or padding");
   const int64_t N = top.size(0), K = top.size(1), E = o.num_experts;
   const Device dev = top.device();
@@ -110,12 +110,17 @@ DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& o
   plan.prob_rows = Tensor::empty({N * K}, DType::I32, dev);
   plan.token_rows = Tensor::empty({N * K}, DType::I32, dev);
   ops::moe_plan_dropless(ex, counts, plan.row_token, plan.row_prob, plan.prob_rows, plan.token_rows, top, E);
-  // Every token has K rows and every choice one: the CSR offsets are multiples of K and of 1.
-  std::vector<int32_t> t_off(size_t(N + 1)), p_off(size_t(N * K + 1));
-  for (size_t t = 0; t < t_off.size(); ++t) t_off[t] = int32_t(int64_t(t) * K);
-  for (size_t i = 0; i < p_off.size(); ++i) p_off[i] = int32_t(i);
-  plan.token_offsets = int_tensor(t_off, dev);
-  plan.prob_offsets = int_tensor(p_off, dev);
+  Tensor& t_off = offsets.token_offsets;
+  if (!t_off.defined() || t_off.numel() != N + 1 || offsets.prob_offsets.numel() != N * K + 1 ||
+      t_off.device() != dev) {
+    std::vector<int32_t> t(size_t(N + 1)), p(size_t(N * K + 1));
+    for (size_t i = 0; i < t.size(); ++i) t[i] = int32_t(int64_t(i) * K);
+    for (size_t i = 0; i < p.size(); ++i) p[i] = int32_t(i);
+    t_off = int_tensor(t, dev);
+    offsets.prob_offsets = int_tensor(p, dev);
+  }
+  plan.token_offsets = t_off;
+  plan.prob_offsets = offsets.prob_offsets;
   const std::vector<int32_t> c = int32_values(counts);  // the one wait: the experts' GEMM sizes
   plan.rows_per_expert.assign(c.begin(), c.end());
   plan.routed_per_expert = plan.rows_per_expert;

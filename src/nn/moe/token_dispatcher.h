@@ -46,7 +46,12 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<do
 
 // Whether plan_dropless applies: no capacity, no padding.
 bool plan_is_dropless(const DispatchOptions& opt);
+// A dropless plan's CSR offsets depend on N and K alone (every token has K rows, every choice one: t*K and
+// i): the caller keeps them, and plan_dropless rebuilds them only when N or K change.
+struct DroplessOffsets {
+  Tensor token_offsets, prob_offsets;
+};
 // The same plan as plan_dispatch for such options, from the router's top (N,K) int32 on ex's device.
-DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& opt);
+DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& opt, DroplessOffsets& offsets);
 
 }  // namespace hytra
