@@ -85,19 +85,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// Register-path backward: block chunk * G + g (kBwdWarps warps) walks rows [chunk * rows_per_chunk,
+// Register-path backward: block chunk * G + g (kBwdWarps warps) walks rows [chunk * kRowsPerChunk,
 // ...) of group g (layout as gated_rmsnorm_bwd_kernel) and writes its weight-gradient sums to part[chunk, g*gs ..].
 template <class T, int V, int NV>
 __global__ void __launch_bounds__(kBwdWarps * 32)
     gated_rmsnorm_bwd_reg_kernel(T* __restrict__ dx, T* __restrict__ dz, float* __restrict__ part,
                                  const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ z,
                                  const T* __restrict__ w, const float* __restrict__ rstd, int64_t N, int64_t gs,
-                                 int64_t G, int64_t lddz, int64_t ldz, bool w_full, bool norm_before_gate,
-                                 int64_t rows_per_chunk) {
+                                 int64_t G, int64_t lddz, int64_t ldz, bool w_full, bool norm_before_gate) {
   __shared__ float red[kBwdWarps][NV * V][32];  // the warps' weight-gradient sums
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t chunk = blockIdx.x / G, g = blockIdx.x % G, C = G * gs, col = g * gs;
-  const int64_t n1 = min(N, (chunk + 1) * rows_per_chunk);
+  const int64_t n1 = min(N, (chunk + 1) * kRowsPerChunk);
   float wv[NV][V], acc[NV][V];
   {
     Packed<T, V> wp[NV];
@@ -109,7 +108,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32)
       for (int e = 0; e < V; ++e) acc[i][e] = 0.0f;
     }
   }
-  int64_t n = chunk * rows_per_chunk + warp;
+  int64_t n = chunk * kRowsPerChunk + warp;
   Packed<T, V> xp[NV], zp[NV], dyp[NV];  // row n, then the next row
   float r_next = 0.0f;
   if (n < n1) {
@@ -405,8 +404,7 @@ void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tenso
         gated_rmsnorm_bwd_reg_kernel<T, V, decltype(c)::value><<<unsigned(chunks * G), kBwdWarps * 32, 0, s>>>(
             static_cast<T*>(dx.raw()), static_cast<T*>(dz.raw()), part.data<float>(), static_cast<const T*>(dy.raw()),
             static_cast<const T*>(x.raw()), static_cast<const T*>(z.raw()), static_cast<const T*>(w.raw()),
-            rstd.data<float>(), N, group_size, G, dz.row_pitch(), z.row_pitch(), M == C, norm_before_gate,
-            kRowsPerChunk);
+            rstd.data<float>(), N, group_size, G, dz.row_pitch(), z.row_pitch(), M == C, norm_before_gate);
       });
       check_launch("gated_rmsnorm_bwd_reg_kernel");
       return;
