@@ -135,6 +135,104 @@ void nemotron_mixer_entries(std::vector<Entry>& out, const Env& e) {
                  }});
 }
 
+// The moe-2b layer (bench/configs/moe-2b.yaml): 8192 tokens routed top-6 over 32 experts (R = 49152 rows),
+// C 2048, expert FFN F 1024 with SwiGLU (fc1 2048 -> 2 x 1024, fc2 1024 -> 2048), bf16, the experts' weights
+// one (E, out, in) tensor and fp32 weight gradients. Routing: each token's 6 experts drawn uniformly (about
+// 1536 rows an expert) or, "skewed", half the tokens' first choice on expert 0. The dense GEMM of fc1's FLOPs
+// is the ceiling a grouped GEMM is measured against.
+Tensor moe_offsets(int64_t N, int64_t K, int64_t E, bool skew, Device dev) {
+  std::vector<int64_t> count(size_t(E), 0);
+  std::vector<int64_t> pool(static_cast<size_t>(E));
+  for (int64_t t = 0; t < N; ++t) {
+    for (int64_t x = 0; x < E; ++x) pool[size_t(x)] = x;
+    for (int64_t j = 0; j < K; ++j) {
+      std::swap(pool[size_t(j)], pool[size_t(j + int64_t(mix(7, uint64_t(t * K + j)) % uint64_t(E - j)))]);
+      if (j == 0 && skew && t % 2 == 0) std::swap(pool[0], *std::find(pool.begin(), pool.end(), 0));
+      ++count[size_t(pool[size_t(j)])];
+    }
+  }
+  Tensor o = Tensor::empty({E + 1}, DType::I32);
+  o.data<int32_t>()[0] = 0;
+  for (int64_t x = 0; x < E; ++x) o.data<int32_t>()[x + 1] = o.data<int32_t>()[x] + int32_t(count[size_t(x)]);
+  return o.to(dev);
+}
+
+void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
+  Exec* ex = e.ex;
+  const Device dev = e.dev;
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const int64_t N = 8192, K = 6, E = 32, R = N * K, C = 2048, F = 1024;
+  const double fc1 = 2.0 * R * C * 2 * F;
+  for (bool skew : {false, true}) {
+    const std::string tag = std::string("moe-2b R=49152 E=32") + (skew ? " skewed" : "");
+    out.push_back({"grouped_gemm_glu", tag + " fc1+swiglu", bf, fc1, 0, [=] {
+                     Tensor a = uniform({R, C}, bf, dev, 1), w = uniform({E, 2 * F, C}, bf, dev, 2, -0.05f, 0.05f);
+                     Tensor p = uniform({R}, f32, dev, 3, 0.0f, 1.0f), h = uniform({R, 2 * F}, bf, dev, 4);
+                     Tensor y = uniform({R, F}, bf, dev, 5), o = moe_offsets(N, K, E, skew, dev);
+                     return std::function<void()>([=]() mutable {
+                       ops::grouped_gemm_glu(*ex, h, y, a, w, o, p, ops::ExpertActivation::SwiGLU, 0, 0.0, 0.0);
+                     });
+                   }});
+    if (skew) continue;
+    // (name, out N, contraction K, trans_w): fc1 and fc2 forward, fc2 and fc1 data gradients.
+    const struct {
+      const char* what;
+      int64_t n, k;
+      bool trans;
+    } gemms[] = {{" fc1 fwd", 2 * F, C, true}, {" fc2 fwd", C, F, true}, {" fc2 dgrad", F, C, false},
+                 {" fc1 dgrad", C, 2 * F, false}};
+    for (const auto& g : gemms) {
+      const int64_t n = g.n, k = g.k;
+      const bool trans = g.trans;
+      out.push_back({"grouped_gemm", tag + g.what, bf, 2.0 * R * n * k, 0, [=] {
+                       Tensor a = uniform({R, k}, bf, dev, 1), y = uniform({R, n}, bf, dev, 2);
+                       Tensor w = uniform(trans ? Shape{E, n, k} : Shape{E, k, n}, bf, dev, 3, -0.05f, 0.05f);
+                       Tensor o = moe_offsets(N, K, E, false, dev);
+                       return std::function<void()>([=]() mutable { ops::grouped_gemm(*ex, y, a, w, o, trans); });
+                     }});
+    }
+    // Weight gradients: fc1 dW (E, 2F, C) = dh^T x, fc2 dW (E, C, F) = dy^T a, accumulated (beta 1).
+    const struct {
+      const char* what;
+      int64_t n, k;
+    } wgrads[] = {{" fc1 wgrad", 2 * F, C}, {" fc2 wgrad", C, F}};
+    for (const auto& g : wgrads) {
+      const int64_t n = g.n, k = g.k;
+      out.push_back({"grouped_gemm_wgrad", tag + g.what, bf, 2.0 * R * n * k, 0, [=] {
+                       Tensor dy = uniform({R, n}, bf, dev, 1), x = uniform({R, k}, bf, dev, 2);
+                       Tensor dw = uniform({E, n, k}, f32, dev, 3), o = moe_offsets(N, K, E, false, dev);
+                       return std::function<void()>(
+                           [=]() mutable { ops::grouped_gemm_wgrad(*ex, dw, dy, x, o, 1.0f); });
+                     }});
+    }
+    out.push_back({"gemm", "dense R=49152 N=2048 K=2048 (fc1's FLOPs)", bf, fc1, 0, [=] {
+                     Tensor a = uniform({R, C}, bf, dev, 1), w = uniform({2 * F, C}, bf, dev, 2, -0.05f, 0.05f);
+                     Tensor y = uniform({R, 2 * F}, bf, dev, 3);
+                     return std::function<void()>([=]() mutable { ops::gemm(*ex, y, a, w, false, true, 1.0f, 0.0f); });
+                   }});
+  }
+  // Routing and dispatch of the same layer: the router's top-6 over 32 fp32 logits, the device plan, the
+  // permutation of the tokens (R rows of C) and the un-permutation.
+  const std::string rt = "moe-2b N=8192 E=32 k=6";
+  out.push_back({"moe_router_fwd", rt + " sigmoid+bias", f32, 0, double(N * E * 4 + N * K * 8), [=] {
+                   Tensor l = uniform({N, E}, f32, dev, 1), b = uniform({E}, f32, dev, 2, -0.1f, 0.1f);
+                   Tensor p = uniform({N, K}, f32, dev, 3), top = Tensor::empty({N, K}, DType::I32, dev);
+                   return std::function<void()>([=]() mutable {
+                     ops::moe_router_fwd(*ex, p, top, l, b, K, ops::RouterScore::Sigmoid, false, 0, 0, 1.0);
+                   });
+                 }});
+  out.push_back({"moe_plan_dropless", rt, DType::I32, 0, double(N * K * 4 * 5), [=] {
+                   Tensor l = uniform({N, E}, f32, dev, 1), p = uniform({N, K}, f32, dev, 3);
+                   Tensor top = Tensor::empty({N, K}, DType::I32, dev), none;
+                   ops::moe_router_fwd(*ex, p, top, l, none, K, ops::RouterScore::Sigmoid, false, 0, 0, 1.0);
+                   Tensor counts = Tensor::empty({E}, DType::I32, dev), offsets = Tensor::empty({E + 1}, DType::I32, dev);
+                   Tensor rt2 = Tensor::empty({R}, DType::I32, dev), rs = Tensor::empty({R}, DType::I32, dev);
+                   Tensor sr = Tensor::empty({R}, DType::I32, dev), tr = Tensor::empty({R}, DType::I32, dev);
+                   return std::function<void()>(
+                       [=]() mutable { ops::moe_plan_dropless(*ex, counts, offsets, rt2, rs, sr, tr, top, E); });
+                 }});
+}
+
 // The dense target model: N = 8192 tokens (B 4 x T 2048), C 2048, F 8192, H 32, Hkv 8, D 64,
 // V 50304; bf16 activations, fp32 norm weights and gradients.
 void target_model_entries(std::vector<Entry>& out, const Env& e) {
@@ -601,6 +699,7 @@ std::vector<Entry> entries(const Env& e) {
                        [=]() mutable { ops::gated_rmsnorm_bwd(*ex, dx, dz, dw, dy, x, z, w, r, gs, false); });
                  }});
   if (e.big) {
+    moe2b_expert_entries(out, e);
     nemotron_mixer_entries(out, e);
     target_model_entries(out, e);
   }

@@ -190,7 +190,8 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
 }
 
 std::string HybridModel::graph_blocker() const {
-  if (!moe_layers().empty()) return "MoE layers route on the host (token counts are read every micro-batch)";
+  for (const MoeLayer* moe : moe_layers())
+    if (std::string why = moe->graph_blocker(); !why.empty()) return why;
   if (!mtp_.empty()) return "MTP depths read their losses and build their gradients on the host";
   if (position_embedding_) return "learned absolute position ids are built on the host";
   return "";

@@ -10,6 +10,12 @@ Tensor ones_column(Exec& ex, int64_t n, DType t, Device device) {
   return o;
 }
 
+Tensor zeros_on(Exec& ex, const Shape& shape, DType t, Device device) {
+  Tensor z = Tensor::empty(shape, t, device);
+  ops::fill(ex, z, 0.0);
+  return z;
+}
+
 Linear::Linear(const std::string& prefix, int64_t in, int64_t out, bool bias, double init_std, ParamStore& store)
     : in_(in), out_(out) {
   w_ = &store.create(prefix + "weight", {out, in}, InitKind::Normal, init_std, false);

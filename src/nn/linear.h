@@ -32,5 +32,7 @@ class Linear : public Module {
 
 // A (n, 1) tensor of ones in dtype t on `device`, used to add and reduce biases by GEMM.
 Tensor ones_column(Exec& ex, int64_t n, DType t, Device device);
+// A zeroed tensor, zeroed on ex's stream (safe inside a CUDA graph capture, unlike Tensor::zeros).
+Tensor zeros_on(Exec& ex, const Shape& shape, DType t, Device device);
 
 }  // namespace hytra

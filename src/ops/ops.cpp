@@ -682,8 +682,8 @@ void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, d
   ex.backend().moe_z_loss(ex, loss, dlogits, logits, coeff, grad_scale);
 }
 
-void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& row_token, Tensor& row_slot, Tensor& slot_row,
-                       Tensor& token_rows, const Tensor& top, int64_t num_experts) {
+void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_token, Tensor& row_slot,
+                       Tensor& slot_row, Tensor& token_rows, const Tensor& top, int64_t num_experts) {
   const char* op = "moe_plan_dropless";
   check_arg(ex, op, "top", top);
   HYTRA_CHECK(top.dim() == 2 && top.dtype() == DType::I32, op, ": top must be (N,K) int32, got ", top.desc());
@@ -691,10 +691,11 @@ void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& row_token, Tensor& row_
               " must be at least 1 and at least top-k ", top.size(1));
   const int64_t NK = top.numel();
   check_i32(ex, op, "counts", counts, {num_experts});
+  check_i32(ex, op, "offsets", offsets, {num_experts + 1});
   for (auto [n, t] : {Arg{"row_token", &row_token}, {"row_slot", &row_slot}, {"slot_row", &slot_row},
                       {"token_rows", &token_rows}})
     check_i32(ex, op, n, *t, {NK});
-  ex.backend().moe_plan_dropless(ex, counts, row_token, row_slot, slot_row, token_rows, top, num_experts);
+  ex.backend().moe_plan_dropless(ex, counts, offsets, row_token, row_slot, slot_row, token_rows, top, num_experts);
 }
 
 void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx) {
@@ -746,6 +747,62 @@ void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const T
   check_arg(ex, op, "dprobs", dprobs);
   check_stat(op, "dprobs", dprobs, h, {h.size(0)});
   ex.backend().moe_act_bwd(ex, dh, dprobs, dy, h, probs, act, glu_interleave, linear_offset, clamp);
+}
+
+// ---- grouped GEMM ---------------------------------------------------------------------------------
+namespace {
+// a (R,K) floating, offsets (E+1) int32 with E = w.size(0), w 3-D of a's dtype.
+void check_grouped(Exec& ex, const char* op, const Tensor& a, const char* a_name, const Tensor& w,
+                   const Tensor& offsets) {
+  check_arg(ex, op, a_name, a);
+  check_float(op, a_name, a);
+  HYTRA_CHECK(a.dim() == 2, op, ": ", a_name, " must be (R,K), got ", a.desc());
+  check_arg(ex, op, "w", w);
+  HYTRA_CHECK(w.dim() == 3 && w.size(0) >= 1, op, ": w must be (E,rows,cols) with E >= 1, got ", w.desc());
+  check_same_dtype(op, "w", w, a);
+  check_i32(ex, op, "offsets", offsets, {w.size(0) + 1});
+}
+}  // namespace
+
+void grouped_gemm(Exec& ex, Tensor& y, const Tensor& a, const Tensor& w, const Tensor& offsets, bool trans_w) {
+  const char* op = "grouped_gemm";
+  check_grouped(ex, op, a, "a", w, offsets);
+  const int64_t K = a.size(1), N = trans_w ? w.size(1) : w.size(2);
+  HYTRA_CHECK((trans_w ? w.size(2) : w.size(1)) == K, op, ": w ", w.desc(), " does not contract with a ", a.desc(),
+              trans_w ? " (expected (E,N,K))" : " (expected (E,K,N))");
+  check_act(ex, op, "y", y, a, {a.size(0), N});
+  ex.backend().grouped_gemm(ex, y, a, w, offsets, trans_w);
+}
+
+void grouped_gemm_wgrad(Exec& ex, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& offsets, float beta) {
+  const char* op = "grouped_gemm_wgrad";
+  check_arg(ex, op, "dw", dw);
+  HYTRA_CHECK(dw.dim() == 3, op, ": dw must be (E,N,K), got ", dw.desc());
+  check_stat(op, "dw", dw, x, dw.shape());
+  check_arg(ex, op, "x", x);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 2 && x.size(1) == dw.size(2), op, ": x must be (R,", dw.size(2), "), got ", x.desc());
+  check_act(ex, op, "dy", dy, x, {x.size(0), dw.size(1)});
+  check_i32(ex, op, "offsets", offsets, {dw.size(0) + 1});
+  HYTRA_CHECK(beta == 0.0f || beta == 1.0f, op, ": beta must be 0 or 1, got ", beta);
+  ex.backend().grouped_gemm_wgrad(ex, dw, dy, x, offsets, beta);
+}
+
+void grouped_gemm_glu(Exec& ex, Tensor& h, Tensor& y, const Tensor& a, const Tensor& w, const Tensor& offsets,
+                      const Tensor& probs, ExpertActivation act, int64_t glu_interleave, double linear_offset,
+                      double clamp) {
+  const char* op = "grouped_gemm_glu";
+  check_grouped(ex, op, a, "a", w, offsets);
+  HYTRA_CHECK(act == ExpertActivation::SwiGLU || act == ExpertActivation::QuickGeGLU, op,
+              ": the activation must be a GLU kind (SwiGLU or QuickGeGLU)");
+  HYTRA_CHECK(w.size(2) == a.size(1) && w.size(1) % 2 == 0, op, ": w must be (E,2F,K) for a ", a.desc(), ", got ",
+              w.desc());
+  check_act(ex, op, "h", h, a, {a.size(0), w.size(1)});
+  check_act(ex, op, "y", y, a, {a.size(0), w.size(1) / 2});
+  check_act_kind(op, h, y, act, glu_interleave);
+  check_arg(ex, op, "probs", probs);
+  check_stat(op, "probs", probs, h, {h.size(0)});
+  ex.backend().grouped_gemm_glu(ex, h, y, a, w, offsets, probs, act, glu_interleave, linear_offset, clamp);
 }
 
 // ---- mHC ------------------------------------------------------------------------------------------

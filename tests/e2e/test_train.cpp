@@ -556,7 +556,11 @@ TEST(TrainCuda, MhcMtpRecomputeGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministi
 // CUDA graphs: every training micro-batch after the first is a replay (two micro-batches per step:
 // both graph kinds), and the run is bitwise the eager (--no-cuda-graph) run: losses, gradient norms,
 // validation losses. Dense; the hybrid with full recompute and delayed wgrad; mHC with selective
-// recompute. A model with MoE layers runs eagerly.
+// recompute; MoE (device routing and dispatch, grouped expert GEMMs: nothing waits for the host inside a
+// micro-batch, so the whole micro-batch is captured) with the expert bias, sequence aux loss, z-loss, a
+// shared expert and delayed wgrad, whose per-step token counts and loss sums come from device
+// accumulators (an expert bias fed wrong counts would route differently and change the losses). MoE with a
+// capacity factor builds its plan on the host and runs eagerly.
 TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU";
   auto with_hybrid = [](std::vector<std::string> extra) {
@@ -569,7 +573,11 @@ TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
       with_hybrid({"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2",
                    "--delay-wgrad-compute"}),
       {"--enable-mhc-connections", "--mhc-num-residual-streams", "4", "--recompute-granularity", "selective",
-       "--recompute-modules", "core_attn", "mhc"}};
+       "--recompute-modules", "core_attn", "mhc"},
+      {"--hybrid-layer-pattern", "*E*E", "--num-experts", "8", "--moe-ffn-hidden-size", "32", "--moe-router-topk", "2",
+       "--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias", "--moe-router-load-balancing-type",
+       "seq_aux_loss", "--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3",
+       "--moe-shared-expert-intermediate-size", "32", "--delay-wgrad-compute"}};
   for (size_t k = 0; k < models.size(); ++k) {
     const std::vector<std::string>& model = models[k];
     std::vector<std::string> base = {"--device", "cuda", "--bf16"};
@@ -601,10 +609,11 @@ TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
   TrainConfig tm;
   tiny_config(mm, tm,
               {"--device", "cuda", "--bf16", "--hybrid-layer-pattern", "*E", "--num-experts", "4",
-               "--moe-ffn-hidden-size", "32", "--train-iters", "3", "--lr-warmup-iters", "1", "--eval-interval", "0"});
+               "--moe-ffn-hidden-size", "32", "--moe-expert-capacity-factor", "1.0", "--train-iters", "3",
+               "--lr-warmup-iters", "1", "--eval-interval", "0"});
   std::ostringstream log;
   EXPECT_EQ(train(mm, tm, log).graph_replays, 0);
-  EXPECT_NE(log.str().find("CUDA graphs off: MoE layers"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("CUDA graphs off: MoE capacity"), std::string::npos) << log.str();
 }
 
 TEST(TrainCuda, RecomputeIsBitwiseIdenticalInBf16) {

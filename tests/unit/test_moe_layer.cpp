@@ -275,11 +275,13 @@ TEST(TokenDispatcher, DroplessPlanOpEqualsTheHostPlan) {
     const DispatchPlan host = plan_dispatch(top, std::vector<double>(top.size(), 0.5), N, o, Device::CPU);
     Tensor top_t = Tensor::empty({N, K}, DType::I32);
     std::copy(top.begin(), top.end(), top_t.data<int32_t>());
-    const DispatchPlan op = plan_dropless(Exec::cpu(), top_t, o, offsets);  // rebuilt as N and K change
+    Tensor counts = Tensor::zeros({E}, DType::I32);
+    const DispatchPlan op = plan_dropless(Exec::cpu(), top_t, o, offsets, counts);  // rebuilt as N and K change
     EXPECT_EQ(op.rows, host.rows);
-    EXPECT_EQ(op.rows_per_expert, host.rows_per_expert);
-    EXPECT_EQ(op.routed_per_expert, host.routed_per_expert);
-    for (auto [a, b] : {std::pair{&op.row_token, &host.row_token}, {&op.row_prob, &host.row_prob},
+    const std::vector<int32_t> routed = ints(counts);
+    EXPECT_EQ(std::vector<int64_t>(routed.begin(), routed.end()), host.routed_per_expert);
+    for (auto [a, b] : {std::pair{&op.expert_offsets, &host.expert_offsets}, {&op.row_token, &host.row_token},
+                        {&op.row_prob, &host.row_prob},
                         {&op.token_offsets, &host.token_offsets}, {&op.token_rows, &host.token_rows},
                         {&op.prob_offsets, &host.prob_offsets}, {&op.prob_rows, &host.prob_rows}})
       EXPECT_EQ(ints(*a), ints(*b)) << "N " << N << " K " << K;

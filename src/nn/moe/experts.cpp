@@ -32,16 +32,63 @@ void create_proj(std::vector<Param*>& w, std::vector<Param*>& b, const std::stri
 }
 }  // namespace
 
-Tensor GroupedExperts::Proj::weight(int64_t e, int64_t out, int64_t in, bool grad) const {
-  const Param* p = w.size() == 1 ? w[0] : w[size_t(e)];
-  const Tensor& t = grad ? p->grad : p->value;
-  return w.size() == 1 && t.dim() == 3 ? t.narrow(0, e, 1).view({out, in}) : t;
+namespace {
+// The parameters `ps` (one per expert, each of shape `one`, consecutive in their buffer) or their gradients
+// as one (E, one...) tensor; a single parameter is viewed with a leading 1 unless it already has E first.
+Tensor stacked(const std::vector<Param*>& ps, const Shape& one, bool grad) {
+  const Tensor& first = grad ? ps[0]->grad : ps[0]->value;
+  Shape shape = one;
+  shape.insert(shape.begin(), int64_t(ps.size()));
+  if (ps.size() == 1) return first.view(shape);
+  const size_t bytes = first.nbytes();
+  for (size_t e = 1; e < ps.size(); ++e) {
+    const Tensor& t = grad ? ps[e]->grad : ps[e]->value;
+    HYTRA_CHECK(static_cast<const char*>(t.raw()) == static_cast<const char*>(first.raw()) + e * bytes,
+                "experts: parameter ", ps[e]->name, " does not follow ", ps[e - 1]->name, " in memory");
+  }
+  return Tensor::borrow(first.raw(), shape, first.dtype(), first.device());
 }
 
-Tensor GroupedExperts::Proj::bias(int64_t e, int64_t out, bool grad) const {
-  const Param* p = b.size() == 1 ? b[0] : b[size_t(e)];
-  const Tensor& t = grad ? p->grad : p->value;
-  return b.size() == 1 && t.dim() == 2 ? t.narrow(0, e, 1).view({out}) : t;
+// y = a op(w_e) over the experts' rows (a plain GEMM when offsets is undefined: one expert, w (1, ., .)).
+void expert_gemm(Exec& ex, Tensor& y, const Tensor& a, const Tensor& w, const Tensor& offsets, bool trans_w) {
+  if (offsets.defined())
+    ops::grouped_gemm(ex, y, a, w, offsets, trans_w);
+  else
+    ops::gemm(ex, y, a, w.view({w.size(1), w.size(2)}), false, trans_w, 1.0f, 0.0f);
+}
+
+// dw_e += dy_e^T x_e.
+void expert_wgrad(Exec& ex, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& offsets) {
+  if (offsets.defined()) {
+    ops::grouped_gemm_wgrad(ex, dw, dy, x, offsets, 1.0f);
+  } else {
+    Tensor d = dw.view({dw.size(1), dw.size(2)});
+    ops::gemm(ex, d, dy, x, true, false, 1.0f, 1.0f);
+  }
+}
+
+// y += a op(b_e) for the bias terms: a (R,1), b (E, out, 1) with trans (y (R,out)), or dy-side products.
+void add_expert_gemm(Exec& ex, Tensor& y, const Tensor& a, const Tensor& w, const Tensor& offsets, bool trans_w) {
+  if (!offsets.defined()) {
+    ops::gemm(ex, y, a, w.view({w.size(1), w.size(2)}), false, trans_w, 1.0f, 1.0f);
+    return;
+  }
+  Tensor t = Tensor::empty(y.shape(), y.dtype(), y.device());
+  ops::grouped_gemm(ex, t, a, w, offsets, trans_w);
+  ops::axpy(ex, y, t, 1.0);
+}
+}  // namespace
+
+Tensor GroupedExperts::Proj::weights(bool grad) const {
+  const Tensor& t = grad ? w[0]->grad : w[0]->value;
+  const Shape one = t.dim() == 3 ? Shape{t.size(1), t.size(2)} : Shape{t.size(0), t.size(1)};
+  return w.size() == 1 && t.dim() == 3 ? t : stacked(w, one, grad);
+}
+
+Tensor GroupedExperts::Proj::biases(bool grad) const {
+  const Tensor& t = grad ? b[0]->grad : b[0]->value;
+  if (b.size() == 1 && t.dim() == 2) return t.view({t.size(0), t.size(1), 1});
+  return stacked(b, {t.size(0), 1}, grad);
 }
 
 GroupedExperts::GroupedExperts(const ExpertsOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
@@ -58,47 +105,35 @@ bool GroupedExperts::glu() const {
   return opt_.activation == ops::ExpertActivation::SwiGLU || opt_.activation == ops::ExpertActivation::QuickGeGLU;
 }
 
-Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& probs,
-                               const std::vector<int64_t>& rows_per_expert) {
+Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& probs, const Tensor& offsets) {
   Exec& ex = ctx.ex();
-  const int64_t R = x.size(0), C = opt_.hidden, F = opt_.ffn, F1 = fc1_out();
-  HYTRA_CHECK(int64_t(rows_per_expert.size()) == opt_.num_experts, "experts: expected ", opt_.num_experts,
-              " row counts, got ", rows_per_expert.size());
-  int64_t rows = 0;
-  for (int64_t n : rows_per_expert) rows += n;
-  HYTRA_CHECK(rows == R, "experts: row counts sum to ", rows, ", expected ", R);
+  const int64_t R = x.size(0), F = opt_.ffn, F1 = fc1_out();
+  HYTRA_CHECK(offsets.defined() || opt_.num_experts == 1, "experts: ", opt_.num_experts,
+              " experts need their row offsets");
   const DType dt = x.dtype();
   const Device dev = x.device();
   Saved& s = ctx.saved<Saved>(this);
   s.x = x;
   s.probs = probs;
-  s.rows = rows_per_expert;
+  s.offsets = offsets;
   s.h = Tensor::empty({R, F1}, dt, dev);
   s.a = Tensor::empty({R, F}, dt, dev);
-  Tensor y = Tensor::empty({R, C}, dt, dev);
+  Tensor y = Tensor::empty({R, opt_.hidden}, dt, dev);
   if (opt_.bias) {
     s.p = Tensor::empty({R, 1}, dt, dev);
     ops::copy(ex, s.p, probs);
   }
-  int64_t o = 0;
-  for (int64_t e = 0; e < opt_.num_experts; ++e) {
-    const int64_t n = rows_per_expert[size_t(e)];
-    if (n == 0) continue;
-    Tensor xe = x.narrow(0, o, n), he = s.h.narrow(0, o, n);
-    ops::gemm(ex, he, xe, fc1_.weight(e, F1, C, false), false, true, 1.0f, 0.0f);
-    if (opt_.bias) ops::gemm(ex, he, ones_column(ex, n, dt, dev), fc1_.bias(e, F1, false).view({1, F1}), false, false, 1.0f, 1.0f);
-    o += n;
+  const Tensor w1 = fc1_.weights(false), w2 = fc2_.weights(false);
+  if (glu() && offsets.defined() && !opt_.bias) {  // fc1 + activation in one
+    ops::grouped_gemm_glu(ex, s.h, s.a, x, w1, offsets, probs, opt_.activation, opt_.glu_interleave,
+                          opt_.linear_offset, opt_.clamp);
+  } else {
+    expert_gemm(ex, s.h, x, w1, offsets, true);
+    if (opt_.bias) add_expert_gemm(ex, s.h, ones_column(ex, R, dt, dev), fc1_.biases(false), offsets, true);
+    ops::moe_act_fwd(ex, s.a, s.h, probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset, opt_.clamp);
   }
-  ops::moe_act_fwd(ex, s.a, s.h, probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset, opt_.clamp);
-  o = 0;
-  for (int64_t e = 0; e < opt_.num_experts; ++e) {
-    const int64_t n = rows_per_expert[size_t(e)];
-    if (n == 0) continue;
-    Tensor ye = y.narrow(0, o, n);
-    ops::gemm(ex, ye, s.a.narrow(0, o, n), fc2_.weight(e, C, F, false), false, true, 1.0f, 0.0f);
-    if (opt_.bias) ops::gemm(ex, ye, s.p.narrow(0, o, n), fc2_.bias(e, C, false).view({1, C}), false, false, 1.0f, 1.0f);
-    o += n;
-  }
+  expert_gemm(ex, y, s.a, w2, offsets, true);
+  if (opt_.bias) add_expert_gemm(ex, y, s.p, fc2_.biases(false), offsets, true);
   if (opt_.recompute_act) s.a = Tensor();
   return y;
 }
@@ -106,61 +141,50 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
 Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dprobs) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
-  const int64_t R = s.x.size(0), C = opt_.hidden, F = opt_.ffn, F1 = fc1_out();
+  const int64_t R = s.x.size(0), F = opt_.ffn, F1 = fc1_out();
   const DType dt = s.x.dtype();
   const Device dev = s.x.device();
   if (!s.a.defined()) {  // selective recompute "moe_act": fc2's input again
     s.a = Tensor::empty({R, F}, dt, dev);
     ops::moe_act_fwd(ex, s.a, s.h, s.probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset, opt_.clamp);
   }
-  Tensor da = Tensor::empty({R, F}, dt, dev);
-  Tensor dprobs_bias;  // (R,1) dy . b2 per row (fc2 bias term)
-  if (opt_.bias) dprobs_bias = Tensor::empty({R, 1}, dprobs.dtype(), dev);
-  // The weight-gradient GEMMs of one expert, now or queued (the tensors are kept alive by the task).
+  // The weight-gradient GEMMs, now or queued (the tensors are kept alive by the task).
   auto wgrad = [&](std::function<void()> task) {
     if (ctx.delay_wgrad)
       ctx.push_wgrad(this, std::move(task));
     else
       task();
   };
-  int64_t o = 0;
-  for (int64_t e = 0; e < opt_.num_experts; ++e) {
-    const int64_t n = s.rows[size_t(e)];
-    if (n == 0) continue;
-    Tensor dye = dy.narrow(0, o, n), dae = da.narrow(0, o, n);
-    ops::gemm(ex, dae, dye, fc2_.weight(e, C, F, false), false, false, 1.0f, 0.0f);
-    if (opt_.bias) {
-      Tensor dpe = dprobs_bias.narrow(0, o, n);
-      ops::gemm(ex, dpe, dye, fc2_.bias(e, C, false).view({C, 1}), false, false, 1.0f, 0.0f);
-    }
-    Tensor ae = s.a.narrow(0, o, n), dw = fc2_.weight(e, C, F, true);
-    Tensor pe = opt_.bias ? s.p.narrow(0, o, n) : Tensor();
-    Tensor db = opt_.bias ? fc2_.bias(e, C, true).view({C, 1}) : Tensor();
-    wgrad([&ex, dye, ae, dw, pe, db]() mutable {
-      ops::gemm(ex, dw, dye, ae, true, false, 1.0f, 1.0f);
-      if (pe.defined()) ops::gemm(ex, db, dye, pe, true, false, 1.0f, 1.0f);
+  const Tensor offsets = s.offsets;
+  Tensor da = Tensor::empty({R, F}, dt, dev);
+  expert_gemm(ex, da, dy, fc2_.weights(false), offsets, false);
+  {
+    Tensor dw = fc2_.weights(true), a = s.a, p = s.p, db = opt_.bias ? fc2_.biases(true) : Tensor();
+    wgrad([&ex, dw, dy, a, p, db, offsets]() mutable {
+      expert_wgrad(ex, dw, dy, a, offsets);
+      if (db.defined()) expert_wgrad(ex, db, dy, p, offsets);
     });
-    o += n;
   }
   Tensor dh = Tensor::empty({R, F1}, dt, dev);
   ops::moe_act_bwd(ex, dh, dprobs, da, s.h, s.probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset,
                    opt_.clamp);
-  if (opt_.bias) ops::axpy(ex, dprobs, dprobs_bias.view({R}), 1.0);
-  Tensor dx = Tensor::empty({R, C}, dt, dev);
-  o = 0;
-  for (int64_t e = 0; e < opt_.num_experts; ++e) {
-    const int64_t n = s.rows[size_t(e)];
-    if (n == 0) continue;
-    Tensor dhe = dh.narrow(0, o, n), dxe = dx.narrow(0, o, n), xe = s.x.narrow(0, o, n);
-    ops::gemm(ex, dxe, dhe, fc1_.weight(e, F1, C, false), false, false, 1.0f, 0.0f);
-    Tensor dw = fc1_.weight(e, F1, C, true);
-    Tensor db = opt_.bias ? fc1_.bias(e, F1, true).view({F1, 1}) : Tensor();
-    Tensor ones = opt_.bias ? ones_column(ex, n, dt, dev) : Tensor();
-    wgrad([&ex, dhe, xe, dw, db, ones]() mutable {
-      ops::gemm(ex, dw, dhe, xe, true, false, 1.0f, 1.0f);
-      if (db.defined()) ops::gemm(ex, db, dhe, ones, true, false, 1.0f, 1.0f);
+  if (opt_.bias) {  // dprobs += dy . b2 per row (fc2's bias term)
+    Tensor dpb = Tensor::empty({R, 1}, offsets.defined() ? dt : dprobs.dtype(), dev);
+    if (offsets.defined())
+      ops::grouped_gemm(ex, dpb, dy, fc2_.biases(false), offsets, false);
+    else
+      ops::gemm(ex, dpb, dy, fc2_.biases(false).view({opt_.hidden, 1}), false, false, 1.0f, 0.0f);
+    ops::axpy(ex, dprobs, dpb.view({R}), 1.0);
+  }
+  Tensor dx = Tensor::empty({R, opt_.hidden}, dt, dev);
+  expert_gemm(ex, dx, dh, fc1_.weights(false), offsets, false);
+  {
+    Tensor dw = fc1_.weights(true), x = s.x, db = opt_.bias ? fc1_.biases(true) : Tensor();
+    Tensor ones = opt_.bias ? ones_column(ex, R, dt, dev) : Tensor();
+    wgrad([&ex, dw, dh, x, db, ones, offsets]() mutable {
+      expert_wgrad(ex, dw, dh, x, offsets);
+      if (db.defined()) expert_wgrad(ex, db, dh, ones, offsets);
     });
-    o += n;
   }
   s = Saved{};  // queued weight-gradient tasks hold their own tensors
   return dx;

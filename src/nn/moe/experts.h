@@ -1,16 +1,21 @@
 // GroupedExperts (docs/spec/moe.md §5): for each expert e, on its contiguous block of dispatched rows,
 //   y_e = fc2_e( act(fc1_e(x_e)) * p ) (+ p * b2_e)
-// with p the row's routing probability, applied after the activation and before fc2
-// (ops::moe_act_fwd, which also reads the GLU interleave layout of docs/spec/names.md §7 natively). The GEMMs run
-// expert by expert over the row blocks (a straightforward grouped GEMM; the fused sm90 kernel is a
-// later issue). Weights, by layout (docs/spec/names.md §6, docs/spec/README.md decision 2), under `<prefix>` = "...mlp.experts.":
+// with p the row's routing probability, applied after the activation and before fc2. The experts' rows are
+// given by row offsets on the device, and every GEMM is one grouped GEMM over all experts
+// (ops::grouped_gemm*, no host synchronisation): fc1 with a GLU activation fused into it (without fc1
+// biases), fc2, both data gradients and the weight gradients. The activation reads the GLU interleave
+// layout of docs/spec/names.md §7 natively. Without offsets (the shared experts: one expert) the same
+// maths runs as plain GEMMs. Weights, by layout (docs/spec/names.md §6, docs/spec/README.md decision 2),
+// under `<prefix>` = "...mlp.experts.":
 //   Indexed: linear_fc1.weight0..weight{E-1} [F1, C], linear_fc2.weight<e> [C, F] (biases bias<e>)
 //   Grouped: linear_fc1.weight [E, F1, C], linear_fc2.weight [E, C, F] (biases [E, out])
 //   Single (E = 1; shared experts, prefix "...mlp.shared_experts."): linear_fc1.weight [F1, C] ...
+// Both multi-expert layouts feed the grouped GEMMs as one (E, out, in) tensor without copies: the indexed
+// parameters are created one after the other, so they are consecutive in the parameter buffers.
 // F1 = 2F for GLU activations. Indexed and grouped tensors draw identical initial values
 // (Param::init_groups). fc1 ~ N(0, std), fc2 ~ N(0, std / sqrt(2 L)) as Megatron.
 // Weight gradients accumulate at once or, under ctx.delay_wgrad, as queued tasks run by
-// backward_dw() (fc2 then fc1 per expert, docs/spec/moe.md §7): the same GEMMs, identical gradients.
+// backward_dw() (fc2 then fc1, docs/spec/moe.md §7): the same GEMMs, identical gradients.
 #pragma once
 #include <functional>
 #include <string>
@@ -39,9 +44,9 @@ class GroupedExperts {
  public:
   GroupedExperts(const ExpertsOptions& opt, const std::string& prefix, ParamStore& store);
 
-  // x (R,C) rows in expert order, probs (R) fp32 (fp64 in fp64 runs), rows_per_expert (E) summing
-  // to R -> y (R,C).
-  Tensor forward(StepContext& ctx, const Tensor& x, const Tensor& probs, const std::vector<int64_t>& rows_per_expert);
+  // x (R,C) rows in expert order, probs (R) fp32 (fp64 in fp64 runs), offsets (E+1) int32 on x's device
+  // (expert e's rows [offsets[e], offsets[e+1])), or undefined for one expert holding every row -> y (R,C).
+  Tensor forward(StepContext& ctx, const Tensor& x, const Tensor& probs, const Tensor& offsets);
   // dy (R,C) -> dx (R,C); dprobs (R) = dL/dprobs.
   Tensor backward(StepContext& ctx, const Tensor& dy, Tensor& dprobs);
   void backward_dw(StepContext& ctx) { ctx.run_wgrad(this); }
@@ -52,11 +57,11 @@ class GroupedExperts {
  private:
   bool glu() const;
   int64_t fc1_out() const { return glu() ? 2 * opt_.ffn : opt_.ffn; }
-  // Expert e's views: weight (out, in), its gradient, bias (out) and its gradient.
+  // All experts' weights (E, out, in) or their gradients, and biases (E, out, 1) or their gradients.
   struct Proj {
     std::vector<Param*> w, b;  // one Param per expert (Indexed) or one for all
-    Tensor weight(int64_t e, int64_t out, int64_t in, bool grad) const;
-    Tensor bias(int64_t e, int64_t out, bool grad) const;
+    Tensor weights(bool grad) const;
+    Tensor biases(bool grad) const;
   };
   struct Saved {
     Tensor x;      // (R,C)
@@ -64,7 +69,7 @@ class GroupedExperts {
     Tensor a;      // (R,F) act(h) * p
     Tensor probs;  // (R)
     Tensor p;      // (R,1) probs in x's dtype (fc2 bias term)
-    std::vector<int64_t> rows;
+    Tensor offsets;
   };
   ExpertsOptions opt_;
   Proj fc1_, fc2_;

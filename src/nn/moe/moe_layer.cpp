@@ -1,9 +1,10 @@
 #include "nn/moe/moe_layer.h"
 
 #include "core/error.h"
-#include "nn/recompute.h"
 #include "core/int_tensor.h"
+#include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/recompute.h"
 
 namespace hytra {
 
@@ -46,20 +47,25 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
   TopKRouter::Routing r = router_->forward(ctx, y, B);
   Saved& s = ctx.saved<Saved>(this);
   s.tokens = N;
-  s.plan = plan_is_dropless(opt_.dispatch)
-               ? plan_dropless(ex, r.top, opt_.dispatch, dropless_offsets_)
-               : plan_dispatch(int32_values(r.top), r.probs.to_f64_vector(), N, opt_.dispatch, dev);
-  if (ctx.grad_enabled && !ctx.recomputing) router_->count_tokens(s.plan.routed_per_expert);
+  const bool count = ctx.grad_enabled && !ctx.recomputing;  // training passes count routed tokens
+  if (plan_is_dropless(opt_.dispatch)) {
+    Tensor scratch;
+    Tensor& counter = count ? router_->token_counter(dev) : (scratch = zeros_on(ex, {opt_.router.num_experts}, DType::I32, dev));
+    s.plan = plan_dropless(ex, r.top, opt_.dispatch, dropless_offsets_, counter);
+  } else {
+    s.plan = plan_dispatch(int32_values(r.top), r.probs.to_f64_vector(), N, opt_.dispatch, dev);
+    if (count) router_->count_tokens(s.plan.routed_per_expert);
+  }
   const int64_t R = s.plan.rows;
 
   Tensor x_perm = Tensor::empty({R, C}, y.dtype(), dev);
   ops::gather_rows(ex, x_perm, y2, s.plan.row_token);
   // Row probabilities: the choice's, or 0 for padding rows (index N*K of an extended table).
-  Tensor table = Tensor::zeros({N * K + 1, 1}, r.probs.dtype(), dev);
+  Tensor table = zeros_on(ex, {N * K + 1, 1}, r.probs.dtype(), dev);
   ops::slice_scatter(ex, table, r.probs.view({N * K, 1}), 0, 0);
   Tensor p_perm = Tensor::empty({R, 1}, r.probs.dtype(), dev);
   ops::gather_rows(ex, p_perm, table, s.plan.row_prob);
-  Tensor out_perm = experts_->forward(ctx, x_perm, p_perm.view({R}), s.plan.rows_per_expert);
+  Tensor out_perm = experts_->forward(ctx, x_perm, p_perm.view({R}), s.plan.expert_offsets);
   Tensor out = Tensor::empty({N, C}, y.dtype(), dev);
   ops::scatter_add_rows(ex, out, out_perm, s.plan.token_offsets, s.plan.token_rows);
   if (shared_) {
@@ -77,7 +83,7 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
       s.shared_gate = g;
     }
     DropScope keep(ctx, drop);
-    ops::axpy(ex, out, shared_->forward(ctx, y2, g, {N}), 1.0);
+    ops::axpy(ex, out, shared_->forward(ctx, y2, g, Tensor()), 1.0);
   }
   if (opt_.recompute_norm && !ctx.recomputing) {  // the norm output is rebuilt in backward
     router_->forget_input(ctx);
@@ -115,7 +121,7 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
   if (shared_) {
     if (s.shared_rerun) {
       RerunScope rerun(ctx);
-      shared_->forward(ctx, s.shared_in, s.shared_gate, {N});
+      shared_->forward(ctx, s.shared_in, s.shared_gate, Tensor());
     }
     Tensor dg = Tensor::empty({N}, sd, dev);
     ops::axpy(ex, dy, shared_->backward(ctx, df2, dg), 1.0);
@@ -128,6 +134,13 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
 void MoeLayer::backward_dw(StepContext& ctx) {
   if (shared_) shared_->backward_dw(ctx);
   experts_->backward_dw(ctx);
+}
+
+std::string MoeLayer::graph_blocker() const {
+  if (!plan_is_dropless(opt_.dispatch)) return "MoE capacity or padding builds the dispatch plan on the host";
+  if (opt_.router.balancing == LoadBalancing::GlobalAuxLoss && opt_.router.aux_coeff > 0)
+    return "global_aux_loss reads each micro-batch's token counts on the host";
+  return "";
 }
 
 void MoeLayer::finish_step() {

@@ -43,6 +43,8 @@ class MoeLayer : public PreNormModule {
   void backward_dw(StepContext& ctx) override;
 
   const MoeStats& stats() const { return router_->stats(); }
+  // Why a micro-batch of this layer needs the host (no CUDA graph), or "" when it runs on the device alone.
+  std::string graph_blocker() const;
   // End of a global batch: the expert-bias update and a fresh set of counters.
   void finish_step();
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/int_tensor.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 
@@ -51,8 +52,9 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
   s.daux = Tensor();
   if (!ctx.grad_enabled) return r;
 
+  ensure_accumulators(dev, sd);
   const bool aux = opt_.balancing != LoadBalancing::None && opt_.aux_coeff > 0;
-  if (aux || opt_.z_coeff > 0) s.daux = Tensor::zeros({N, E}, sd, dev);
+  if (aux || opt_.z_coeff > 0) s.daux = zeros_on(ex, {N, E}, sd, dev);
   if (aux) {
     Tensor loss = Tensor::empty({1}, sd, dev);
     Tensor none;
@@ -65,7 +67,7 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
       std::vector<double> mean(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
         if (!ctx.recomputing) global_counts_[size_t(e)] += c[size_t(e)];
-        mean[size_t(e)] = global_counts_[size_t(e)] / double(stats_.micro_batches + (ctx.recomputing ? 0 : 1));
+        mean[size_t(e)] = global_counts_[size_t(e)] / double(global_micro_ + (ctx.recomputing ? 0 : 1));
       }
       Tensor host = Tensor::empty({1, E}, sd);
       host.copy_from_f64(mean);
@@ -77,14 +79,17 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
       ops::moe_aux_loss(ex, loss, counts, s.daux, s.logits, none, K, opt_.score, S, opt_.aux_coeff,
                         ctx.aux_loss_scale);
     }
-    if (!ctx.recomputing) pending_aux_.push_back(loss);
+    if (!ctx.recomputing) ops::axpy(ex, acc_.aux, loss, 1.0);
   }
   if (opt_.z_coeff > 0) {
     Tensor loss = Tensor::empty({1}, sd, dev);
     ops::moe_z_loss(ex, loss, s.daux, s.logits, opt_.z_coeff, ctx.aux_loss_scale);
-    if (!ctx.recomputing) pending_z_.push_back(loss);
+    if (!ctx.recomputing) ops::axpy(ex, acc_.z, loss, 1.0);
   }
-  if (!ctx.recomputing) ++stats_.micro_batches;
+  if (!ctx.recomputing) {
+    ops::axpy(ex, acc_.micro, acc_.one, 1.0);
+    ++global_micro_;
+  }
   return r;
 }
 
@@ -123,11 +128,35 @@ Tensor TopKRouter::backward(StepContext& ctx, const Tensor& dprobs) {
   return dx;
 }
 
+void TopKRouter::ensure_accumulators(Device device, DType sd) {
+  if (acc_.one.defined()) return;
+  Exec& ex = Exec::for_device(device);
+  acc_.tokens = zeros_on(ex, {opt_.num_experts}, DType::I32, device);
+  acc_.aux = zeros_on(ex, {1}, sd, device);
+  acc_.z = zeros_on(ex, {1}, sd, device);
+  acc_.micro = zeros_on(ex, {1}, sd, device);
+  acc_.one = Tensor::empty({1}, sd, device);
+  ops::fill(ex, acc_.one, 1.0);
+}
+
+Tensor& TopKRouter::token_counter(Device device) {
+  ensure_accumulators(device, stat_dtype(w_->value.dtype()));
+  return acc_.tokens;
+}
+
+void TopKRouter::fold() const {
+  if (!acc_.one.defined()) return;
+  const std::vector<int32_t> tokens = int32_values(acc_.tokens);
+  for (size_t e = 0; e < tokens.size(); ++e) stats_.tokens_per_expert[e] += tokens[e];
+  stats_.aux_loss += scalar(acc_.aux);
+  stats_.z_loss += scalar(acc_.z);
+  stats_.micro_batches += int64_t(std::llround(scalar(acc_.micro)));
+  Exec& ex = Exec::for_device(acc_.one.device());
+  for (Tensor* t : {&acc_.tokens, &acc_.aux, &acc_.z, &acc_.micro}) ops::fill(ex, *t, 0.0);
+}
+
 const MoeStats& TopKRouter::stats() const {
-  for (const Tensor& l : pending_aux_) stats_.aux_loss += scalar(l);  // in micro-batch order
-  for (const Tensor& l : pending_z_) stats_.z_loss += scalar(l);
-  pending_aux_.clear();
-  pending_z_.clear();
+  fold();
   return stats_;
 }
 
@@ -136,6 +165,7 @@ void TopKRouter::count_tokens(const std::vector<int64_t>& per_expert) {
 }
 
 void TopKRouter::finish_step() {
+  fold();
   if (bias_) {
     // Aux-loss-free balancing (docs/spec/moe.md §1): bias += rate * sign(mean count - count).
     const std::vector<int64_t>& c = stats_.tokens_per_expert;
@@ -155,8 +185,7 @@ void TopKRouter::finish_step() {
   }
   const int64_t layer = stats_.layer_number;
   stats_ = MoeStats{};
-  pending_aux_.clear();
-  pending_z_.clear();
+  global_micro_ = 0;
   stats_.layer_number = layer;
   stats_.tokens_per_expert.assign(size_t(opt_.num_experts), 0);
   global_counts_.assign(size_t(opt_.num_experts), 0.0);

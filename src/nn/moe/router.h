@@ -63,13 +63,17 @@ class TopKRouter {
   // Selective "layernorm" recompute: drop the saved input after forward, give it back before backward.
   void forget_input(StepContext& ctx) { ctx.saved<Saved>(this).x = Tensor(); }
   void restore_input(StepContext& ctx, const Tensor& x) { ctx.saved<Saved>(this).x = x; }
-  // Adds this micro-batch's routed-token counts (training passes: the expert bias and the stats).
+  // Adds this micro-batch's routed-token counts (training passes: the expert bias and the stats), from a
+  // host-built dispatch plan.
   void count_tokens(const std::vector<int64_t>& per_expert);
+  // The step's routed-token counter on the device ((E) int32) that a device-built plan adds to.
+  Tensor& token_counter(Device device);
   // Once per global batch, after the micro-batches: bias += rate * sign(mean count - count) when
   // the expert bias is on; then the step's counters restart.
   void finish_step();
-  // The step's statistics; the first call after a micro-batch reads its loss values back (one wait, at the
-  // step's end rather than in every layer's forward).
+  // The step's statistics. Micro-batches add their losses, token counts and their own number into device
+  // accumulators (so a CUDA graph replay counts like an eager run); the first call after a micro-batch reads
+  // them back (one wait, at the step's end rather than in every layer's forward).
   const MoeStats& stats() const;
   void set_layer_number(int64_t n) { stats_.layer_number = n; }
 
@@ -84,9 +88,17 @@ class TopKRouter {
   Param* w_;
   Param* linear_bias_ = nullptr;  // mlp.router.bias
   Param* bias_ = nullptr;         // mlp.router.expert_bias
+  // This step's device accumulators, allocated at the first training micro-batch: routed tokens (E) int32;
+  // aux loss, z-loss and micro-batches (1) in the statistics dtype; `one` (1) = 1.
+  struct Accumulators {
+    Tensor tokens, aux, z, micro, one;
+  };
+  void ensure_accumulators(Device device, DType sd);
+  void fold() const;  // adds the accumulators into stats_ and zeroes them
   mutable MoeStats stats_;
-  mutable std::vector<Tensor> pending_aux_, pending_z_;  // (1) device losses not yet added to stats_
+  mutable Accumulators acc_;
   std::vector<double> global_counts_;  // global_aux_loss: counts summed over this step's micro-batches
+  int64_t global_micro_ = 0;           // global_aux_loss: this step's micro-batches so far
 };
 
 }  // namespace hytra

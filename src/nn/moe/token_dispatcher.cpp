@@ -87,6 +87,9 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<do
     if (prob_row[size_t(i)] >= 0) p_rows.push_back(prob_row[size_t(i)]);
     p_off[size_t(i + 1)] = int32_t(p_rows.size());
   }
+  std::vector<int32_t> e_off(size_t(E + 1), 0);
+  for (int64_t e = 0; e < E; ++e) e_off[size_t(e + 1)] = e_off[size_t(e)] + int32_t(plan.rows_per_expert[size_t(e)]);
+  plan.expert_offsets = int_tensor(e_off, device);
   plan.row_token = int_tensor(row_token, device);
   plan.row_prob = int_tensor(row_prob, device);
   plan.token_offsets = int_tensor(t_off, device);
@@ -98,18 +101,20 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<do
 
 bool plan_is_dropless(const DispatchOptions& o) { return o.capacity_factor <= 0 && o.pad_multiple == 0; }
 
-DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& o, DroplessOffsets& offsets) {
+DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& o, DroplessOffsets& offsets,
+                           Tensor& token_counts) {
   HYTRA_ASSERT(plan_is_dropless(o), "plan_dropless with capacity or padding");
   const int64_t N = top.size(0), K = top.size(1), E = o.num_experts;
   const Device dev = top.device();
-  Tensor counts = Tensor::empty({E}, DType::I32, dev);
   DispatchPlan plan;
   plan.rows = N * K;
+  plan.expert_offsets = Tensor::empty({E + 1}, DType::I32, dev);
   plan.row_token = Tensor::empty({N * K}, DType::I32, dev);
   plan.row_prob = Tensor::empty({N * K}, DType::I32, dev);
   plan.prob_rows = Tensor::empty({N * K}, DType::I32, dev);
   plan.token_rows = Tensor::empty({N * K}, DType::I32, dev);
-  ops::moe_plan_dropless(ex, counts, plan.row_token, plan.row_prob, plan.prob_rows, plan.token_rows, top, E);
+  ops::moe_plan_dropless(ex, token_counts, plan.expert_offsets, plan.row_token, plan.row_prob, plan.prob_rows,
+                         plan.token_rows, top, E);
   Tensor& t_off = offsets.token_offsets;
   if (!t_off.defined() || t_off.numel() != N + 1 || offsets.prob_offsets.numel() != N * K + 1 ||
       t_off.device() != dev) {
@@ -121,9 +126,6 @@ DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& o
   }
   plan.token_offsets = t_off;
   plan.prob_offsets = offsets.prob_offsets;
-  const std::vector<int32_t> c = int32_values(counts);  // the one wait: the experts' GEMM sizes
-  plan.rows_per_expert.assign(c.begin(), c.end());
-  plan.routed_per_expert = plan.rows_per_expert;
   return plan;
 }
 

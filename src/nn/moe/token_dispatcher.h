@@ -3,8 +3,8 @@
 // permutation of rows in expert order with token order kept inside each expert — whose index tensors
 // drive ops::gather_rows (permute) and ops::scatter_add_rows (un-permute as a plain scatter-add, and
 // every backward). Dropless without padding, the plan is built where the routing is
-// (ops::moe_plan_dropless) and only the per-expert counts come back to the host; with capacity or
-// padding it is built on the host from the routing read back.
+// (ops::moe_plan_dropless) and nothing comes back to the host (the experts read their row offsets on the
+// device); with capacity or padding it is built on the host from the routing read back.
 //   capacity (factor c > 0): ceil(N k / E * c) rows per expert; an expert routed more tokens keeps
 //     the capacity best by probability (drop policy probs; ties to the lower token) or the first by
 //     position; with pad_to_capacity every expert gets exactly `capacity` rows, the missing ones
@@ -31,8 +31,9 @@ struct DispatchOptions {
 
 struct DispatchPlan {
   int64_t rows = 0;                         // R
-  std::vector<int64_t> rows_per_expert;     // (E) dispatched rows, padding included
-  std::vector<int64_t> routed_per_expert;   // (E) routed tokens kept (after dropping, before padding)
+  Tensor expert_offsets;                    // (E+1) int32: expert e's rows [offsets[e], offsets[e+1])
+  std::vector<int64_t> rows_per_expert;     // host-built plans: (E) dispatched rows, padding included
+  std::vector<int64_t> routed_per_expert;   // host-built plans: (E) routed tokens kept (after dropping)
   Tensor row_token;                         // (R) int32: the token each row carries
   Tensor row_prob;                          // (R) int32: t*K + j of the row's choice, N*K for padding
   Tensor token_offsets, token_rows;         // CSR (N+1), (R): each token's rows, ascending
@@ -51,7 +52,9 @@ bool plan_is_dropless(const DispatchOptions& opt);
 struct DroplessOffsets {
   Tensor token_offsets, prob_offsets;
 };
-// The same plan as plan_dispatch for such options, from the router's top (N,K) int32 on ex's device.
-DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& opt, DroplessOffsets& offsets);
+// The same plan as plan_dispatch for such options (its device tensors; no host vectors), from the router's
+// top (N,K) int32 on ex's device; token_counts (E) int32 += each expert's routed tokens.
+DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& opt, DroplessOffsets& offsets,
+                           Tensor& token_counts);
 
 }  // namespace hytra

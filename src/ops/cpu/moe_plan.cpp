@@ -9,8 +9,8 @@
 
 namespace hytra::cpu {
 
-void moe_plan_dropless(Exec&, Tensor& counts, Tensor& row_token, Tensor& row_slot, Tensor& slot_row,
-                       Tensor& token_rows, const Tensor& top, int64_t num_experts) {
+void moe_plan_dropless(Exec&, Tensor& counts, Tensor& offsets, Tensor& row_token, Tensor& row_slot,
+                       Tensor& slot_row, Tensor& token_rows, const Tensor& top, int64_t num_experts) {
   const int64_t K = top.size(1), NK = top.numel(), E = num_experts;
   const int32_t* ids = top.data<int32_t>();
   std::vector<int64_t> count(size_t(E), 0);
@@ -36,7 +36,12 @@ void moe_plan_dropless(Exec&, Tensor& counts, Tensor& row_token, Tensor& row_slo
     std::sort(tr + t * K, tr + (t + 1) * K);
   }
   int32_t* c = counts.data<int32_t>();
-  for (int64_t e = 0; e < E; ++e) c[e] = int32_t(count[size_t(e)]);
+  int32_t* o = offsets.data<int32_t>();
+  o[0] = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    c[e] += int32_t(count[size_t(e)]);
+    o[e + 1] = o[e] + int32_t(count[size_t(e)]);
+  }
 }
 
 }  // namespace hytra::cpu

@@ -20,6 +20,7 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/expert_act.cuh"
 
 namespace hytra::cuda {
 namespace {
@@ -121,43 +122,6 @@ struct ActArgs {
   Kind kind;
   int64_t R, F, I;      // I: GLU interleave, F for the plain layout
   float offset, clamp;  // linear_offset; clamp <= 0: none
-};
-
-__device__ __forceinline__ float normal_cdf(float v) { return 0.5f * (1.0f + erff(v * 0.70710678118654752f)); }
-
-// act(v): the gate function of a GLU kind (v sigmoid(k v)), or the whole activation of the others.
-__device__ __forceinline__ float act_value(Kind k, float v) {
-  switch (k) {
-    case Kind::GeLU: return v * normal_cdf(v);
-    case Kind::SquaredReLU: return v > 0.0f ? v * v : 0.0f;
-    case Kind::QuickGeGLU: return v * sigmoid(1.702f * v);
-    default: return v * sigmoid(v);
-  }
-}
-
-// act'(v).
-__device__ __forceinline__ float act_grad(Kind k, float v) {
-  switch (k) {
-    case Kind::GeLU: return normal_cdf(v) + v * 0.39894228040143268f * expf(-0.5f * v * v);
-    case Kind::SquaredReLU: return v > 0.0f ? 2.0f * v : 0.0f;
-    default: {
-      const float a = k == Kind::QuickGeGLU ? 1.702f : 1.0f, s = sigmoid(a * v);
-      return s * (1.0f + a * v * (1.0f - s));
-    }
-  }
-}
-
-// The clamped GLU inputs of one output column, as the CPU reference's GluInputs.
-struct Glu {
-  float g, u;
-  bool gate_in, lin_in;
-  __device__ __forceinline__ Glu(float gate, float lin, float offset, float L) {
-    const bool on = L > 0.0f;
-    g = on && gate > L ? L : gate;
-    u = (on && lin > L ? L : on && lin < -L ? -L : lin) + offset;
-    gate_in = !on || gate <= L;
-    lin_in = !on || (lin >= -L && lin <= L);
-  }
 };
 
 // Gates g and linears u of output columns [f, f+W) from h row hr (see the file header for NI).

@@ -1,9 +1,11 @@
 // The dropless dispatch plan on CUDA (ops.def moe_plan_dropless), a stable counting sort in two kernels:
 //   rank: one block per expert e walks all N*K choices, each thread a contiguous segment: its matches
 //     counted, an exclusive prefix over the threads (in thread order), then each match's rank among e's
-//     choices = the prefix + the matches before it in the segment; counts[e] = the total;
-//   rows: every block scans counts into the experts' first rows (shared memory), then one thread per
-//     token places its K choices (row = first row of its expert + rank) and writes its K rows sorted.
+//     choices = the prefix + the matches before it in the segment; the total is e's rows (scratch after
+//     the ranks) and is added to counts[e];
+//   rows: every block scans the rows into the experts' first rows (shared memory; block 0 also writes
+//     them to offsets), then one thread per token places its K choices (row = first row of its expert +
+//     rank) and writes its K rows sorted.
 // Integer work only: the same plan as the CPU's, every run.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -16,7 +18,7 @@ constexpr int kRowThreads = 256;
 constexpr int kMaxK = 32;
 
 __global__ void __launch_bounds__(kRankThreads) plan_rank_kernel(const int32_t* top, int64_t NK, int32_t* rank,
-                                                                   int32_t* counts) {
+                                                                   int32_t* rows, int32_t* counts) {
   __shared__ int32_t warp_total[kRankThreads / 32];
   const int32_t e = int32_t(blockIdx.x);
   const int64_t seg = (NK + kRankThreads - 1) / kRankThreads;
@@ -36,20 +38,26 @@ __global__ void __launch_bounds__(kRankThreads) plan_rank_kernel(const int32_t* 
   for (int w = 0; w < warp; ++w) before += warp_total[w];
   for (int64_t i = i0; i < i1; ++i)
     if (top[i] == e) rank[i] = before++;
-  if (threadIdx.x == kRankThreads - 1) counts[e] = before;
+  if (threadIdx.x == kRankThreads - 1) {
+    rows[e] = before;
+    counts[e] += before;
+  }
 }
 
 __global__ void __launch_bounds__(kRowThreads) plan_rows_kernel(const int32_t* top, const int32_t* rank,
-                                                                 const int32_t* counts, int64_t N, int K, int E,
-                                                                 int32_t* row_token, int32_t* row_slot,
-                                                                 int32_t* slot_row, int32_t* token_rows) {
+                                                                 const int32_t* counts_now, int64_t N, int K, int E,
+                                                                 int32_t* offsets, int32_t* row_token,
+                                                                 int32_t* row_slot, int32_t* slot_row,
+                                                                 int32_t* token_rows) {
   extern __shared__ int32_t first[];  // (E) each expert's first row
   if (threadIdx.x == 0) {
     int32_t acc = 0;
     for (int e = 0; e < E; ++e) {
       first[e] = acc;
-      acc += counts[e];
+      if (blockIdx.x == 0) offsets[e] = acc;
+      acc += counts_now[e];
     }
+    if (blockIdx.x == 0) offsets[E] = acc;
   }
   __syncthreads();
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
@@ -73,23 +81,22 @@ __global__ void __launch_bounds__(kRowThreads) plan_rows_kernel(const int32_t* t
 
 }  // namespace
 
-void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& row_token, Tensor& row_slot, Tensor& slot_row,
-                       Tensor& token_rows, const Tensor& top, int64_t num_experts) {
+void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_token, Tensor& row_slot,
+                       Tensor& slot_row, Tensor& token_rows, const Tensor& top, int64_t num_experts) {
   const int64_t N = top.size(0), K = top.size(1), NK = top.numel();
   HYTRA_CHECK(K <= kMaxK, "moe_plan_dropless on CUDA: top-k ", K, " (at most ", kMaxK, ")");
   HYTRA_CHECK(num_experts <= 65535 && NK < (int64_t(1) << 31), "moe_plan_dropless on CUDA: ", num_experts,
               " experts and ", NK, " choices (at most 65535 and 2^31)");
   cudaStream_t s = stream_of(ex);
-  Tensor rank = Tensor::empty({NK}, DType::I32, Device::CUDA);
+  Tensor rank = Tensor::empty({NK + num_experts}, DType::I32, Device::CUDA);  // ranks, then this call's rows
+  int32_t* rows = rank.data<int32_t>() + NK;
   plan_rank_kernel<<<unsigned(num_experts), kRankThreads, 0, s>>>(top.data<int32_t>(), NK, rank.data<int32_t>(),
-                                                                  counts.data<int32_t>());
+                                                                  rows, counts.data<int32_t>());
   check_launch("plan_rank_kernel");
-  if (N == 0) return;
   const size_t smem = size_t(num_experts) * sizeof(int32_t);
   allow_smem(&plan_rows_kernel, int64_t(smem), "plan_rows_kernel smem");
   plan_rows_kernel<<<grid_for(N, kRowThreads), kRowThreads, smem, s>>>(
-      top.data<int32_t>(), rank.data<int32_t>(), counts.data<int32_t>(), N, int(K), int(num_experts),
-      row_token.data<int32_t>(), row_slot.data<int32_t>(), slot_row.data<int32_t>(), token_rows.data<int32_t>());
+      top.data<int32_t>(), rank.data<int32_t>(), rows, N, int(K), int(num_experts), offsets.data<int32_t>(), row_token.data<int32_t>(), row_slot.data<int32_t>(), slot_row.data<int32_t>(), token_rows.data<int32_t>());
   check_launch("plan_rows_kernel");
 }
 

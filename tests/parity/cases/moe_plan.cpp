@@ -38,15 +38,18 @@ void add_plan(int64_t N, int64_t K, int64_t E, int64_t pool, bool skew) {
   Case c = make_case("moe_plan_dropless", shape, DType::I32, [=](uint64_t seed) {
     const Tensor top = routing(N, K, pool, skew, seed);
     std::vector<Output> outs;
-    Tensor g[5] = {dev_empty({E}, DType::I32), dev_empty({N * K}, DType::I32), dev_empty({N * K}, DType::I32),
-                   dev_empty({N * K}, DType::I32), dev_empty({N * K}, DType::I32)};
-    Tensor h[5] = {Tensor::empty({E}, DType::I32), Tensor::empty({N * K}, DType::I32),
+    Tensor g[6] = {dev_empty({E}, DType::I32),     dev_empty({E + 1}, DType::I32), dev_empty({N * K}, DType::I32),
+                   dev_empty({N * K}, DType::I32), dev_empty({N * K}, DType::I32), dev_empty({N * K}, DType::I32)};
+    Tensor h[6] = {Tensor::empty({E}, DType::I32),     Tensor::empty({E + 1}, DType::I32),
                    Tensor::empty({N * K}, DType::I32), Tensor::empty({N * K}, DType::I32),
-                   Tensor::empty({N * K}, DType::I32)};
-    ops::moe_plan_dropless(gpu(), g[0], g[1], g[2], g[3], g[4], dev(top), E);
-    ops::moe_plan_dropless(cpu(), h[0], h[1], h[2], h[3], h[4], top, E);
-    const char* names[5] = {"counts", "row_token", "row_slot", "slot_row", "token_rows"};
-    for (int i = 0; i < 5; ++i) outs.push_back({names[i], g[i], h[i]});
+                   Tensor::empty({N * K}, DType::I32), Tensor::empty({N * K}, DType::I32)};
+    const Tensor before = rand_ids({E}, 1000, seed + 1);  // counts accumulate onto these
+    g[0] = dev(before);
+    h[0] = before.clone();
+    ops::moe_plan_dropless(gpu(), g[0], g[1], g[2], g[3], g[4], g[5], dev(top), E);
+    ops::moe_plan_dropless(cpu(), h[0], h[1], h[2], h[3], h[4], h[5], top, E);
+    const char* names[6] = {"counts", "offsets", "row_token", "row_slot", "slot_row", "token_rows"};
+    for (int i = 0; i < 6; ++i) outs.push_back({names[i], g[i], h[i]});
     return outs;
   });
   c.criterion = Criterion::Exact;

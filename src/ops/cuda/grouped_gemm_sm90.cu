@@ -1,0 +1,395 @@
+// The Hopper grouped GEMM (grouped_gemm_sm90.h). One persistent kernel per call, one block per SM:
+//  - Tiles: 128 x 256 outputs (Glu: 128 rows x 128 activation columns, whose 256 gate and linear h
+//    columns are loaded as the B tile), K in steps of 64. Row modes (Forward, Dgrad, Glu): group e owns
+//    ceil(rows_e / 128) x (column tiles) tiles; a tile's last rows may belong to the next group: they
+//    are computed and not stored. Wgrad: group e owns every tile of its dw_e (none when it has no rows
+//    and beta = 1) and contracts over its own rows; the rows of the last 64-row step past the group's
+//    end are zeroed in shared memory before the MMA. The blocks walk the tile list (groups in order,
+//    columns fastest) with a stride of the grid; every block builds the list from the offsets itself.
+//  - Warp roles: warpgroup 2 (one thread) issues the TMA loads into a 4-stage ring of 48 KB stages;
+//    warpgroups 0 and 1 each own 64 of the tile's rows and run m64n256k16 wgmma on them, keeping one
+//    MMA batch in flight, and store their fragment straight from registers (Glu: the activation on the
+//    bf16-rounded h values, with moe_act_fwd's formula, so the fused and unfused paths agree bitwise).
+//  - No atomics: each output element is written by one thread once (Wgrad reads dw once for beta).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <mutex>
+
+#include "core/cuda_check_cuda.h"
+#include "core/error.h"
+#include "ops/cuda/expert_act.cuh"
+#include "ops/cuda/grouped_gemm_sm90.h"
+#include "ops/cuda/sm90.cuh"
+
+namespace hytra::cuda {
+namespace {
+
+using namespace sm90;
+using bf16_t = __nv_bfloat16;
+
+constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kThreads = 384, kMaxGroups = 1024;
+constexpr int kStageA = BM * BK, kStageB = BN * BK;  // elements
+constexpr int kBox = 64 * 64;                        // elements of one 64-line box
+constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
+constexpr int kSmemBytes = kStages * int(kStageBytes) + 1024 + 2 * kStages * 8 + (kMaxGroups + 1) * 4;
+
+struct Params {
+  GroupedGemmArgs g;
+  int mt, nt;  // tiles across the output rows (Wgrad) and columns
+  int kt;      // row modes: K steps
+  int piece;   // Glu: B rows per TMA box
+};
+
+struct Tile {
+  int e, m, n, kt;
+  int r0, r1;  // row modes: the tile's first row and the group's end; Wgrad: the group's rows
+};
+
+__device__ __forceinline__ int tiles_of(const Params& p, int e) {
+  const int rows = p.g.offsets[e + 1] - p.g.offsets[e];
+  if (p.g.mode == GroupedMode::Wgrad) return rows > 0 || p.g.beta == 0.0f ? p.mt * p.nt : 0;
+  return (rows + BM - 1) / BM * p.nt;
+}
+
+__device__ __forceinline__ Tile decode(const Params& p, const int* prefix, int t) {
+  int lo = 0, hi = p.g.E - 1;  // the last group whose first tile is <= t
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (prefix[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  Tile tl;
+  tl.e = lo;
+  const int local = t - prefix[lo];
+  tl.m = local / p.nt;
+  tl.n = local % p.nt;
+  const int g0 = p.g.offsets[lo], g1 = p.g.offsets[lo + 1];
+  tl.r1 = g1;
+  if (p.g.mode == GroupedMode::Wgrad) {
+    tl.r0 = g0;
+    tl.kt = (g1 - g0 + BK - 1) / BK;
+  } else {
+    tl.r0 = g0 + tl.m * BM;
+    tl.kt = p.kt;
+  }
+  return tl;
+}
+
+// The TMA loads of K step k of tile tl into stage (sa, sb).
+template <GroupedMode MODE>
+__device__ __forceinline__ void load_stage(const Params& p, const CUtensorMap* ta, const CUtensorMap* tb,
+                                           uint64_t* bar, bf16_t* sa, bf16_t* sb, const Tile& tl, int k) {
+  if constexpr (MODE == GroupedMode::Wgrad) {
+    const int r = tl.r0 + k * BK;
+    for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * kBox, ta, bar, tl.m * BM + 64 * j, r);
+    for (int j = 0; j < BN / 64; ++j) tma_load_2d(sb + j * kBox, tb, bar, tl.n * BN + 64 * j, r);
+  } else {
+    tma_load_2d(sa, ta, bar, k * BK, tl.r0);
+    if constexpr (MODE == GroupedMode::Forward) {
+      tma_load_3d(sb, tb, bar, k * BK, tl.n * BN, tl.e);
+    } else if constexpr (MODE == GroupedMode::Dgrad) {
+      for (int j = 0; j < BN / 64; ++j) tma_load_3d(sb + j * kBox, tb, bar, tl.n * BN + 64 * j, k * BK, tl.e);
+    } else {  // Glu: gate rows then linear rows of activation columns [n*128, n*128 + 128)
+      const int I = p.g.I, P = p.piece;
+      for (int half = 0; half < 2; ++half)
+        for (int q = 0; q < BN / 2 / P; ++q) {
+          const int f = tl.n * (BN / 2) + q * P, row = f / I * 2 * I + half * I + f % I;
+          tma_load_3d(sb + (half * (BN / 2) + q * P) * BK, tb, bar, k * BK, row, tl.e);
+        }
+    }
+  }
+}
+
+// Wgrad: zeroes the lines of rows >= valid in every box of the stage (rows past the group's end).
+__device__ __forceinline__ void zero_tail(bf16_t* sa, bf16_t* sb, int valid) {
+  const int lines = 64 - valid, per_box = lines * 8;  // 16-byte chunks
+  for (int i = int(threadIdx.x); i < (BM / 64 + BN / 64) * per_box; i += 256) {
+    const int box = i / per_box, rem = i % per_box;
+    bf16_t* b = box < BM / 64 ? sa + box * kBox : sb + (box - BM / 64) * kBox;
+    reinterpret_cast<uint4*>(b + (valid + rem / 8) * 64)[rem % 8] = make_uint4(0, 0, 0, 0);
+  }
+  fence_proxy_async();
+  named_barrier(1, 256);
+}
+
+__device__ __forceinline__ void store_pair(bf16_t* p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
+
+// Stores warpgroup wg's 64 x 256 fragment d of tile tl (Glu: with activation ACT, known at compile time so
+// the unrolled epilogue stays small).
+template <GroupedMode MODE, ops::ExpertActivation ACT>
+__device__ __forceinline__ void epilogue(const Params& p, const Tile& tl, float* d, int wg) {
+  const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
+  const int N = p.g.N, K = p.g.K;
+  if constexpr (MODE == GroupedMode::Wgrad) {
+    // beta dw first, in a pass of loads alone (loads between stores to the same buffer would wait one by one).
+    if (p.g.beta != 0.0f) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int m = tl.m * BM + wg * 64 + warp * 16 + lane / 4 + 8 * i;
+        if (m >= N) continue;
+        const float* out = static_cast<const float*>(p.g.y) + (int64_t(tl.e) * N + m) * K;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int c = tl.n * BN + 8 * j + 2 * (lane & 3);
+          if (c >= K) continue;
+          const float2 old = __ldg(reinterpret_cast<const float2*>(out + c));
+          d[4 * j + 2 * i] += p.g.beta * old.x;
+          d[4 * j + 2 * i + 1] += p.g.beta * old.y;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = wg * 64 + warp * 16 + lane / 4 + 8 * i;
+    if constexpr (MODE == GroupedMode::Wgrad) {
+      const int m = tl.m * BM + row;
+      if (m >= N) continue;
+      float* out = static_cast<float*>(p.g.y) + (int64_t(tl.e) * N + m) * K;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int c = tl.n * BN + 8 * j + 2 * (lane & 3);
+        if (c >= K) continue;
+        *reinterpret_cast<float2*>(out + c) = make_float2(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
+      }
+    } else if constexpr (MODE == GroupedMode::Glu) {
+      const int r = tl.r0 + row, F = N / 2, I = p.g.I;
+      if (r >= tl.r1) continue;
+      const float pr = p.g.probs[r];
+      bf16_t* h = static_cast<bf16_t*>(p.g.h) + int64_t(r) * N;
+      bf16_t* y = static_cast<bf16_t*>(p.g.y) + int64_t(r) * F;
+      // Gate column of activation column f: f / I * 2I + f % I = f + (f / I) I. I >= 128: the tile is inside
+      // one block of I; I < 128 divides 128, a power of two.
+      const int f0 = tl.n * (BN / 2), tile_shift = f0 / I * I;
+#pragma unroll
+      for (int j = 0; j < BN / 16; ++j) {
+        const int f = f0 + 8 * j + 2 * (lane & 3);
+        if (f >= F) continue;
+        const int gc = f + (I >= BN / 2 ? tile_shift : (f & ~(I - 1)));
+        const __nv_bfloat162 g2 = __floats2bfloat162_rn(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
+        const __nv_bfloat162 u2 = __floats2bfloat162_rn(d[4 * (j + BN / 16) + 2 * i], d[4 * (j + BN / 16) + 2 * i + 1]);
+        *reinterpret_cast<__nv_bfloat162*>(h + gc) = g2;
+        *reinterpret_cast<__nv_bfloat162*>(h + gc + I) = u2;
+        const Glu in0(__low2float(g2), __low2float(u2), p.g.offset, p.g.clamp);
+        const Glu in1(__high2float(g2), __high2float(u2), p.g.offset, p.g.clamp);
+        store_pair(y + f, act_value(ACT, in0.g) * in0.u * pr, act_value(ACT, in1.g) * in1.u * pr);
+      }
+    } else {
+      const int r = tl.r0 + row;
+      if (r >= tl.r1) continue;
+      bf16_t* y = static_cast<bf16_t*>(p.g.y) + int64_t(r) * N;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int c = tl.n * BN + 8 * j + 2 * (lane & 3);
+        if (c < N) store_pair(y + c, d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
+      }
+    }
+  }
+}
+
+template <GroupedMode MODE, ops::ExpertActivation ACT>
+__global__ void __launch_bounds__(kThreads, 1)
+    grouped_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                        const Params p) {
+  constexpr int TA = MODE == GroupedMode::Wgrad ? 1 : 0;
+  constexpr int TB = MODE == GroupedMode::Dgrad || MODE == GroupedMode::Wgrad ? 1 : 0;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  bf16_t* sa = reinterpret_cast<bf16_t*>(base);
+  bf16_t* sb = sa + kStages * kStageA;
+  uint64_t* full = reinterpret_cast<uint64_t*>(sb + kStages * kStageB);
+  uint64_t* empty = full + kStages;
+  int* prefix = reinterpret_cast<int*>(empty + kStages);
+  const int E = p.g.E;
+  if (threadIdx.x == 0) {
+    int acc = 0;
+    for (int e = 0; e < E; ++e) {
+      prefix[e] = acc;
+      acc += tiles_of(p, e);
+    }
+    prefix[E] = acc;
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 2);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  const int total = prefix[E], wg = int(threadIdx.x) / 128;
+  if (wg == 2) {  // producer
+    regs_dec<40>();
+    if (threadIdx.x != 256) return;
+    int it = 0;
+    for (int t = int(blockIdx.x); t < total; t += int(gridDim.x)) {
+      const Tile tl = decode(p, prefix, t);
+      for (int k = 0; k < tl.kt; ++k, ++it) {
+        const int s = it % kStages;
+        mbar_wait(&empty[s], ((it / kStages) & 1) ^ 1);
+        mbar_expect_tx(&full[s], kStageBytes);
+        load_stage<MODE>(p, &ta, &tb, &full[s], sa + s * kStageA, sb + s * kStageB, tl, k);
+      }
+    }
+    return;
+  }
+  regs_inc<232>();
+  float d[128];
+  int it = 0;
+  for (int t = int(blockIdx.x); t < total; t += int(gridDim.x)) {
+    const Tile tl = decode(p, prefix, t);
+    if (tl.kt == 0) {
+#pragma unroll
+      for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    }
+    for (int k = 0; k < tl.kt; ++k, ++it) {
+      const int s = it % kStages;
+      mbar_wait(&full[s], (it / kStages) & 1);
+      bf16_t* a = sa + s * kStageA;
+      bf16_t* b = sb + s * kStageB;
+      if constexpr (MODE == GroupedMode::Wgrad) {
+        const int valid = tl.r1 - (tl.r0 + k * BK);
+        if (valid < BK) zero_tail(a, b, valid);
+      }
+      fence_regs<128>(d);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        // A: this warpgroup's 64 rows; K-major steps 16 elements along the line, MN-major 16 lines.
+        const uint64_t da = TA ? smem_desc(a + wg * kBox + kk * 16 * 64, 8192, 1024)
+                               : smem_desc(a + wg * 64 * BK + kk * 16, 16, 1024);
+        const uint64_t db = TB ? smem_desc(b + kk * 16 * 64, 8192, 1024) : smem_desc(b + kk * 16, 16, 1024);
+        wgmma_m64n256k16<TA, TB>(d, da, db, k > 0 || kk > 0);
+      }
+      wgmma_commit();
+      fence_regs<128>(d);
+      wgmma_wait<1>();
+      if (k > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+    }
+    wgmma_wait<0>();
+    fence_regs<128>(d);
+    if (tl.kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+    epilogue<MODE, ACT>(p, tl, d, wg);
+  }
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    cuda_check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q),
+               "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)");
+    HYTRA_CHECK(q == cudaDriverEntryPointSuccess && f != nullptr,
+                "grouped GEMM: the CUDA driver does not provide cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A bf16 tensor map with the 128-byte swizzle: dims innermost first, row pitches in elements.
+CUtensorMap tensor_map(const void* ptr, int rank, const uint64_t* dims, const uint64_t* pitches,
+                       const uint32_t* box) {
+  CUtensorMap m;
+  cuuint64_t gd[3], gs[2];
+  cuuint32_t bx[3], es[3] = {1, 1, 1};
+  for (int i = 0; i < rank; ++i) {
+    gd[i] = dims[i];
+    bx[i] = box[i];
+    if (i + 1 < rank) gs[i] = pitches[i] * 2;
+  }
+  const CUresult r = encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, cuuint32_t(rank), const_cast<void*>(ptr),
+                                    gd, gs, bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  HYTRA_CHECK(r == CUDA_SUCCESS, "grouped GEMM: cuTensorMapEncodeTiled failed (error ", int(r), ")");
+  return m;
+}
+
+struct DeviceInfo {
+  int major = 0, sms = 0;
+};
+const DeviceInfo& device_info() {
+  static DeviceInfo info = [] {
+    DeviceInfo d;
+    int dev = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+    cuda_check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    return d;
+  }();
+  return info;
+}
+
+
+template <GroupedMode MODE, ops::ExpertActivation ACT = ops::ExpertActivation::SwiGLU>
+void launch(const CUtensorMap& ta, const CUtensorMap& tb, const Params& p, cudaStream_t s) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cuda_check(cudaFuncSetAttribute(grouped_gemm_kernel<MODE, ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSmemBytes),
+               "grouped_gemm_kernel shared memory");
+  });
+  grouped_gemm_kernel<MODE, ACT><<<device_info().sms, kThreads, kSmemBytes, s>>>(ta, tb, p);
+  cuda_check(cudaGetLastError(), "grouped_gemm_kernel");
+}
+
+}  // namespace
+
+bool grouped_gemm_sm90_fits(const GroupedGemmArgs& g) {
+  if (device_info().major != 9 || g.E < 1 || g.E > kMaxGroups || g.R >= (int64_t(1) << 31)) return false;
+  if (g.N % 8 != 0 || g.K % 8 != 0 || g.N <= 0 || g.K <= 0) return false;
+  if (!aligned16(g.a) || !aligned16(g.b) || !aligned16(g.y) || !aligned16(g.h)) return false;
+  if (g.mode == GroupedMode::Glu) {
+    const int I = g.I, F = g.N / 2;
+    if (I % 8 != 0 || F % I != 0 || (I < BN / 2 ? (BN / 2) % I != 0 : I % (BN / 2) != 0)) return false;
+  }
+  return true;
+}
+
+void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
+  Params p{};
+  p.g = g;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const uint64_t R = uint64_t(g.R), N = uint64_t(g.N), K = uint64_t(g.K), E = uint64_t(g.E);
+  switch (g.mode) {
+    case GroupedMode::Wgrad: {
+      p.mt = (g.N + BM - 1) / BM;
+      p.nt = (g.K + BN - 1) / BN;
+      const uint64_t da[2] = {N, R}, db[2] = {K, R};
+      const uint32_t bx[2] = {64, 64};
+      launch<GroupedMode::Wgrad>(tensor_map(g.a, 2, da, &N, bx), tensor_map(g.b, 2, db, &K, bx), p, s);
+      break;
+    }
+    case GroupedMode::Dgrad: {  // w (E, K, N): N contiguous
+      p.nt = (g.N + BN - 1) / BN;
+      p.kt = (g.K + BK - 1) / BK;
+      const uint64_t da[2] = {K, R}, db[3] = {N, K, E}, pb[2] = {N, K * N};
+      const uint32_t ba[2] = {BK, BM}, bb[3] = {64, 64, 1};
+      launch<GroupedMode::Dgrad>(tensor_map(g.a, 2, da, &K, ba), tensor_map(g.b, 3, db, pb, bb), p, s);
+      break;
+    }
+    case GroupedMode::Forward: {  // w (E, N, K)
+      p.nt = (g.N + BN - 1) / BN;
+      p.kt = (g.K + BK - 1) / BK;
+      const uint64_t da[2] = {K, R}, db[3] = {K, N, E}, pb[2] = {K, N * K};
+      const uint32_t ba[2] = {BK, BM}, bb[3] = {BK, BN, 1};
+      launch<GroupedMode::Forward>(tensor_map(g.a, 2, da, &K, ba), tensor_map(g.b, 3, db, pb, bb), p, s);
+      break;
+    }
+    case GroupedMode::Glu: {  // w (E, 2F, K); tiles of 128 activation columns
+      p.nt = (g.N / 2 + BN / 2 - 1) / (BN / 2);
+      p.kt = (g.K + BK - 1) / BK;
+      p.piece = g.I < BN / 2 ? g.I : BN / 2;
+      const uint64_t da[2] = {K, R}, db[3] = {K, N, E}, pb[2] = {K, N * K};
+      const uint32_t ba[2] = {BK, BM}, bb[3] = {BK, uint32_t(p.piece), 1};
+      const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba), tb = tensor_map(g.b, 3, db, pb, bb);
+      if (g.act == ops::ExpertActivation::QuickGeGLU)
+        launch<GroupedMode::Glu, ops::ExpertActivation::QuickGeGLU>(ta, tb, p, s);
+      else
+        launch<GroupedMode::Glu, ops::ExpertActivation::SwiGLU>(ta, tb, p, s);
+      break;
+    }
+  }
+}
+
+}  // namespace hytra::cuda
