@@ -57,14 +57,22 @@ void expert_gemm(Exec& ex, Tensor& y, const Tensor& a, const Tensor& w, const Te
     ops::gemm(ex, y, a, w.view({w.size(1), w.size(2)}), false, trans_w, 1.0f, 0.0f);
 }
 
-// dw_e += dy_e^T x_e.
-void expert_wgrad(Exec& ex, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& offsets) {
+// dw_e = beta dw_e + dy_e^T x_e.
+void expert_wgrad(Exec& ex, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& offsets, float beta) {
   if (offsets.defined()) {
-    ops::grouped_gemm_wgrad(ex, dw, dy, x, offsets, 1.0f);
+    ops::grouped_gemm_wgrad(ex, dw, dy, x, offsets, beta);
   } else {
     Tensor d = dw.view({dw.size(1), dw.size(2)});
-    ops::gemm(ex, d, dy, x, true, false, 1.0f, 1.0f);
+    ops::gemm(ex, d, dy, x, true, false, 1.0f, beta);
   }
+}
+
+// The beta of the next write of the projection's weight gradients (their first write after a lazy zero_grad
+// overwrites; the parameters of one projection are always written together).
+float weights_beta(const std::vector<Param*>& ws) {
+  float beta = 1.0f;
+  for (Param* p : ws) beta = p->grad_beta();
+  return beta;
 }
 
 // y += a op(b_e) for the bias terms: a (R,1), b (E, out, 1) with trans (y (R,out)), or dy-side products.
@@ -99,6 +107,8 @@ GroupedExperts::GroupedExperts(const ExpertsOptions& o, const std::string& prefi
               o.weight_layout, o.bias_layout, store);
   create_proj(fc2_.w, fc2_.b, prefix + "linear_fc2.", o.num_experts, o.hidden, o.ffn, o.output_init_std, o.bias,
               o.weight_layout, o.bias_layout, store);
+  for (Param* p : fc1_.w) p->grad_by_overwrite = true;  // every write is expert_wgrad with weights_beta()
+  for (Param* p : fc2_.w) p->grad_by_overwrite = true;
 }
 
 bool GroupedExperts::glu() const {
@@ -160,9 +170,10 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
   expert_gemm(ex, da, dy, fc2_.weights(false), offsets, false);
   {
     Tensor dw = fc2_.weights(true), a = s.a, p = s.p, db = opt_.bias ? fc2_.biases(true) : Tensor();
-    wgrad([&ex, dw, dy, a, p, db, offsets]() mutable {
-      expert_wgrad(ex, dw, dy, a, offsets);
-      if (db.defined()) expert_wgrad(ex, db, dy, p, offsets);
+    const float beta = weights_beta(fc2_.w);
+    wgrad([&ex, dw, dy, a, p, db, offsets, beta]() mutable {
+      expert_wgrad(ex, dw, dy, a, offsets, beta);
+      if (db.defined()) expert_wgrad(ex, db, dy, p, offsets, 1.0f);
     });
   }
   Tensor dh = Tensor::empty({R, F1}, dt, dev);
@@ -181,9 +192,10 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
   {
     Tensor dw = fc1_.weights(true), x = s.x, db = opt_.bias ? fc1_.biases(true) : Tensor();
     Tensor ones = opt_.bias ? ones_column(ex, R, dt, dev) : Tensor();
-    wgrad([&ex, dw, dh, x, db, ones, offsets]() mutable {
-      expert_wgrad(ex, dw, dh, x, offsets);
-      if (db.defined()) expert_wgrad(ex, db, dh, ones, offsets);
+    const float beta = weights_beta(fc1_.w);
+    wgrad([&ex, dw, dh, x, db, ones, offsets, beta]() mutable {
+      expert_wgrad(ex, dw, dh, x, offsets, beta);
+      if (db.defined()) expert_wgrad(ex, db, dh, ones, offsets, 1.0f);
     });
   }
   s = Saved{};  // queued weight-gradient tasks hold their own tensors

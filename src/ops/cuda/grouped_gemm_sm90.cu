@@ -28,11 +28,16 @@ namespace {
 using namespace sm90;
 using bf16_t = __nv_bfloat16;
 
-constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kThreads = 384, kMaxGroups = 1024;
+constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kThreads = 384, kMaxGroups = 256;
 constexpr int kStageA = BM * BK, kStageB = BN * BK;  // elements
 constexpr int kBox = 64 * 64;                        // elements of one 64-line box
 constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
-constexpr int kSmemBytes = kStages * int(kStageBytes) + 1024 + 2 * kStages * 8 + (kMaxGroups + 1) * 4;
+// Wgrad's output staging: per consumer warpgroup two buffers of 64 rows x 32 fp32 (one 128-byte swizzled line a
+// row), stored by TMA while the MMAs of the next tile run.
+constexpr int kChunkCols = 32, kChunkBytes = 64 * kChunkCols * 4;
+constexpr int kStagingBytes = 2 * 2 * kChunkBytes;
+constexpr int kSmemBytes =
+    kStages * int(kStageBytes) + kStagingBytes + 1024 + 2 * kStages * 8 + (kMaxGroups + 1) * 4;
 
 struct Params {
   GroupedGemmArgs g;
@@ -122,40 +127,11 @@ __device__ __forceinline__ void store_pair(bf16_t* p, float a, float b) {
 template <GroupedMode MODE, ops::ExpertActivation ACT>
 __device__ __forceinline__ void epilogue(const Params& p, const Tile& tl, float* d, int wg) {
   const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
-  const int N = p.g.N, K = p.g.K;
-  if constexpr (MODE == GroupedMode::Wgrad) {
-    // beta dw first, in a pass of loads alone (loads between stores to the same buffer would wait one by one).
-    if (p.g.beta != 0.0f) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int m = tl.m * BM + wg * 64 + warp * 16 + lane / 4 + 8 * i;
-        if (m >= N) continue;
-        const float* out = static_cast<const float*>(p.g.y) + (int64_t(tl.e) * N + m) * K;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const int c = tl.n * BN + 8 * j + 2 * (lane & 3);
-          if (c >= K) continue;
-          const float2 old = __ldg(reinterpret_cast<const float2*>(out + c));
-          d[4 * j + 2 * i] += p.g.beta * old.x;
-          d[4 * j + 2 * i + 1] += p.g.beta * old.y;
-        }
-      }
-    }
-  }
+  const int N = p.g.N;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int row = wg * 64 + warp * 16 + lane / 4 + 8 * i;
-    if constexpr (MODE == GroupedMode::Wgrad) {
-      const int m = tl.m * BM + row;
-      if (m >= N) continue;
-      float* out = static_cast<float*>(p.g.y) + (int64_t(tl.e) * N + m) * K;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int c = tl.n * BN + 8 * j + 2 * (lane & 3);
-        if (c >= K) continue;
-        *reinterpret_cast<float2*>(out + c) = make_float2(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
-      }
-    } else if constexpr (MODE == GroupedMode::Glu) {
+    if constexpr (MODE == GroupedMode::Glu) {
       const int r = tl.r0 + row, F = N / 2, I = p.g.I;
       if (r >= tl.r1) continue;
       const float pr = p.g.probs[r];
@@ -190,17 +166,54 @@ __device__ __forceinline__ void epilogue(const Params& p, const Tile& tl, float*
   }
 }
 
+// Wgrad: warpgroup wg's 64 x 256 fp32 fragment of dw_e, chunk by chunk of 32 columns through its two staging
+// buffers (128-byte swizzle, the TMA's layout), each stored (beta 0) or added (beta 1) by one TMA operation;
+// a buffer is rewritten once the store two chunks back has read it. Rows and columns past dw_e's end are
+// clipped by the TMA.
+__device__ __forceinline__ void wgrad_epilogue(const Params& p, const CUtensorMap* tc, const Tile& tl, const float* d,
+                                               int wg, uint8_t* staging) {
+  const int t = int(threadIdx.x) & 127, lane = t & 31, warp = t >> 5;
+  uint8_t* bufs = staging + wg * 2 * kChunkBytes;
+#pragma unroll
+  for (int ch = 0; ch < BN / kChunkCols; ++ch) {
+    uint8_t* buf = bufs + (ch & 1) * kChunkBytes;
+    if (t == 0) bulk_wait_read<1>();
+    named_barrier(2 + wg, 128);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = warp * 16 + lane / 4 + 8 * i;
+#pragma unroll
+      for (int jj = 0; jj < kChunkCols / 8; ++jj) {
+        const int j = ch * (kChunkCols / 8) + jj, q = 2 * jj + (lane & 3) / 2;  // 16-byte chunk of the line
+        float2* dst = reinterpret_cast<float2*>(buf + row * 128 + ((q ^ (row & 7)) * 16) + 8 * (lane & 1));
+        *dst = make_float2(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
+      }
+    }
+    fence_proxy_async();
+    named_barrier(2 + wg, 128);
+    if (t == 0) {
+      const int c0 = tl.n * BN + ch * kChunkCols, r0 = tl.m * BM + wg * 64;
+      if (p.g.beta != 0.0f)
+        tma_store_3d<true>(tc, buf, c0, r0, tl.e);
+      else
+        tma_store_3d<false>(tc, buf, c0, r0, tl.e);
+      bulk_commit();
+    }
+  }
+}
+
 template <GroupedMode MODE, ops::ExpertActivation ACT>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
-                        const Params p) {
+                        const __grid_constant__ CUtensorMap tc, const Params p) {
   constexpr int TA = MODE == GroupedMode::Wgrad ? 1 : 0;
   constexpr int TB = MODE == GroupedMode::Dgrad || MODE == GroupedMode::Wgrad ? 1 : 0;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   bf16_t* sa = reinterpret_cast<bf16_t*>(base);
   bf16_t* sb = sa + kStages * kStageA;
-  uint64_t* full = reinterpret_cast<uint64_t*>(sb + kStages * kStageB);
+  uint8_t* staging = reinterpret_cast<uint8_t*>(sb + kStages * kStageB);
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + kStagingBytes);
   uint64_t* empty = full + kStages;
   int* prefix = reinterpret_cast<int*>(empty + kStages);
   const int E = p.g.E;
@@ -270,7 +283,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_regs<128>(d);
     if (tl.kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
-    epilogue<MODE, ACT>(p, tl, d, wg);
+    if constexpr (MODE == GroupedMode::Wgrad)
+      wgrad_epilogue(p, &tc, tl, d, wg, staging);
+    else
+      epilogue<MODE, ACT>(p, tl, d, wg);
+  }
+  if constexpr (MODE == GroupedMode::Wgrad) {
+    if (threadIdx.x % 128 == 0) bulk_wait_all();
   }
 }
 
@@ -287,20 +306,22 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   return fn;
 }
 
-// A bf16 tensor map with the 128-byte swizzle: dims innermost first, row pitches in elements.
-CUtensorMap tensor_map(const void* ptr, int rank, const uint64_t* dims, const uint64_t* pitches,
-                       const uint32_t* box) {
+// A tensor map with the 128-byte swizzle over bf16 (or, f32, fp32) data: dims innermost first, row pitches in
+// elements.
+CUtensorMap tensor_map(const void* ptr, int rank, const uint64_t* dims, const uint64_t* pitches, const uint32_t* box,
+                       bool f32 = false) {
   CUtensorMap m;
   cuuint64_t gd[3], gs[2];
   cuuint32_t bx[3], es[3] = {1, 1, 1};
   for (int i = 0; i < rank; ++i) {
     gd[i] = dims[i];
     bx[i] = box[i];
-    if (i + 1 < rank) gs[i] = pitches[i] * 2;
+    if (i + 1 < rank) gs[i] = pitches[i] * (f32 ? 4 : 2);
   }
-  const CUresult r = encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, cuuint32_t(rank), const_cast<void*>(ptr),
-                                    gd, gs, bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      encode_tiled()(&m, f32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, cuuint32_t(rank),
+                     const_cast<void*>(ptr), gd, gs, bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   HYTRA_CHECK(r == CUDA_SUCCESS, "grouped GEMM: cuTensorMapEncodeTiled failed (error ", int(r), ")");
   return m;
 }
@@ -322,14 +343,14 @@ const DeviceInfo& device_info() {
 
 
 template <GroupedMode MODE, ops::ExpertActivation ACT = ops::ExpertActivation::SwiGLU>
-void launch(const CUtensorMap& ta, const CUtensorMap& tb, const Params& p, cudaStream_t s) {
+void launch(const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc, const Params& p, cudaStream_t s) {
   static std::once_flag once;
   std::call_once(once, [] {
     cuda_check(cudaFuncSetAttribute(grouped_gemm_kernel<MODE, ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kSmemBytes),
                "grouped_gemm_kernel shared memory");
   });
-  grouped_gemm_kernel<MODE, ACT><<<device_info().sms, kThreads, kSmemBytes, s>>>(ta, tb, p);
+  grouped_gemm_kernel<MODE, ACT><<<device_info().sms, kThreads, kSmemBytes, s>>>(ta, tb, tc, p);
   cuda_check(cudaGetLastError(), "grouped_gemm_kernel");
 }
 
@@ -355,9 +376,10 @@ void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
     case GroupedMode::Wgrad: {
       p.mt = (g.N + BM - 1) / BM;
       p.nt = (g.K + BN - 1) / BN;
-      const uint64_t da[2] = {N, R}, db[2] = {K, R};
-      const uint32_t bx[2] = {64, 64};
-      launch<GroupedMode::Wgrad>(tensor_map(g.a, 2, da, &N, bx), tensor_map(g.b, 2, db, &K, bx), p, s);
+      const uint64_t da[2] = {N, R}, db[2] = {K, R}, dc[3] = {K, N, E}, pc[2] = {K, N * K};
+      const uint32_t bx[2] = {64, 64}, bc[3] = {kChunkCols, 64, 1};
+      launch<GroupedMode::Wgrad>(tensor_map(g.a, 2, da, &N, bx), tensor_map(g.b, 2, db, &K, bx),
+                                 tensor_map(g.y, 3, dc, pc, bc, true), p, s);
       break;
     }
     case GroupedMode::Dgrad: {  // w (E, K, N): N contiguous
@@ -365,7 +387,8 @@ void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
       p.kt = (g.K + BK - 1) / BK;
       const uint64_t da[2] = {K, R}, db[3] = {N, K, E}, pb[2] = {N, K * N};
       const uint32_t ba[2] = {BK, BM}, bb[3] = {64, 64, 1};
-      launch<GroupedMode::Dgrad>(tensor_map(g.a, 2, da, &K, ba), tensor_map(g.b, 3, db, pb, bb), p, s);
+      const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba);
+      launch<GroupedMode::Dgrad>(ta, tensor_map(g.b, 3, db, pb, bb), ta, p, s);  // (no output map)
       break;
     }
     case GroupedMode::Forward: {  // w (E, N, K)
@@ -373,7 +396,8 @@ void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
       p.kt = (g.K + BK - 1) / BK;
       const uint64_t da[2] = {K, R}, db[3] = {K, N, E}, pb[2] = {K, N * K};
       const uint32_t ba[2] = {BK, BM}, bb[3] = {BK, BN, 1};
-      launch<GroupedMode::Forward>(tensor_map(g.a, 2, da, &K, ba), tensor_map(g.b, 3, db, pb, bb), p, s);
+      const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba);
+      launch<GroupedMode::Forward>(ta, tensor_map(g.b, 3, db, pb, bb), ta, p, s);  // (no output map)
       break;
     }
     case GroupedMode::Glu: {  // w (E, 2F, K); tiles of 128 activation columns
@@ -384,9 +408,9 @@ void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
       const uint32_t ba[2] = {BK, BM}, bb[3] = {BK, uint32_t(p.piece), 1};
       const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba), tb = tensor_map(g.b, 3, db, pb, bb);
       if (g.act == ops::ExpertActivation::QuickGeGLU)
-        launch<GroupedMode::Glu, ops::ExpertActivation::QuickGeGLU>(ta, tb, p, s);
+        launch<GroupedMode::Glu, ops::ExpertActivation::QuickGeGLU>(ta, tb, ta, p, s);
       else
-        launch<GroupedMode::Glu, ops::ExpertActivation::SwiGLU>(ta, tb, p, s);
+        launch<GroupedMode::Glu, ops::ExpertActivation::SwiGLU>(ta, tb, ta, p, s);
       break;
     }
   }
