@@ -138,8 +138,9 @@ void nemotron_mixer_entries(std::vector<Entry>& out, const Env& e) {
 // The moe-2b layer (bench/configs/moe-2b.yaml): 8192 tokens routed top-6 over 32 experts (R = 49152 rows),
 // C 2048, expert FFN F 1024 with SwiGLU (fc1 2048 -> 2 x 1024, fc2 1024 -> 2048), bf16, the experts' weights
 // one (E, out, in) tensor and fp32 weight gradients. Routing: each token's 6 experts drawn uniformly (about
-// 1536 rows an expert) or, "skewed", half the tokens' first choice on expert 0. The dense GEMM of fc1's FLOPs
-// is the ceiling a grouped GEMM is measured against.
+// 1536 rows an expert) or, "skewed", half the tokens' first choice on expert 0 (about 4900 rows on it). The
+// dense GEMM of fc1's FLOPs is the ceiling a grouped GEMM is measured against; bench/peer/grouped_mm_peer.py
+// times torch._grouped_mm on the same entries.
 Tensor moe_offsets(int64_t N, int64_t K, int64_t E, bool skew, Device dev) {
   std::vector<int64_t> count(size_t(E), 0);
   std::vector<int64_t> pool(static_cast<size_t>(E));
@@ -173,7 +174,6 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
                        ops::grouped_gemm_glu(*ex, h, y, a, w, o, p, ops::ExpertActivation::SwiGLU, 0, 0.0, 0.0);
                      });
                    }});
-    if (skew) continue;
     // (name, out N, contraction K, trans_w): fc1 and fc2 forward, fc2 and fc1 data gradients.
     const struct {
       const char* what;
@@ -187,7 +187,7 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
       out.push_back({"grouped_gemm", tag + g.what, bf, 2.0 * R * n * k, 0, [=] {
                        Tensor a = uniform({R, k}, bf, dev, 1), y = uniform({R, n}, bf, dev, 2);
                        Tensor w = uniform(trans ? Shape{E, n, k} : Shape{E, k, n}, bf, dev, 3, -0.05f, 0.05f);
-                       Tensor o = moe_offsets(N, K, E, false, dev);
+                       Tensor o = moe_offsets(N, K, E, skew, dev);
                        return std::function<void()>([=]() mutable { ops::grouped_gemm(*ex, y, a, w, o, trans); });
                      }});
     }
@@ -200,11 +200,12 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
       const int64_t n = g.n, k = g.k;
       out.push_back({"grouped_gemm_wgrad", tag + g.what, bf, 2.0 * R * n * k, 0, [=] {
                        Tensor dy = uniform({R, n}, bf, dev, 1), x = uniform({R, k}, bf, dev, 2);
-                       Tensor dw = uniform({E, n, k}, f32, dev, 3), o = moe_offsets(N, K, E, false, dev);
+                       Tensor dw = uniform({E, n, k}, f32, dev, 3), o = moe_offsets(N, K, E, skew, dev);
                        return std::function<void()>(
                            [=]() mutable { ops::grouped_gemm_wgrad(*ex, dw, dy, x, o, 1.0f); });
                      }});
     }
+    if (skew) continue;
     out.push_back({"gemm", "dense R=49152 N=2048 K=2048 (fc1's FLOPs)", bf, fc1, 0, [=] {
                      Tensor a = uniform({R, C}, bf, dev, 1), w = uniform({2 * F, C}, bf, dev, 2, -0.05f, 0.05f);
                      Tensor y = uniform({R, 2 * F}, bf, dev, 3);

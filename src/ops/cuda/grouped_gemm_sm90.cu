@@ -122,9 +122,9 @@ __device__ __forceinline__ void store_pair(bf16_t* p, float a, float b) {
   *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
 }
 
-// Stores warpgroup wg's 64 x 256 fragment d of tile tl (Glu: with activation ACT, known at compile time so
-// the unrolled epilogue stays small).
-template <GroupedMode MODE, ops::ExpertActivation ACT>
+// Stores warpgroup wg's 64 x 256 fragment d of tile tl (Glu: with activation ACT, and the clamp and offset
+// when CLAMP, known at compile time so the unrolled epilogue stays small).
+template <GroupedMode MODE, ops::ExpertActivation ACT, bool CLAMP>
 __device__ __forceinline__ void epilogue(const Params& p, const Tile& tl, float* d, int wg) {
   const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
   const int N = p.g.N;
@@ -149,9 +149,14 @@ __device__ __forceinline__ void epilogue(const Params& p, const Tile& tl, float*
         const __nv_bfloat162 u2 = __floats2bfloat162_rn(d[4 * (j + BN / 16) + 2 * i], d[4 * (j + BN / 16) + 2 * i + 1]);
         *reinterpret_cast<__nv_bfloat162*>(h + gc) = g2;
         *reinterpret_cast<__nv_bfloat162*>(h + gc + I) = u2;
-        const Glu in0(__low2float(g2), __low2float(u2), p.g.offset, p.g.clamp);
-        const Glu in1(__high2float(g2), __high2float(u2), p.g.offset, p.g.clamp);
-        store_pair(y + f, act_value(ACT, in0.g) * in0.u * pr, act_value(ACT, in1.g) * in1.u * pr);
+        if constexpr (CLAMP) {
+          const Glu in0(__low2float(g2), __low2float(u2), p.g.offset, p.g.clamp);
+          const Glu in1(__high2float(g2), __high2float(u2), p.g.offset, p.g.clamp);
+          store_pair(y + f, act_value(ACT, in0.g) * in0.u * pr, act_value(ACT, in1.g) * in1.u * pr);
+        } else {  // Glu's result for clamp <= 0 and offset 0 (the + 0 turns -0 into +0 as Glu's sum does)
+          store_pair(y + f, act_value(ACT, __low2float(g2)) * (__low2float(u2) + 0.0f) * pr,
+                     act_value(ACT, __high2float(g2)) * (__high2float(u2) + 0.0f) * pr);
+        }
       }
     } else {
       const int r = tl.r0 + row;
@@ -166,46 +171,120 @@ __device__ __forceinline__ void epilogue(const Params& p, const Tile& tl, float*
   }
 }
 
-// Wgrad: warpgroup wg's 64 x 256 fp32 fragment of dw_e, chunk by chunk of 32 columns through its two staging
-// buffers (128-byte swizzle, the TMA's layout), each stored (beta 0) or added (beta 1) by one TMA operation;
-// a buffer is rewritten once the store two chunks back has read it. Rows and columns past dw_e's end are
-// clipped by the TMA.
-__device__ __forceinline__ void wgrad_epilogue(const Params& p, const CUtensorMap* tc, const Tile& tl, const float* d,
-                                               int wg, uint8_t* staging) {
-  const int t = int(threadIdx.x) & 127, lane = t & 31, warp = t >> 5;
-  uint8_t* bufs = staging + wg * 2 * kChunkBytes;
-#pragma unroll
-  for (int ch = 0; ch < BN / kChunkCols; ++ch) {
-    uint8_t* buf = bufs + (ch & 1) * kChunkBytes;
+// One warpgroup's output path through shared memory: chunks of its 64 rows x 128 bytes (fp32: 32 columns,
+// bf16: 64) written in the TMA's 128-byte swizzle into two alternating staging buffers, each chunk stored (or
+// added) by one TMA operation while the warpgroup goes on; a buffer is rewritten once the store two chunks
+// back has read it. `count` (kept by the caller across tiles) picks the buffer.
+struct Stager {
+  uint8_t* bufs;
+  int t, lane, warp, wg;
+  __device__ __forceinline__ Stager(uint8_t* staging, int wg_)
+      : bufs(staging + wg_ * 2 * kChunkBytes), t(int(threadIdx.x) & 127), lane(t & 31), warp(t >> 5), wg(wg_) {}
+  // val(i, jj): the thread's two values of fragment row warp*16 + lane/4 + 8i, 8-column group jj of the chunk;
+  // store(buf): issues the TMA operation.
+  template <bool F32, class Val, class Store>
+  __device__ __forceinline__ void chunk(int& count, Val val, Store store) {
+    uint8_t* buf = bufs + (count++ & 1) * kChunkBytes;
     if (t == 0) bulk_wait_read<1>();
     named_barrier(2 + wg, 128);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int row = warp * 16 + lane / 4 + 8 * i;
 #pragma unroll
-      for (int jj = 0; jj < kChunkCols / 8; ++jj) {
-        const int j = ch * (kChunkCols / 8) + jj, q = 2 * jj + (lane & 3) / 2;  // 16-byte chunk of the line
-        float2* dst = reinterpret_cast<float2*>(buf + row * 128 + ((q ^ (row & 7)) * 16) + 8 * (lane & 1));
-        *dst = make_float2(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
+      for (int jj = 0; jj < (F32 ? 4 : 8); ++jj) {
+        const float2 v = val(i, jj);
+        if constexpr (F32) {
+          const int q = 2 * jj + (lane & 3) / 2;  // 16-byte chunk of the line
+          *reinterpret_cast<float2*>(buf + row * 128 + ((q ^ (row & 7)) * 16) + 8 * (lane & 1)) = v;
+        } else {
+          *reinterpret_cast<__nv_bfloat162*>(buf + row * 128 + ((jj ^ (row & 7)) * 16) + 4 * (lane & 3)) =
+              __floats2bfloat162_rn(v.x, v.y);
+        }
       }
     }
     fence_proxy_async();
     named_barrier(2 + wg, 128);
     if (t == 0) {
-      const int c0 = tl.n * BN + ch * kChunkCols, r0 = tl.m * BM + wg * 64;
-      if (p.g.beta != 0.0f)
-        tma_store_3d<true>(tc, buf, c0, r0, tl.e);
-      else
-        tma_store_3d<false>(tc, buf, c0, r0, tl.e);
+      store(buf);
       bulk_commit();
     }
   }
+};
+
+// Wgrad: warpgroup wg's 64 x 256 fp32 fragment of dw_e in 8 chunks, stored (beta 0) or added (beta 1); rows
+// and columns past dw_e's end are clipped by the TMA.
+__device__ __forceinline__ void wgrad_epilogue(const Params& p, const CUtensorMap* tc, const Tile& tl, const float* d,
+                                               int wg, uint8_t* staging, int& count) {
+  Stager st(staging, wg);
+  const int r0 = tl.m * BM + wg * 64;
+#pragma unroll
+  for (int ch = 0; ch < BN / kChunkCols; ++ch)
+    st.chunk<true>(
+        count, [&](int i, int jj) { return make_float2(d[4 * (ch * 4 + jj) + 2 * i], d[4 * (ch * 4 + jj) + 2 * i + 1]); },
+        [&](uint8_t* buf) {
+          if (p.g.beta != 0.0f)
+            tma_store_3d<true>(tc, buf, tl.n * BN + ch * kChunkCols, r0, tl.e);
+          else
+            tma_store_3d<false>(tc, buf, tl.n * BN + ch * kChunkCols, r0, tl.e);
+        });
 }
 
-template <GroupedMode MODE, ops::ExpertActivation ACT>
+// Row modes, a tile whose rows all belong to its group: the bf16 outputs by TMA (tc: y; Glu: tc h, td y,
+// with I >= 128 so the tile's gate and linear columns are two runs of 128).
+template <GroupedMode MODE, ops::ExpertActivation ACT, bool CLAMP>
+__device__ __forceinline__ void rows_epilogue(const Params& p, const CUtensorMap* tc, const CUtensorMap* td,
+                                              const Tile& tl, const float* d, int wg, uint8_t* staging, int& count) {
+  Stager st(staging, wg);
+  const int r0 = tl.r0 + wg * 64;
+  if constexpr (MODE == GroupedMode::Glu) {
+    const int f0 = tl.n * (BN / 2), gc0 = f0 + f0 / p.g.I * p.g.I, lane = int(threadIdx.x) & 31;
+    const int rbase = r0 + ((int(threadIdx.x) >> 5) & 3) * 16 + lane / 4;
+    const float pr[2] = {p.g.probs[rbase], p.g.probs[rbase + 8]};
+    auto rounded = [&](int k) { return __bfloat162float(__float2bfloat16_rn(d[k])); };
+#pragma unroll
+    for (int ch = 0; ch < 2; ++ch) {
+      st.chunk<false>(
+          count, [&](int i, int jj) { return make_float2(d[4 * (ch * 8 + jj) + 2 * i], d[4 * (ch * 8 + jj) + 2 * i + 1]); },
+          [&](uint8_t* buf) { tma_store_2d(tc, buf, gc0 + ch * 64, r0); });
+      st.chunk<false>(
+          count,
+          [&](int i, int jj) {
+            const int k = 4 * (ch * 8 + jj + BN / 16) + 2 * i;
+            return make_float2(d[k], d[k + 1]);
+          },
+          [&](uint8_t* buf) { tma_store_2d(tc, buf, gc0 + p.g.I + ch * 64, r0); });
+      st.chunk<false>(
+          count,
+          [&](int i, int jj) {
+            const int kg = 4 * (ch * 8 + jj) + 2 * i, ku = kg + 4 * (BN / 16);
+            float v[2];
+#pragma unroll
+            for (int b = 0; b < 2; ++b) {
+              if constexpr (CLAMP) {
+                const Glu in(rounded(kg + b), rounded(ku + b), p.g.offset, p.g.clamp);
+                v[b] = act_value(ACT, in.g) * in.u * pr[i];
+              } else {
+                v[b] = act_value(ACT, rounded(kg + b)) * (rounded(ku + b) + 0.0f) * pr[i];
+              }
+            }
+            return make_float2(v[0], v[1]);
+          },
+          [&](uint8_t* buf) { tma_store_2d(td, buf, f0 + ch * 64, r0); });
+    }
+  } else {
+#pragma unroll
+    for (int ch = 0; ch < BN / 64; ++ch)
+      st.chunk<false>(
+          count, [&](int i, int jj) { return make_float2(d[4 * (ch * 8 + jj) + 2 * i], d[4 * (ch * 8 + jj) + 2 * i + 1]); },
+          [&](uint8_t* buf) { tma_store_2d(tc, buf, tl.n * BN + ch * 64, r0); });
+  }
+}
+
+template <GroupedMode MODE, ops::ExpertActivation ACT, bool CLAMP>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
-                        const __grid_constant__ CUtensorMap tc, const Params p) {
+                        const __grid_constant__ CUtensorMap tc, const __grid_constant__ CUtensorMap td,
+                        const Params p) {
   constexpr int TA = MODE == GroupedMode::Wgrad ? 1 : 0;
   constexpr int TB = MODE == GroupedMode::Dgrad || MODE == GroupedMode::Wgrad ? 1 : 0;
   extern __shared__ uint8_t smem_raw[];
@@ -249,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   regs_inc<232>();
   float d[128];
-  int it = 0;
+  int it = 0, staged = 0;  // K steps consumed; output chunks staged
   for (int t = int(blockIdx.x); t < total; t += int(gridDim.x)) {
     const Tile tl = decode(p, prefix, t);
     if (tl.kt == 0) {
@@ -284,13 +363,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs<128>(d);
     if (tl.kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     if constexpr (MODE == GroupedMode::Wgrad)
-      wgrad_epilogue(p, &tc, tl, d, wg, staging);
+      wgrad_epilogue(p, &tc, tl, d, wg, staging, staged);
+    else if (tl.r0 + BM <= tl.r1 && (MODE != GroupedMode::Glu || p.g.I >= BN / 2))
+      rows_epilogue<MODE, ACT, CLAMP>(p, &tc, &td, tl, d, wg, staging, staged);
     else
-      epilogue<MODE, ACT>(p, tl, d, wg);
+      epilogue<MODE, ACT, CLAMP>(p, tl, d, wg);
   }
-  if constexpr (MODE == GroupedMode::Wgrad) {
-    if (threadIdx.x % 128 == 0) bulk_wait_all();
-  }
+  if (threadIdx.x % 128 == 0) bulk_wait_all();
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
@@ -342,15 +421,16 @@ const DeviceInfo& device_info() {
 }
 
 
-template <GroupedMode MODE, ops::ExpertActivation ACT = ops::ExpertActivation::SwiGLU>
-void launch(const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc, const Params& p, cudaStream_t s) {
+template <GroupedMode MODE, ops::ExpertActivation ACT = ops::ExpertActivation::SwiGLU, bool CLAMP = false>
+void launch(const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc, const CUtensorMap& td, const Params& p,
+            cudaStream_t s) {
   static std::once_flag once;
   std::call_once(once, [] {
-    cuda_check(cudaFuncSetAttribute(grouped_gemm_kernel<MODE, ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cuda_check(cudaFuncSetAttribute(grouped_gemm_kernel<MODE, ACT, CLAMP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kSmemBytes),
                "grouped_gemm_kernel shared memory");
   });
-  grouped_gemm_kernel<MODE, ACT><<<device_info().sms, kThreads, kSmemBytes, s>>>(ta, tb, tc, p);
+  grouped_gemm_kernel<MODE, ACT, CLAMP><<<device_info().sms, kThreads, kSmemBytes, s>>>(ta, tb, tc, td, p);
   cuda_check(cudaGetLastError(), "grouped_gemm_kernel");
 }
 
@@ -378,39 +458,47 @@ void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
       p.nt = (g.K + BN - 1) / BN;
       const uint64_t da[2] = {N, R}, db[2] = {K, R}, dc[3] = {K, N, E}, pc[2] = {K, N * K};
       const uint32_t bx[2] = {64, 64}, bc[3] = {kChunkCols, 64, 1};
-      launch<GroupedMode::Wgrad>(tensor_map(g.a, 2, da, &N, bx), tensor_map(g.b, 2, db, &K, bx),
-                                 tensor_map(g.y, 3, dc, pc, bc, true), p, s);
+      const CUtensorMap tc = tensor_map(g.y, 3, dc, pc, bc, true);
+      launch<GroupedMode::Wgrad>(tensor_map(g.a, 2, da, &N, bx), tensor_map(g.b, 2, db, &K, bx), tc, tc, p, s);
       break;
     }
     case GroupedMode::Dgrad: {  // w (E, K, N): N contiguous
       p.nt = (g.N + BN - 1) / BN;
       p.kt = (g.K + BK - 1) / BK;
-      const uint64_t da[2] = {K, R}, db[3] = {N, K, E}, pb[2] = {N, K * N};
-      const uint32_t ba[2] = {BK, BM}, bb[3] = {64, 64, 1};
-      const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba);
-      launch<GroupedMode::Dgrad>(ta, tensor_map(g.b, 3, db, pb, bb), ta, p, s);  // (no output map)
+      const uint64_t da[2] = {K, R}, db[3] = {N, K, E}, pb[2] = {N, K * N}, dy[2] = {N, R};
+      const uint32_t ba[2] = {BK, BM}, bb[3] = {64, 64, 1}, by[2] = {64, 64};
+      const CUtensorMap ty = tensor_map(g.y, 2, dy, &N, by);
+      launch<GroupedMode::Dgrad>(tensor_map(g.a, 2, da, &K, ba), tensor_map(g.b, 3, db, pb, bb), ty, ty, p, s);
       break;
     }
     case GroupedMode::Forward: {  // w (E, N, K)
       p.nt = (g.N + BN - 1) / BN;
       p.kt = (g.K + BK - 1) / BK;
-      const uint64_t da[2] = {K, R}, db[3] = {K, N, E}, pb[2] = {K, N * K};
-      const uint32_t ba[2] = {BK, BM}, bb[3] = {BK, BN, 1};
-      const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba);
-      launch<GroupedMode::Forward>(ta, tensor_map(g.b, 3, db, pb, bb), ta, p, s);  // (no output map)
+      const uint64_t da[2] = {K, R}, db[3] = {K, N, E}, pb[2] = {K, N * K}, dy[2] = {N, R};
+      const uint32_t ba[2] = {BK, BM}, bb[3] = {BK, BN, 1}, by[2] = {64, 64};
+      const CUtensorMap ty = tensor_map(g.y, 2, dy, &N, by);
+      launch<GroupedMode::Forward>(tensor_map(g.a, 2, da, &K, ba), tensor_map(g.b, 3, db, pb, bb), ty, ty, p, s);
       break;
     }
     case GroupedMode::Glu: {  // w (E, 2F, K); tiles of 128 activation columns
       p.nt = (g.N / 2 + BN / 2 - 1) / (BN / 2);
       p.kt = (g.K + BK - 1) / BK;
       p.piece = g.I < BN / 2 ? g.I : BN / 2;
-      const uint64_t da[2] = {K, R}, db[3] = {K, N, E}, pb[2] = {K, N * K};
-      const uint32_t ba[2] = {BK, BM}, bb[3] = {BK, uint32_t(p.piece), 1};
+      const uint64_t da[2] = {K, R}, db[3] = {K, N, E}, pb[2] = {K, N * K}, dh[2] = {N, R}, F = N / 2,
+                     dy[2] = {F, R};
+      const uint32_t ba[2] = {BK, BM}, bb[3] = {BK, uint32_t(p.piece), 1}, bo[2] = {64, 64};
       const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba), tb = tensor_map(g.b, 3, db, pb, bb);
-      if (g.act == ops::ExpertActivation::QuickGeGLU)
-        launch<GroupedMode::Glu, ops::ExpertActivation::QuickGeGLU>(ta, tb, ta, p, s);
+      const CUtensorMap th = tensor_map(g.h, 2, dh, &N, bo), ty = tensor_map(g.y, 2, dy, &F, bo);
+      constexpr auto kSwiGLU = ops::ExpertActivation::SwiGLU, kQuick = ops::ExpertActivation::QuickGeGLU;
+      const bool quick = g.act == kQuick, clamp = g.clamp > 0.0f || g.offset != 0.0f;
+      if (quick && clamp)
+        launch<GroupedMode::Glu, kQuick, true>(ta, tb, th, ty, p, s);
+      else if (quick)
+        launch<GroupedMode::Glu, kQuick, false>(ta, tb, th, ty, p, s);
+      else if (clamp)
+        launch<GroupedMode::Glu, kSwiGLU, true>(ta, tb, th, ty, p, s);
       else
-        launch<GroupedMode::Glu, ops::ExpertActivation::SwiGLU>(ta, tb, ta, p, s);
+        launch<GroupedMode::Glu, kSwiGLU, false>(ta, tb, th, ty, p, s);
       break;
     }
   }

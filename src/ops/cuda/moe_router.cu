@@ -25,7 +25,7 @@ using ops::RouterScore;
 constexpr int kWarps = 4;             // rows per block in the row kernels
 constexpr int kMaxK = 32;             // selected experts per row: one lane each
 constexpr int kMaxSmemFloats = 12288; // 48 KiB of selection values per block
-constexpr int64_t kChunkRows = 128;   // aux loss: rows per partial column sum
+constexpr int64_t kChunkRows = 32;    // aux loss: rows per partial column sum
 constexpr int kColThreads = 128;
 constexpr int kFinishThreads = 256;
 
