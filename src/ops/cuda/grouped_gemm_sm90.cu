@@ -173,8 +173,9 @@ __device__ __forceinline__ void epilogue(const Params& p, const Tile& tl, float*
 
 // One warpgroup's output path through shared memory: chunks of its 64 rows x 128 bytes (fp32: 32 columns,
 // bf16: 64) written in the TMA's 128-byte swizzle into two alternating staging buffers, each chunk stored (or
-// added) by one TMA operation while the warpgroup goes on; a buffer is rewritten once the store two chunks
-// back has read it. `count` (kept by the caller across tiles) picks the buffer.
+// added) by one TMA operation while the warpgroup goes on. One barrier a chunk: before it, the issuing thread
+// waits until the previous chunk's store has read its buffer, the one the next chunk writes. `count` (kept by
+// the caller across tiles) picks the buffer.
 struct Stager {
   uint8_t* bufs;
   int t, lane, warp, wg;
@@ -185,8 +186,6 @@ struct Stager {
   template <bool F32, class Val, class Store>
   __device__ __forceinline__ void chunk(int& count, Val val, Store store) {
     uint8_t* buf = bufs + (count++ & 1) * kChunkBytes;
-    if (t == 0) bulk_wait_read<1>();
-    named_barrier(2 + wg, 128);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int row = warp * 16 + lane / 4 + 8 * i;
@@ -203,6 +202,7 @@ struct Stager {
       }
     }
     fence_proxy_async();
+    if (t == 0) bulk_wait_read<0>();
     named_barrier(2 + wg, 128);
     if (t == 0) {
       store(buf);
