@@ -48,7 +48,8 @@ struct Params {
 
 struct Tile {
   int e, m, n, kt;
-  int r0, r1;  // row modes: the tile's first row and the group's end; Wgrad: the group's rows
+  int r0, r1;   // row modes: the tile's first row and the group's end; Wgrad: the group's rows
+  int glu_row;  // Glu: the weight row of activation column f = n*128's gate, f / I * 2I + f % I
 };
 
 __device__ __forceinline__ int tiles_of(const Params& p, int e) {
@@ -77,6 +78,9 @@ __device__ __forceinline__ Tile decode(const Params& p, const int* prefix, int t
   } else {
     tl.r0 = g0 + tl.m * BM;
     tl.kt = p.kt;
+    // Pieces of P = min(I, 128) columns: I < 128 divides 128, piece q's gate row is then glu_row + 2 q I.
+    const int f = tl.n * (BN / 2);
+    tl.glu_row = p.g.I > 0 ? f / p.g.I * 2 * p.g.I + f % p.g.I : 0;
   }
   return tl;
 }
@@ -95,13 +99,11 @@ __device__ __forceinline__ void load_stage(const Params& p, const CUtensorMap* t
       tma_load_3d(sb, tb, bar, k * BK, tl.n * BN, tl.e);
     } else if constexpr (MODE == GroupedMode::Dgrad) {
       for (int j = 0; j < BN / 64; ++j) tma_load_3d(sb + j * kBox, tb, bar, tl.n * BN + 64 * j, k * BK, tl.e);
-    } else {  // Glu: gate rows then linear rows of activation columns [n*128, n*128 + 128)
+    } else {  // Glu: gate rows then linear rows of activation columns [n*128, n*128 + 128), from tl.glu_row
       const int I = p.g.I, P = p.piece;
       for (int half = 0; half < 2; ++half)
-        for (int q = 0; q < BN / 2 / P; ++q) {
-          const int f = tl.n * (BN / 2) + q * P, row = f / I * 2 * I + half * I + f % I;
-          tma_load_3d(sb + (half * (BN / 2) + q * P) * BK, tb, bar, k * BK, row, tl.e);
-        }
+        for (int q = 0; q < BN / 2 / P; ++q)
+          tma_load_3d(sb + (half * (BN / 2) + q * P) * BK, tb, bar, k * BK, tl.glu_row + 2 * q * P + half * I, tl.e);
     }
   }
 }
@@ -118,73 +120,21 @@ __device__ __forceinline__ void zero_tail(bf16_t* sa, bf16_t* sb, int valid) {
   named_barrier(1, 256);
 }
 
-__device__ __forceinline__ void store_pair(bf16_t* p, float a, float b) {
-  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
-}
-
-// Stores warpgroup wg's 64 x 256 fragment d of tile tl (Glu: with activation ACT, and the clamp and offset
-// when CLAMP, known at compile time so the unrolled epilogue stays small).
-template <GroupedMode MODE, ops::ExpertActivation ACT, bool CLAMP>
-__device__ __forceinline__ void epilogue(const Params& p, const Tile& tl, float* d, int wg) {
-  const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
-  const int N = p.g.N;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = wg * 64 + warp * 16 + lane / 4 + 8 * i;
-    if constexpr (MODE == GroupedMode::Glu) {
-      const int r = tl.r0 + row, F = N / 2, I = p.g.I;
-      if (r >= tl.r1) continue;
-      const float pr = p.g.probs[r];
-      bf16_t* h = static_cast<bf16_t*>(p.g.h) + int64_t(r) * N;
-      bf16_t* y = static_cast<bf16_t*>(p.g.y) + int64_t(r) * F;
-      // Gate column of activation column f: f / I * 2I + f % I = f + (f / I) I. I >= 128: the tile is inside
-      // one block of I; I < 128 divides 128, a power of two.
-      const int f0 = tl.n * (BN / 2), tile_shift = f0 / I * I;
-#pragma unroll
-      for (int j = 0; j < BN / 16; ++j) {
-        const int f = f0 + 8 * j + 2 * (lane & 3);
-        if (f >= F) continue;
-        const int gc = f + (I >= BN / 2 ? tile_shift : (f & ~(I - 1)));
-        const __nv_bfloat162 g2 = __floats2bfloat162_rn(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
-        const __nv_bfloat162 u2 = __floats2bfloat162_rn(d[4 * (j + BN / 16) + 2 * i], d[4 * (j + BN / 16) + 2 * i + 1]);
-        *reinterpret_cast<__nv_bfloat162*>(h + gc) = g2;
-        *reinterpret_cast<__nv_bfloat162*>(h + gc + I) = u2;
-        if constexpr (CLAMP) {
-          const Glu in0(__low2float(g2), __low2float(u2), p.g.offset, p.g.clamp);
-          const Glu in1(__high2float(g2), __high2float(u2), p.g.offset, p.g.clamp);
-          store_pair(y + f, act_value(ACT, in0.g) * in0.u * pr, act_value(ACT, in1.g) * in1.u * pr);
-        } else {  // Glu's result for clamp <= 0 and offset 0 (the + 0 turns -0 into +0 as Glu's sum does)
-          store_pair(y + f, act_value(ACT, __low2float(g2)) * (__low2float(u2) + 0.0f) * pr,
-                     act_value(ACT, __high2float(g2)) * (__high2float(u2) + 0.0f) * pr);
-        }
-      }
-    } else {
-      const int r = tl.r0 + row;
-      if (r >= tl.r1) continue;
-      bf16_t* y = static_cast<bf16_t*>(p.g.y) + int64_t(r) * N;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int c = tl.n * BN + 8 * j + 2 * (lane & 3);
-        if (c < N) store_pair(y + c, d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
-      }
-    }
-  }
-}
-
 // One warpgroup's output path through shared memory: chunks of its 64 rows x 128 bytes (fp32: 32 columns,
-// bf16: 64) written in the TMA's 128-byte swizzle into two alternating staging buffers, each chunk stored (or
-// added) by one TMA operation while the warpgroup goes on. One barrier a chunk: before it, the issuing thread
-// waits until the previous chunk's store has read its buffer, the one the next chunk writes. `count` (kept by
-// the caller across tiles) picks the buffer.
+// bf16: 64) written in the TMA's 128-byte swizzle into two alternating staging buffers, then flushed: stored (or
+// added) by one TMA operation while the warpgroup goes on, or copied row by row by the warpgroup (rows past the
+// group's end, scattered GLU columns). One barrier a chunk: before it, the issuing thread waits until the
+// previous chunk's TMA store has read its buffer, the one the next chunk writes. `count` (kept by the caller
+// across tiles) picks the buffer.
 struct Stager {
   uint8_t* bufs;
   int t, lane, warp, wg;
   __device__ __forceinline__ Stager(uint8_t* staging, int wg_)
       : bufs(staging + wg_ * 2 * kChunkBytes), t(int(threadIdx.x) & 127), lane(t & 31), warp(t >> 5), wg(wg_) {}
   // val(i, jj): the thread's two values of fragment row warp*16 + lane/4 + 8i, 8-column group jj of the chunk;
-  // store(buf): issues the TMA operation.
-  template <bool F32, class Val, class Store>
-  __device__ __forceinline__ void chunk(int& count, Val val, Store store) {
+  // flush(buf): run by every thread of the warpgroup once the chunk is in buf.
+  template <bool F32, class Val, class Flush>
+  __device__ __forceinline__ void chunk(int& count, Val val, Flush flush) {
     uint8_t* buf = bufs + (count++ & 1) * kChunkBytes;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -204,9 +154,24 @@ struct Stager {
     fence_proxy_async();
     if (t == 0) bulk_wait_read<0>();
     named_barrier(2 + wg, 128);
-    if (t == 0) {
-      store(buf);
-      bulk_commit();
+    flush(buf);
+  }
+  // A TMA flush: op(buf) issued by one thread.
+  template <class Op>
+  __device__ __forceinline__ void tma(const uint8_t* buf, Op op) const {
+    if (t != 0) return;
+    op(buf);
+    bulk_commit();
+  }
+  // A copy flush of a bf16 chunk: row `row` of the chunk is row r0 + row of the output, kept when below r1;
+  // dst(r, q) is where its 16-byte piece q goes (nullptr: nowhere).
+  template <class Dst>
+  __device__ __forceinline__ void copy(const uint8_t* buf, int r0, int r1, Dst dst) const {
+    for (int i = t; i < 64 * 8; i += 128) {
+      const int row = i >> 3, q = i & 7;
+      if (r0 + row >= r1) continue;
+      bf16_t* o = dst(r0 + row, q);
+      if (o != nullptr) *reinterpret_cast<uint4*>(o) = *reinterpret_cast<const uint4*>(buf + row * 128 + ((q ^ (row & 7)) * 16));
     }
   }
 };
@@ -222,38 +187,52 @@ __device__ __forceinline__ void wgrad_epilogue(const Params& p, const CUtensorMa
     st.chunk<true>(
         count, [&](int i, int jj) { return make_float2(d[4 * (ch * 4 + jj) + 2 * i], d[4 * (ch * 4 + jj) + 2 * i + 1]); },
         [&](uint8_t* buf) {
-          if (p.g.beta != 0.0f)
-            tma_store_3d<true>(tc, buf, tl.n * BN + ch * kChunkCols, r0, tl.e);
-          else
-            tma_store_3d<false>(tc, buf, tl.n * BN + ch * kChunkCols, r0, tl.e);
+          st.tma(buf, [&](const uint8_t* b) {
+            if (p.g.beta != 0.0f)
+              tma_store_3d<true>(tc, b, tl.n * BN + ch * kChunkCols, r0, tl.e);
+            else
+              tma_store_3d<false>(tc, b, tl.n * BN + ch * kChunkCols, r0, tl.e);
+          });
         });
 }
 
-// Row modes, a tile whose rows all belong to its group: the bf16 outputs by TMA (tc: y; Glu: tc h, td y,
-// with I >= 128 so the tile's gate and linear columns are two runs of 128).
+// Row modes: warpgroup wg's 64 rows of tile tl, bf16, through the staging buffers. Flushed by TMA (tc: y or
+// Glu's h, td: Glu's y) when every row of the tile belongs to its group and, for Glu, I >= 128 (the tile's gate
+// and linear columns are then two runs of 128); otherwise copied, rows past the group's end left out (they
+// belong to the next group's tiles).
 template <GroupedMode MODE, ops::ExpertActivation ACT, bool CLAMP>
 __device__ __forceinline__ void rows_epilogue(const Params& p, const CUtensorMap* tc, const CUtensorMap* td,
                                               const Tile& tl, const float* d, int wg, uint8_t* staging, int& count) {
   Stager st(staging, wg);
-  const int r0 = tl.r0 + wg * 64;
+  const int r0 = tl.r0 + wg * 64, N = p.g.N;
+  const bool full = tl.r0 + BM <= tl.r1;
+  auto frag = [&](int j, int i) { return make_float2(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]); };
   if constexpr (MODE == GroupedMode::Glu) {
-    const int f0 = tl.n * (BN / 2), gc0 = f0 + f0 / p.g.I * p.g.I, lane = int(threadIdx.x) & 31;
-    const int rbase = r0 + ((int(threadIdx.x) >> 5) & 3) * 16 + lane / 4;
-    const float pr[2] = {p.g.probs[rbase], p.g.probs[rbase + 8]};
+    const int F = N / 2, I = p.g.I, f0 = tl.n * (BN / 2);
+    const bool tma = full && I >= BN / 2;
+    const int rbase = r0 + st.warp * 16 + st.lane / 4;
+    const float pr[2] = {rbase < tl.r1 ? p.g.probs[rbase] : 0.0f, rbase + 8 < tl.r1 ? p.g.probs[rbase + 8] : 0.0f};
     auto rounded = [&](int k) { return __bfloat162float(__float2bfloat16_rn(d[k])); };
+    bf16_t* h = static_cast<bf16_t*>(p.g.h);
+    bf16_t* y = static_cast<bf16_t*>(p.g.y);
+    // h column of activation column f, gate (half 0) or linear (half 1): f / I * 2I + f % I (+ I).
+    auto h_col = [&](int f, int half) { return f + f / I * I + half * I; };
 #pragma unroll
     for (int ch = 0; ch < 2; ++ch) {
-      st.chunk<false>(
-          count, [&](int i, int jj) { return make_float2(d[4 * (ch * 8 + jj) + 2 * i], d[4 * (ch * 8 + jj) + 2 * i + 1]); },
-          [&](uint8_t* buf) { tma_store_2d(tc, buf, gc0 + ch * 64, r0); });
-      st.chunk<false>(
-          count,
-          [&](int i, int jj) {
-            const int k = 4 * (ch * 8 + jj + BN / 16) + 2 * i;
-            return make_float2(d[k], d[k + 1]);
-          },
-          [&](uint8_t* buf) { tma_store_2d(tc, buf, gc0 + p.g.I + ch * 64, r0); });
-      st.chunk<false>(
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        st.chunk<false>(
+            count, [&](int i, int jj) { return frag(ch * 8 + jj + half * (BN / 16), i); },
+            [&](uint8_t* buf) {
+              if (tma)
+                st.tma(buf, [&](const uint8_t* b) { tma_store_2d(tc, b, h_col(f0 + ch * 64, half), r0); });
+              else
+                st.copy(buf, r0, tl.r1, [&](int r, int q) -> bf16_t* {
+                  const int f = f0 + ch * 64 + 8 * q;
+                  return f < F ? h + int64_t(r) * N + h_col(f, half) : nullptr;
+                });
+            });
+      st.chunk<false>(  // y = act(gate) * linear * p from the bf16-rounded h values
           count,
           [&](int i, int jj) {
             const int kg = 4 * (ch * 8 + jj) + 2 * i, ku = kg + 4 * (BN / 16);
@@ -263,20 +242,37 @@ __device__ __forceinline__ void rows_epilogue(const Params& p, const CUtensorMap
               if constexpr (CLAMP) {
                 const Glu in(rounded(kg + b), rounded(ku + b), p.g.offset, p.g.clamp);
                 v[b] = act_value(ACT, in.g) * in.u * pr[i];
-              } else {
+              } else {  // Glu's result for clamp <= 0 and offset 0 (the + 0 turns -0 into +0 as Glu's sum does)
                 v[b] = act_value(ACT, rounded(kg + b)) * (rounded(ku + b) + 0.0f) * pr[i];
               }
             }
             return make_float2(v[0], v[1]);
           },
-          [&](uint8_t* buf) { tma_store_2d(td, buf, f0 + ch * 64, r0); });
+          [&](uint8_t* buf) {
+            if (tma)
+              st.tma(buf, [&](const uint8_t* b) { tma_store_2d(td, b, f0 + ch * 64, r0); });
+            else
+              st.copy(buf, r0, tl.r1, [&](int r, int q) -> bf16_t* {
+                const int f = f0 + ch * 64 + 8 * q;
+                return f < F ? y + int64_t(r) * F + f : nullptr;
+              });
+          });
     }
   } else {
+    bf16_t* y = static_cast<bf16_t*>(p.g.y);
 #pragma unroll
     for (int ch = 0; ch < BN / 64; ++ch)
       st.chunk<false>(
-          count, [&](int i, int jj) { return make_float2(d[4 * (ch * 8 + jj) + 2 * i], d[4 * (ch * 8 + jj) + 2 * i + 1]); },
-          [&](uint8_t* buf) { tma_store_2d(tc, buf, tl.n * BN + ch * 64, r0); });
+          count, [&](int i, int jj) { return frag(ch * 8 + jj, i); },
+          [&](uint8_t* buf) {
+            const int c0 = tl.n * BN + ch * 64;
+            if (full)
+              st.tma(buf, [&](const uint8_t* b) { tma_store_2d(tc, b, c0, r0); });
+            else
+              st.copy(buf, r0, tl.r1, [&](int r, int q) -> bf16_t* {
+                return c0 + 8 * q < N ? y + int64_t(r) * N + c0 + 8 * q : nullptr;
+              });
+          });
   }
 }
 
@@ -364,10 +360,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tl.kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     if constexpr (MODE == GroupedMode::Wgrad)
       wgrad_epilogue(p, &tc, tl, d, wg, staging, staged);
-    else if (tl.r0 + BM <= tl.r1 && (MODE != GroupedMode::Glu || p.g.I >= BN / 2))
-      rows_epilogue<MODE, ACT, CLAMP>(p, &tc, &td, tl, d, wg, staging, staged);
     else
-      epilogue<MODE, ACT, CLAMP>(p, tl, d, wg);
+      rows_epilogue<MODE, ACT, CLAMP>(p, &tc, &td, tl, d, wg, staging, staged);
   }
   if (threadIdx.x % 128 == 0) bulk_wait_all();
 }

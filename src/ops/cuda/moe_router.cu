@@ -9,8 +9,8 @@
 // in shared memory (E + num_groups floats per warp), masking dropped groups with -inf; a lane
 // scores a whole group (sum of its top k / group_topk values, best first).
 // Deterministic, no atomics: row kernels write only their row; the aux loss sums each sequence's
-// tokens in chunks of kChunkRows rows in row order, then one block adds the chunks in order and
-// forms the loss with a fixed-order block reduction; the z-loss keeps lse per row and one block
+// tokens in chunks of kChunkRows rows in row order, then one block adds the chunks (a warp per column, in a
+// fixed order) and forms the loss with a fixed-order block reduction; the z-loss keeps lse per row and one block
 // adds lse^2 the same way.
 #include <climits>
 
@@ -245,20 +245,26 @@ __global__ void aux_partials_kernel(float* pP, float* pC, const float* logits, c
   pC[c * E + e] = C;
 }
 
-// One block: counts (S,E) = the chunks' pick sums in order; loss = c * sum_j P_j tokens_j.
+// One block: counts (S,E) = the chunks' pick sums; loss = c * sum_j P_j tokens_j. A warp per column j: lane l
+// sums chunks l, l+32, ... in order, then a fixed shuffle tree (so the order depends on cps alone).
 __global__ void aux_finish_kernel(float* loss, float* counts, const float* pP, const float* pC,
                                   const float* global_counts, int64_t S, int E, int64_t cps, float c) {
   __shared__ float red[32];
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, warps = int(blockDim.x) >> 5;
   float acc = 0.0f;
-  for (int64_t j = threadIdx.x; j < S * E; j += blockDim.x) {
+  for (int64_t j = warp; j < S * E; j += warps) {
     const int64_t q = j / E, e = j % E;
     float P = 0.0f, C = 0.0f;
-    for (int64_t i = 0; i < cps; ++i) {
+    for (int64_t i = lane; i < cps; i += 32) {
       P += pP[(q * cps + i) * E + e];
       C += pC[(q * cps + i) * E + e];
     }
-    counts[j] = C;
-    acc += P * (global_counts != nullptr ? global_counts[e] : C);
+    P = warp_sum(P);
+    C = warp_sum(C);
+    if (lane == 0) {
+      counts[j] = C;
+      acc += P * (global_counts != nullptr ? global_counts[e] : C);
+    }
   }
   acc = block_sum(acc, red);
   if (threadIdx.x == 0) loss[0] = c * acc;
