@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine (bench/NOTES.md): the CUDA parity suite, the GPU unit and end-to-end tests,
 # `hytra bench` of each config in BENCH (default llama3.2-1b) at each global batch in GBS_LIST
-# (default 2 8), and optionally the PyTorch peer of each config in BENCH (PEER=1: bench/peer/dense_peer.py for
+# (default 2 8), the grouped expert GEMMs against torch._grouped_mm (GROUPED_PEER=1: bench_ops's moe-2b entries
+# and bench/peer/grouped_mm_peer.py), and optionally the PyTorch peer of each config in BENCH (PEER=1: bench/peer/dense_peer.py for
 # llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml, moe_peer.py for moe-2b; eager and compiled,
 # or PEER_MODE=compile or eager alone), the peer timing of
 # the Mamba-2 SSD scan alone (SSD_PEER=1: bench/peer/ssd_peer.py) and an ncu per-kernel breakdown of one step
 # (the second) of each config in BENCH (NCU=1, at global batch NCU_GBS, default 2: one micro-batch a step);
 # CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
-# test_unit, test_e2e; not needed with CHECKS=0 BENCH_HYTRA=0, which runs the peers alone);
+# test_unit, test_e2e, bench_ops; not needed with CHECKS=0 BENCH_HYTRA=0, which runs the peers alone);
 # logs go to $OUT.
-#   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [PEER=1] [SSD_PEER=1] [NCU=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
+#   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [PEER=1] [GROUPED_PEER=1] [SSD_PEER=1] [NCU=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
 set -uo pipefail
 BIN=${1:-build}
 OUT=${OUT:-/tmp/hytra_out}
 mkdir -p "$OUT"
-bin() { if [ -x "$BIN/$1" ]; then echo "$BIN/$1"; else echo "$BIN/tests/$1"; fi; }  # a copy, or a build folder
+bin() {  # a copy, or a build folder
+  for d in "$BIN" "$BIN/tests" "$BIN/bench"; do [ -x "$d/$1" ] && { echo "$d/$1"; return; }; done; echo "$BIN/$1"
+}
 P=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
 export LD_LIBRARY_PATH=$P/cu13/lib:$P/nccl/lib:$P/cudnn/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
@@ -49,6 +52,13 @@ if [ "${PEER:-0}" = 1 ]; then
       --global-batch-size ${GBS_LIST:-2 8} --steps ${STEPS:-10} >"$OUT/peer_$name.log" 2>&1)
     grep -E "^(peer=|# )" "$OUT/peer_$name.log" || tail -5 "$OUT/peer_$name.log"
   done
+fi
+if [ "${GROUPED_PEER:-0}" = 1 ]; then
+  echo "== grouped expert GEMMs at the moe-2b shapes: bench_ops (hytra), then torch._grouped_mm (peer)"
+  for o in grouped_gemm_glu grouped_gemm grouped_gemm_wgrad gemm moe_router_fwd moe_plan_dropless; do
+    "$(bin bench_ops)" -o $o
+  done 2>&1 | grep -E "moe-2b|R=49152|error" | tee "$OUT/grouped_hytra.log"
+  (cd bench/peer && PYTHONUNBUFFERED=1 $PY grouped_mm_peer.py) 2>&1 | tee "$OUT/grouped_peer.log"
 fi
 if [ "${SSD_PEER:-0}" = 1 ]; then
   echo "== SSD peer (mamba_ssm Triton chunk scan)"
