@@ -191,20 +191,23 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
                        return std::function<void()>([=]() mutable { ops::grouped_gemm(*ex, y, a, w, o, trans); });
                      }});
     }
-    // Weight gradients: fc1 dW (E, 2F, C) = dh^T x, fc2 dW (E, C, F) = dy^T a, accumulated (beta 1).
+    // Weight gradients: fc1 dW (E, 2F, C) = dh^T x, fc2 dW (E, C, F) = dy^T a, written (beta 0: a step's first
+    // micro-batch) or accumulated (beta 1).
     const struct {
       const char* what;
       int64_t n, k;
     } wgrads[] = {{" fc1 wgrad", 2 * F, C}, {" fc2 wgrad", C, F}};
-    for (const auto& g : wgrads) {
-      const int64_t n = g.n, k = g.k;
-      out.push_back({"grouped_gemm_wgrad", tag + g.what, bf, 2.0 * R * n * k, 0, [=] {
-                       Tensor dy = uniform({R, n}, bf, dev, 1), x = uniform({R, k}, bf, dev, 2);
-                       Tensor dw = uniform({E, n, k}, f32, dev, 3), o = moe_offsets(N, K, E, skew, dev);
-                       return std::function<void()>(
-                           [=]() mutable { ops::grouped_gemm_wgrad(*ex, dw, dy, x, o, 1.0f); });
-                     }});
-    }
+    for (const auto& g : wgrads)
+      for (float beta : {0.0f, 1.0f}) {
+        const int64_t n = g.n, k = g.k;
+        out.push_back({"grouped_gemm_wgrad", tag + g.what + (beta == 0.0f ? " beta=0" : " beta=1"), bf,
+                       2.0 * R * n * k, 0, [=] {
+                         Tensor dy = uniform({R, n}, bf, dev, 1), x = uniform({R, k}, bf, dev, 2);
+                         Tensor dw = uniform({E, n, k}, f32, dev, 3), o = moe_offsets(N, K, E, skew, dev);
+                         return std::function<void()>(
+                             [=]() mutable { ops::grouped_gemm_wgrad(*ex, dw, dy, x, o, beta); });
+                       }});
+      }
     if (skew) continue;
     out.push_back({"gemm", "dense R=49152 N=2048 K=2048 (fc1's FLOPs)", bf, fc1, 0, [=] {
                      Tensor a = uniform({R, C}, bf, dev, 1), w = uniform({2 * F, C}, bf, dev, 2, -0.05f, 0.05f);

@@ -616,6 +616,31 @@ TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
   EXPECT_NE(log.str().find("CUDA graphs off: MoE capacity"), std::string::npos) << log.str();
 }
 
+// Both expert weight layouts feed the grouped GEMMs as one (E, out, in) tensor without copies: per-expert
+// tensors (consecutive in the parameter buffer) and the single grouped tensor start from the same values
+// and train to the same bits on the GPU.
+TEST(TrainCuda, MoeWeightLayoutsTrainBitwiseAlike) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+  const std::vector<std::string> moe = {"--device", "cuda", "--bf16", "--hybrid-layer-pattern", "*E*E", "--num-experts",
+                                        "8", "--moe-ffn-hidden-size", "32", "--moe-router-topk", "3",
+                                        "--moe-aux-loss-coeff", "1e-2", "--train-iters", "10", "--eval-interval", "0"};
+  std::vector<std::string> grouped = moe;
+  grouped.push_back("--moe-single-grouped-weight");
+  ModelConfig mi, mg;
+  TrainConfig ti, tg;
+  tiny_config(mi, ti, moe);
+  tiny_config(mg, tg, grouped);
+  std::ostringstream log;
+  const TrainResult indexed = train(mi, ti, log), single = train(mg, tg, log);
+  ASSERT_EQ(indexed.losses.size(), single.losses.size());
+  for (size_t i = 0; i < indexed.losses.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&indexed.losses[i], &single.losses[i], sizeof(double)), 0) << "iteration " << i + 1;
+    EXPECT_EQ(std::memcmp(&indexed.grad_norms[i], &single.grad_norms[i], sizeof(double)), 0) << "iteration " << i + 1;
+  }
+  EXPECT_GT(indexed.graph_replays, 0);  // captured as CUDA graphs, both
+  EXPECT_GT(single.graph_replays, 0);
+}
+
 TEST(TrainCuda, RecomputeIsBitwiseIdenticalInBf16) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU";
   check_recompute_is_bitwise({"--device", "cuda", "--bf16"});

@@ -6,11 +6,13 @@
 //    and beta = 1) and contracts over its own rows; the rows of the last 64-row step past the group's
 //    end are zeroed in shared memory before the MMA. The blocks walk the tile list (groups in order,
 //    columns fastest) with a stride of the grid; every block builds the list from the offsets itself.
-//  - Warp roles: warpgroup 2 (one thread) issues the TMA loads into a 4-stage ring of 48 KB stages;
-//    warpgroups 0 and 1 each own 64 of the tile's rows and run m64n256k16 wgmma on them, keeping one
-//    MMA batch in flight, and store their fragment straight from registers (Glu: the activation on the
-//    bf16-rounded h values, with moe_act_fwd's formula, so the fused and unfused paths agree bitwise).
-//  - No atomics: each output element is written by one thread once (Wgrad reads dw once for beta).
+//  - Warp roles: warpgroup 2 (one thread) issues the TMA loads into a ring of 48 KB stages; warpgroups 0
+//    and 1 each own 64 of the tile's rows and run m64n256k16 wgmma on them, keeping one MMA batch in
+//    flight. Outputs leave through shared memory in 8 KB chunks (Stager): TMA stores (Wgrad with beta 1:
+//    TMA adds) that overlap the next tile, or row-by-row copies where a TMA store cannot express the
+//    destination (rows of the next group, scattered GLU columns). Glu computes the activation from the
+//    bf16-rounded h values with moe_act_fwd's formula, so the fused and unfused paths agree bitwise.
+//  - Deterministic: each output element is written (or, Wgrad with beta 1, added to) once.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -176,23 +178,33 @@ struct Stager {
   }
 };
 
-// Wgrad: warpgroup wg's 64 x 256 fp32 fragment of dw_e in 8 chunks, stored (beta 0) or added (beta 1); rows
-// and columns past dw_e's end are clipped by the TMA.
+// Wgrad: warpgroup wg's 64 x 256 fp32 fragment of dw_e. beta 0: stored from registers (whole 32-byte sectors,
+// nothing to wait for); beta 1: added by TMA in 8 chunks. Rows and columns past dw_e's end are left out.
 __device__ __forceinline__ void wgrad_epilogue(const Params& p, const CUtensorMap* tc, const Tile& tl, const float* d,
                                                int wg, uint8_t* staging, int& count) {
   Stager st(staging, wg);
   const int r0 = tl.m * BM + wg * 64;
+  if (p.g.beta == 0.0f) {
+    const int N = p.g.N, K = p.g.K;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int m = r0 + st.warp * 16 + st.lane / 4 + 8 * i;
+      if (m >= N) continue;
+      float* out = static_cast<float*>(p.g.y) + (int64_t(tl.e) * N + m) * K;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int c = tl.n * BN + 8 * j + 2 * (st.lane & 3);
+        if (c < K) *reinterpret_cast<float2*>(out + c) = make_float2(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int ch = 0; ch < BN / kChunkCols; ++ch)
     st.chunk<true>(
         count, [&](int i, int jj) { return make_float2(d[4 * (ch * 4 + jj) + 2 * i], d[4 * (ch * 4 + jj) + 2 * i + 1]); },
         [&](uint8_t* buf) {
-          st.tma(buf, [&](const uint8_t* b) {
-            if (p.g.beta != 0.0f)
-              tma_store_3d<true>(tc, b, tl.n * BN + ch * kChunkCols, r0, tl.e);
-            else
-              tma_store_3d<false>(tc, b, tl.n * BN + ch * kChunkCols, r0, tl.e);
-          });
+          st.tma(buf, [&](const uint8_t* b) { tma_store_3d<true>(tc, b, tl.n * BN + ch * kChunkCols, r0, tl.e); });
         });
 }
 
