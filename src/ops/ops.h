@@ -11,4 +11,8 @@
 namespace hytra::ops {
 #define HYTRA_OP(name, family, params) void name params;
 #include "ops/ops.def"
+
+// moe_plan_capacity's R_max: the most rows its plan can use for N tokens, top-k K, E experts and these options.
+int64_t moe_capacity_rows(int64_t N, int64_t K, int64_t E, int64_t capacity, bool pad_to_capacity,
+                          int64_t pad_multiple);
 }  // namespace hytra::ops
