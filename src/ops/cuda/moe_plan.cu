@@ -168,9 +168,9 @@ __global__ void __launch_bounds__(kRankThreads) cap_select_kernel(CapacityArgs a
   }
   if (tid == 0) {
     const int32_t kept = min(n, a.cap);
-    int32_t target = a.pad_to_capacity ? a.cap : kept;
+    int64_t target = a.pad_to_capacity ? a.cap : kept;
     if (a.multiple > 0) target = (target + a.multiple - 1) / a.multiple * a.multiple;
-    rows_e[e] = int32_t(min(int64_t(target), a.N));
+    rows_e[e] = int32_t(min(target, a.N));
     counts[e] += kept;
   }
 }
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kRankThreads) cap_rows_kernel(CapacityArgs a, 
   int32_t free_before = 0, rows_before = 0;  // over the earlier chunks
   for (int64_t t0 = 0; t0 < a.N; t0 += kRankThreads) {
     const int64_t t = t0 + tid;
-    const bool in = t < a.N, h = in && (held[t >> 5] >> (t & 31)) & 1u;
+    const bool in = t < a.N, h = in && ((held[t >> 5] >> (t & 31)) & 1u);
     int32_t free_chunk = 0, used_chunk = 0;
     const int32_t free_rank = free_before + block_scan(in && !h, free_chunk);
     const bool use = h || (in && !h && free_rank < pad);
