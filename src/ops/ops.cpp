@@ -721,8 +721,8 @@ void moe_plan_capacity(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_to
   HYTRA_CHECK(num_experts >= 1 && K <= num_experts, op, ": num_experts ", num_experts,
               " must be at least 1 and at least top-k ", K);
   check_arg(ex, op, "probs", probs);
-  HYTRA_CHECK(probs.dtype() == DType::F32 || probs.dtype() == DType::F64, op, ": probs must be fp32 (fp64 on CPU), got ",
-              probs.desc());
+  HYTRA_CHECK(probs.dtype() == DType::F32 || probs.dtype() == DType::F64, op,
+              ": probs must be fp32 (fp64 on CPU), got ", probs.desc());
   check_shape(op, "probs", probs, top.shape());
   HYTRA_CHECK(pad_multiple >= 0, op, ": pad_multiple must be >= 0, got ", pad_multiple);
   HYTRA_CHECK(!pad_to_capacity || capacity > 0, op, ": pad_to_capacity needs a capacity > 0, got ", capacity);

@@ -350,9 +350,8 @@ TEST(TokenDispatcher, CapacityPlanOpEqualsTheHostPlan) {
             Tensor counts = Tensor::zeros({E}, DType::I32);
             const DispatchPlan op = plan_capacity(Exec::cpu(), top_t, probs_t, o, counts);
             const std::string what = "N " + std::to_string(N) + " K " + std::to_string(K) + " factor " +
-                                     std::to_string(factor) + " position " + std::to_string(by_position) +
-                                     " pad " + std::to_string(o.pad_to_capacity) + " multiple " +
-                                     std::to_string(multiple);
+                                     std::to_string(factor) + " position " + std::to_string(by_position) + " pad " +
+                                     std::to_string(o.pad_to_capacity) + " multiple " + std::to_string(multiple);
             const int64_t R = host.rows, kept = int64_t(host.prob_rows.numel());
             ASSERT_GE(op.rows, R) << what;
             const std::vector<int32_t> routed = ints(counts);

@@ -48,7 +48,8 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
   s.tokens = N;
   const bool count = ctx.grad_enabled && !ctx.recomputing;  // training passes count routed tokens
   Tensor scratch;
-  Tensor& counter = count ? router_->token_counter(dev) : (scratch = zeros_on(ex, {opt_.router.num_experts}, DType::I32, dev));
+  Tensor& counter =
+      count ? router_->token_counter(dev) : (scratch = zeros_on(ex, {opt_.router.num_experts}, DType::I32, dev));
   if (plan_is_dropless(opt_.dispatch))
     s.plan = plan_dropless(ex, r.top, opt_.dispatch, dropless_offsets_, counter);
   else  // R_max rows, the experts' groups covering the used ones: the rest are gathered and never read

@@ -128,8 +128,8 @@ __device__ int32_t sum_before(const int32_t* x, int n) {
 
 struct CapacityArgs {
   int64_t N, K, NK;
-  int E, W;                // experts, 32-token words
-  int32_t cap, multiple;   // cap = min(capacity, N) (N: no cap); multiple 0: none
+  int E, W;               // experts, 32-token words
+  int32_t cap, multiple;  // cap = min(capacity, N) (N: no cap); multiple 0: none
   bool by_position, pad_to_capacity;
 };
 
@@ -283,7 +283,8 @@ __global__ void cap_token_fill_kernel(CapacityArgs a, const int32_t* top, const 
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < a.N; t += int64_t(gridDim.x) * blockDim.x) {
     int32_t at = token_offsets[t];
     for (int e = 0; e < a.E; ++e)
-      if ((member[int64_t(e) * a.W + (t >> 5)] >> (t & 31)) & 1u) token_rows[at++] = row_of(member, word_row, a.W, e, t);
+      if ((member[int64_t(e) * a.W + (t >> 5)] >> (t & 31)) & 1u)
+        token_rows[at++] = row_of(member, word_row, a.W, e, t);
     int32_t k = kept_first[t];
     for (int64_t i = t * a.K; i < (t + 1) * a.K; ++i) {
       prob_offsets[i] = k;
