@@ -704,8 +704,6 @@ int64_t moe_capacity_rows(int64_t N, int64_t K, int64_t E, int64_t capacity, boo
                           int64_t pad_multiple) {
   const int64_t cap = capacity > 0 ? std::min(capacity, N) : N;
   const int64_t m = std::max<int64_t>(pad_multiple, 1);
-  // Every expert has exactly min(cap rounded up to m, N) rows with pad_to_capacity; else at most cap kept of the
-  // N*K choices, and rounding adds fewer than m rows an expert, which never exceeds N.
   if (pad_to_capacity) return E * std::min((cap + m - 1) / m * m, N);
   return std::min(std::min(N * K, E * cap) + E * (m - 1), E * N);
 }
