@@ -2,6 +2,8 @@
 // then call the executor's backend.
 #include "ops/ops.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/backend.h"
 
@@ -696,6 +698,45 @@ void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_to
                       {"token_rows", &token_rows}})
     check_i32(ex, op, n, *t, {NK});
   ex.backend().moe_plan_dropless(ex, counts, offsets, row_token, row_slot, slot_row, token_rows, top, num_experts);
+}
+
+int64_t moe_capacity_rows(int64_t N, int64_t K, int64_t E, int64_t capacity, bool pad_to_capacity,
+                          int64_t pad_multiple) {
+  const int64_t cap = capacity > 0 ? std::min(capacity, N) : N;
+  const int64_t m = std::max<int64_t>(pad_multiple, 1);
+  if (pad_to_capacity) return E * std::min((cap + m - 1) / m * m, N);
+  return std::min(std::min(N * K, E * cap) + E * (m - 1), E * N);
+}
+
+void moe_plan_capacity(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_token, Tensor& row_prob,
+                       Tensor& token_offsets, Tensor& token_rows, Tensor& prob_offsets, Tensor& prob_rows,
+                       const Tensor& top, const Tensor& probs, int64_t num_experts, int64_t capacity,
+                       bool drop_by_position, bool pad_to_capacity, int64_t pad_multiple) {
+  const char* op = "moe_plan_capacity";
+  check_arg(ex, op, "top", top);
+  HYTRA_CHECK(top.dim() == 2 && top.dtype() == DType::I32, op, ": top must be (N,K) int32, got ", top.desc());
+  const int64_t N = top.size(0), K = top.size(1), NK = top.numel();
+  HYTRA_CHECK(num_experts >= 1 && K <= num_experts, op, ": num_experts ", num_experts,
+              " must be at least 1 and at least top-k ", K);
+  check_arg(ex, op, "probs", probs);
+  HYTRA_CHECK(probs.dtype() == DType::F32 || probs.dtype() == DType::F64, op,
+              ": probs must be fp32 (fp64 on CPU), got ", probs.desc());
+  check_shape(op, "probs", probs, top.shape());
+  HYTRA_CHECK(pad_multiple >= 0, op, ": pad_multiple must be >= 0, got ", pad_multiple);
+  HYTRA_CHECK(!pad_to_capacity || capacity > 0, op, ": pad_to_capacity needs a capacity > 0, got ", capacity);
+  const int64_t R = moe_capacity_rows(N, K, num_experts, capacity, pad_to_capacity, pad_multiple);
+  HYTRA_CHECK(R < (int64_t(1) << 31) && NK < (int64_t(1) << 31), op, ": ", R, " rows and ", NK,
+              " choices do not fit int32 indices");
+  check_i32(ex, op, "counts", counts, {num_experts});
+  check_i32(ex, op, "offsets", offsets, {num_experts + 1});
+  for (auto [n, t] : {Arg{"row_token", &row_token}, {"row_prob", &row_prob}, {"token_rows", &token_rows}})
+    check_i32(ex, op, n, *t, {R});
+  check_i32(ex, op, "token_offsets", token_offsets, {N + 1});
+  check_i32(ex, op, "prob_offsets", prob_offsets, {NK + 1});
+  check_i32(ex, op, "prob_rows", prob_rows, {NK});
+  ex.backend().moe_plan_capacity(ex, counts, offsets, row_token, row_prob, token_offsets, token_rows, prob_offsets,
+                                 prob_rows, top, probs, num_experts, capacity, drop_by_position, pad_to_capacity,
+                                 pad_multiple);
 }
 
 void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx) {

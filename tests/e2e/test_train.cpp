@@ -559,8 +559,10 @@ TEST(TrainCuda, MhcMtpRecomputeGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministi
 // recompute; MoE (device routing and dispatch, grouped expert GEMMs: nothing waits for the host inside a
 // micro-batch, so the whole micro-batch is captured) with the expert bias, sequence aux loss, z-loss, a
 // shared expert and delayed wgrad, whose per-step token counts and loss sums come from device
-// accumulators (an expert bias fed wrong counts would route differently and change the losses). MoE with a
-// capacity factor builds its plan on the host and runs eagerly.
+// accumulators (an expert bias fed wrong counts would route differently and change the losses); MoE with a
+// capacity (drops by probability and by position) and padding (to the capacity, to a multiple), whose plan
+// is built on the device with a static row count. MoE with global_aux_loss reads token counts on the host
+// and runs eagerly.
 TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU";
   auto with_hybrid = [](std::vector<std::string> extra) {
@@ -577,7 +579,13 @@ TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
       {"--hybrid-layer-pattern", "*E*E", "--num-experts", "8", "--moe-ffn-hidden-size", "32", "--moe-router-topk", "2",
        "--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias", "--moe-router-load-balancing-type",
        "seq_aux_loss", "--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3",
-       "--moe-shared-expert-intermediate-size", "32", "--delay-wgrad-compute"}};
+       "--moe-shared-expert-intermediate-size", "32", "--delay-wgrad-compute"},
+      // Capacity and padding: the dispatch plan is built on the device too, unused rows and all.
+      {"--hybrid-layer-pattern", "*E*E", "--num-experts", "8", "--moe-ffn-hidden-size", "32", "--moe-router-topk", "2",
+       "--moe-expert-capacity-factor", "1.0", "--moe-pad-expert-input-to-capacity"},
+      {"--hybrid-layer-pattern", "*E", "--num-experts", "4", "--moe-ffn-hidden-size", "32",
+       "--moe-expert-capacity-factor", "0.5", "--moe-token-drop-policy", "position",
+       "--moe-router-padding-for-quantization"}};
   for (size_t k = 0; k < models.size(); ++k) {
     const std::vector<std::string>& model = models[k];
     std::vector<std::string> base = {"--device", "cuda", "--bf16"};
@@ -609,11 +617,11 @@ TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
   TrainConfig tm;
   tiny_config(mm, tm,
               {"--device", "cuda", "--bf16", "--hybrid-layer-pattern", "*E", "--num-experts", "4",
-               "--moe-ffn-hidden-size", "32", "--moe-expert-capacity-factor", "1.0", "--train-iters", "3",
-               "--lr-warmup-iters", "1", "--eval-interval", "0"});
+               "--moe-ffn-hidden-size", "32", "--moe-router-load-balancing-type", "global_aux_loss",
+               "--moe-aux-loss-coeff", "1e-2", "--train-iters", "3", "--lr-warmup-iters", "1", "--eval-interval", "0"});
   std::ostringstream log;
   EXPECT_EQ(train(mm, tm, log).graph_replays, 0);
-  EXPECT_NE(log.str().find("CUDA graphs off: MoE capacity"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("CUDA graphs off: global_aux_loss"), std::string::npos) << log.str();
 }
 
 // Both expert weight layouts feed the grouped GEMMs as one (E, out, in) tensor without copies: per-expert

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "common/compare.h"
@@ -289,6 +290,89 @@ TEST(TokenDispatcher, DroplessPlanOpEqualsTheHostPlan) {
   DispatchOptions capped;
   capped.capacity_factor = 1.0;
   EXPECT_FALSE(plan_is_dropless(capped));
+}
+
+// The capacity plan built by ops::moe_plan_capacity (plan_capacity) is plan_dispatch's, field by field over
+// its used rows, with the fixed values past them: random routings (some experts without tokens, one expert
+// taking most first choices), probabilities from three values (many ties), every drop policy and padding
+// combination, capacities below and above N, top-k 1 to 8, fp32 and fp64 probabilities.
+TEST(TokenDispatcher, CapacityPlanOpEqualsTheHostPlan) {
+  auto ints = [](const Tensor& t) {
+    std::vector<int32_t> v(size_t(t.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<int32_t>()[i];
+    return v;
+  };
+  auto head = [](std::vector<int32_t> v, int64_t n) { return std::vector<int32_t>(v.begin(), v.begin() + n); };
+  auto tail = [](std::vector<int32_t> v, int64_t n) { return std::vector<int32_t>(v.begin() + n, v.end()); };
+  uint64_t state = 777;
+  auto next = [&] { return (state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+  int cases = 0;
+  for (auto [N, K, E] : {std::tuple<int64_t, int64_t, int64_t>{40, 1, 8}, {33, 2, 6}, {25, 3, 16}, {12, 8, 10}}) {
+    std::vector<int32_t> top;
+    std::vector<double> probs;
+    const double values[3] = {0.125, 0.25, 0.5};
+    for (int64_t t = 0; t < N; ++t) {
+      std::vector<int32_t> pool;
+      for (int32_t e = 0; e < int32_t(E); ++e)
+        if (e != 1) pool.push_back(e);  // expert 1 never chosen
+      for (int64_t j = 0; j < K; ++j) {
+        size_t pick = size_t(next() % pool.size());
+        if (j == 0 && t % 3 != 0) pick = 0;  // expert 0 takes most first choices
+        top.push_back(pool[pick]);
+        pool.erase(pool.begin() + int64_t(pick));
+        probs.push_back(values[next() % 3]);
+      }
+    }
+    Tensor top_t = Tensor::empty({N, K}, DType::I32);
+    std::copy(top.begin(), top.end(), top_t.data<int32_t>());
+    for (double factor : {-1.0, 0.5, 1.0, 100.0})
+      for (bool by_position : {false, true})
+        for (bool pad_to_capacity : {false, true})
+          for (int64_t multiple : {0, 3, 4}) {
+            DispatchOptions o;
+            o.num_experts = E;
+            o.topk = K;
+            o.capacity_factor = factor;
+            o.drop_by_position = by_position;
+            o.pad_to_capacity = pad_to_capacity && factor > 0;
+            o.pad_multiple = multiple;
+            if (plan_is_dropless(o) || (pad_to_capacity && factor <= 0)) continue;
+            const DType dt = ++cases % 2 ? DType::F32 : DType::F64;
+            Tensor probs_t = Tensor::empty({N, K}, dt);
+            for (int64_t i = 0; i < N * K; ++i) {
+              if (dt == DType::F32) {
+                probs_t.data<float>()[i] = float(probs[size_t(i)]);
+              } else {
+                probs_t.data<double>()[i] = probs[size_t(i)];
+              }
+            }
+            const DispatchPlan host = plan_dispatch(top, probs, N, o, Device::CPU);
+            Tensor counts = Tensor::zeros({E}, DType::I32);
+            const DispatchPlan op = plan_capacity(Exec::cpu(), top_t, probs_t, o, counts);
+            const std::string what = "N " + std::to_string(N) + " K " + std::to_string(K) + " factor " +
+                                     std::to_string(factor) + " position " + std::to_string(by_position) + " pad " +
+                                     std::to_string(o.pad_to_capacity) + " multiple " + std::to_string(multiple);
+            const int64_t R = host.rows, kept = int64_t(host.prob_rows.numel());
+            ASSERT_GE(op.rows, R) << what;
+            const std::vector<int32_t> routed = ints(counts);
+            EXPECT_EQ(std::vector<int64_t>(routed.begin(), routed.end()), host.routed_per_expert) << what;
+            EXPECT_EQ(ints(op.expert_offsets), ints(host.expert_offsets)) << what;
+            EXPECT_EQ(head(ints(op.row_token), R), ints(host.row_token)) << what;
+            EXPECT_EQ(tail(ints(op.row_token), R), std::vector<int32_t>(size_t(op.rows - R), 0)) << what;
+            EXPECT_EQ(head(ints(op.row_prob), R), ints(host.row_prob)) << what;
+            EXPECT_EQ(tail(ints(op.row_prob), R), std::vector<int32_t>(size_t(op.rows - R), int32_t(N * K))) << what;
+            EXPECT_EQ(ints(op.token_offsets), ints(host.token_offsets)) << what;
+            EXPECT_EQ(head(ints(op.token_rows), R), ints(host.token_rows)) << what;
+            EXPECT_EQ(tail(ints(op.token_rows), R), std::vector<int32_t>(size_t(op.rows - R), 0)) << what;
+            EXPECT_EQ(ints(op.prob_offsets), ints(host.prob_offsets)) << what;
+            EXPECT_EQ(head(ints(op.prob_rows), kept), ints(host.prob_rows)) << what;
+            EXPECT_EQ(tail(ints(op.prob_rows), kept), std::vector<int32_t>(size_t(N * K - kept), 0)) << what;
+            if (o.pad_to_capacity) {
+              EXPECT_EQ(op.rows, R) << what;  // the bound is exact
+            }
+          }
+  }
+  EXPECT_GT(cases, 100);
 }
 
 // The auxiliary losses act through backward (not the layer output): with df = 0 the router weight's

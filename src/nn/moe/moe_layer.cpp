@@ -1,7 +1,6 @@
 #include "nn/moe/moe_layer.h"
 
 #include "core/error.h"
-#include "core/int_tensor.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/recompute.h"
@@ -48,14 +47,13 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
   Saved& s = ctx.saved<Saved>(this);
   s.tokens = N;
   const bool count = ctx.grad_enabled && !ctx.recomputing;  // training passes count routed tokens
-  if (plan_is_dropless(opt_.dispatch)) {
-    Tensor scratch;
-    Tensor& counter = count ? router_->token_counter(dev) : (scratch = zeros_on(ex, {opt_.router.num_experts}, DType::I32, dev));
+  Tensor scratch;
+  Tensor& counter =
+      count ? router_->token_counter(dev) : (scratch = zeros_on(ex, {opt_.router.num_experts}, DType::I32, dev));
+  if (plan_is_dropless(opt_.dispatch))
     s.plan = plan_dropless(ex, r.top, opt_.dispatch, dropless_offsets_, counter);
-  } else {
-    s.plan = plan_dispatch(int32_values(r.top), r.probs.to_f64_vector(), N, opt_.dispatch, dev);
-    if (count) router_->count_tokens(s.plan.routed_per_expert);
-  }
+  else  // R_max rows, the experts' groups covering the used ones: the rest are gathered and never read
+    s.plan = plan_capacity(ex, r.top, r.probs, opt_.dispatch, counter);
   const int64_t R = s.plan.rows;
 
   Tensor x_perm = Tensor::empty({R, C}, y.dtype(), dev);
@@ -137,7 +135,6 @@ void MoeLayer::backward_dw(StepContext& ctx) {
 }
 
 std::string MoeLayer::graph_blocker() const {
-  if (!plan_is_dropless(opt_.dispatch)) return "MoE capacity or padding builds the dispatch plan on the host";
   if (opt_.router.balancing == LoadBalancing::GlobalAuxLoss && opt_.router.aux_coeff > 0)
     return "global_aux_loss reads each micro-batch's token counts on the host";
   return "";

@@ -160,10 +160,6 @@ const MoeStats& TopKRouter::stats() const {
   return stats_;
 }
 
-void TopKRouter::count_tokens(const std::vector<int64_t>& per_expert) {
-  for (size_t e = 0; e < per_expert.size(); ++e) stats_.tokens_per_expert[e] += per_expert[e];
-}
-
 void TopKRouter::finish_step() {
   fold();
   if (bias_) {

@@ -63,10 +63,8 @@ class TopKRouter {
   // Selective "layernorm" recompute: drop the saved input after forward, give it back before backward.
   void forget_input(StepContext& ctx) { ctx.saved<Saved>(this).x = Tensor(); }
   void restore_input(StepContext& ctx, const Tensor& x) { ctx.saved<Saved>(this).x = x; }
-  // Adds this micro-batch's routed-token counts (training passes: the expert bias and the stats), from a
-  // host-built dispatch plan.
-  void count_tokens(const std::vector<int64_t>& per_expert);
-  // The step's routed-token counter on the device ((E) int32) that a device-built plan adds to.
+  // The step's routed-token counter on the device ((E) int32) that the dispatch plan adds to (training passes:
+  // the expert bias and the stats).
   Tensor& token_counter(Device device);
   // Once per global batch, after the micro-batches: bias += rate * sign(mean count - count) when
   // the expert bias is on; then the step's counters restart.

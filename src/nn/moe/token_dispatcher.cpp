@@ -13,6 +13,14 @@ namespace {
 Tensor int_tensor(const std::vector<int32_t>& v, Device device) { return int32_tensor(v, {int64_t(v.size())}, device); }
 }  // namespace
 
+int64_t expert_capacity(int64_t N, const DispatchOptions& o) {
+  if (o.capacity_factor <= 0) return 0;
+  // Megatron's ceil(N K / E x factor), capped at N: an expert holds a token at most once, and a huge
+  // factor must not overflow the conversion.
+  const double want = std::ceil(double(N * o.topk) / double(o.num_experts) * o.capacity_factor);
+  return want < double(N) ? int64_t(want) : N;
+}
+
 DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<double>& probs, int64_t N,
                            const DispatchOptions& o, Device device) {
   const int64_t E = o.num_experts, K = o.topk;
@@ -31,10 +39,7 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<do
     }
 
   const bool capped = o.capacity_factor > 0;
-  // Megatron's ceil(N K / E x factor), capped at N: an expert holds a token at most once, and a huge
-  // factor must not overflow the conversion.
-  const double want = std::ceil(double(N * K) / double(E) * o.capacity_factor);
-  const int64_t capacity = !capped ? 0 : want < double(N) ? int64_t(want) : N;
+  const int64_t capacity = expert_capacity(N, o);
   DispatchPlan plan;
   plan.rows_per_expert.assign(size_t(E), 0);
   plan.routed_per_expert.assign(size_t(E), 0);
@@ -126,6 +131,27 @@ DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& o
   }
   plan.token_offsets = t_off;
   plan.prob_offsets = offsets.prob_offsets;
+  return plan;
+}
+
+DispatchPlan plan_capacity(Exec& ex, const Tensor& top, const Tensor& probs, const DispatchOptions& o,
+                           Tensor& token_counts) {
+  const int64_t N = top.size(0), K = top.size(1), E = o.num_experts, NK = N * K;
+  const int64_t capacity = expert_capacity(N, o);
+  const bool pad_to_capacity = o.pad_to_capacity && capacity > 0;
+  const Device dev = top.device();
+  DispatchPlan plan;
+  plan.rows = ops::moe_capacity_rows(N, K, E, capacity, pad_to_capacity, o.pad_multiple);
+  plan.expert_offsets = Tensor::empty({E + 1}, DType::I32, dev);
+  plan.row_token = Tensor::empty({plan.rows}, DType::I32, dev);
+  plan.row_prob = Tensor::empty({plan.rows}, DType::I32, dev);
+  plan.token_offsets = Tensor::empty({N + 1}, DType::I32, dev);
+  plan.token_rows = Tensor::empty({plan.rows}, DType::I32, dev);
+  plan.prob_offsets = Tensor::empty({NK + 1}, DType::I32, dev);
+  plan.prob_rows = Tensor::empty({NK}, DType::I32, dev);
+  ops::moe_plan_capacity(ex, token_counts, plan.expert_offsets, plan.row_token, plan.row_prob, plan.token_offsets,
+                         plan.token_rows, plan.prob_offsets, plan.prob_rows, top, probs.view({N, K}), E, capacity,
+                         o.drop_by_position, pad_to_capacity, o.pad_multiple);
   return plan;
 }
 

@@ -2,9 +2,11 @@
 // goes): the router's top-k choices become a DispatchPlan — capacity dropping, padding, and a
 // permutation of rows in expert order with token order kept inside each expert — whose index tensors
 // drive ops::gather_rows (permute) and ops::scatter_add_rows (un-permute as a plain scatter-add, and
-// every backward). Dropless without padding, the plan is built where the routing is
-// (ops::moe_plan_dropless) and nothing comes back to the host (the experts read their row offsets on the
-// device); with capacity or padding it is built on the host from the routing read back.
+// every backward). The plan is built where the routing is and nothing comes back to the host (the experts
+// read their row offsets on the device): ops::moe_plan_dropless without capacity or padding, else
+// ops::moe_plan_capacity, whose plan has a static row count R_max (ops::moe_capacity_rows) of which the
+// first offsets[E] are used, so CUDA graphs can capture it. plan_dispatch builds the same plans on the host
+// (the tests' reference).
 //   capacity (factor c > 0): ceil(N k / E * c) rows per expert; an expert routed more tokens keeps
 //     the capacity best by probability (drop policy probs; ties to the lower token) or the first by
 //     position; with pad_to_capacity every expert gets exactly `capacity` rows, the missing ones
@@ -30,7 +32,7 @@ struct DispatchOptions {
 };
 
 struct DispatchPlan {
-  int64_t rows = 0;                         // R
+  int64_t rows = 0;                         // R (plan_capacity: R_max, of which offsets[E] are used)
   Tensor expert_offsets;                    // (E+1) int32: expert e's rows [offsets[e], offsets[e+1])
   std::vector<int64_t> rows_per_expert;     // host-built plans: (E) dispatched rows, padding included
   std::vector<int64_t> routed_per_expert;   // host-built plans: (E) routed tokens kept (after dropping)
@@ -39,6 +41,9 @@ struct DispatchPlan {
   Tensor token_offsets, token_rows;         // CSR (N+1), (R): each token's rows, ascending
   Tensor prob_offsets, prob_rows;           // CSR (N*K+1), (kept): the row of each kept choice
 };
+
+// Megatron's capacity ceil(N k / E x factor), capped at N; 0 without a capacity factor.
+int64_t expert_capacity(int64_t N, const DispatchOptions& opt);
 
 // top (N*K) expert ids and probs (N*K) of the router, row-major (token t's choices at t*K..).
 // The plan's tensors are on `device`.
@@ -55,6 +60,13 @@ struct DroplessOffsets {
 // The same plan as plan_dispatch for such options (its device tensors; no host vectors), from the router's
 // top (N,K) int32 on ex's device; token_counts (E) int32 += each expert's routed tokens.
 DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& opt, DroplessOffsets& offsets,
+                           Tensor& token_counts);
+
+// The same plan as plan_dispatch for options with capacity or padding, built on the device without host
+// synchronisation (ops::moe_plan_capacity): rows = R_max, the rows from expert_offsets[E] on unused (token 0,
+// choice N*K, in no expert's group and no CSR); no host vectors. top (N,K) int32 and probs (N,K) fp32 (fp64 on
+// the CPU) on ex's device; token_counts (E) int32 += each expert's kept tokens.
+DispatchPlan plan_capacity(Exec& ex, const Tensor& top, const Tensor& probs, const DispatchOptions& opt,
                            Tensor& token_counts);
 
 }  // namespace hytra

@@ -7,12 +7,14 @@
 namespace hytra::cpu {
 namespace {
 
-// Group e's rows [first, end) after checking the offsets cover [0, R) in ascending order.
+// Group e's rows [first, end) after checking the offsets ascend from 0 to at most R (rows past offsets[E]
+// are in no group: a capacity plan's unused rows).
 struct Groups {
   const int32_t* o;
   int64_t E;
   Groups(const Tensor& offsets, int64_t R, const char* op) : o(offsets.data<int32_t>()), E(offsets.numel() - 1) {
-    HYTRA_CHECK(o[0] == 0 && o[E] == R, op, ": offsets must run from 0 to R = ", R, ", got ", o[0], " to ", o[E]);
+    HYTRA_CHECK(o[0] == 0 && o[E] <= R, op, ": offsets must run from 0 to at most R = ", R, ", got ", o[0], " to ",
+                o[E]);
     for (int64_t e = 0; e < E; ++e)
       HYTRA_CHECK(o[e] <= o[e + 1], op, ": offsets must be ascending, got ", o[e], " then ", o[e + 1]);
   }
