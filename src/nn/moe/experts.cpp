@@ -135,8 +135,8 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
   }
   const Tensor w1 = fc1_.weights(false), w2 = fc2_.weights(false);
   if (glu() && offsets.defined() && !opt_.bias) {  // fc1 + activation in one
-    ops::grouped_gemm_glu(ex, s.h, s.a, x, w1, offsets, probs, opt_.activation, opt_.glu_interleave,
-                          opt_.linear_offset, opt_.clamp);
+    ops::grouped_gemm_glu(ex, s.h, s.a, x, w1, offsets, probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset,
+                          opt_.clamp);
   } else {
     expert_gemm(ex, s.h, x, w1, offsets, true);
     if (opt_.bias) add_expert_gemm(ex, s.h, ones_column(ex, R, dt, dev), fc1_.biases(false), offsets, true);

@@ -16,8 +16,10 @@ __device__ __forceinline__ int group_of(const int32_t* offsets, int E, int64_t r
   int lo = 0, hi = E - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (offsets[mid] <= r) lo = mid;
-    else hi = mid - 1;
+    if (offsets[mid] <= r)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -38,7 +40,8 @@ __global__ void grouped_gemm_simt(void* y, const void* a, const void* w, const i
 // dw[e,n,k] = beta dw[e,n,k] + sum over group e's rows r of dy[r,n] x[r,k].
 __global__ void grouped_wgrad_simt(float* dw, const void* dy, const void* x, const int32_t* offsets, DType dt,
                                    int64_t E, int64_t N, int64_t K, float beta) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < E * N * K; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < E * N * K;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = i / (N * K), n = i / K % N, k = i % K;
     float acc = 0.0f;
     for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r) acc += load_f(dy, dt, r * N + n) * load_f(x, dt, r * K + k);

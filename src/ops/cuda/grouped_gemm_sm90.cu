@@ -38,8 +38,7 @@ constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
 // row), stored by TMA while the MMAs of the next tile run.
 constexpr int kChunkCols = 32, kChunkBytes = 64 * kChunkCols * 4;
 constexpr int kStagingBytes = 2 * 2 * kChunkBytes;
-constexpr int kSmemBytes =
-    kStages * int(kStageBytes) + kStagingBytes + 1024 + 2 * kStages * 8 + (kMaxGroups + 1) * 4;
+constexpr int kSmemBytes = kStages * int(kStageBytes) + kStagingBytes + 1024 + 2 * kStages * 8 + (kMaxGroups + 1) * 4;
 
 struct Params {
   GroupedGemmArgs g;
@@ -64,8 +63,10 @@ __device__ __forceinline__ Tile decode(const Params& p, const int* prefix, int t
   int lo = 0, hi = p.g.E - 1;  // the last group whose first tile is <= t
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (prefix[mid] <= t) lo = mid;
-    else hi = mid - 1;
+    if (prefix[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   Tile tl;
   tl.e = lo;
@@ -89,8 +90,8 @@ __device__ __forceinline__ Tile decode(const Params& p, const int* prefix, int t
 
 // The TMA loads of K step k of tile tl into stage (sa, sb).
 template <GroupedMode MODE>
-__device__ __forceinline__ void load_stage(const Params& p, const CUtensorMap* ta, const CUtensorMap* tb,
-                                           uint64_t* bar, bf16_t* sa, bf16_t* sb, const Tile& tl, int k) {
+__device__ __forceinline__ void load_stage(const Params& p, const CUtensorMap* ta, const CUtensorMap* tb, uint64_t* bar,
+                                           bf16_t* sa, bf16_t* sb, const Tile& tl, int k) {
   if constexpr (MODE == GroupedMode::Wgrad) {
     const int r = tl.r0 + k * BK;
     for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * kBox, ta, bar, tl.m * BM + 64 * j, r);
@@ -173,7 +174,8 @@ struct Stager {
       const int row = i >> 3, q = i & 7;
       if (r0 + row >= r1) continue;
       bf16_t* o = dst(r0 + row, q);
-      if (o != nullptr) *reinterpret_cast<uint4*>(o) = *reinterpret_cast<const uint4*>(buf + row * 128 + ((q ^ (row & 7)) * 16));
+      if (o != nullptr)
+        *reinterpret_cast<uint4*>(o) = *reinterpret_cast<const uint4*>(buf + row * 128 + ((q ^ (row & 7)) * 16));
     }
   }
 };
@@ -202,7 +204,8 @@ __device__ __forceinline__ void wgrad_epilogue(const Params& p, const CUtensorMa
 #pragma unroll
   for (int ch = 0; ch < BN / kChunkCols; ++ch)
     st.chunk<true>(
-        count, [&](int i, int jj) { return make_float2(d[4 * (ch * 4 + jj) + 2 * i], d[4 * (ch * 4 + jj) + 2 * i + 1]); },
+        count,
+        [&](int i, int jj) { return make_float2(d[4 * (ch * 4 + jj) + 2 * i], d[4 * (ch * 4 + jj) + 2 * i + 1]); },
         [&](uint8_t* buf) {
           st.tma(buf, [&](const uint8_t* b) { tma_store_3d<true>(tc, b, tl.n * BN + ch * kChunkCols, r0, tl.e); });
         });
@@ -357,8 +360,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
         // A: this warpgroup's 64 rows; K-major steps 16 elements along the line, MN-major 16 lines.
-        const uint64_t da = TA ? smem_desc(a + wg * kBox + kk * 16 * 64, 8192, 1024)
-                               : smem_desc(a + wg * 64 * BK + kk * 16, 16, 1024);
+        const uint64_t da =
+            TA ? smem_desc(a + wg * kBox + kk * 16 * 64, 8192, 1024) : smem_desc(a + wg * 64 * BK + kk * 16, 16, 1024);
         const uint64_t db = TB ? smem_desc(b + kk * 16 * 64, 8192, 1024) : smem_desc(b + kk * 16, 16, 1024);
         wgmma_m64n256k16<TA, TB>(d, da, db, k > 0 || kk > 0);
       }
@@ -426,7 +429,6 @@ const DeviceInfo& device_info() {
   return info;
 }
 
-
 template <GroupedMode MODE, ops::ExpertActivation ACT = ops::ExpertActivation::SwiGLU, bool CLAMP = false>
 void launch(const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc, const CUtensorMap& td, const Params& p,
             cudaStream_t s) {
@@ -490,8 +492,7 @@ void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
       p.nt = (g.N / 2 + BN / 2 - 1) / (BN / 2);
       p.kt = (g.K + BK - 1) / BK;
       p.piece = g.I < BN / 2 ? g.I : BN / 2;
-      const uint64_t da[2] = {K, R}, db[3] = {K, N, E}, pb[2] = {K, N * K}, dh[2] = {N, R}, F = N / 2,
-                     dy[2] = {F, R};
+      const uint64_t da[2] = {K, R}, db[3] = {K, N, E}, pb[2] = {K, N * K}, dh[2] = {N, R}, F = N / 2, dy[2] = {F, R};
       const uint32_t ba[2] = {BK, BM}, bb[3] = {BK, uint32_t(p.piece), 1}, bo[2] = {64, 64};
       const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba), tb = tensor_map(g.b, 3, db, pb, bb);
       const CUtensorMap th = tensor_map(g.h, 2, dh, &N, bo), ty = tensor_map(g.y, 2, dy, &F, bo);

@@ -20,15 +20,15 @@ struct GroupedGemmArgs {
   GroupedMode mode;
   const int32_t* offsets;  // (E+1) group row offsets, device
   int E;
-  int64_t R;        // rows of a
-  int N, K;         // Forward/Dgrad/Glu: y (R,N) [Glu: N = 2F, h's width]; Wgrad: dw_e (N,K)
-  const void* a;    // bf16 (R,K); Wgrad (R,N)
-  const void* b;    // bf16 weights, Wgrad: (R,K)
-  void* y;          // bf16 (R,N) / Glu: (R,F); Wgrad: fp32 (E,N,K)
-  void* h;          // Glu: bf16 (R,2F)
+  int64_t R;           // rows of a
+  int N, K;            // Forward/Dgrad/Glu: y (R,N) [Glu: N = 2F, h's width]; Wgrad: dw_e (N,K)
+  const void* a;       // bf16 (R,K); Wgrad (R,N)
+  const void* b;       // bf16 weights, Wgrad: (R,K)
+  void* y;             // bf16 (R,N) / Glu: (R,F); Wgrad: fp32 (E,N,K)
+  void* h;             // Glu: bf16 (R,2F)
   const float* probs;  // Glu: (R)
   ops::ExpertActivation act;
-  int I;            // Glu: interleave (F for the plain layout)
+  int I;  // Glu: interleave (F for the plain layout)
   float offset, clamp, beta;
 };
 

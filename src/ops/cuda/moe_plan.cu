@@ -326,7 +326,8 @@ void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_to
   const size_t smem = size_t(num_experts) * sizeof(int32_t);
   allow_smem(&plan_rows_kernel, int64_t(smem), "plan_rows_kernel smem");
   plan_rows_kernel<<<grid_for(N, kRowThreads), kRowThreads, smem, s>>>(
-      top.data<int32_t>(), rank.data<int32_t>(), rows, N, int(K), int(num_experts), offsets.data<int32_t>(), row_token.data<int32_t>(), row_slot.data<int32_t>(), slot_row.data<int32_t>(), token_rows.data<int32_t>());
+      top.data<int32_t>(), rank.data<int32_t>(), rows, N, int(K), int(num_experts), offsets.data<int32_t>(),
+      row_token.data<int32_t>(), row_slot.data<int32_t>(), slot_row.data<int32_t>(), token_rows.data<int32_t>());
   check_launch("plan_rows_kernel");
 }
 

@@ -61,7 +61,8 @@ void add_gemm(const Shape3& s, int64_t Nout, int64_t K, bool trans_w, DType dt) 
 }
 
 void add_wgrad(const Shape3& s, int64_t Nout, int64_t K, float beta, DType dt) {
-  const std::string shape = s.text() + " N=" + dims({Nout}) + " K=" + dims({K}) + (beta == 0.0f ? " beta=0" : " beta=1");
+  const std::string shape =
+      s.text() + " N=" + dims({Nout}) + " K=" + dims({K}) + (beta == 0.0f ? " beta=0" : " beta=1");
   register_case(make_case("grouped_gemm_wgrad", shape, dt, [=](uint64_t seed) {
     const Tensor off = routed_offsets(s.N, s.k, s.E, s.skew, seed);
     const int64_t R = s.N * s.k;
@@ -83,7 +84,8 @@ void add_glu(const Shape3& s, int64_t F, int64_t K, int64_t I, Kind act, double 
     const int64_t R = s.N * s.k;
     Tensor a = rand({R, K}, dt, seed + 1), w = rand({s.E, 2 * F, K}, dt, seed + 2);
     Tensor p = rand({R}, DType::F32, seed + 3, 0.0, 1.0);
-    Tensor hg = dev_empty({R, 2 * F}, dt), yg = dev_empty({R, F}, dt), hc = cpu_empty({R, 2 * F}), yc = cpu_empty({R, F});
+    Tensor hg = dev_empty({R, 2 * F}, dt), yg = dev_empty({R, F}, dt), hc = cpu_empty({R, 2 * F}),
+           yc = cpu_empty({R, F});
     ops::grouped_gemm_glu(gpu(), hg, yg, dev(a), dev(w), dev(off), dev(p), act, I, offset, clamp);
     ops::grouped_gemm_glu(cpu(), hc, yc, ref(a), ref(w), off, ref(p), act, I, offset, clamp);
     return std::vector<Output>{{"h", hg, hc}, {"y", yg, yc}};
@@ -112,8 +114,8 @@ void add_glu_fused_equals_unfused(const Shape3& s, int64_t F, int64_t K, int64_t
 }  // namespace
 
 HYTRA_PARITY_CASES(grouped_gemm) {
-  const Shape3 many{512, 6, 8, false};    // ~384 rows an expert: several row tiles, one cut by the group end
-  const Shape3 skewed{512, 6, 8, true};   // expert 0 holds half the rows
+  const Shape3 many{512, 6, 8, false};     // ~384 rows an expert: several row tiles, one cut by the group end
+  const Shape3 skewed{512, 6, 8, true};    // expert 0 holds half the rows
   const Shape3 sparse{40, 8, 256, false};  // E = 256: most experts 0 or 1 row
   const Shape3 top1{300, 1, 16, false};
   for (bool trans_w : {true, false}) {
@@ -121,8 +123,8 @@ HYTRA_PARITY_CASES(grouped_gemm) {
     add_gemm(skewed, 256, 512, trans_w, DType::BF16);
     add_gemm(sparse, 264, 200, trans_w, DType::BF16);  // column tail (264 = 256 + 8), K tail (200 = 3 x 64 + 8)
     add_gemm(top1, 128, 64, trans_w, DType::BF16);
-    add_gemm(many, 96, 64, trans_w, DType::F32);       // the plain kernel
-    add_gemm(top1, 36, 20, trans_w, DType::BF16);      // odd sizes: the plain kernel
+    add_gemm(many, 96, 64, trans_w, DType::F32);   // the plain kernel
+    add_gemm(top1, 36, 20, trans_w, DType::BF16);  // odd sizes: the plain kernel
   }
   for (float beta : {0.0f, 1.0f}) {
     add_wgrad(many, 512, 256, beta, DType::BF16);
@@ -131,12 +133,12 @@ HYTRA_PARITY_CASES(grouped_gemm) {
     add_wgrad(top1, 64, 72, beta, DType::BF16);
     add_wgrad(many, 40, 24, beta, DType::F32);
   }
-  add_glu(many, 256, 256, 0, Kind::SwiGLU, 0.0, 0.0, DType::BF16);     // plain, two column tiles
-  add_glu(skewed, 512, 128, 256, Kind::SwiGLU, 0.0, 0.0, DType::BF16);  // interleave above the tile
-  add_glu(many, 256, 192, 16, Kind::QuickGeGLU, 0.5, 1.0, DType::BF16); // interleave below the tile, clamp
-  add_glu(sparse, 64, 256, 0, Kind::SwiGLU, 0.5, 1.0, DType::BF16);     // F below the tile
+  add_glu(many, 256, 256, 0, Kind::SwiGLU, 0.0, 0.0, DType::BF16);       // plain, two column tiles
+  add_glu(skewed, 512, 128, 256, Kind::SwiGLU, 0.0, 0.0, DType::BF16);   // interleave above the tile
+  add_glu(many, 256, 192, 16, Kind::QuickGeGLU, 0.5, 1.0, DType::BF16);  // interleave below the tile, clamp
+  add_glu(sparse, 64, 256, 0, Kind::SwiGLU, 0.5, 1.0, DType::BF16);      // F below the tile
   add_glu(top1, 128, 64, 32, Kind::QuickGeGLU, 0.0, 1.0, DType::BF16);
-  add_glu(top1, 36, 40, 0, Kind::SwiGLU, 0.0, 0.0, DType::BF16);        // odd F: the unfused path
+  add_glu(top1, 36, 40, 0, Kind::SwiGLU, 0.0, 0.0, DType::BF16);  // odd F: the unfused path
   add_glu(many, 64, 64, 8, Kind::SwiGLU, 0.5, 0.0, DType::F32);
   add_glu_fused_equals_unfused(many, 256, 256, 0);
   add_glu_fused_equals_unfused(skewed, 512, 128, 16);
