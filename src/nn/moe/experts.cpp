@@ -49,12 +49,14 @@ Tensor stacked(const std::vector<Param*>& ps, const Shape& one, bool grad) {
   return Tensor::borrow(first.raw(), shape, first.dtype(), first.device());
 }
 
-// y = a op(w_e) over the experts' rows (a plain GEMM when offsets is undefined: one expert, w (1, ., .)).
-void expert_gemm(Exec& ex, Tensor& y, const Tensor& a, const Tensor& w, const Tensor& offsets, bool trans_w) {
+// y = a op(w_e) over the experts' rows (a plain GEMM when offsets is undefined: one expert, w (1, ., .); there
+// beta 1 adds to y).
+void expert_gemm(Exec& ex, Tensor& y, const Tensor& a, const Tensor& w, const Tensor& offsets, bool trans_w,
+                 float beta = 0.0f) {
   if (offsets.defined())
     ops::grouped_gemm(ex, y, a, w, offsets, trans_w);
   else
-    ops::gemm(ex, y, a, w.view({w.size(1), w.size(2)}), false, trans_w, 1.0f, 0.0f);
+    ops::gemm(ex, y, a, w.view({w.size(1), w.size(2)}), false, trans_w, 1.0f, beta);
 }
 
 // dw_e = beta dw_e + dy_e^T x_e.
@@ -115,11 +117,13 @@ bool GroupedExperts::glu() const {
   return opt_.activation == ops::ExpertActivation::SwiGLU || opt_.activation == ops::ExpertActivation::QuickGeGLU;
 }
 
-Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& probs, const Tensor& offsets) {
+Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& probs, const Tensor& offsets,
+                               Tensor* add_to) {
   Exec& ex = ctx.ex();
   const int64_t R = x.size(0), F = opt_.ffn, F1 = fc1_out();
   HYTRA_CHECK(offsets.defined() || opt_.num_experts == 1, "experts: ", opt_.num_experts,
               " experts need their row offsets");
+  HYTRA_ASSERT(add_to == nullptr || !offsets.defined(), "experts: add_to needs the single-expert path");
   const DType dt = x.dtype();
   const Device dev = x.device();
   Saved& s = ctx.saved<Saved>(this);
@@ -128,7 +132,7 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
   s.offsets = offsets;
   s.h = Tensor::empty({R, F1}, dt, dev);
   s.a = Tensor::empty({R, F}, dt, dev);
-  Tensor y = Tensor::empty({R, opt_.hidden}, dt, dev);
+  Tensor y = add_to != nullptr ? *add_to : Tensor::empty({R, opt_.hidden}, dt, dev);
   if (opt_.bias) {
     s.p = Tensor::empty({R, 1}, dt, dev);
     ops::copy(ex, s.p, probs);
@@ -142,13 +146,13 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
     if (opt_.bias) add_expert_gemm(ex, s.h, ones_column(ex, R, dt, dev), fc1_.biases(false), offsets, true);
     ops::moe_act_fwd(ex, s.a, s.h, probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset, opt_.clamp);
   }
-  expert_gemm(ex, y, s.a, w2, offsets, true);
+  expert_gemm(ex, y, s.a, w2, offsets, true, add_to != nullptr ? 1.0f : 0.0f);
   if (opt_.bias) add_expert_gemm(ex, y, s.p, fc2_.biases(false), offsets, true);
   if (opt_.recompute_act) s.a = Tensor();
   return y;
 }
 
-Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dprobs) {
+Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dprobs, Tensor* add_to) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
   const int64_t R = s.x.size(0), F = opt_.ffn, F1 = fc1_out();
@@ -187,8 +191,9 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
       ops::gemm(ex, dpb, dy, fc2_.biases(false).view({opt_.hidden, 1}), false, false, 1.0f, 0.0f);
     ops::axpy(ex, dprobs, dpb.view({R}), 1.0);
   }
-  Tensor dx = Tensor::empty({R, opt_.hidden}, dt, dev);
-  expert_gemm(ex, dx, dh, fc1_.weights(false), offsets, false);
+  HYTRA_ASSERT(add_to == nullptr || !offsets.defined(), "experts: add_to needs the single-expert path");
+  Tensor dx = add_to != nullptr ? *add_to : Tensor::empty({R, opt_.hidden}, dt, dev);
+  expert_gemm(ex, dx, dh, fc1_.weights(false), offsets, false, add_to != nullptr ? 1.0f : 0.0f);
   {
     Tensor dw = fc1_.weights(true), x = s.x, db = opt_.bias ? fc1_.biases(true) : Tensor();
     Tensor ones = opt_.bias ? ones_column(ex, R, dt, dev) : Tensor();

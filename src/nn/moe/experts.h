@@ -46,9 +46,12 @@ class GroupedExperts {
 
   // x (R,C) rows in expert order, probs (R) fp32 (fp64 in fp64 runs), offsets (E+1) int32 on x's device
   // (expert e's rows [offsets[e], offsets[e+1])), or undefined for one expert holding every row -> y (R,C).
-  Tensor forward(StepContext& ctx, const Tensor& x, const Tensor& probs, const Tensor& offsets);
-  // dy (R,C) -> dx (R,C); dprobs (R) = dL/dprobs.
-  Tensor backward(StepContext& ctx, const Tensor& dy, Tensor& dprobs);
+  // With `add_to` (one expert only) y is added to it by fc2's GEMM instead (beta 1), and it is returned.
+  Tensor forward(StepContext& ctx, const Tensor& x, const Tensor& probs, const Tensor& offsets,
+                 Tensor* add_to = nullptr);
+  // dy (R,C) -> dx (R,C); dprobs (R) = dL/dprobs. With `add_to` (one expert only) dx is added to it by fc1's
+  // data-gradient GEMM (beta 1), and it is returned.
+  Tensor backward(StepContext& ctx, const Tensor& dy, Tensor& dprobs, Tensor* add_to = nullptr);
   void backward_dw(StepContext& ctx) { ctx.run_wgrad(this); }
   // Selective "layernorm" recompute of the shared experts' input (see TopKRouter).
   void forget_input(StepContext& ctx) { ctx.saved<Saved>(this).x = Tensor(); }

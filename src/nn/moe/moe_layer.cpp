@@ -81,7 +81,7 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
       s.shared_gate = g;
     }
     DropScope keep(ctx, drop);
-    ops::axpy(ex, out, shared_->forward(ctx, y2, g, Tensor()), 1.0);
+    shared_->forward(ctx, y2, g, Tensor(), &out);  // out += the shared experts' output
   }
   if (opt_.recompute_norm && !ctx.recomputing) {  // the norm output is rebuilt in backward
     router_->forget_input(ctx);
@@ -115,15 +115,15 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
   ops::scatter_add_rows(ex, dy, dx_perm, s.plan.token_offsets, s.plan.token_rows);
   Tensor dprobs = Tensor::empty({N * K, 1}, sd, dev);
   ops::scatter_add_rows(ex, dprobs, dp_perm.view({R, 1}), s.plan.prob_offsets, s.plan.prob_rows);
-  ops::axpy(ex, dy, router_->backward(ctx, dprobs.view({N, K})), 1.0);
+  router_->backward_add(ctx, dprobs.view({N, K}), dy);
   if (shared_) {
     if (s.shared_rerun) {
       RerunScope rerun(ctx);
       shared_->forward(ctx, s.shared_in, s.shared_gate, Tensor());
     }
     Tensor dg = Tensor::empty({N}, sd, dev);
-    ops::axpy(ex, dy, shared_->backward(ctx, df2, dg), 1.0);
-    if (gate_) ops::axpy(ex, dy, gate_->backward(ctx, dg.view({N, 1})), 1.0);
+    shared_->backward(ctx, df2, dg, &dy);
+    if (gate_) gate_->backward_add(ctx, dg.view({N, 1}), dy);
   }
   s = Saved{};
   return dy.view(df.shape());

@@ -93,7 +93,7 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
   return r;
 }
 
-Tensor TopKRouter::backward(StepContext& ctx, const Tensor& dprobs) {
+void TopKRouter::backward_add(StepContext& ctx, const Tensor& dprobs, Tensor& dx) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
   const DType xt = s.x.dtype();
@@ -105,9 +105,8 @@ Tensor TopKRouter::backward(StepContext& ctx, const Tensor& dprobs) {
     Tensor db = linear_bias_->grad.view({opt_.num_experts, 1});
     ops::gemm(ex, db, dlogits, ones_column(ex, N, dlogits.dtype(), dlogits.device()), true, false, 1.0f, 1.0f);
   }
-  Tensor dx = Tensor::empty(s.x.shape(), xt, s.x.device());
   if (xt == dlogits.dtype()) {
-    ops::gemm(ex, dx, dlogits, w_->value, false, false, 1.0f, 0.0f);
+    ops::gemm(ex, dx, dlogits, w_->value, false, false, 1.0f, 1.0f);
     ops::gemm(ex, w_->grad, dlogits, s.x, true, false, 1.0f, 1.0f);
   } else if (opt_.fp32_logits) {  // --moe-router-dtype fp32: both gradient GEMMs in fp32
     Tensor x32 = Tensor::empty(s.x.shape(), dlogits.dtype(), s.x.device());
@@ -116,16 +115,15 @@ Tensor TopKRouter::backward(StepContext& ctx, const Tensor& dprobs) {
     ops::copy(ex, w32, w_->value);
     Tensor dx32 = Tensor::empty(s.x.shape(), dlogits.dtype(), s.x.device());
     ops::gemm(ex, dx32, dlogits, w32, false, false, 1.0f, 0.0f);
-    ops::copy(ex, dx, dx32);
+    ops::axpy(ex, dx, dx32, 1.0);
     ops::gemm(ex, w_->grad, dlogits, x32, true, false, 1.0f, 1.0f);
   } else {  // the gradient in the activation dtype, as Megatron's bf16 router
     Tensor dl = Tensor::empty(dlogits.shape(), xt, dlogits.device());
     ops::copy(ex, dl, dlogits);
-    ops::gemm(ex, dx, dl, w_->value, false, false, 1.0f, 0.0f);
+    ops::gemm(ex, dx, dl, w_->value, false, false, 1.0f, 1.0f);
     ops::gemm(ex, w_->grad, dl, s.x, true, false, 1.0f, 1.0f);
   }
   s = Saved{};
-  return dx;
 }
 
 void TopKRouter::ensure_accumulators(Device device, DType sd) {

@@ -57,8 +57,9 @@ class TopKRouter {
   };
   // x (B,T,C) viewed (N,C); num_seqs = B (seq_aux_loss).
   Routing forward(StepContext& ctx, const Tensor& x, int64_t num_seqs);
-  // dx (N,C) in x's dtype from dprobs (N,K) (plus the auxiliary losses' gradients); accumulates dW.
-  Tensor backward(StepContext& ctx, const Tensor& dprobs);
+  // dx (N,C) in x's dtype += the input gradient from dprobs (N,K) (plus the auxiliary losses' gradients),
+  // added by the dx GEMM itself (beta 1); accumulates dW.
+  void backward_add(StepContext& ctx, const Tensor& dprobs, Tensor& dx);
 
   // Selective "layernorm" recompute: drop the saved input after forward, give it back before backward.
   void forget_input(StepContext& ctx) { ctx.saved<Saved>(this).x = Tensor(); }
