@@ -225,6 +225,33 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
                      ops::moe_router_fwd(*ex, p, top, l, b, K, ops::RouterScore::Sigmoid, false, 0, 0, 1.0);
                    });
                  }});
+  // The permutation's indices from the dropless plan of a routing (each token's row read 6 times).
+  auto plan = [=](Tensor& rows, Tensor& t_off, Tensor& t_rows) {
+    Tensor l = uniform({N, E}, f32, dev, 1), p = uniform({N, K}, f32, dev, 3), none;
+    Tensor top = Tensor::empty({N, K}, DType::I32, dev), counts = Tensor::zeros({E}, DType::I32, dev);
+    Tensor offsets = Tensor::empty({E + 1}, DType::I32, dev), slot = Tensor::empty({R}, DType::I32, dev);
+    Tensor slot_row = Tensor::empty({R}, DType::I32, dev);
+    rows = Tensor::empty({R}, DType::I32, dev);
+    t_rows = Tensor::empty({R}, DType::I32, dev);
+    ops::moe_router_fwd(*ex, p, top, l, none, K, ops::RouterScore::Sigmoid, false, 0, 0, 1.0);
+    ops::moe_plan_dropless(*ex, counts, offsets, rows, slot, slot_row, t_rows, top, E);
+    Tensor off = Tensor::empty({N + 1}, DType::I32);
+    for (int64_t t = 0; t <= N; ++t) off.data<int32_t>()[t] = int32_t(t * K);
+    t_off = off.to(dev);
+  };
+  out.push_back({"gather_rows", "moe-2b permute R=49152 C=2048", DType::BF16, 0, 2.0 * R * 2048 * 2, [=] {
+                   Tensor rows, t_off, t_rows;
+                   plan(rows, t_off, t_rows);
+                   Tensor x = uniform({N, 2048}, DType::BF16, dev, 4), y = uniform({R, 2048}, DType::BF16, dev, 5);
+                   return std::function<void()>([=]() mutable { ops::gather_rows(*ex, y, x, rows); });
+                 }});
+  out.push_back({"scatter_add_rows", "moe-2b unpermute R=49152 C=2048", DType::BF16, 0, double(R + N) * 2048 * 2,
+                 [=] {
+                   Tensor rows, t_off, t_rows;
+                   plan(rows, t_off, t_rows);
+                   Tensor x = uniform({R, 2048}, DType::BF16, dev, 4), y = uniform({N, 2048}, DType::BF16, dev, 5);
+                   return std::function<void()>([=]() mutable { ops::scatter_add_rows(*ex, y, x, t_off, t_rows); });
+                 }});
   out.push_back({"moe_plan_dropless", rt, DType::I32, 0, double(N * K * 4 * 5), [=] {
                    Tensor l = uniform({N, E}, f32, dev, 1), p = uniform({N, K}, f32, dev, 3);
                    Tensor top = Tensor::empty({N, K}, DType::I32, dev), none;
