@@ -77,14 +77,25 @@ float weights_beta(const std::vector<Param*>& ws) {
   return beta;
 }
 
-// y += a op(b_e) for the bias terms: a (R,1), b (E, out, 1) with trans (y (R,out)), or dy-side products.
+// t in the statistics dtype (fp32; fp64 in fp64 runs): a copy of t when it is in another dtype.
+Tensor in_stat_dtype(Exec& ex, const Tensor& t) {
+  const DType sd = stat_dtype(t.dtype());
+  if (t.dtype() == sd) return t;
+  Tensor c = Tensor::empty(t.shape(), sd, t.device());
+  ops::copy(ex, c, t);
+  return c;
+}
+
+// y += a op(b_e) for the bias terms (a (R,1): ones or the probabilities; b (E, out, 1)), the products summed in
+// the statistics dtype and rounded once into y, as a beta-1 GEMM would.
 void add_expert_gemm(Exec& ex, Tensor& y, const Tensor& a, const Tensor& w, const Tensor& offsets, bool trans_w) {
   if (!offsets.defined()) {
     ops::gemm(ex, y, a, w.view({w.size(1), w.size(2)}), false, trans_w, 1.0f, 1.0f);
     return;
   }
-  Tensor t = Tensor::empty(y.shape(), y.dtype(), y.device());
-  ops::grouped_gemm(ex, t, a, w, offsets, trans_w);
+  const Tensor a32 = in_stat_dtype(ex, a), w32 = in_stat_dtype(ex, w);
+  Tensor t = Tensor::empty(y.shape(), a32.dtype(), y.device());
+  ops::grouped_gemm(ex, t, a32, w32, offsets, trans_w);
   ops::axpy(ex, y, t, 1.0);
 }
 }  // namespace
@@ -143,11 +154,13 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
                           opt_.clamp);
   } else {
     expert_gemm(ex, s.h, x, w1, offsets, true);
-    if (opt_.bias) add_expert_gemm(ex, s.h, ones_column(ex, R, dt, dev), fc1_.biases(false), offsets, true);
+    if (opt_.bias)
+      add_expert_gemm(ex, s.h, ones_column(ex, R, offsets.defined() ? stat_dtype(dt) : dt, dev), fc1_.biases(false),
+                      offsets, true);
     ops::moe_act_fwd(ex, s.a, s.h, probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset, opt_.clamp);
   }
   expert_gemm(ex, y, s.a, w2, offsets, true, add_to != nullptr ? 1.0f : 0.0f);
-  if (opt_.bias) add_expert_gemm(ex, y, s.p, fc2_.biases(false), offsets, true);
+  if (opt_.bias) add_expert_gemm(ex, y, offsets.defined() ? probs.view({R, 1}) : s.p, fc2_.biases(false), offsets, true);
   if (opt_.recompute_act) s.a = Tensor();
   return y;
 }
@@ -184,9 +197,9 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
   ops::moe_act_bwd(ex, dh, dprobs, da, s.h, s.probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset,
                    opt_.clamp);
   if (opt_.bias) {  // dprobs += dy . b2 per row (fc2's bias term)
-    Tensor dpb = Tensor::empty({R, 1}, offsets.defined() ? dt : dprobs.dtype(), dev);
-    if (offsets.defined())
-      ops::grouped_gemm(ex, dpb, dy, fc2_.biases(false), offsets, false);
+    Tensor dpb = Tensor::empty({R, 1}, dprobs.dtype(), dev);
+    if (offsets.defined())  // in the statistics dtype, as the plain GEMM below accumulates and stores
+      ops::grouped_gemm(ex, dpb, in_stat_dtype(ex, dy), in_stat_dtype(ex, fc2_.biases(false)), offsets, false);
     else
       ops::gemm(ex, dpb, dy, fc2_.biases(false).view({opt_.hidden, 1}), false, false, 1.0f, 0.0f);
     ops::axpy(ex, dprobs, dpb.view({R}), 1.0);

@@ -71,8 +71,8 @@ class TopKRouter {
   // the expert bias is on; then the step's counters restart.
   void finish_step();
   // The step's statistics. Micro-batches add their losses, token counts and their own number into device
-  // accumulators (so a CUDA graph replay counts like an eager run); the first call after a micro-batch reads
-  // them back (one wait, at the step's end rather than in every layer's forward).
+  // accumulators (so a CUDA graph replay counts like an eager run); each call reads them back and zeroes them
+  // (a wait, at the step's end rather than in every layer's forward).
   const MoeStats& stats() const;
   void set_layer_number(int64_t n) { stats_.layer_number = n; }
 

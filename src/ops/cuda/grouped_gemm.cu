@@ -1,7 +1,10 @@
-// The experts' grouped GEMMs on CUDA (ops.def grouped_gemm*). bf16 on sm_90 with sizes the TMA can describe
-// (multiples of 8, 16-byte aligned buffers) runs the Hopper kernel (grouped_gemm_sm90.cu); anything else
-// (fp32 runs, other devices, odd sizes) runs the plain kernels below, one thread per output element with the
-// products summed in K order in fp32: slow, exact in its order, and also free of host synchronisation.
+// The experts' grouped GEMMs on CUDA (ops.def grouped_gemm*). bf16 on an sm_90a build and device with sizes
+// the TMA can describe (multiples of 8, 16-byte aligned buffers, at most 256 groups; fused GLU: an interleave
+// that divides 128 or is a multiple of it) runs the Hopper kernel (grouped_gemm_sm90.cu); anything else (fp32
+// runs, other devices, other sizes) runs the plain kernels below, one thread per output element with the
+// products summed in K order in fp32: slow (a bf16 run says so once), exact in its order, and also free of
+// host synchronisation. Rows from offsets[E] on belong to no group and are left as they are.
+#include "core/log.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/grouped_gemm_sm90.h"
@@ -29,6 +32,7 @@ __global__ void grouped_gemm_simt(void* y, const void* a, const void* w, const i
                                   int64_t R, int64_t N, int64_t K, bool trans_w) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < R * N; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / N, n = i % N;
+    if (r >= offsets[E]) continue;
     const int64_t we = int64_t(group_of(offsets, E, r)) * N * K;
     float acc = 0.0f;
     for (int64_t k = 0; k < K; ++k)
@@ -39,12 +43,13 @@ __global__ void grouped_gemm_simt(void* y, const void* a, const void* w, const i
 
 // dw[e,n,k] = beta dw[e,n,k] + sum over group e's rows r of dy[r,n] x[r,k].
 __global__ void grouped_wgrad_simt(float* dw, const void* dy, const void* x, const int32_t* offsets, DType dt,
-                                   int64_t E, int64_t N, int64_t K, float beta) {
+                                   int64_t R, int64_t E, int64_t N, int64_t K, float beta) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < E * N * K;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = i / (N * K), n = i / K % N, k = i % K;
     float acc = 0.0f;
-    for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r) acc += load_f(dy, dt, r * N + n) * load_f(x, dt, r * K + k);
+    const int64_t end = offsets[e + 1] < R ? offsets[e + 1] : R;
+    for (int64_t r = offsets[e]; r < end; ++r) acc += load_f(dy, dt, r * N + n) * load_f(x, dt, r * K + k);
     dw[i] = beta == 0.0f ? acc : beta * dw[i] + acc;
   }
 }
@@ -65,7 +70,13 @@ GroupedGemmArgs args(GroupedMode mode, const Tensor& offsets, int64_t E, int64_t
 }
 
 bool use_sm90(const Tensor& a, const GroupedGemmArgs& g, int64_t N, int64_t K) {
-  return a.dtype() == DType::BF16 && N < (int64_t(1) << 31) && K < (int64_t(1) << 31) && grouped_gemm_sm90_fits(g);
+  if (a.dtype() != DType::BF16) return false;
+  if (N < (int64_t(1) << 31) && K < (int64_t(1) << 31) && grouped_gemm_sm90_fits(g)) return true;
+  static bool warned = false;
+  if (!warned)
+    log_warn("grouped GEMM: bf16 experts of these sizes (or this device) run on the slow plain CUDA kernel");
+  warned = true;
+  return false;
 }
 
 }  // namespace
@@ -88,7 +99,7 @@ void grouped_gemm_wgrad(Exec& ex, Tensor& dw, const Tensor& dy, const Tensor& x,
   g.beta = beta;
   if (R > 0 && use_sm90(x, g, N, K)) return grouped_gemm_sm90(g, ex.stream());
   grouped_wgrad_simt<<<grid_for(E * N * K, kThreads), kThreads, 0, stream_of(ex)>>>(
-      dw.data<float>(), dy.raw(), x.raw(), offsets.data<int32_t>(), x.dtype(), E, N, K, beta);
+      dw.data<float>(), dy.raw(), x.raw(), offsets.data<int32_t>(), x.dtype(), R, E, N, K, beta);
   check_launch("grouped_wgrad_simt");
 }
 

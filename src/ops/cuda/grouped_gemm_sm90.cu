@@ -8,9 +8,10 @@
 //    columns fastest) with a stride of the grid; every block builds the list from the offsets itself.
 //  - Warp roles: warpgroup 2 (one thread) issues the TMA loads into a ring of 48 KB stages; warpgroups 0
 //    and 1 each own 64 of the tile's rows and run m64n256k16 wgmma on them, keeping one MMA batch in
-//    flight. Outputs leave through shared memory in 8 KB chunks (Stager): TMA stores (Wgrad with beta 1:
-//    TMA adds) that overlap the next tile, or row-by-row copies where a TMA store cannot express the
-//    destination (rows of the next group, scattered GLU columns). Glu computes the activation from the
+//    flight. bf16 outputs, and Wgrad's fp32 ones with beta 1, leave through shared memory in 8 KB chunks
+//    (Stager): TMA stores (Wgrad: TMA adds) that overlap the next tile, or row-by-row copies where a TMA
+//    store cannot express the destination (rows of the next group, scattered GLU columns); Wgrad with
+//    beta 0 stores whole 32-byte sectors straight from registers. Glu computes the activation from the
 //    bf16-rounded h values with moe_act_fwd's formula, so the fused and unfused paths agree bitwise.
 //  - Deterministic: each output element is written (or, Wgrad with beta 1, added to) once.
 #include <cuda.h>
@@ -34,8 +35,8 @@ constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kThreads = 384, kMaxGrou
 constexpr int kStageA = BM * BK, kStageB = BN * BK;  // elements
 constexpr int kBox = 64 * 64;                        // elements of one 64-line box
 constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
-// Wgrad's output staging: per consumer warpgroup two buffers of 64 rows x 32 fp32 (one 128-byte swizzled line a
-// row), stored by TMA while the MMAs of the next tile run.
+// Output staging (Stager): per consumer warpgroup two 8 KB buffers of 64 rows x 128 bytes (32 fp32 or 64 bf16,
+// one 128-byte swizzled line a row), stored by TMA while the MMAs of the next tile run.
 constexpr int kChunkCols = 32, kChunkBytes = 64 * kChunkCols * 4;
 constexpr int kStagingBytes = 2 * 2 * kChunkBytes;
 constexpr int kSmemBytes = kStages * int(kStageBytes) + kStagingBytes + 1024 + 2 * kStages * 8 + (kMaxGroups + 1) * 4;
@@ -53,8 +54,13 @@ struct Tile {
   int glu_row;  // Glu: the weight row of activation column f = n*128's gate, f / I * 2I + f % I
 };
 
+// Group e's rows [offsets[e], offsets[e+1]), clipped to R (bad offsets must not send a tile past the tensors).
+__device__ __forceinline__ int group_end(const Params& p, int e) {
+  return int(min(int64_t(p.g.offsets[e + 1]), p.g.R));
+}
+
 __device__ __forceinline__ int tiles_of(const Params& p, int e) {
-  const int rows = p.g.offsets[e + 1] - p.g.offsets[e];
+  const int rows = max(group_end(p, e) - p.g.offsets[e], 0);
   if (p.g.mode == GroupedMode::Wgrad) return rows > 0 || p.g.beta == 0.0f ? p.mt * p.nt : 0;
   return (rows + BM - 1) / BM * p.nt;
 }
@@ -73,7 +79,7 @@ __device__ __forceinline__ Tile decode(const Params& p, const int* prefix, int t
   const int local = t - prefix[lo];
   tl.m = local / p.nt;
   tl.n = local % p.nt;
-  const int g0 = p.g.offsets[lo], g1 = p.g.offsets[lo + 1];
+  const int g0 = p.g.offsets[lo], g1 = group_end(p, lo);
   tl.r1 = g1;
   if (p.g.mode == GroupedMode::Wgrad) {
     tl.r0 = g0;
@@ -296,6 +302,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                         const __grid_constant__ CUtensorMap tc, const __grid_constant__ CUtensorMap td,
                         const Params p) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  return;  // built for another architecture: never launched (device_info().sm90a is false)
+#else
   constexpr int TA = MODE == GroupedMode::Wgrad ? 1 : 0;
   constexpr int TB = MODE == GroupedMode::Dgrad || MODE == GroupedMode::Wgrad ? 1 : 0;
   extern __shared__ uint8_t smem_raw[];
@@ -379,6 +388,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       rows_epilogue<MODE, ACT, CLAMP>(p, &tc, &td, tl, d, wg, staging, staged);
   }
   if (threadIdx.x % 128 == 0) bulk_wait_all();
+#endif
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
@@ -414,16 +424,25 @@ CUtensorMap tensor_map(const void* ptr, int rank, const uint64_t* dims, const ui
   return m;
 }
 
+// sm90a: the device is a Hopper and the kernel was built for it (its wgmma code exists only in an sm_90a
+// build; a build for another architecture compiles it empty).
 struct DeviceInfo {
-  int major = 0, sms = 0;
+  bool sm90a = false;
+  int sms = 0;
 };
 const DeviceInfo& device_info() {
   static DeviceInfo info = [] {
     DeviceInfo d;
-    int dev = 0;
+    int dev = 0, major = 0;
     cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-    cuda_check(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+    cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
     cuda_check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    cudaFuncAttributes attr{};
+    const bool built = cudaFuncGetAttributes(
+                           &attr, grouped_gemm_kernel<GroupedMode::Forward, ops::ExpertActivation::SwiGLU, false>) ==
+                       cudaSuccess;
+    cudaGetLastError();  // a kernel without code for this device is a fallback, not an error
+    d.sm90a = major == 9 && built && attr.binaryVersion == 90;
     return d;
   }();
   return info;
@@ -445,8 +464,13 @@ void launch(const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc,
 }  // namespace
 
 bool grouped_gemm_sm90_fits(const GroupedGemmArgs& g) {
-  if (device_info().major != 9 || g.E < 1 || g.E > kMaxGroups || g.R >= (int64_t(1) << 31)) return false;
+  if (!device_info().sm90a || g.E < 1 || g.E > kMaxGroups || g.R >= (int64_t(1) << 31)) return false;
   if (g.N % 8 != 0 || g.K % 8 != 0 || g.N <= 0 || g.K <= 0) return false;
+  // The tile list's length (an int): at most (R / 128 + E) row tiles, or E (N / 128) in Wgrad, times the
+  // column tiles.
+  const int64_t col_tiles = g.mode == GroupedMode::Wgrad ? (g.K + BN - 1) / BN : (g.N + BN - 1) / BN;
+  const int64_t row_tiles = g.mode == GroupedMode::Wgrad ? int64_t(g.E) * ((g.N + BM - 1) / BM) : g.R / BM + g.E;
+  if (row_tiles * col_tiles >= (int64_t(1) << 31)) return false;
   if (!aligned16(g.a) || !aligned16(g.b) || !aligned16(g.y) || !aligned16(g.h)) return false;
   if (g.mode == GroupedMode::Glu) {
     const int I = g.I, F = g.N / 2;

@@ -354,6 +354,8 @@ void moe_plan_capacity(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_to
   int32_t *n_kept = n_rows + N, *kept_first = n_kept + N;
   const int32_t* ids = top.data<int32_t>();
 
+  // An id outside [0,E) is no expert's candidate: its keep flag stays 0 and it gets no row (CPU: an error).
+  cuda_check(cudaMemsetAsync(keep, 0, size_t(NK) * sizeof(int32_t), s), "moe_plan_capacity keep flags");
   plan_rank_kernel<<<unsigned(E), kRankThreads, 0, s>>>(ids, NK, rank, routed, nullptr);
   check_launch("plan_rank_kernel");
   cap_select_kernel<<<unsigned(E), kRankThreads, 0, s>>>(a, ids, probs.data<float>(), rank, routed, cand, keep,

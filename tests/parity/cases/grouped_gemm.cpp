@@ -4,8 +4,11 @@
 // are multiples of 8 run the Hopper kernel (tiles cut by group ends, column and K tails); fp32 and odd sizes
 // run the plain kernels. The GLU cases cover SwiGLU and quick-GeGLU, the plain layout and interleaves below,
 // at and above the kernel's 128-column tile, with and without clamp and offset; one more case checks the
-// fused GLU equals the grouped GEMM followed by moe_act_fwd bit for bit on the device.
+// fused GLU equals the grouped GEMM followed by moe_act_fwd bit for bit on the device. "tail" cases end the
+// groups before the last rows (the capacity plan's layout): those rows of the inputs are NaN, of the outputs
+// a fill value that must survive.
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -37,6 +40,18 @@ Tensor routed_offsets(int64_t N, int64_t k, int64_t E, bool skew, uint64_t seed)
   return o;
 }
 
+// Rows [from, R) of a (R, ...) host tensor set to NaN.
+Tensor nan_rows(Tensor t, int64_t from) {
+  const int64_t row = t.numel() / t.size(0);
+  for (int64_t i = from * row; i < t.numel(); ++i) {
+    if (t.dtype() == DType::BF16)
+      static_cast<uint16_t*>(t.raw())[i] = 0x7FC0;
+    else
+      static_cast<float*>(t.raw())[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return t;
+}
+
 struct Shape3 {
   int64_t N, k, E;  // tokens, top-k, experts: R = N k rows
   bool skew;
@@ -47,26 +62,29 @@ struct Shape3 {
   }
 };
 
-void add_gemm(const Shape3& s, int64_t Nout, int64_t K, bool trans_w, DType dt) {
-  const std::string shape = s.text() + " N=" + dims({Nout}) + " K=" + dims({K}) + (trans_w ? " fwd" : " dgrad");
+void add_gemm(const Shape3& s, int64_t Nout, int64_t K, bool trans_w, DType dt, int64_t tail = 0) {
+  const std::string shape = s.text() + " N=" + dims({Nout}) + " K=" + dims({K}) + (trans_w ? " fwd" : " dgrad") +
+                            (tail ? " tail=" + dims({tail}) : "");
   register_case(make_case("grouped_gemm", shape, dt, [=](uint64_t seed) {
     const Tensor off = routed_offsets(s.N, s.k, s.E, s.skew, seed);
-    const int64_t R = s.N * s.k;
-    Tensor a = rand({R, K}, dt, seed + 1), w = rand(trans_w ? Shape{s.E, Nout, K} : Shape{s.E, K, Nout}, dt, seed + 2);
-    Tensor yg = dev_empty({R, Nout}, dt), yc = cpu_empty({R, Nout});
+    const int64_t used = s.N * s.k, R = used + tail;
+    Tensor a = nan_rows(rand({R, K}, dt, seed + 1), used);
+    Tensor w = rand(trans_w ? Shape{s.E, Nout, K} : Shape{s.E, K, Nout}, dt, seed + 2);
+    const Tensor fill = rand({R, Nout}, dt, seed + 3);
+    Tensor yg = dev(fill), yc = ref(fill);
     ops::grouped_gemm(gpu(), yg, dev(a), dev(w), dev(off), trans_w);
     ops::grouped_gemm(cpu(), yc, ref(a), ref(w), off, trans_w);
     return std::vector<Output>{{"y", yg, yc}};
   }));
 }
 
-void add_wgrad(const Shape3& s, int64_t Nout, int64_t K, float beta, DType dt) {
-  const std::string shape =
-      s.text() + " N=" + dims({Nout}) + " K=" + dims({K}) + (beta == 0.0f ? " beta=0" : " beta=1");
+void add_wgrad(const Shape3& s, int64_t Nout, int64_t K, float beta, DType dt, int64_t tail = 0) {
+  const std::string shape = s.text() + " N=" + dims({Nout}) + " K=" + dims({K}) +
+                            (beta == 0.0f ? " beta=0" : " beta=1") + (tail ? " tail=" + dims({tail}) : "");
   register_case(make_case("grouped_gemm_wgrad", shape, dt, [=](uint64_t seed) {
     const Tensor off = routed_offsets(s.N, s.k, s.E, s.skew, seed);
-    const int64_t R = s.N * s.k;
-    Tensor dy = rand({R, Nout}, dt, seed + 1), x = rand({R, K}, dt, seed + 2);
+    const int64_t used = s.N * s.k, R = used + tail;
+    Tensor dy = nan_rows(rand({R, Nout}, dt, seed + 1), used), x = nan_rows(rand({R, K}, dt, seed + 2), used);
     Tensor dw0 = rand({s.E, Nout, K}, DType::F32, seed + 3);
     Tensor dwg = dev(dw0), dwc = ref(dw0);
     ops::grouped_gemm_wgrad(gpu(), dwg, dev(dy), dev(x), dev(off), beta);
@@ -75,17 +93,19 @@ void add_wgrad(const Shape3& s, int64_t Nout, int64_t K, float beta, DType dt) {
   }));
 }
 
-void add_glu(const Shape3& s, int64_t F, int64_t K, int64_t I, Kind act, double clamp, double offset, DType dt) {
+void add_glu(const Shape3& s, int64_t F, int64_t K, int64_t I, Kind act, double clamp, double offset, DType dt,
+             int64_t tail = 0) {
   std::ostringstream shape;
   shape << s.text() << " F=" << F << " K=" << K << " I=" << I << (act == Kind::SwiGLU ? " swiglu" : " qgeglu")
         << " L=" << clamp << " off=" << offset;
+  if (tail) shape << " tail=" << tail;
   register_case(make_case("grouped_gemm_glu", shape.str(), dt, [=](uint64_t seed) {
     const Tensor off = routed_offsets(s.N, s.k, s.E, s.skew, seed);
-    const int64_t R = s.N * s.k;
-    Tensor a = rand({R, K}, dt, seed + 1), w = rand({s.E, 2 * F, K}, dt, seed + 2);
-    Tensor p = rand({R}, DType::F32, seed + 3, 0.0, 1.0);
-    Tensor hg = dev_empty({R, 2 * F}, dt), yg = dev_empty({R, F}, dt), hc = cpu_empty({R, 2 * F}),
-           yc = cpu_empty({R, F});
+    const int64_t used = s.N * s.k, R = used + tail;
+    Tensor a = nan_rows(rand({R, K}, dt, seed + 1), used), w = rand({s.E, 2 * F, K}, dt, seed + 2);
+    Tensor p = nan_rows(rand({R}, DType::F32, seed + 3, 0.0, 1.0), used);
+    const Tensor hfill = rand({R, 2 * F}, dt, seed + 4), yfill = rand({R, F}, dt, seed + 5);
+    Tensor hg = dev(hfill), yg = dev(yfill), hc = ref(hfill), yc = ref(yfill);
     ops::grouped_gemm_glu(gpu(), hg, yg, dev(a), dev(w), dev(off), dev(p), act, I, offset, clamp);
     ops::grouped_gemm_glu(cpu(), hc, yc, ref(a), ref(w), off, ref(p), act, I, offset, clamp);
     return std::vector<Output>{{"h", hg, hc}, {"y", yg, yc}};
@@ -93,8 +113,12 @@ void add_glu(const Shape3& s, int64_t F, int64_t K, int64_t I, Kind act, double 
 }
 
 // The fused GLU against the device's own unfused path: equal bits.
-void add_glu_fused_equals_unfused(const Shape3& s, int64_t F, int64_t K, int64_t I) {
-  const std::string shape = s.text() + " F=" + dims({F}) + " K=" + dims({K}) + " I=" + dims({I}) + " fused=unfused";
+void add_glu_fused_equals_unfused(const Shape3& s, int64_t F, int64_t K, int64_t I, Kind act = Kind::SwiGLU,
+                                  double clamp = 0.0, double offset = 0.0) {
+  std::ostringstream text;
+  text << s.text() << " F=" << F << " K=" << K << " I=" << I << (act == Kind::SwiGLU ? " swiglu" : " qgeglu")
+       << " L=" << clamp << " off=" << offset << " fused=unfused";
+  const std::string shape = text.str();
   Case c = make_case("grouped_gemm_glu", shape, DType::BF16, [=](uint64_t seed) {
     const Tensor off = routed_offsets(s.N, s.k, s.E, s.skew, seed);
     const int64_t R = s.N * s.k;
@@ -102,9 +126,9 @@ void add_glu_fused_equals_unfused(const Shape3& s, int64_t F, int64_t K, int64_t
     Tensor p = dev(rand({R}, DType::F32, seed + 3, 0.0, 1.0)), o = dev(off);
     Tensor hf = dev_empty({R, 2 * F}, DType::BF16), yf = dev_empty({R, F}, DType::BF16);
     Tensor hu = dev_empty({R, 2 * F}, DType::BF16), yu = dev_empty({R, F}, DType::BF16);
-    ops::grouped_gemm_glu(gpu(), hf, yf, a, w, o, p, Kind::SwiGLU, I, 0.0, 0.0);
+    ops::grouped_gemm_glu(gpu(), hf, yf, a, w, o, p, act, I, offset, clamp);
     ops::grouped_gemm(gpu(), hu, a, w, o, true);
-    ops::moe_act_fwd(gpu(), yu, hu, p, Kind::SwiGLU, I, 0.0, 0.0);
+    ops::moe_act_fwd(gpu(), yu, hu, p, act, I, offset, clamp);
     return std::vector<Output>{{"h", hf, hu.to(Device::CPU)}, {"y", yf, yu.to(Device::CPU)}};
   });
   c.criterion = Criterion::Exact;
@@ -142,6 +166,17 @@ HYTRA_PARITY_CASES(grouped_gemm) {
   add_glu(many, 64, 64, 8, Kind::SwiGLU, 0.5, 0.0, DType::F32);
   add_glu_fused_equals_unfused(many, 256, 256, 0);
   add_glu_fused_equals_unfused(skewed, 512, 128, 16);
+  add_glu_fused_equals_unfused(many, 256, 128, 256, Kind::QuickGeGLU, 7.0, 1.0);  // TMA stores, clamp and offset
+  add_glu_fused_equals_unfused(skewed, 128, 128, 16, Kind::SwiGLU, 0.5, 0.0);     // row copies, clamp
+  // Groups ending before the last rows (the capacity plan's layout): NaN inputs there, outputs untouched.
+  const Shape3 tailed{300, 4, 8, false};
+  add_gemm(tailed, 256, 192, true, DType::BF16, 77);
+  add_gemm(tailed, 256, 192, false, DType::BF16, 77);
+  add_gemm(tailed, 64, 40, true, DType::F32, 77);
+  add_wgrad(tailed, 136, 256, 1.0f, DType::BF16, 77);
+  add_wgrad(tailed, 40, 24, 0.0f, DType::F32, 77);
+  add_glu(tailed, 256, 128, 0, Kind::SwiGLU, 0.0, 0.0, DType::BF16, 77);
+  add_glu(tailed, 128, 64, 16, Kind::QuickGeGLU, 0.5, 1.0, DType::BF16, 77);
 }
 
 }  // namespace hytra::parity
