@@ -1,5 +1,6 @@
 // The experts' grouped GEMMs, CPU reference (ops.def grouped_gemm*): one plain GEMM per non-empty group on
-// its rows (the CPU reads the offsets directly), the fused GLU as the GEMM followed by moe_act_fwd.
+// its rows (the CPU reads the offsets directly), the fused GLU as the GEMM followed by moe_act_fwd on the
+// groups' rows.
 #include "core/error.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
@@ -52,7 +53,9 @@ void grouped_gemm_glu(Exec& ex, Tensor& h, Tensor& y, const Tensor& a, const Ten
                       const Tensor& probs, ops::ExpertActivation act, int64_t glu_interleave, double linear_offset,
                       double clamp) {
   grouped_gemm(ex, h, a, w, offsets, true);
-  ops::moe_act_fwd(ex, y, h, probs, act, glu_interleave, linear_offset, clamp);
+  const int64_t used = offsets.data<int32_t>()[offsets.numel() - 1];  // rows past the groups are left alone
+  Tensor yu = y.narrow(0, 0, used);
+  ops::moe_act_fwd(ex, yu, h.narrow(0, 0, used), probs.narrow(0, 0, used), act, glu_interleave, linear_offset, clamp);
 }
 
 }  // namespace hytra::cpu
