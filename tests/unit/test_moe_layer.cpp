@@ -16,6 +16,7 @@
 #include "nn/mlp.h"
 #include "nn/moe/moe_layer.h"
 #include "ops/ops.h"
+#include "unit/host_dispatch_plan.h"
 
 namespace hytra {
 namespace {
@@ -209,29 +210,29 @@ TEST(TokenDispatcher, CapacityDropPoliciesAndPadding) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<int32_t>()[i];
     return v;
   };
-  DispatchPlan dropless = plan_dispatch(top, probs, 4, o, Device::CPU);
+  HostPlan dropless = host_dispatch_plan(top, probs, 4, o, Device::CPU);
   EXPECT_EQ(dropless.rows_per_expert, (std::vector<int64_t>{3, 1}));
   EXPECT_EQ(ints(dropless.row_token), (std::vector<int32_t>{0, 1, 3, 2}));  // expert-major, token order kept
   EXPECT_EQ(ints(dropless.token_offsets), (std::vector<int32_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(ints(dropless.token_rows), (std::vector<int32_t>{0, 1, 3, 2}));
 
   o.capacity_factor = 1.0;  // capacity ceil(4 * 1 / 2 * 1) = 2
-  DispatchPlan by_prob = plan_dispatch(top, probs, 4, o, Device::CPU);
+  HostPlan by_prob = host_dispatch_plan(top, probs, 4, o, Device::CPU);
   EXPECT_EQ(by_prob.routed_per_expert, (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(ints(by_prob.row_token), (std::vector<int32_t>{1, 3, 2}));  // token 0 (p 0.2) dropped
   EXPECT_EQ(ints(by_prob.prob_offsets), (std::vector<int32_t>{0, 0, 1, 2, 3}));  // its choice gets no row
   o.drop_by_position = true;
-  DispatchPlan by_pos = plan_dispatch(top, probs, 4, o, Device::CPU);
+  HostPlan by_pos = host_dispatch_plan(top, probs, 4, o, Device::CPU);
   EXPECT_EQ(ints(by_pos.row_token), (std::vector<int32_t>{0, 1, 2}));  // token 3 dropped
   o.pad_to_capacity = true;
-  DispatchPlan padded = plan_dispatch(top, probs, 4, o, Device::CPU);
+  HostPlan padded = host_dispatch_plan(top, probs, 4, o, Device::CPU);
   EXPECT_EQ(padded.rows_per_expert, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(ints(padded.row_token), (std::vector<int32_t>{0, 1, 0, 2}));  // expert 1 filled with token 0
   EXPECT_EQ(ints(padded.row_prob), (std::vector<int32_t>{0, 1, 4, 2}));  // 4 = N*K: probability 0
   // A capacity past the token count (or past int64: 1e300) is the token count: every expert padded to N.
   for (double huge : {3.0, 1e18, 1e300}) {
     o.capacity_factor = huge;
-    DispatchPlan all = plan_dispatch(top, probs, 4, o, Device::CPU);
+    HostPlan all = host_dispatch_plan(top, probs, 4, o, Device::CPU);
     EXPECT_EQ(all.routed_per_expert, (std::vector<int64_t>{3, 1})) << huge;
     EXPECT_EQ(all.rows_per_expert, (std::vector<int64_t>{4, 4})) << huge;
   }
@@ -240,13 +241,13 @@ TEST(TokenDispatcher, CapacityDropPoliciesAndPadding) {
   q.num_experts = 2;
   q.topk = 1;
   q.pad_multiple = 2;  // counts 3 and 1 -> 4 and 2
-  DispatchPlan quant = plan_dispatch(top, probs, 4, q, Device::CPU);
+  HostPlan quant = host_dispatch_plan(top, probs, 4, q, Device::CPU);
   EXPECT_EQ(quant.rows_per_expert, (std::vector<int64_t>{4, 2}));
   EXPECT_EQ(quant.routed_per_expert, (std::vector<int64_t>{3, 1}));
   EXPECT_EQ(ints(quant.row_token), (std::vector<int32_t>{0, 1, 2, 3, 0, 2}));
 }
 
-// The dropless plan built by ops::moe_plan_dropless is plan_dispatch's: every field, for random routings
+// The dropless plan built by ops::moe_plan_dropless is the host plan's: every field, for random routings
 // (K distinct experts a token; some experts without tokens) and top-k 1, 3 and 8, one set of kept
 // offsets rebuilt as N and K change.
 TEST(TokenDispatcher, DroplessPlanOpEqualsTheHostPlan) {
@@ -273,7 +274,7 @@ TEST(TokenDispatcher, DroplessPlanOpEqualsTheHostPlan) {
     o.num_experts = E;
     o.topk = K;
     ASSERT_TRUE(plan_is_dropless(o));
-    const DispatchPlan host = plan_dispatch(top, std::vector<double>(top.size(), 0.5), N, o, Device::CPU);
+    const HostPlan host = host_dispatch_plan(top, std::vector<double>(top.size(), 0.5), N, o, Device::CPU);
     Tensor top_t = Tensor::empty({N, K}, DType::I32);
     std::copy(top.begin(), top.end(), top_t.data<int32_t>());
     Tensor counts = Tensor::zeros({E}, DType::I32);
@@ -292,7 +293,7 @@ TEST(TokenDispatcher, DroplessPlanOpEqualsTheHostPlan) {
   EXPECT_FALSE(plan_is_dropless(capped));
 }
 
-// The capacity plan built by ops::moe_plan_capacity (plan_capacity) is plan_dispatch's, field by field over
+// The capacity plan built by ops::moe_plan_capacity (plan_capacity) is the host plan's, field by field over
 // its used rows, with the fixed values past them: random routings (some experts without tokens, one expert
 // taking most first choices), probabilities from three values (many ties), every drop policy and padding
 // combination, capacities below and above N, top-k 1 to 8, fp32 and fp64 probabilities.
@@ -346,7 +347,7 @@ TEST(TokenDispatcher, CapacityPlanOpEqualsTheHostPlan) {
                 probs_t.data<double>()[i] = probs[size_t(i)];
               }
             }
-            const DispatchPlan host = plan_dispatch(top, probs, N, o, Device::CPU);
+            const HostPlan host = host_dispatch_plan(top, probs, N, o, Device::CPU);
             Tensor counts = Tensor::zeros({E}, DType::I32);
             const DispatchPlan op = plan_capacity(Exec::cpu(), top_t, probs_t, o, counts);
             const std::string what = "N " + std::to_string(N) + " K " + std::to_string(K) + " factor " +

@@ -5,8 +5,8 @@
 // every backward). The plan is built where the routing is and nothing comes back to the host (the experts
 // read their row offsets on the device): ops::moe_plan_dropless without capacity or padding, else
 // ops::moe_plan_capacity, whose plan has a static row count R_max (ops::moe_capacity_rows) of which the
-// first offsets[E] are used, so CUDA graphs can capture it. plan_dispatch builds the same plans on the host
-// (the tests' reference).
+// first offsets[E] are used, so CUDA graphs can capture it (the tests compare both with a host-built plan,
+// tests/unit/host_dispatch_plan.h).
 //   capacity (factor c > 0): ceil(N k / E * c) rows per expert; an expert routed more tokens keeps
 //     the capacity best by probability (drop policy probs; ties to the lower token) or the first by
 //     position; with pad_to_capacity every expert gets exactly `capacity` rows, the missing ones
@@ -34,8 +34,6 @@ struct DispatchOptions {
 struct DispatchPlan {
   int64_t rows = 0;                         // R (plan_capacity: R_max, of which offsets[E] are used)
   Tensor expert_offsets;                    // (E+1) int32: expert e's rows [offsets[e], offsets[e+1])
-  std::vector<int64_t> rows_per_expert;     // host-built plans: (E) dispatched rows, padding included
-  std::vector<int64_t> routed_per_expert;   // host-built plans: (E) routed tokens kept (after dropping)
   Tensor row_token;                         // (R) int32: the token each row carries
   Tensor row_prob;                          // (R) int32: t*K + j of the row's choice, N*K for padding
   Tensor token_offsets, token_rows;         // CSR (N+1), (R): each token's rows, ascending
@@ -45,11 +43,6 @@ struct DispatchPlan {
 // Megatron's capacity ceil(N k / E x factor), capped at N; 0 without a capacity factor.
 int64_t expert_capacity(int64_t N, const DispatchOptions& opt);
 
-// top (N*K) expert ids and probs (N*K) of the router, row-major (token t's choices at t*K..).
-// The plan's tensors are on `device`.
-DispatchPlan plan_dispatch(const std::vector<int32_t>& top, const std::vector<double>& probs, int64_t num_tokens,
-                           const DispatchOptions& opt, Device device);
-
 // Whether plan_dropless applies: no capacity, no padding.
 bool plan_is_dropless(const DispatchOptions& opt);
 // A dropless plan's CSR offsets depend on N and K alone (every token has K rows, every choice one: t*K and
@@ -57,15 +50,15 @@ bool plan_is_dropless(const DispatchOptions& opt);
 struct DroplessOffsets {
   Tensor token_offsets, prob_offsets;
 };
-// The same plan as plan_dispatch for such options (its device tensors; no host vectors), from the router's
-// top (N,K) int32 on ex's device; token_counts (E) int32 += each expert's routed tokens.
+// The plan for such options (ops::moe_plan_dropless), from the router's top (N,K) int32 on ex's device;
+// token_counts (E) int32 += each expert's routed tokens.
 DispatchPlan plan_dropless(Exec& ex, const Tensor& top, const DispatchOptions& opt, DroplessOffsets& offsets,
                            Tensor& token_counts);
 
-// The same plan as plan_dispatch for options with capacity or padding, built on the device without host
-// synchronisation (ops::moe_plan_capacity): rows = R_max, the rows from expert_offsets[E] on unused (token 0,
-// choice N*K, in no expert's group and no CSR); no host vectors. top (N,K) int32 and probs (N,K) fp32 (fp64 on
-// the CPU) on ex's device; token_counts (E) int32 += each expert's kept tokens.
+// The plan for options with capacity or padding, built on the device without host synchronisation
+// (ops::moe_plan_capacity): rows = R_max, the rows from expert_offsets[E] on unused (token 0, choice N*K, in no
+// expert's group and no CSR). top (N,K) int32 and probs (N,K) fp32 (fp64 on the CPU) on ex's device;
+// token_counts (E) int32 += each expert's kept tokens.
 DispatchPlan plan_capacity(Exec& ex, const Tensor& top, const Tensor& probs, const DispatchOptions& opt,
                            Tensor& token_counts);
 
