@@ -16,6 +16,8 @@ import argparse
 import torch
 import torch.nn.functional as F
 
+from peer_common import median_ms, record
+
 BF16 = torch.bfloat16
 
 
@@ -30,25 +32,6 @@ def offsets(n, k, e, skew, gen):
         picks[0::2] = even
     counts = torch.bincount(picks.flatten(), minlength=e)
     return torch.cumsum(counts, 0).to(torch.int32).cuda()
-
-
-def median_ms(fn, repeats):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
-
-
-def report(op, shape, flops, ms, device):
-    print(f"{op:<15} {shape:<32} {'bf16':<5} {ms:10.4f} {flops / (ms * 1e-3) / 1e12:9.1f} TFLOP/s  {device}", flush=True)
 
 
 def main():
@@ -77,21 +60,23 @@ def main():
             return (F.silu(gate.float()) * up.float() * prob).to(BF16), h
 
         fc1 = 2.0 * r * c * 2 * f
-        report("torch._grouped_mm", tag + " fc1+swiglu eager", fc1, median_ms(fc1_swiglu, args.repeats), dev)
+        record("torch._grouped_mm", tag + " fc1+swiglu eager", "bf16", median_ms(fc1_swiglu, 3, args.repeats), fc1, dev)
         compiled = torch.compile(fc1_swiglu)
-        report("torch._grouped_mm", tag + " fc1+swiglu compile", fc1, median_ms(compiled, args.repeats), dev)
+        record("torch._grouped_mm", tag + " fc1+swiglu compile", "bf16", median_ms(compiled, 3, args.repeats), fc1, dev)
         if skew:
             continue
-        for what, nn_, kk in ((" fc1 fwd", 2 * f, c), (" fc2 fwd", c, f), (" fc2 dgrad", f, c), (" fc1 dgrad", c, 2 * f)):
+        gemms = ((" fc1 fwd", 2 * f, c), (" fc2 fwd", c, f), (" fc2 dgrad", f, c), (" fc1 dgrad", c, 2 * f))
+        for what, nn_, kk in gemms:
             a, w = u(r, kk), u(e, kk, nn_, scale=0.05)
-            report("torch._grouped_mm", tag + what, 2.0 * r * nn_ * kk,
-                   median_ms(lambda: torch._grouped_mm(a, w, offs=offs), args.repeats), dev)
+            ms = median_ms(lambda: torch._grouped_mm(a, w, offs=offs), 3, args.repeats)
+            record("torch._grouped_mm", tag + what, "bf16", ms, 2.0 * r * nn_ * kk, dev)
         for what, nn_, kk in ((" fc1 wgrad", 2 * f, c), (" fc2 wgrad", c, f)):
             dy, xx = u(r, nn_), u(r, kk)
-            report("torch._grouped_mm", tag + what, 2.0 * r * nn_ * kk,
-                   median_ms(lambda: torch._grouped_mm(dy.t(), xx, offs=offs), args.repeats), dev)
+            ms = median_ms(lambda: torch._grouped_mm(dy.t(), xx, offs=offs), 3, args.repeats)
+            record("torch._grouped_mm", tag + what, "bf16", ms, 2.0 * r * nn_ * kk, dev)
         a, w = u(r, c), u(c, 2 * f, scale=0.05)
-        report("torch.mm", "dense R=49152 N=2048 K=2048", fc1, median_ms(lambda: torch.mm(a, w), args.repeats), dev)
+        ms = median_ms(lambda: torch.mm(a, w), 3, args.repeats)
+        record("torch.mm", "dense R=49152 N=2048 K=2048", "bf16", ms, fc1, dev)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ A model is a layer pattern over sub-layer kinds, as in hytra (src/model/layer_ki
 `-` MLP live here, hybrid_peer.py adds `M` (Mamba-2). Each kind names its module, the matmul weights a token
 is multiplied by and its other FLOPs per token, so the peers count model FLOPs as src/model/flops.cpp does.
 Also here: the language-model shell (untied embedding, final RMSNorm, output layer, cross-entropy), the flags
-both peers take, and the timed training loop that prints the record.
+both peers take, the timed training loop that prints the record, and the kernel peers' (ssd_peer.py,
+grouped_mm_peer.py) timing and bench_ops-format record.
 """
 import argparse, contextlib, gc, json, math, statistics, time
 from dataclasses import dataclass
@@ -296,3 +297,25 @@ def run_modes(a, pattern, kinds, flops_token, config_name, compile_model):
     for gbs in a.global_batch_size:
         for mode in (["eager", "compile"] if a.mode == "both" else [a.mode]):
             run_mode(mode, a, gbs, pattern, kinds, flops_token, config_name, compile_model)
+
+
+# Kernel peers: the median of `repeats` timed calls (CUDA events) after `warmup` calls, and bench_ops's record.
+def median_ms(call, warmup, repeats):
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(repeats):
+        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0.record()
+        call()
+        t1.record()
+        t1.synchronize()
+        ms.append(t0.elapsed_time(t1))
+    return statistics.median(ms)
+
+
+def record(op, shape, dtype, ms, flops, device):  # bench_ops's "%-15s %-32s %-5s %10.4f %14s  %s"
+    per_s = flops / (ms * 1e-3)
+    rate = f"{per_s / 1e12:.1f} TFLOP/s" if per_s >= 1e12 else f"{per_s / 1e9:.2f} GFLOP/s"
+    print(f"{op:<15} {shape:<32} {dtype:<5} {ms:10.4f} {rate:>14}  {device}", flush=True)

@@ -10,31 +10,11 @@ backward alone, replayed on one retained graph), ssd_chunk_scan_fwd_bwd (both). 
 --repeats calls after --warmup, each call timed with CUDA events. Rate: model FLOPs as hytra counts the scan
 (hybrid_peer.ssd_flops: 7 d_inner N per token forward, twice that backward).
 """
-import argparse, statistics
+import argparse
 import torch
 
 from hybrid_peer import add_mamba_args, mamba_chunk_scan_combined, ssd_flops
-
-
-def median_ms(call, warmup, repeats):
-    for _ in range(warmup):
-        call()
-    torch.cuda.synchronize()
-    ms = []
-    for _ in range(repeats):
-        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        t0.record()
-        call()
-        t1.record()
-        t1.synchronize()
-        ms.append(t0.elapsed_time(t1))
-    return statistics.median(ms)
-
-
-def record(op, shape, dtype, ms, flops, device):  # bench_ops's "%-15s %-32s %-5s %10.4f %14s  %s"
-    per_s = flops / (ms * 1e-3)
-    rate = f"{per_s / 1e12:.1f} TFLOP/s" if per_s >= 1e12 else f"{per_s / 1e9:.2f} GFLOP/s"
-    print(f"{op:<15} {shape:<32} {dtype:<5} {ms:10.4f} {rate:>14}  {device}", flush=True)
+from peer_common import median_ms, record
 
 
 def main():

@@ -474,6 +474,18 @@ TEST(Train, BenchRefusesBadCountsAndResuming) {
 // bit, so only the kernels' summation orders differ: 1.2e-7 to 2.2e-7 over 40 iterations), except
 // that MoE routing is a discrete choice which a near-tie may resolve differently on the two devices
 // (the expert bias then amplifies the count difference): seen once as 1.6e-3.
+// Two runs with the same bits: every training loss, gradient norm and validation loss.
+void expect_same_bits(const TrainResult& a, const TrainResult& b, const std::string& what) {
+  ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a.losses[i], &b.losses[i], sizeof(double)), 0) << what << " iteration " << i + 1;
+    EXPECT_EQ(std::memcmp(&a.grad_norms[i], &b.grad_norms[i], sizeof(double)), 0) << what << " iteration " << i + 1;
+  }
+  ASSERT_EQ(a.val_losses.size(), b.val_losses.size()) << what;
+  for (size_t i = 0; i < a.val_losses.size(); ++i)
+    EXPECT_EQ(std::memcmp(&a.val_losses[i], &b.val_losses[i], sizeof(double)), 0) << what << " validation " << i + 1;
+}
+
 void check_gpu_tracks_cpu(const std::vector<std::string>& model, double fp32_tol = 1e-5) {
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), model.begin(), model.end());
@@ -493,9 +505,8 @@ void check_gpu_tracks_cpu(const std::vector<std::string>& model, double fp32_tol
   for (size_t i = 0; i < cpu.losses.size(); ++i) {
     worst_fp32 = std::max(worst_fp32, std::abs(gpu.losses[i] - cpu.losses[i]) / cpu.losses[i]);
     worst_bf16 = std::max(worst_bf16, std::abs(bf1.losses[i] - cpu.losses[i]) / cpu.losses[i]);
-    EXPECT_EQ(std::memcmp(&bf1.losses[i], &bf2.losses[i], sizeof(double)), 0) << "iteration " << i + 1;
-    EXPECT_EQ(std::memcmp(&bf1.grad_norms[i], &bf2.grad_norms[i], sizeof(double)), 0) << "iteration " << i + 1;
   }
+  expect_same_bits(bf1, bf2, "two bf16 runs");
   std::printf("worst relative loss difference to the CPU run: fp32 %.3g, bf16 %.3g\n", worst_fp32, worst_bf16);
   EXPECT_LT(worst_fp32, fp32_tol);
   EXPECT_LT(worst_bf16, 2e-2);
@@ -602,15 +613,7 @@ TEST(TrainCuda, GraphReplaysAreBitwiseTheEagerRun) {
     const std::string what = "model " + std::to_string(k);
     EXPECT_EQ(graph.graph_replays, 40 * 2 - 1) << what;
     EXPECT_EQ(eager.graph_replays, 0) << what;
-    ASSERT_EQ(graph.losses.size(), eager.losses.size());
-    for (size_t i = 0; i < graph.losses.size(); ++i) {
-      EXPECT_EQ(std::memcmp(&graph.losses[i], &eager.losses[i], sizeof(double)), 0) << what << " iteration " << i + 1;
-      EXPECT_EQ(std::memcmp(&graph.grad_norms[i], &eager.grad_norms[i], sizeof(double)), 0)
-          << what << " iteration " << i + 1;
-    }
-    ASSERT_EQ(graph.val_losses.size(), eager.val_losses.size());
-    for (size_t i = 0; i < graph.val_losses.size(); ++i)
-      EXPECT_EQ(std::memcmp(&graph.val_losses[i], &eager.val_losses[i], sizeof(double)), 0) << what;
+    expect_same_bits(graph, eager, what);
     EXPECT_GT(graph.losses.front() - graph.losses.back(), 1.0) << what;
   }
   ModelConfig mm;
@@ -640,11 +643,7 @@ TEST(TrainCuda, MoeWeightLayoutsTrainBitwiseAlike) {
   tiny_config(mg, tg, grouped);
   std::ostringstream log;
   const TrainResult indexed = train(mi, ti, log), single = train(mg, tg, log);
-  ASSERT_EQ(indexed.losses.size(), single.losses.size());
-  for (size_t i = 0; i < indexed.losses.size(); ++i) {
-    EXPECT_EQ(std::memcmp(&indexed.losses[i], &single.losses[i], sizeof(double)), 0) << "iteration " << i + 1;
-    EXPECT_EQ(std::memcmp(&indexed.grad_norms[i], &single.grad_norms[i], sizeof(double)), 0) << "iteration " << i + 1;
-  }
+  expect_same_bits(indexed, single, "indexed vs single grouped weight");
   EXPECT_GT(indexed.graph_replays, 0);  // captured as CUDA graphs, both
   EXPECT_GT(single.graph_replays, 0);
 }

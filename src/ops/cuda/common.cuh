@@ -217,6 +217,20 @@ void allow_smem(K kernel, int64_t bytes, const char* name) {
                name);
 }
 
+// The last index e in [0, n) with a[e] <= v, a ascending and a[0] <= v (e.g. the group of row v from the
+// groups' first rows): a binary search.
+__device__ __forceinline__ int last_at_most(const int32_t* a, int n, int64_t v) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a[mid] <= v)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

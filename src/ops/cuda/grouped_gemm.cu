@@ -14,26 +14,13 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The group of row r: the last e with offsets[e] <= r (empty groups skipped).
-__device__ __forceinline__ int group_of(const int32_t* offsets, int E, int64_t r) {
-  int lo = 0, hi = E - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (offsets[mid] <= r)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
 // y[r,n] = sum_k a[r,k] w_e(n,k), w_e(n,k) = w[e,n,k] (trans_w) or w[e,k,n].
 __global__ void grouped_gemm_simt(void* y, const void* a, const void* w, const int32_t* offsets, DType dt, int E,
                                   int64_t R, int64_t N, int64_t K, bool trans_w) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < R * N; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / N, n = i % N;
     if (r >= offsets[E]) continue;
-    const int64_t we = int64_t(group_of(offsets, E, r)) * N * K;
+    const int64_t we = int64_t(last_at_most(offsets, E, r)) * N * K;  // r's group (empty ones skipped)
     float acc = 0.0f;
     for (int64_t k = 0; k < K; ++k)
       acc += load_f(a, dt, r * K + k) * load_f(w, dt, we + (trans_w ? n * K + k : k * N + n));
@@ -73,8 +60,7 @@ bool use_sm90(const Tensor& a, const GroupedGemmArgs& g, int64_t N, int64_t K) {
   if (a.dtype() != DType::BF16) return false;
   if (N < (int64_t(1) << 31) && K < (int64_t(1) << 31) && grouped_gemm_sm90_fits(g)) return true;
   static bool warned = false;
-  if (!warned)
-    log_warn("grouped GEMM: bf16 experts of these sizes (or this device) run on the slow plain CUDA kernel");
+  if (!warned) log_warn("grouped GEMM: bf16 experts of these sizes (or this device) run on the slow plain CUDA kernel");
   warned = true;
   return false;
 }

@@ -66,14 +66,7 @@ __device__ __forceinline__ int tiles_of(const Params& p, int e) {
 }
 
 __device__ __forceinline__ Tile decode(const Params& p, const int* prefix, int t) {
-  int lo = 0, hi = p.g.E - 1;  // the last group whose first tile is <= t
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (prefix[mid] <= t)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
+  const int lo = last_at_most(prefix, p.g.E, t);  // the last group whose first tile is <= t
   Tile tl;
   tl.e = lo;
   const int local = t - prefix[lo];
@@ -438,9 +431,9 @@ const DeviceInfo& device_info() {
     cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
     cuda_check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
     cudaFuncAttributes attr{};
-    const bool built = cudaFuncGetAttributes(
-                           &attr, grouped_gemm_kernel<GroupedMode::Forward, ops::ExpertActivation::SwiGLU, false>) ==
-                       cudaSuccess;
+    const bool built =
+        cudaFuncGetAttributes(&attr, grouped_gemm_kernel<GroupedMode::Forward, ops::ExpertActivation::SwiGLU, false>) ==
+        cudaSuccess;
     cudaGetLastError();  // a kernel without code for this device is a fallback, not an error
     d.sm90a = major == 9 && built && attr.binaryVersion == 90;
     return d;

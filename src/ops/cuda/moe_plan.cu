@@ -31,31 +31,42 @@ constexpr int kRankThreads = 1024;
 constexpr int kRowThreads = 256;
 constexpr int kMaxK = 32;
 
-// counts: null for the capacity plan (it counts the kept tokens instead).
-__global__ void __launch_bounds__(kRankThreads) plan_rank_kernel(const int32_t* top, int64_t NK, int32_t* rank,
-                                                                   int32_t* rows, int32_t* counts) {
+// Exclusive prefix of v over the block's threads in thread order (kRankThreads of them), and the block's total.
+// Every thread must call it.
+__device__ int32_t block_scan(int32_t v, int32_t& total) {
   __shared__ int32_t warp_total[kRankThreads / 32];
-  const int32_t e = int32_t(blockIdx.x);
-  const int64_t seg = (NK + kRankThreads - 1) / kRankThreads;
-  const int64_t i0 = min(NK, int64_t(threadIdx.x) * seg), i1 = min(NK, i0 + seg);
-  int32_t mine = 0;
-  for (int64_t i = i0; i < i1; ++i) mine += top[i] == e;
-  // Inclusive prefix of `mine` over the block's threads in thread order.
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  int32_t incl = mine;
+  int32_t incl = v;
   for (int o = 1; o < 32; o <<= 1) {
     const int32_t u = __shfl_up_sync(0xffffffffu, incl, o);
     if (lane >= o) incl += u;
   }
   if (lane == 31) warp_total[warp] = incl;
   __syncthreads();
-  int32_t before = incl - mine;
-  for (int w = 0; w < warp; ++w) before += warp_total[w];
+  int32_t before = incl - v, all = 0;
+  for (int w = 0; w < kRankThreads / 32; ++w) {
+    if (w < warp) before += warp_total[w];
+    all += warp_total[w];
+  }
+  __syncthreads();  // warp_total is free for the next call
+  total = all;
+  return before;
+}
+
+// counts: null for the capacity plan (it counts the kept tokens instead).
+__global__ void __launch_bounds__(kRankThreads) plan_rank_kernel(const int32_t* top, int64_t NK, int32_t* rank,
+                                                                   int32_t* rows, int32_t* counts) {
+  const int32_t e = int32_t(blockIdx.x);
+  const int64_t seg = (NK + kRankThreads - 1) / kRankThreads;
+  const int64_t i0 = min(NK, int64_t(threadIdx.x) * seg), i1 = min(NK, i0 + seg);
+  int32_t mine = 0, total = 0;
+  for (int64_t i = i0; i < i1; ++i) mine += top[i] == e;
+  int32_t before = block_scan(mine, total);
   for (int64_t i = i0; i < i1; ++i)
     if (top[i] == e) rank[i] = before++;
-  if (threadIdx.x == kRankThreads - 1) {
-    rows[e] = before;
-    if (counts) counts[e] += before;
+  if (threadIdx.x == 0) {
+    rows[e] = total;
+    if (counts) counts[e] += total;
   }
 }
 
@@ -95,28 +106,6 @@ __global__ void __launch_bounds__(kRowThreads) plan_rows_kernel(const int32_t* t
 }
 
 // ---- capacity plan ----
-
-// Exclusive prefix of v over the block's threads in thread order (kRankThreads of them), and the block's total.
-// Every thread must call it.
-__device__ int32_t block_scan(int32_t v, int32_t& total) {
-  __shared__ int32_t warp_total[kRankThreads / 32];
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  int32_t incl = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const int32_t u = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += u;
-  }
-  if (lane == 31) warp_total[warp] = incl;
-  __syncthreads();
-  int32_t before = incl - v, all = 0;
-  for (int w = 0; w < kRankThreads / 32; ++w) {
-    if (w < warp) before += warp_total[w];
-    all += warp_total[w];
-  }
-  __syncthreads();  // warp_total is free for the next call
-  total = all;
-  return before;
-}
 
 // The sum of x[0..n), computed by the block (every thread gets it).
 __device__ int32_t sum_before(const int32_t* x, int n) {
