@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine (bench/NOTES.md): the CUDA parity suite, the GPU unit and end-to-end tests,
 # `hytra bench` of each config in BENCH (default llama3.2-1b) at each global batch in GBS_LIST
-# (default 2 8), the grouped expert GEMMs against torch._grouped_mm (GROUPED_PEER=1: bench_ops's moe-2b entries
+# (default 2 8) (SKEW=1: each also with --skew-routing, a MoE config's tokens sent to one expert), the grouped expert GEMMs against torch._grouped_mm (GROUPED_PEER=1: bench_ops's moe-2b entries
 # and bench/peer/grouped_mm_peer.py), and optionally the PyTorch peer of each config in BENCH (PEER=1: bench/peer/dense_peer.py for
 # llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml, moe_peer.py for moe-2b; eager and compiled,
 # or PEER_MODE=compile or eager alone), the peer timing of
@@ -10,7 +10,7 @@
 # CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
 # test_unit, test_e2e, bench_ops; not needed with CHECKS=0 BENCH_HYTRA=0, which runs the peers alone);
 # logs go to $OUT.
-#   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [PEER=1] [GROUPED_PEER=1] [SSD_PEER=1] [NCU=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
+#   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [SKEW=1] [PEER=1] [GROUPED_PEER=1] [SSD_PEER=1] [NCU=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
 set -uo pipefail
 BIN=${1:-build}
 OUT=${OUT:-/tmp/hytra_out}
@@ -34,6 +34,11 @@ for cfg in ${BENCH:-llama3.2-1b}; do
     echo "== hytra bench $cfg gbs $gbs"
     "$BIN/hytra" bench "$cfg" --steps ${STEPS:-10} --warmup 3 --global-batch-size "$gbs" --lr-warmup-iters 2 >"$log" 2>&1
     echo "rc $?"; tail -2 "$log"
+    [ "${SKEW:-0}" = 1 ] || continue
+    echo "== hytra bench $cfg gbs $gbs --skew-routing"
+    "$BIN/hytra" bench "$cfg" --steps ${STEPS:-10} --warmup 3 --global-batch-size "$gbs" --lr-warmup-iters 2 \
+      --skew-routing >"${log%.log}_skewed.log" 2>&1
+    echo "rc $?"; tail -2 "${log%.log}_skewed.log"
   done
 done
 PY=/opt/torch/.venv/bin/python3
@@ -55,7 +60,8 @@ if [ "${PEER:-0}" = 1 ]; then
 fi
 if [ "${GROUPED_PEER:-0}" = 1 ]; then
   echo "== grouped expert GEMMs at the moe-2b shapes: bench_ops (hytra), then torch._grouped_mm (peer)"
-  for o in grouped_gemm_glu grouped_gemm grouped_gemm_wgrad gemm moe_router_fwd moe_plan_dropless; do
+  for o in grouped_gemm_glu grouped_gemm_glu_bwd grouped_gemm grouped_gemm_wgrad gemm moe_act_bwd moe_router_fwd \
+    moe_plan_dropless; do
     "$(bin bench_ops)" -o $o
   done 2>&1 | grep -E "moe-2b|R=49152|error" | tee "$OUT/grouped_hytra.log"
   (cd bench/peer && PYTHONUNBUFFERED=1 $PY grouped_mm_peer.py) 2>&1 | tee "$OUT/grouped_peer.log"

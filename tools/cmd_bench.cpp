@@ -1,4 +1,4 @@
-// `hytra bench NAME|FILE [--warmup W] [--steps N] [training flags]`: trains a named config
+// `hytra bench NAME|FILE [--warmup W] [--steps N] [--skew-routing] [training flags]`: trains a named config
 // (bench/configs/NAME.yaml, or a config file) on its data (mock tokens in the bundled configs) for
 // W warm-up and N measured steps, then prints the config's size and one record line
 // (cli/bench.h). Any training flag after the name overrides the file.
@@ -30,16 +30,22 @@ std::string config_path(const std::string& name) {
 int cmd_bench(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "usage: hytra bench NAME|FILE [--warmup W (default 3)] [--steps N (default 10)] [training flags]\n"
-                 "  NAME is a file under bench/configs/ without .yaml (e.g. llama3.2-1b)\n";
+    std::cout << "usage: hytra bench NAME|FILE [--warmup W (default 3)] [--steps N (default 10)] [--skew-routing]\n"
+                 "                   [training flags]\n"
+                 "  NAME is a file under bench/configs/ without .yaml (e.g. llama3.2-1b)\n"
+                 "  --skew-routing: expert 0's router expert bias starts at 1 in every MoE layer (every token\n"
+                 "  routes one of its top-k choices to it)\n";
     return args.empty() ? 2 : 0;
   }
   const std::string name = args[0];
   int64_t warmup = 3, steps = 10;
+  bool skew = false;
   std::vector<std::string> rest = {"--config", config_path(name)};
   std::vector<std::string> overrides;
   for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--warmup" || args[i] == "--steps") {
+    if (args[i] == "--skew-routing") {
+      skew = true;
+    } else if (args[i] == "--warmup" || args[i] == "--steps") {
       HYTRA_CHECK(i + 1 < args.size(), args[i], ": expected a count after it");
       (args[i] == "--warmup" ? warmup : steps) = parse_int_value(args[i], args[i + 1]);
       ++i;
@@ -54,6 +60,7 @@ int cmd_bench(int argc, char** argv) {
   ModelConfig model;
   TrainConfig train;
   parse_train_args(rest, model, train, nullptr);
+  if (skew) train.after_init = skew_routing;
   // The record's name: the file stem, or its folder for examples/<name>/config.yaml.
   const std::filesystem::path path(name);
   std::string label = path.filename().string();  // not stem(): "llama3.2-1b" has a dot

@@ -3,6 +3,7 @@
 // together; after it the config is const.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 #include "train/lr_schedule.h"
 
 namespace hytra {
+
+class ParamStore;
 
 enum class DeviceChoice { Auto, CPU, CUDA };  // --device
 enum class OptimizerKind { Adam, Sgd };       // --optimizer (Adam is AdamW; SGD is refused by validate)
@@ -86,6 +89,11 @@ struct TrainConfig {
 
   int64_t num_micro_batches() const { return global_batch() / micro_batch_size; }
   int64_t global_batch() const { return global_batch_size > 0 ? global_batch_size : micro_batch_size; }
+
+
+  // Not a flag: a tool's change to the freshly initialised parameters before the first step (`hytra bench
+  // --skew-routing`); unset in training.
+  std::function<void(ParamStore&)> after_init;
 
   void validate() const;
 };

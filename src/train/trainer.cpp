@@ -131,6 +131,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   ParamStore& store = model.params();
   store.finalize(tc.bf16 ? DType::BF16 : DType::F32, dev);
   init_params(store, tc.seed);
+  if (tc.after_init) tc.after_init(store);
   AdamW opt(store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
   const std::vector<ArchitectureEntry> arch = architecture_record(mc, model.plan());
   ResumePoint start;

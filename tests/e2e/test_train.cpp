@@ -445,6 +445,52 @@ TEST(Train, BenchMeasuresTheStepsAfterWarmup) {
     EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
 }
 
+// `hytra bench --skew-routing`: with expert 0's router bias raised every token routes one of its top-2 choices to
+// expert 0 (the log's tokens_per_expert, a JSONL line a step); without it expert 0 gets fewer. A model without
+// an expert bias is a named error.
+TEST(Train, SkewRoutingSendsEveryTokenToExpertZero) {
+  const std::vector<std::string> moe = {"--hybrid-layer-pattern", "*E", "--num-experts", "4", "--moe-ffn-hidden-size",
+                                        "32", "--moe-router-score-function", "sigmoid",
+                                        "--moe-router-enable-expert-bias", "--train-iters", "5", "--log-interval",
+                                        "1"};
+  auto expert0_tokens = [&](bool skew) {
+    const std::string path = testing::TempDir() + "hytra_skew.jsonl";
+    std::remove(path.c_str());
+    std::vector<std::string> extra = moe;
+    extra.insert(extra.end(), {"--log-jsonl", path});
+    ModelConfig m;
+    TrainConfig t;
+    tiny_config(m, t, extra);
+    if (skew) t.after_init = skew_routing;
+    std::ostringstream log;
+    train(m, t, log);
+    std::ifstream in(path);
+    std::vector<int64_t> counts;
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find("\"tokens_per_expert\": [");  // training lines (not the validation's)
+      if (at != std::string::npos) counts.push_back(std::stoll(line.substr(at + 22)));
+    }
+    return counts;
+  };
+  const int64_t tokens = 8 * 32;  // a step: global batch 8 x seq 32
+  EXPECT_EQ(expert0_tokens(true), std::vector<int64_t>(5, tokens));
+  const std::vector<int64_t> plain = expert0_tokens(false);
+  EXPECT_EQ(plain.size(), 5u);
+  for (int64_t c : plain) EXPECT_LT(c, tokens);
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t, {"--hybrid-layer-pattern", "*E", "--num-experts", "4", "--moe-ffn-hidden-size", "32"});
+  t.after_init = skew_routing;
+  std::ostringstream log;
+  try {
+    train(m, t, log);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--skew-routing: the model has no router expert bias"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Counts that overflow and a resumed run (which measured fewer iterations than warm-up + steps and
 // met the result's internal check) are named errors.
 TEST(Train, BenchRefusesBadCountsAndResuming) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "ops/ops.h"
 #include "train/trainer.h"
 
 namespace hytra {
@@ -52,6 +53,24 @@ BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainCo
   r.num_params = t.num_params;
   r.flops_per_token = t.flops_per_token;
   return r;
+}
+
+void skew_routing(ParamStore& store) {
+  int layers = 0;
+  for (Param* p : store.all()) {
+    if (!p->name.ends_with("mlp.router.expert_bias")) continue;
+    Tensor host = p->master.to(Device::CPU);
+    if (host.dtype() == DType::F64)
+      host.data<double>()[0] = 1.0;
+    else
+      host.data<float>()[0] = 1.0f;
+    Exec& ex = Exec::for_device(p->master.device());
+    ops::copy(ex, p->master, host.to(p->master.device()));
+    if (p->value.raw() != p->master.raw()) ops::copy(ex, p->value, p->master);
+    ++layers;
+  }
+  HYTRA_CHECK(layers > 0, "--skew-routing: the model has no router expert bias (it needs MoE layers with "
+              "--moe-router-enable-expert-bias)");
 }
 
 std::string format_bench_record(const BenchResult& r) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/config.h"
+#include "nn/param.h"
 #include "train/train_config.h"
 
 namespace hytra {
@@ -34,6 +35,11 @@ void check_bench_counts(int64_t warmup, int64_t steps);
 // and measures the last `steps`. A fresh run only: --load is an error.
 BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainConfig train, int64_t warmup,
                       int64_t steps, std::ostream& log);
+
+// `hytra bench --skew-routing`: sets expert 0's router expert bias to 1 in every MoE layer, so that every token
+// picks expert 0 among its top k (router scores lie in [0, 1]): 1/k of the routed rows land on one expert. Throws
+// when the model has no expert bias.
+void skew_routing(ParamStore& store);
 
 // "hytra=<name> config=... mbs=.. gbs=.. seq=.. step_ms=.. tokens_per_s=.. tflops_per_gpu=.. mfu=..%
 // peak_mem_gib=.. loss=.." — one line.

@@ -1,6 +1,6 @@
 // The Hopper grouped GEMM (grouped_gemm_sm90.h). One persistent kernel per call, one block per SM:
 //  - Tiles: 128 x 256 outputs (Glu: 128 rows x 128 activation columns, whose 256 gate and linear h
-//    columns are loaded as the B tile), K in steps of 64. Row modes (Forward, Dgrad, Glu): group e owns
+//    columns are loaded as the B tile), K in steps of 64. Row modes (Forward, Dgrad, Glu, GluBwd): group e owns
 //    ceil(rows_e / 128) x (column tiles) tiles; a tile's last rows may belong to the next group: they
 //    are computed and not stored. Wgrad: group e owns every tile of its dw_e (none when it has no rows
 //    and beta = 1) and contracts over its own rows; the rows of the last 64-row step past the group's
@@ -13,6 +13,11 @@
 //    store cannot express the destination (rows of the next group, scattered GLU columns); Wgrad with
 //    beta 0 stores whole 32-byte sectors straight from registers. Glu computes the activation from the
 //    bf16-rounded h values with moe_act_fwd's formula, so the fused and unfused paths agree bitwise.
+//    GluBwd computes fc2's data gradient da, rounds it to bf16 and, through the same staging buffers,
+//    applies moe_act_bwd's formula row-wise with h's gates and linears (fetched into L2 while the tile's MMAs
+//    run): dh is the unfused path's bits; each row's dprobs terms are summed per tile in a fixed order
+//    (8 columns, the 4 chunks, then 8 threads by xor shuffles) into `partial`, added up over the tiles by
+//    grouped_gemm.cu.
 //  - Deterministic: each output element is written (or, Wgrad with beta 1, added to) once.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -31,7 +36,7 @@ namespace {
 using namespace sm90;
 using bf16_t = __nv_bfloat16;
 
-constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kThreads = 384, kMaxGroups = 256;
+constexpr int BM = 128, BN = kGroupedTileCols, BK = 64, kStages = 4, kThreads = 384, kMaxGroups = 256;
 constexpr int kStageA = BM * BK, kStageB = BN * BK;  // elements
 constexpr int kBox = 64 * 64;                        // elements of one 64-line box
 constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
@@ -99,7 +104,7 @@ __device__ __forceinline__ void load_stage(const Params& p, const CUtensorMap* t
     tma_load_2d(sa, ta, bar, k * BK, tl.r0);
     if constexpr (MODE == GroupedMode::Forward) {
       tma_load_3d(sb, tb, bar, k * BK, tl.n * BN, tl.e);
-    } else if constexpr (MODE == GroupedMode::Dgrad) {
+    } else if constexpr (MODE == GroupedMode::Dgrad || MODE == GroupedMode::GluBwd) {
       for (int j = 0; j < BN / 64; ++j) tma_load_3d(sb + j * kBox, tb, bar, tl.n * BN + 64 * j, k * BK, tl.e);
     } else {  // Glu: gate rows then linear rows of activation columns [n*128, n*128 + 128), from tl.glu_row
       const int I = p.g.I, P = p.piece;
@@ -290,6 +295,81 @@ __device__ __forceinline__ void rows_epilogue(const Params& p, const CUtensorMap
   }
 }
 
+// GluBwd: h column of activation column f, gate (half 0) or linear (half 1): f / I * 2I + f % I (+ I).
+__device__ __forceinline__ int glu_h_col(int f, int I, int half) { return f + f / I * I + half * I; }
+
+// GluBwd, before the tile's MMAs: the 256 consumer threads ask L2 for the h lines the epilogue will read (thread
+// t: row t / 2, gates (t even) or linears; per 64-column chunk the lines of its first and last column).
+__device__ __forceinline__ void prefetch_glu_h(const Params& p, const Tile& tl) {
+  const int row = int(threadIdx.x) >> 1, half = int(threadIdx.x) & 1, r = tl.r0 + row, F = p.g.N, I = p.g.I;
+  if (r >= tl.r1) return;
+  const bf16_t* hr = static_cast<const bf16_t*>(p.g.h) + int64_t(r) * 2 * F;
+#pragma unroll
+  for (int ch = 0; ch < BN / 64; ++ch) {
+    const int f = tl.n * BN + ch * 64, last = min(f + 63, F - 1);
+    if (f >= F) break;
+    prefetch_l2(hr + glu_h_col(f, I, half));
+    prefetch_l2(hr + glu_h_col(last, I, half));
+  }
+}
+
+// GluBwd: warpgroup wg's 64 rows of da, rounded to bf16 and staged chunk by chunk (64 columns), become dh and
+// the tile's dprobs sums. In a chunk thread t takes rows t / 8 + 16 m (m < 4) and the chunk's columns 8 (t % 8)
+// .. + 8: it reads their gates and linears from h, writes their dh (moe_act_bwd's formula) and adds their dprobs
+// terms to its sum for the row. Rows past the group's end are left to the next group's tiles.
+template <ops::ExpertActivation ACT>
+__device__ __forceinline__ void glu_bwd_epilogue(const Params& p, const Tile& tl, const float* d, int wg,
+                                                 uint8_t* staging, int& count) {
+  Stager st(staging, wg);
+  const int r0 = tl.r0 + wg * 64, F = p.g.N, I = p.g.I, q = st.t & 7;
+  const bf16_t* h = static_cast<const bf16_t*>(p.g.h);
+  bf16_t* dh = static_cast<bf16_t*>(p.g.y);
+  float pr[4], dp[4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const int r = r0 + (st.t >> 3) + 16 * m;
+    pr[m] = r < tl.r1 ? p.g.probs[r] : 0.0f;
+    dp[m] = 0.0f;
+  }
+#pragma unroll
+  for (int ch = 0; ch < BN / 64; ++ch)
+    st.chunk<false>(
+        count, [&](int i, int jj) { return make_float2(d[4 * (ch * 8 + jj) + 2 * i], d[4 * (ch * 8 + jj) + 2 * i + 1]); },
+        [&](uint8_t* buf) {
+          const int f = tl.n * BN + ch * 64 + 8 * q;
+          if (f >= F) return;
+#pragma unroll
+          for (int m = 0; m < 4; ++m) {
+            const int row = (st.t >> 3) + 16 * m, r = r0 + row;
+            if (r >= tl.r1) continue;
+            float da[8], g[8], u[8];
+            unpack16(*reinterpret_cast<const uint4*>(buf + row * 128 + ((q ^ (row & 7)) * 16)), da, h);
+            const int64_t base = int64_t(r) * 2 * F;
+            load_n_rw<8>(h + base + glu_h_col(f, I, 0), g);
+            load_n_rw<8>(h + base + glu_h_col(f, I, 1), u);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              const Glu in(g[i], u[i], p.g.offset, p.g.clamp);
+              const float v = act_value(ACT, in.g), dyp = da[i] * pr[m];
+              dp[m] += v * in.u * da[i];
+              g[i] = in.gate_in ? dyp * in.u * act_grad(ACT, in.g) : 0.0f;
+              u[i] = in.lin_in ? dyp * v : 0.0f;
+            }
+            store_n<8>(dh + base + glu_h_col(f, I, 0), g);
+            store_n<8>(dh + base + glu_h_col(f, I, 1), u);
+          }
+        });
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    float s = dp[m];
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    s += __shfl_xor_sync(0xffffffffu, s, 4);
+    const int r = r0 + (st.t >> 3) + 16 * m;
+    if (q == 0 && r < tl.r1) p.g.partial[int64_t(r) * p.nt + tl.n] = s;
+  }
+}
+
 template <GroupedMode MODE, ops::ExpertActivation ACT, bool CLAMP>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
@@ -299,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   return;  // built for another architecture: never launched (device_info().sm90a is false)
 #else
   constexpr int TA = MODE == GroupedMode::Wgrad ? 1 : 0;
-  constexpr int TB = MODE == GroupedMode::Dgrad || MODE == GroupedMode::Wgrad ? 1 : 0;
+  constexpr int TB = MODE == GroupedMode::Dgrad || MODE == GroupedMode::Wgrad || MODE == GroupedMode::GluBwd ? 1 : 0;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   bf16_t* sa = reinterpret_cast<bf16_t*>(base);
@@ -344,6 +424,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int it = 0, staged = 0;  // K steps consumed; output chunks staged
   for (int t = int(blockIdx.x); t < total; t += int(gridDim.x)) {
     const Tile tl = decode(p, prefix, t);
+    if constexpr (MODE == GroupedMode::GluBwd) prefetch_glu_h(p, tl);
     if (tl.kt == 0) {
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.0f;
@@ -377,6 +458,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tl.kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     if constexpr (MODE == GroupedMode::Wgrad)
       wgrad_epilogue(p, &tc, tl, d, wg, staging, staged);
+    else if constexpr (MODE == GroupedMode::GluBwd)
+      glu_bwd_epilogue<ACT>(p, tl, d, wg, staging, staged);
     else
       rows_epilogue<MODE, ACT, CLAMP>(p, &tc, &td, tl, d, wg, staging, staged);
   }
@@ -469,6 +552,7 @@ bool grouped_gemm_sm90_fits(const GroupedGemmArgs& g) {
     const int I = g.I, F = g.N / 2;
     if (I % 8 != 0 || F % I != 0 || (I < BN / 2 ? (BN / 2) % I != 0 : I % (BN / 2) != 0)) return false;
   }
+  if (g.mode == GroupedMode::GluBwd && (g.I % 8 != 0 || g.N % g.I != 0)) return false;
   return true;
 }
 
@@ -494,6 +578,18 @@ void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
       const uint32_t ba[2] = {BK, BM}, bb[3] = {64, 64, 1}, by[2] = {64, 64};
       const CUtensorMap ty = tensor_map(g.y, 2, dy, &N, by);
       launch<GroupedMode::Dgrad>(tensor_map(g.a, 2, da, &K, ba), tensor_map(g.b, 3, db, pb, bb), ty, ty, p, s);
+      break;
+    }
+    case GroupedMode::GluBwd: {  // w (E, K, N) as Dgrad, N = F
+      p.nt = (g.N + BN - 1) / BN;
+      p.kt = (g.K + BK - 1) / BK;
+      const uint64_t da[2] = {K, R}, db[3] = {N, K, E}, pb[2] = {N, K * N};
+      const uint32_t ba[2] = {BK, BM}, bb[3] = {64, 64, 1};
+      const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba), tb = tensor_map(g.b, 3, db, pb, bb);
+      if (g.act == ops::ExpertActivation::QuickGeGLU)
+        launch<GroupedMode::GluBwd, ops::ExpertActivation::QuickGeGLU>(ta, tb, ta, ta, p, s);
+      else
+        launch<GroupedMode::GluBwd, ops::ExpertActivation::SwiGLU>(ta, tb, ta, ta, p, s);
       break;
     }
     case GroupedMode::Forward: {  // w (E, N, K)
