@@ -336,27 +336,40 @@ __device__ __forceinline__ void glu_bwd_epilogue(const Params& p, const Tile& tl
     st.chunk<false>(
         count, [&](int i, int jj) { return make_float2(d[4 * (ch * 8 + jj) + 2 * i], d[4 * (ch * 8 + jj) + 2 * i + 1]); },
         [&](uint8_t* buf) {
-          const int f = tl.n * BN + ch * 64 + 8 * q;
+          const int f = tl.n * BN + ch * 64 + 8 * q, gc = glu_h_col(f, I, 0), uc = glu_h_col(f, I, 1);
           if (f >= F) return;
+          // The loads of two rows first: the stores below may alias them for the compiler, which would otherwise
+          // wait for each row's loads in turn (four rows' worth of registers spill).
 #pragma unroll
-          for (int m = 0; m < 4; ++m) {
-            const int row = (st.t >> 3) + 16 * m, r = r0 + row;
-            if (r >= tl.r1) continue;
-            float da[8], g[8], u[8];
-            unpack16(*reinterpret_cast<const uint4*>(buf + row * 128 + ((q ^ (row & 7)) * 16)), da, h);
-            const int64_t base = int64_t(r) * 2 * F;
-            load_n_rw<8>(h + base + glu_h_col(f, I, 0), g);
-            load_n_rw<8>(h + base + glu_h_col(f, I, 1), u);
+          for (int m0 = 0; m0 < 4; m0 += 2) {
+            uint4 gv[2], uv[2];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
-              const Glu in(g[i], u[i], p.g.offset, p.g.clamp);
-              const float v = act_value(ACT, in.g), dyp = da[i] * pr[m];
-              dp[m] += v * in.u * da[i];
-              g[i] = in.gate_in ? dyp * in.u * act_grad(ACT, in.g) : 0.0f;
-              u[i] = in.lin_in ? dyp * v : 0.0f;
+            for (int j = 0; j < 2; ++j) {
+              const int r = r0 + (st.t >> 3) + 16 * (m0 + j);
+              if (r >= tl.r1) continue;
+              gv[j] = *reinterpret_cast<const uint4*>(h + int64_t(r) * 2 * F + gc);
+              uv[j] = *reinterpret_cast<const uint4*>(h + int64_t(r) * 2 * F + uc);
             }
-            store_n<8>(dh + base + glu_h_col(f, I, 0), g);
-            store_n<8>(dh + base + glu_h_col(f, I, 1), u);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const int m = m0 + j, row = (st.t >> 3) + 16 * m, r = r0 + row;
+              if (r >= tl.r1) continue;
+              float da[8], g[8], u[8];
+              unpack16(*reinterpret_cast<const uint4*>(buf + row * 128 + ((q ^ (row & 7)) * 16)), da, h);
+              unpack16(gv[j], g, h);
+              unpack16(uv[j], u, h);
+              const int64_t base = int64_t(r) * 2 * F;
+#pragma unroll
+              for (int i = 0; i < 8; ++i) {
+                const Glu in(g[i], u[i], p.g.offset, p.g.clamp);
+                const float v = act_value(ACT, in.g), dyp = da[i] * pr[m];
+                dp[m] += v * in.u * da[i];
+                g[i] = in.gate_in ? dyp * in.u * act_grad(ACT, in.g) : 0.0f;
+                u[i] = in.lin_in ? dyp * v : 0.0f;
+              }
+              store_n<8>(dh + base + gc, g);
+              store_n<8>(dh + base + uc, u);
+            }
           }
         });
 #pragma unroll
