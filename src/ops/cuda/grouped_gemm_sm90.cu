@@ -13,11 +13,12 @@
 //    store cannot express the destination (rows of the next group, scattered GLU columns); Wgrad with
 //    beta 0 stores whole 32-byte sectors straight from registers. Glu computes the activation from the
 //    bf16-rounded h values with moe_act_fwd's formula, so the fused and unfused paths agree bitwise.
-//    GluBwd computes fc2's data gradient da, rounds it to bf16 and, through the same staging buffers,
-//    applies moe_act_bwd's formula row-wise with h's gates and linears (fetched into L2 while the tile's MMAs
-//    run): dh is the unfused path's bits; each row's dprobs terms are summed per tile in a fixed order
-//    (8 columns, the 4 chunks, then 8 threads by xor shuffles) into `partial`, added up over the tiles by
-//    grouped_gemm.cu.
+//    GluBwd computes fc2's data gradient da and hands it, rounded to bf16, to the producer warpgroup's three
+//    idle warps through a 64 KB tile buffer (3 pipeline stages make room for it): they apply moe_act_bwd's
+//    formula with h's gates and linears (asked into L2 while the tile's MMAs run) and write dh while the
+//    consumers run the next tile's MMAs. dh is the unfused path's bits; each row's dprobs terms are summed
+//    per tile in a fixed order (8 columns a lane, then the warp's lanes by xor shuffles) into `partial`,
+//    added up over the tiles by grouped_gemm.cu.
 //  - Deterministic: each output element is written (or, Wgrad with beta 1, added to) once.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -44,7 +45,13 @@ constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
 // one 128-byte swizzled line a row), stored by TMA while the MMAs of the next tile run.
 constexpr int kChunkCols = 32, kChunkBytes = 64 * kChunkCols * 4;
 constexpr int kStagingBytes = 2 * 2 * kChunkBytes;
-constexpr int kSmemBytes = kStages * int(kStageBytes) + kStagingBytes + 1024 + 2 * kStages * 8 + (kMaxGroups + 1) * 4;
+// GluBwd: one bf16 tile of da (128 rows of 512 bytes) instead of the staging buffers, and one stage less.
+constexpr int kDaBytes = BM * BN * 2;
+constexpr int stages_of(GroupedMode m) { return m == GroupedMode::GluBwd ? kStages - 1 : kStages; }
+constexpr int out_bytes_of(GroupedMode m) { return m == GroupedMode::GluBwd ? kDaBytes : kStagingBytes; }
+constexpr int smem_bytes_of(GroupedMode m) {
+  return stages_of(m) * int(kStageBytes) + out_bytes_of(m) + 1024 + 2 * stages_of(m) * 8 + 16 + (kMaxGroups + 1) * 4;
+}
 
 struct Params {
   GroupedGemmArgs g;
@@ -298,88 +305,87 @@ __device__ __forceinline__ void rows_epilogue(const Params& p, const CUtensorMap
 // GluBwd: h column of activation column f, gate (half 0) or linear (half 1): f / I * 2I + f % I (+ I).
 __device__ __forceinline__ int glu_h_col(int f, int I, int half) { return f + f / I * I + half * I; }
 
-// GluBwd, before the tile's MMAs: the 256 consumer threads ask L2 for the h lines the epilogue will read (thread
-// t: row t / 2, gates (t even) or linears; per 64-column chunk the lines of its first and last column).
-__device__ __forceinline__ void prefetch_glu_h(const Params& p, const Tile& tl) {
-  const int row = int(threadIdx.x) >> 1, half = int(threadIdx.x) & 1, r = tl.r0 + row, F = p.g.N, I = p.g.I;
-  if (r >= tl.r1) return;
-  const bf16_t* hr = static_cast<const bf16_t*>(p.g.h) + int64_t(r) * 2 * F;
+// GluBwd's da tile buffer: row r (of 128) holds 512 bytes, its 16-byte piece j (columns 8j .. 8j + 8) at
+// slot j ^ (r % 8), so the consumers' fragment stores and the workers' row reads are free of bank conflicts.
+__device__ __forceinline__ int da_offset(int row, int piece) { return row * 512 + ((piece ^ (row & 7)) * 16); }
+
+// GluBwd, consumer warpgroup wg: its 64 x 256 fragment of da into the tile buffer, rounded to bf16.
+__device__ __forceinline__ void stage_da(uint8_t* buf, const float* d, int wg) {
+  const int t = int(threadIdx.x) & 127, lane = t & 31, warp = t >> 5;
 #pragma unroll
-  for (int ch = 0; ch < BN / 64; ++ch) {
-    const int f = tl.n * BN + ch * 64, last = min(f + 63, F - 1);
-    if (f >= F) break;
-    prefetch_l2(hr + glu_h_col(f, I, half));
-    prefetch_l2(hr + glu_h_col(last, I, half));
+  for (int i = 0; i < 2; ++i) {
+    const int row = wg * 64 + warp * 16 + lane / 4 + 8 * i;
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {  // pieces jj, jj + 8, ...: one swizzled slot, then fixed 128-byte steps
+      uint8_t* q = buf + da_offset(row, jj) + 4 * (lane & 3);
+#pragma unroll
+      for (int jb = 0; jb < BN / 64; ++jb) {
+        const int j = jb * 8 + jj;
+        *reinterpret_cast<__nv_bfloat162*>(q + jb * 128) = __floats2bfloat162_rn(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
+      }
+    }
   }
 }
 
-// GluBwd: warpgroup wg's 64 rows of da, rounded to bf16 and staged chunk by chunk (64 columns), become dh and
-// the tile's dprobs sums. In a chunk thread t takes rows t / 8 + 16 m (m < 4) and the chunk's columns 8 (t % 8)
-// .. + 8: it reads their gates and linears from h, writes their dh (moe_act_bwd's formula) and adds their dprobs
-// terms to its sum for the row. Rows past the group's end are left to the next group's tiles.
+// GluBwd's workers (warps 9-11): for each tile of the block, ask L2 for its h lines, wait for its da, then warp w
+// takes rows w, w + 3, ... (two at a time, loads first) and lane l the columns 8l .. 8l + 8: dh = moe_act_bwd's
+// formula, the row's dprobs terms summed over the lane's columns, then the lanes; rows past the group's end
+// are left to the next group's tiles. The buffer is released once every worker is done with it.
 template <ops::ExpertActivation ACT>
-__device__ __forceinline__ void glu_bwd_epilogue(const Params& p, const Tile& tl, const float* d, int wg,
-                                                 uint8_t* staging, int& count) {
-  Stager st(staging, wg);
-  const int r0 = tl.r0 + wg * 64, F = p.g.N, I = p.g.I, q = st.t & 7;
+__device__ __forceinline__ void glu_bwd_workers(const Params& p, const int* prefix, const uint8_t* buf,
+                                                uint64_t* da_full, uint64_t* da_empty) {
+  const int w = (int(threadIdx.x) - 288) >> 5, lane = int(threadIdx.x) & 31, F = p.g.N, I = p.g.I;
   const bf16_t* h = static_cast<const bf16_t*>(p.g.h);
   bf16_t* dh = static_cast<bf16_t*>(p.g.y);
-  float pr[4], dp[4];
+  int n = 0;
+  for (int t = int(blockIdx.x); t < prefix[p.g.E]; t += int(gridDim.x), ++n) {
+    const Tile tl = decode(p, prefix, t);
+    const int f = tl.n * BN + 8 * lane, gc = glu_h_col(f, I, 0), uc = glu_h_col(f, I, 1);
+    const bool col = f < F;
+    for (int row = w; row < BM && tl.r0 + row < tl.r1; row += 3)
+      if (col) {
+        prefetch_l2(h + int64_t(tl.r0 + row) * 2 * F + gc);
+        prefetch_l2(h + int64_t(tl.r0 + row) * 2 * F + uc);
+      }
+    mbar_wait(da_full, n & 1);
+    for (int row0 = w; row0 < BM; row0 += 6) {
+      uint4 gv[2], uv[2];
 #pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    const int r = r0 + (st.t >> 3) + 16 * m;
-    pr[m] = r < tl.r1 ? p.g.probs[r] : 0.0f;
-    dp[m] = 0.0f;
-  }
+      for (int j = 0; j < 2; ++j) {
+        const int r = tl.r0 + row0 + 3 * j;
+        if (row0 + 3 * j < BM && r < tl.r1 && col) {
+          gv[j] = *reinterpret_cast<const uint4*>(h + int64_t(r) * 2 * F + gc);
+          uv[j] = *reinterpret_cast<const uint4*>(h + int64_t(r) * 2 * F + uc);
+        }
+      }
 #pragma unroll
-  for (int ch = 0; ch < BN / 64; ++ch)
-    st.chunk<false>(
-        count, [&](int i, int jj) { return make_float2(d[4 * (ch * 8 + jj) + 2 * i], d[4 * (ch * 8 + jj) + 2 * i + 1]); },
-        [&](uint8_t* buf) {
-          const int f = tl.n * BN + ch * 64 + 8 * q, gc = glu_h_col(f, I, 0), uc = glu_h_col(f, I, 1);
-          if (f >= F) return;
-          // The loads of two rows first: the stores below may alias them for the compiler, which would otherwise
-          // wait for each row's loads in turn (four rows' worth of registers spill).
+      for (int j = 0; j < 2; ++j) {
+        const int row = row0 + 3 * j, r = tl.r0 + row;
+        if (row >= BM || r >= tl.r1) continue;  // the same for the whole warp
+        float dp = 0.0f;
+        if (col) {
+          const float pr = p.g.probs[r];
+          float da[8], g[8], u[8];
+          unpack16(*reinterpret_cast<const uint4*>(buf + da_offset(row, lane)), da, h);
+          unpack16(gv[j], g, h);
+          unpack16(uv[j], u, h);
 #pragma unroll
-          for (int m0 = 0; m0 < 4; m0 += 2) {
-            uint4 gv[2], uv[2];
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const int r = r0 + (st.t >> 3) + 16 * (m0 + j);
-              if (r >= tl.r1) continue;
-              gv[j] = *reinterpret_cast<const uint4*>(h + int64_t(r) * 2 * F + gc);
-              uv[j] = *reinterpret_cast<const uint4*>(h + int64_t(r) * 2 * F + uc);
-            }
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const int m = m0 + j, row = (st.t >> 3) + 16 * m, r = r0 + row;
-              if (r >= tl.r1) continue;
-              float da[8], g[8], u[8];
-              unpack16(*reinterpret_cast<const uint4*>(buf + row * 128 + ((q ^ (row & 7)) * 16)), da, h);
-              unpack16(gv[j], g, h);
-              unpack16(uv[j], u, h);
-              const int64_t base = int64_t(r) * 2 * F;
-#pragma unroll
-              for (int i = 0; i < 8; ++i) {
-                const Glu in(g[i], u[i], p.g.offset, p.g.clamp);
-                const float v = act_value(ACT, in.g), dyp = da[i] * pr[m];
-                dp[m] += v * in.u * da[i];
-                g[i] = in.gate_in ? dyp * in.u * act_grad(ACT, in.g) : 0.0f;
-                u[i] = in.lin_in ? dyp * v : 0.0f;
-              }
-              store_n<8>(dh + base + gc, g);
-              store_n<8>(dh + base + uc, u);
-            }
+          for (int i = 0; i < 8; ++i) {
+            const Glu in(g[i], u[i], p.g.offset, p.g.clamp);
+            const float v = act_value(ACT, in.g), dyp = da[i] * pr;
+            dp += v * in.u * da[i];
+            g[i] = in.gate_in ? dyp * in.u * act_grad(ACT, in.g) : 0.0f;
+            u[i] = in.lin_in ? dyp * v : 0.0f;
           }
-        });
+          store_n<8>(dh + int64_t(r) * 2 * F + gc, g);
+          store_n<8>(dh + int64_t(r) * 2 * F + uc, u);
+        }
 #pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    float s = dp[m];
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    s += __shfl_xor_sync(0xffffffffu, s, 2);
-    s += __shfl_xor_sync(0xffffffffu, s, 4);
-    const int r = r0 + (st.t >> 3) + 16 * m;
-    if (q == 0 && r < tl.r1) p.g.partial[int64_t(r) * p.nt + tl.n] = s;
+        for (int m = 16; m >= 1; m /= 2) dp += __shfl_xor_sync(0xffffffffu, dp, m);
+        if (lane == 0) p.g.partial[int64_t(r) * p.nt + tl.n] = dp;
+      }
+    }
+    mbar_arrive(da_empty);
   }
 }
 
@@ -396,11 +402,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   bf16_t* sa = reinterpret_cast<bf16_t*>(base);
-  bf16_t* sb = sa + kStages * kStageA;
-  uint8_t* staging = reinterpret_cast<uint8_t*>(sb + kStages * kStageB);
-  uint64_t* full = reinterpret_cast<uint64_t*>(staging + kStagingBytes);
-  uint64_t* empty = full + kStages;
-  int* prefix = reinterpret_cast<int*>(empty + kStages);
+  constexpr int S = stages_of(MODE);
+  bf16_t* sb = sa + S * kStageA;
+  uint8_t* staging = reinterpret_cast<uint8_t*>(sb + S * kStageB);  // GluBwd: the da tile buffer
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + out_bytes_of(MODE));
+  uint64_t* empty = full + S;
+  uint64_t* da_full = empty + S;  // GluBwd: da staged (256 consumer arrivals), da read (96 worker arrivals)
+  uint64_t* da_empty = da_full + 1;
+  int* prefix = reinterpret_cast<int*>(da_empty + 1);
   const int E = p.g.E;
   if (threadIdx.x == 0) {
     int acc = 0;
@@ -409,42 +418,51 @@ __global__ void __launch_bounds__(kThreads, 1)
       acc += tiles_of(p, e);
     }
     prefix[E] = acc;
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], 2);
     }
+    mbar_init(da_full, 256);
+    mbar_init(da_empty, 96);
     fence_barrier_init();
   }
   __syncthreads();
   const int total = prefix[E], wg = int(threadIdx.x) / 128;
   if (wg == 2) {  // producer
-    regs_dec<40>();
+    if constexpr (MODE == GroupedMode::GluBwd) {
+      regs_dec<64>();
+      if (threadIdx.x >= 288) return glu_bwd_workers<ACT>(p, prefix, staging, da_full, da_empty);
+    } else {
+      regs_dec<40>();
+    }
     if (threadIdx.x != 256) return;
     int it = 0;
     for (int t = int(blockIdx.x); t < total; t += int(gridDim.x)) {
       const Tile tl = decode(p, prefix, t);
       for (int k = 0; k < tl.kt; ++k, ++it) {
-        const int s = it % kStages;
-        mbar_wait(&empty[s], ((it / kStages) & 1) ^ 1);
+        const int s = it % S;
+        mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
         mbar_expect_tx(&full[s], kStageBytes);
         load_stage<MODE>(p, &ta, &tb, &full[s], sa + s * kStageA, sb + s * kStageB, tl, k);
       }
     }
     return;
   }
-  regs_inc<232>();
+  if constexpr (MODE == GroupedMode::GluBwd)
+    regs_inc<224>();
+  else
+    regs_inc<232>();
   float d[128];
   int it = 0, staged = 0;  // K steps consumed; output chunks staged
   for (int t = int(blockIdx.x); t < total; t += int(gridDim.x)) {
     const Tile tl = decode(p, prefix, t);
-    if constexpr (MODE == GroupedMode::GluBwd) prefetch_glu_h(p, tl);
     if (tl.kt == 0) {
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.0f;
     }
     for (int k = 0; k < tl.kt; ++k, ++it) {
-      const int s = it % kStages;
-      mbar_wait(&full[s], (it / kStages) & 1);
+      const int s = it % S;
+      mbar_wait(&full[s], (it / S) & 1);
       bf16_t* a = sa + s * kStageA;
       bf16_t* b = sb + s * kStageB;
       if constexpr (MODE == GroupedMode::Wgrad) {
@@ -464,16 +482,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_commit();
       fence_regs<128>(d);
       wgmma_wait<1>();
-      if (k > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+      if (k > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % S]);
     }
     wgmma_wait<0>();
     fence_regs<128>(d);
-    if (tl.kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+    if (tl.kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % S]);
     if constexpr (MODE == GroupedMode::Wgrad)
       wgrad_epilogue(p, &tc, tl, d, wg, staging, staged);
-    else if constexpr (MODE == GroupedMode::GluBwd)
-      glu_bwd_epilogue<ACT>(p, tl, d, wg, staging, staged);
-    else
+    else if constexpr (MODE == GroupedMode::GluBwd) {
+      mbar_wait(da_empty, (staged & 1) ^ 1);  // the workers are done with the previous tile
+      stage_da(staging, d, wg);
+      mbar_arrive(da_full);
+      ++staged;
+    } else
       rows_epilogue<MODE, ACT, CLAMP>(p, &tc, &td, tl, d, wg, staging, staged);
   }
   if (threadIdx.x % 128 == 0) bulk_wait_all();
@@ -543,10 +564,10 @@ void launch(const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc,
   static std::once_flag once;
   std::call_once(once, [] {
     cuda_check(cudaFuncSetAttribute(grouped_gemm_kernel<MODE, ACT, CLAMP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    kSmemBytes),
+                                    smem_bytes_of(MODE)),
                "grouped_gemm_kernel shared memory");
   });
-  grouped_gemm_kernel<MODE, ACT, CLAMP><<<device_info().sms, kThreads, kSmemBytes, s>>>(ta, tb, tc, td, p);
+  grouped_gemm_kernel<MODE, ACT, CLAMP><<<device_info().sms, kThreads, smem_bytes_of(MODE), s>>>(ta, tb, tc, td, p);
   cuda_check(cudaGetLastError(), "grouped_gemm_kernel");
 }
 
