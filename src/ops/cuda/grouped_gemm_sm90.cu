@@ -430,10 +430,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int total = prefix[E], wg = int(threadIdx.x) / 128;
   if (wg == 2) {  // producer
     if constexpr (MODE == GroupedMode::GluBwd) {
-      regs_dec<64>();
+      regs_dec<72>();  // the launch gives 168 a thread; 128 x (168 - 72) go to the consumers, 256 x (216 - 168)
       if (threadIdx.x >= 288) return glu_bwd_workers<ACT>(p, prefix, staging, da_full, da_empty);
     } else {
-      regs_dec<40>();
+      regs_dec<40>();  // 128 x (168 - 40) go to the consumers, 256 x (232 - 168)
     }
     if (threadIdx.x != 256) return;
     int it = 0;
@@ -449,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
   if constexpr (MODE == GroupedMode::GluBwd)
-    regs_inc<224>();
+    regs_inc<216>();
   else
     regs_inc<232>();
   float d[128];
