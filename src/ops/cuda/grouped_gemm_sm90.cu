@@ -15,8 +15,8 @@
 //    bf16-rounded h values with moe_act_fwd's formula, so the fused and unfused paths agree bitwise.
 //    GluBwd computes fc2's data gradient da and hands it, rounded to bf16, to the producer warpgroup's three
 //    idle warps through a 64 KB tile buffer (3 pipeline stages make room for it): they apply moe_act_bwd's
-//    formula with h's gates and linears (asked into L2 while the tile's MMAs run) and write dh while the
-//    consumers run the next tile's MMAs. dh is the unfused path's bits; each row's dprobs terms are summed
+//    formula with h's gates and linears (bulk-copied into a ring of shared-memory rows ahead of use) and
+//    write dh while the consumers run the next tile's MMAs. dh is the unfused path's bits; each row's dprobs terms are summed
 //    per tile in a fixed order (8 columns a lane, then the warp's lanes by xor shuffles) into `partial`,
 //    added up over the tiles by grouped_gemm.cu.
 //  - Deterministic: each output element is written (or, Wgrad with beta 1, added to) once.
@@ -45,12 +45,15 @@ constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
 // one 128-byte swizzled line a row), stored by TMA while the MMAs of the next tile run.
 constexpr int kChunkCols = 32, kChunkBytes = 64 * kChunkCols * 4;
 constexpr int kStagingBytes = 2 * 2 * kChunkBytes;
-// GluBwd: one bf16 tile of da (128 rows of 512 bytes) instead of the staging buffers, and one stage less.
-constexpr int kDaBytes = BM * BN * 2;
+// GluBwd: one bf16 tile of da (128 rows of 512 bytes) and the workers' rings of h rows (per warp 5 rows of the
+// tile's 256 gates and 256 linears) instead of the staging buffers, and one stage less.
+constexpr int kDaBytes = BM * BN * 2, kWorkers = 3, kRingSlots = 5, kRingRow = 2 * BN * 2;
+constexpr int kRingBytes = kWorkers * kRingSlots * kRingRow;
 constexpr int stages_of(GroupedMode m) { return m == GroupedMode::GluBwd ? kStages - 1 : kStages; }
-constexpr int out_bytes_of(GroupedMode m) { return m == GroupedMode::GluBwd ? kDaBytes : kStagingBytes; }
+constexpr int out_bytes_of(GroupedMode m) { return m == GroupedMode::GluBwd ? kDaBytes + kRingBytes : kStagingBytes; }
+constexpr int barriers_of(GroupedMode m) { return 2 * stages_of(m) + 2 + kWorkers * kRingSlots; }
 constexpr int smem_bytes_of(GroupedMode m) {
-  return stages_of(m) * int(kStageBytes) + out_bytes_of(m) + 1024 + 2 * stages_of(m) * 8 + 16 + (kMaxGroups + 1) * 4;
+  return stages_of(m) * int(kStageBytes) + out_bytes_of(m) + 1024 + barriers_of(m) * 8 + (kMaxGroups + 1) * 4;
 }
 
 struct Params {
@@ -327,64 +330,78 @@ __device__ __forceinline__ void stage_da(uint8_t* buf, const float* d, int wg) {
   }
 }
 
-// GluBwd's workers (warps 9-11): for each tile of the block, ask L2 for its h lines, wait for its da, then warp w
-// takes rows w, w + 3, ... (two at a time, loads first) and lane l the columns 8l .. 8l + 8: dh = moe_act_bwd's
-// formula, the row's dprobs terms summed over the lane's columns, then the lanes; rows past the group's end
-// are left to the next group's tiles. The buffer is released once every worker is done with it.
+// GluBwd, lane 0 of a worker warp: the gates and linears of the tile's activation columns [f0, f0 + cols) in h
+// row `hrow` into `slot` (gates from byte 0, linears from byte 512), completing on bar: one copy per run of
+// columns inside an interleave block.
+__device__ __forceinline__ void load_h_row(const bf16_t* hrow, int I, int f0, int cols, uint8_t* slot,
+                                           uint64_t* bar) {
+  mbar_expect_tx(bar, uint32_t(cols) * 4);
+  for (int f = f0; f < f0 + cols;) {
+    const int run = min(I - f % I, f0 + cols - f);
+    bulk_load(slot + (f - f0) * 2, hrow + glu_h_col(f, I, 0), uint32_t(run) * 2, bar);
+    bulk_load(slot + BN * 2 + (f - f0) * 2, hrow + glu_h_col(f, I, 1), uint32_t(run) * 2, bar);
+    f += run;
+  }
+}
+
+// GluBwd's workers (warps 9-11): for each tile of the block, warp w takes the rows w, w + 3, ... of the tile
+// that belong to its group (the rest are the next group's) and lane l the columns 8l .. 8l + 8. Lane 0 keeps
+// the warp's next 5 rows of h in flight (bulk copies into the warp's ring, issued before the tile's da is
+// even ready); each row gives dh by moe_act_bwd's formula and its dprobs terms summed over the lane's
+// columns, then over the lanes. The da buffer is released once every worker is done with the tile.
 template <ops::ExpertActivation ACT>
 __device__ __forceinline__ void glu_bwd_workers(const Params& p, const int* prefix, const uint8_t* buf,
-                                                uint64_t* da_full, uint64_t* da_empty) {
+                                                uint8_t* ring, uint64_t* ring_bars, uint64_t* da_full,
+                                                uint64_t* da_empty) {
   const int w = (int(threadIdx.x) - 288) >> 5, lane = int(threadIdx.x) & 31, F = p.g.N, I = p.g.I;
+  uint8_t* slots = ring + w * kRingSlots * kRingRow;
+  uint64_t* bars = ring_bars + w * kRingSlots;
   const bf16_t* h = static_cast<const bf16_t*>(p.g.h);
   bf16_t* dh = static_cast<bf16_t*>(p.g.y);
+  uint32_t c = 0;  // rows taken through the ring so far: row c uses slot c % 5 for the (c / 5)-th time
   int n = 0;
   for (int t = int(blockIdx.x); t < prefix[p.g.E]; t += int(gridDim.x), ++n) {
     const Tile tl = decode(p, prefix, t);
-    const int f = tl.n * BN + 8 * lane, gc = glu_h_col(f, I, 0), uc = glu_h_col(f, I, 1);
-    const bool col = f < F;
-    for (int row = w; row < BM && tl.r0 + row < tl.r1; row += 3)
-      if (col) {
-        prefetch_l2(h + int64_t(tl.r0 + row) * 2 * F + gc);
-        prefetch_l2(h + int64_t(tl.r0 + row) * 2 * F + uc);
-      }
+    const int f0 = tl.n * BN, cols = min(BN, F - f0), valid = min(BM, tl.r1 - tl.r0);
+    const int rows = valid > w ? (valid - w + kWorkers - 1) / kWorkers : 0;
+    auto issue = [&](int k) {  // lane 0: the warp's k-th row of the tile into its slot
+      const uint32_t s = (c + uint32_t(k)) % kRingSlots;
+      fence_proxy_async();  // the slot's earlier reads before the copy overwrites it
+      load_h_row(h + int64_t(tl.r0 + w + kWorkers * k) * 2 * F, I, f0, cols, slots + s * kRingRow, &bars[s]);
+    };
+    if (lane == 0)
+      for (int k = 0; k < min(rows, kRingSlots); ++k) issue(k);
     mbar_wait(da_full, n & 1);
-    for (int row0 = w; row0 < BM; row0 += 6) {
-      uint4 gv[2], uv[2];
+    for (int k = 0; k < rows; ++k) {
+      const int row = w + kWorkers * k, r = tl.r0 + row;
+      const uint32_t s = (c + uint32_t(k)) % kRingSlots;
+      mbar_wait(&bars[s], ((c + uint32_t(k)) / kRingSlots) & 1);
+      const int f = f0 + 8 * lane;
+      float dp = 0.0f;
+      if (8 * lane < cols) {
+        const float pr = p.g.probs[r];
+        float da[8], g[8], u[8];
+        unpack16(*reinterpret_cast<const uint4*>(buf + da_offset(row, lane)), da, h);
+        unpack16(*reinterpret_cast<const uint4*>(slots + s * kRingRow + 16 * lane), g, h);
+        unpack16(*reinterpret_cast<const uint4*>(slots + s * kRingRow + BN * 2 + 16 * lane), u, h);
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int r = tl.r0 + row0 + 3 * j;
-        if (row0 + 3 * j < BM && r < tl.r1 && col) {
-          gv[j] = *reinterpret_cast<const uint4*>(h + int64_t(r) * 2 * F + gc);
-          uv[j] = *reinterpret_cast<const uint4*>(h + int64_t(r) * 2 * F + uc);
+        for (int i = 0; i < 8; ++i) {
+          const Glu in(g[i], u[i], p.g.offset, p.g.clamp);
+          const float v = act_value(ACT, in.g), dyp = da[i] * pr;
+          dp += v * in.u * da[i];
+          g[i] = in.gate_in ? dyp * in.u * act_grad(ACT, in.g) : 0.0f;
+          u[i] = in.lin_in ? dyp * v : 0.0f;
         }
+        store_n<8>(dh + int64_t(r) * 2 * F + glu_h_col(f, I, 0), g);
+        store_n<8>(dh + int64_t(r) * 2 * F + glu_h_col(f, I, 1), u);
       }
+      __syncwarp();
+      if (lane == 0 && k + kRingSlots < rows) issue(k + kRingSlots);
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int row = row0 + 3 * j, r = tl.r0 + row;
-        if (row >= BM || r >= tl.r1) continue;  // the same for the whole warp
-        float dp = 0.0f;
-        if (col) {
-          const float pr = p.g.probs[r];
-          float da[8], g[8], u[8];
-          unpack16(*reinterpret_cast<const uint4*>(buf + da_offset(row, lane)), da, h);
-          unpack16(gv[j], g, h);
-          unpack16(uv[j], u, h);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const Glu in(g[i], u[i], p.g.offset, p.g.clamp);
-            const float v = act_value(ACT, in.g), dyp = da[i] * pr;
-            dp += v * in.u * da[i];
-            g[i] = in.gate_in ? dyp * in.u * act_grad(ACT, in.g) : 0.0f;
-            u[i] = in.lin_in ? dyp * v : 0.0f;
-          }
-          store_n<8>(dh + int64_t(r) * 2 * F + gc, g);
-          store_n<8>(dh + int64_t(r) * 2 * F + uc, u);
-        }
-#pragma unroll
-        for (int m = 16; m >= 1; m /= 2) dp += __shfl_xor_sync(0xffffffffu, dp, m);
-        if (lane == 0) p.g.partial[int64_t(r) * p.nt + tl.n] = dp;
-      }
+      for (int m = 16; m >= 1; m /= 2) dp += __shfl_xor_sync(0xffffffffu, dp, m);
+      if (lane == 0) p.g.partial[int64_t(r) * p.nt + tl.n] = dp;
     }
+    c += uint32_t(rows);
     mbar_arrive(da_empty);
   }
 }
@@ -409,7 +426,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* empty = full + S;
   uint64_t* da_full = empty + S;  // GluBwd: da staged (256 consumer arrivals), da read (96 worker arrivals)
   uint64_t* da_empty = da_full + 1;
-  int* prefix = reinterpret_cast<int*>(da_empty + 1);
+  uint64_t* ring_bars = da_empty + 1;  // GluBwd: the workers' ring slots
+  int* prefix = reinterpret_cast<int*>(ring_bars + kWorkers * kRingSlots);
   const int E = p.g.E;
   if (threadIdx.x == 0) {
     int acc = 0;
@@ -423,7 +441,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(&empty[s], 2);
     }
     mbar_init(da_full, 256);
-    mbar_init(da_empty, 96);
+    mbar_init(da_empty, 32 * kWorkers);
+    for (int i = 0; i < kWorkers * kRingSlots; ++i) mbar_init(&ring_bars[i], 1);
     fence_barrier_init();
   }
   __syncthreads();
@@ -431,7 +450,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg == 2) {  // producer
     if constexpr (MODE == GroupedMode::GluBwd) {
       regs_dec<72>();  // the launch gives 168 a thread; 128 x (168 - 72) go to the consumers, 256 x (216 - 168)
-      if (threadIdx.x >= 288) return glu_bwd_workers<ACT>(p, prefix, staging, da_full, da_empty);
+      if (threadIdx.x >= 288)
+        return glu_bwd_workers<ACT>(p, prefix, staging, staging + kDaBytes, ring_bars, da_full, da_empty);
     } else {
       regs_dec<40>();  // 128 x (168 - 40) go to the consumers, 256 x (232 - 168)
     }
