@@ -349,7 +349,7 @@ __device__ __forceinline__ void load_h_row(const bf16_t* hrow, int I, int f0, in
 // the warp's next 5 rows of h in flight (bulk copies into the warp's ring, issued before the tile's da is
 // even ready); each row gives dh by moe_act_bwd's formula and its dprobs terms summed over the lane's
 // columns, then over the lanes. The da buffer is released once every worker is done with the tile.
-template <ops::ExpertActivation ACT>
+template <ops::ExpertActivation ACT, bool CLAMP>
 __device__ __forceinline__ void glu_bwd_workers(const Params& p, const int* prefix, const uint8_t* buf,
                                                 uint8_t* ring, uint64_t* ring_bars, uint64_t* da_full,
                                                 uint64_t* da_empty) {
@@ -372,13 +372,17 @@ __device__ __forceinline__ void glu_bwd_workers(const Params& p, const int* pref
     if (lane == 0)
       for (int k = 0; k < min(rows, kRingSlots); ++k) issue(k);
     mbar_wait(da_full, n & 1);
-    for (int k = 0; k < rows; ++k) {
-      const int row = w + kWorkers * k, r = tl.r0 + row;
-      const uint32_t s = (c + uint32_t(k)) % kRingSlots;
-      mbar_wait(&bars[s], ((c + uint32_t(k)) / kRingSlots) & 1);
-      const int f = f0 + 8 * lane;
-      float dp = 0.0f;
-      if (8 * lane < cols) {
+    const int f = f0 + 8 * lane;
+    const bool on = 8 * lane < cols;
+    for (int k0 = 0; k0 < rows; k0 += 2) {  // two rows at a time: their latency chains overlap
+      float dp[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int k = k0 + j, row = w + kWorkers * k, r = tl.r0 + row;
+        if (k >= rows) break;
+        const uint32_t s = (c + uint32_t(k)) % kRingSlots;
+        mbar_wait(&bars[s], ((c + uint32_t(k)) / kRingSlots) & 1);
+        if (!on) continue;
         const float pr = p.g.probs[r];
         float da[8], g[8], u[8];
         unpack16(*reinterpret_cast<const uint4*>(buf + da_offset(row, lane)), da, h);
@@ -386,9 +390,9 @@ __device__ __forceinline__ void glu_bwd_workers(const Params& p, const int* pref
         unpack16(*reinterpret_cast<const uint4*>(slots + s * kRingRow + BN * 2 + 16 * lane), u, h);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-          const Glu in(g[i], u[i], p.g.offset, p.g.clamp);
+          const Glu in = CLAMP ? Glu(g[i], u[i], p.g.offset, p.g.clamp) : Glu(g[i], u[i], 0.0f, 0.0f);
           const float v = act_value(ACT, in.g), dyp = da[i] * pr;
-          dp += v * in.u * da[i];
+          dp[j] += v * in.u * da[i];
           g[i] = in.gate_in ? dyp * in.u * act_grad(ACT, in.g) : 0.0f;
           u[i] = in.lin_in ? dyp * v : 0.0f;
         }
@@ -396,10 +400,17 @@ __device__ __forceinline__ void glu_bwd_workers(const Params& p, const int* pref
         store_n<8>(dh + int64_t(r) * 2 * F + glu_h_col(f, I, 1), u);
       }
       __syncwarp();
-      if (lane == 0 && k + kRingSlots < rows) issue(k + kRingSlots);
 #pragma unroll
-      for (int m = 16; m >= 1; m /= 2) dp += __shfl_xor_sync(0xffffffffu, dp, m);
-      if (lane == 0) p.g.partial[int64_t(r) * p.nt + tl.n] = dp;
+      for (int j = 0; j < 2; ++j)
+        if (lane == 0 && k0 + j + kRingSlots < rows) issue(k0 + j + kRingSlots);
+#pragma unroll
+      for (int m = 16; m >= 1; m /= 2) {
+        dp[0] += __shfl_xor_sync(0xffffffffu, dp[0], m);
+        dp[1] += __shfl_xor_sync(0xffffffffu, dp[1], m);
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        if (lane == 0 && k0 + j < rows) p.g.partial[int64_t(tl.r0 + w + kWorkers * (k0 + j)) * p.nt + tl.n] = dp[j];
     }
     c += uint32_t(rows);
     mbar_arrive(da_empty);
@@ -451,7 +462,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (MODE == GroupedMode::GluBwd) {
       regs_dec<72>();  // the launch gives 168 a thread; 128 x (168 - 72) go to the consumers, 256 x (216 - 168)
       if (threadIdx.x >= 288)
-        return glu_bwd_workers<ACT>(p, prefix, staging, staging + kDaBytes, ring_bars, da_full, da_empty);
+        return glu_bwd_workers<ACT, CLAMP>(p, prefix, staging, staging + kDaBytes, ring_bars, da_full, da_empty);
     } else {
       regs_dec<40>();  // 128 x (168 - 40) go to the consumers, 256 x (232 - 168)
     }
@@ -640,10 +651,16 @@ void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
       const uint64_t da[2] = {K, R}, db[3] = {N, K, E}, pb[2] = {N, K * N};
       const uint32_t ba[2] = {BK, BM}, bb[3] = {64, 64, 1};
       const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba), tb = tensor_map(g.b, 3, db, pb, bb);
-      if (g.act == ops::ExpertActivation::QuickGeGLU)
-        launch<GroupedMode::GluBwd, ops::ExpertActivation::QuickGeGLU>(ta, tb, ta, ta, p, s);
+      constexpr auto kSwiGLU = ops::ExpertActivation::SwiGLU, kQuick = ops::ExpertActivation::QuickGeGLU;
+      const bool quick = g.act == kQuick, clamp = g.clamp > 0.0f || g.offset != 0.0f;
+      if (quick && clamp)
+        launch<GroupedMode::GluBwd, kQuick, true>(ta, tb, ta, ta, p, s);
+      else if (quick)
+        launch<GroupedMode::GluBwd, kQuick, false>(ta, tb, ta, ta, p, s);
+      else if (clamp)
+        launch<GroupedMode::GluBwd, kSwiGLU, true>(ta, tb, ta, ta, p, s);
       else
-        launch<GroupedMode::GluBwd, ops::ExpertActivation::SwiGLU>(ta, tb, ta, ta, p, s);
+        launch<GroupedMode::GluBwd, kSwiGLU, false>(ta, tb, ta, ta, p, s);
       break;
     }
     case GroupedMode::Forward: {  // w (E, N, K)
