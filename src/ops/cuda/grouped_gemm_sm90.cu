@@ -371,6 +371,11 @@ __device__ __forceinline__ void glu_bwd_workers(const Params& p, const int* pref
     };
     if (lane == 0)
       for (int k = 0; k < min(rows, kRingSlots); ++k) issue(k);
+    // The rows' probabilities, lane l holding rows l and l + 32 of the warp's (at most 43): loaded once, not on
+    // each row's critical path.
+    static_assert(BM <= 64 * kWorkers, "a warp's rows must fit two per lane");
+    const float pr_lo = lane < rows ? p.g.probs[tl.r0 + w + kWorkers * lane] : 0.0f;
+    const float pr_hi = lane + 32 < rows ? p.g.probs[tl.r0 + w + kWorkers * (lane + 32)] : 0.0f;
     mbar_wait(da_full, n & 1);
     const int f = f0 + 8 * lane;
     const bool on = 8 * lane < cols;
@@ -381,9 +386,9 @@ __device__ __forceinline__ void glu_bwd_workers(const Params& p, const int* pref
         const int k = k0 + j, row = w + kWorkers * k, r = tl.r0 + row;
         if (k >= rows) break;
         const uint32_t s = (c + uint32_t(k)) % kRingSlots;
+        const float pr = __shfl_sync(0xffffffffu, k < 32 ? pr_lo : pr_hi, k & 31);
         mbar_wait(&bars[s], ((c + uint32_t(k)) / kRingSlots) & 1);
         if (!on) continue;
-        const float pr = p.g.probs[r];
         float da[8], g[8], u[8];
         unpack16(*reinterpret_cast<const uint4*>(buf + da_offset(row, lane)), da, h);
         unpack16(*reinterpret_cast<const uint4*>(slots + s * kRingRow + 16 * lane), g, h);
