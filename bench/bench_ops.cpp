@@ -174,16 +174,6 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
                        ops::grouped_gemm_glu(*ex, h, y, a, w, o, p, ops::ExpertActivation::SwiGLU, 0, 0.0, 0.0);
                      });
                    }});
-    out.push_back({"grouped_gemm_glu_bwd", tag + " fc2 dgrad+swiglu bwd", bf, fc1 / 2, 0, [=] {
-                     Tensor dy = uniform({R, C}, bf, dev, 1), w = uniform({E, C, F}, bf, dev, 2, -0.05f, 0.05f);
-                     Tensor p = uniform({R}, f32, dev, 3, 0.0f, 1.0f), h = uniform({R, 2 * F}, bf, dev, 4);
-                     Tensor dh = uniform({R, 2 * F}, bf, dev, 5), dp = uniform({R}, f32, dev, 6);
-                     Tensor o = moe_offsets(N, K, E, skew, dev);
-                     return std::function<void()>([=]() mutable {
-                       ops::grouped_gemm_glu_bwd(*ex, dh, dp, dy, w, o, h, p, ops::ExpertActivation::SwiGLU, 0, 0.0,
-                                                 0.0);
-                     });
-                   }});
     // (name, out N, contraction K, trans_w): fc1 and fc2 forward, fc2 and fc1 data gradients.
     const struct {
       const char* what;

@@ -37,8 +37,10 @@ for cfg in ${BENCH:-llama3.2-1b}; do
     [ "${SKEW:-0}" = 1 ] || continue
     echo "== hytra bench $cfg gbs $gbs --skew-routing"
     "$BIN/hytra" bench "$cfg" --steps ${STEPS:-10} --warmup 3 --global-batch-size "$gbs" --lr-warmup-iters 2 \
-      --skew-routing >"${log%.log}_skewed.log" 2>&1
+      --skew-routing --log-jsonl "${log%.log}_skewed.jsonl" >"${log%.log}_skewed.log" 2>&1
     echo "rc $?"; tail -2 "${log%.log}_skewed.log"
+    # the last step's routed tokens of the first MoE layer: expert 0 first
+    tail -1 "${log%.log}_skewed.jsonl" | grep -o '"tokens_per_expert": \[[0-9, ]*' | head -1
   done
 done
 PY=/opt/torch/.venv/bin/python3
@@ -60,7 +62,7 @@ if [ "${PEER:-0}" = 1 ]; then
 fi
 if [ "${GROUPED_PEER:-0}" = 1 ]; then
   echo "== grouped expert GEMMs at the moe-2b shapes: bench_ops (hytra), then torch._grouped_mm (peer)"
-  for o in grouped_gemm_glu grouped_gemm_glu_bwd grouped_gemm grouped_gemm_wgrad gemm moe_act_bwd moe_router_fwd \
+  for o in grouped_gemm_glu grouped_gemm grouped_gemm_wgrad gemm moe_act_bwd moe_router_fwd \
     moe_plan_dropless; do
     "$(bin bench_ops)" -o $o
   done 2>&1 | grep -E "moe-2b|R=49152|error" | tee "$OUT/grouped_hytra.log"

@@ -846,26 +846,6 @@ void grouped_gemm_glu(Exec& ex, Tensor& h, Tensor& y, const Tensor& a, const Ten
   ex.backend().grouped_gemm_glu(ex, h, y, a, w, offsets, probs, act, glu_interleave, linear_offset, clamp);
 }
 
-void grouped_gemm_glu_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& w,
-                          const Tensor& offsets, const Tensor& h, const Tensor& probs, ExpertActivation act,
-                          int64_t glu_interleave, double linear_offset, double clamp) {
-  const char* op = "grouped_gemm_glu_bwd";
-  check_grouped(ex, op, dy, "dy", w, offsets);
-  HYTRA_CHECK(act == ExpertActivation::SwiGLU || act == ExpertActivation::QuickGeGLU, op,
-              ": the activation must be a GLU kind (SwiGLU or QuickGeGLU)");
-  HYTRA_CHECK(w.size(1) == dy.size(1), op, ": w must be (E,H,F) for a dy ", dy.desc(), ", got ", w.desc());
-  check_act(ex, op, "h", h, dy, {dy.size(0), 2 * w.size(2)});
-  check_act(ex, op, "dh", dh, dy, h.shape());
-  HYTRA_CHECK(glu_interleave >= 0 && (glu_interleave == 0 || w.size(2) % glu_interleave == 0), op,
-              ": glu_interleave must be 0 or a divisor of F = ", w.size(2), ", got ", glu_interleave);
-  check_arg(ex, op, "probs", probs);
-  check_stat(op, "probs", probs, h, {h.size(0)});
-  check_arg(ex, op, "dprobs", dprobs);
-  check_stat(op, "dprobs", dprobs, h, {h.size(0)});
-  ex.backend().grouped_gemm_glu_bwd(ex, dh, dprobs, dy, w, offsets, h, probs, act, glu_interleave, linear_offset,
-                                    clamp);
-}
-
 // ---- mHC ------------------------------------------------------------------------------------------
 namespace {
 void check_fp32(Exec& ex, const char* op, const char* n, const Tensor& t, const Shape& shape) {

@@ -183,17 +183,8 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
       task();
   };
   const Tensor offsets = s.offsets;
-  Tensor dh = Tensor::empty({R, F1}, dt, dev);
-  const bool fused = glu() && offsets.defined() && !opt_.bias;  // fc2's data gradient + activation backward in one
-  if (fused) {
-    ops::grouped_gemm_glu_bwd(ex, dh, dprobs, dy, fc2_.weights(false), offsets, s.h, s.probs, opt_.activation,
-                              opt_.glu_interleave, opt_.linear_offset, opt_.clamp);
-  } else {
-    Tensor da = Tensor::empty({R, F}, dt, dev);
-    expert_gemm(ex, da, dy, fc2_.weights(false), offsets, false);
-    ops::moe_act_bwd(ex, dh, dprobs, da, s.h, s.probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset,
-                     opt_.clamp);
-  }
+  Tensor da = Tensor::empty({R, F}, dt, dev);
+  expert_gemm(ex, da, dy, fc2_.weights(false), offsets, false);
   {
     Tensor dw = fc2_.weights(true), a = s.a, p = s.p, db = opt_.bias ? fc2_.biases(true) : Tensor();
     const float beta = weights_beta(fc2_.w);
@@ -202,6 +193,9 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
       if (db.defined()) expert_wgrad(ex, db, dy, p, offsets, 1.0f);
     });
   }
+  Tensor dh = Tensor::empty({R, F1}, dt, dev);
+  ops::moe_act_bwd(ex, dh, dprobs, da, s.h, s.probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset,
+                   opt_.clamp);
   if (opt_.bias) {  // dprobs += dy . b2 per row (fc2's bias term)
     Tensor dpb = Tensor::empty({R, 1}, dprobs.dtype(), dev);
     if (offsets.defined())  // in the statistics dtype, as the plain GEMM below accumulates and stores

@@ -1,6 +1,6 @@
 // The experts' grouped GEMMs, CPU reference (ops.def grouped_gemm*): one plain GEMM per non-empty group on
 // its rows (the CPU reads the offsets directly), the fused GLU as the GEMM followed by moe_act_fwd on the
-// groups' rows, its backward as the data-gradient GEMM followed by moe_act_bwd there.
+// groups' rows.
 #include "core/error.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
@@ -56,17 +56,6 @@ void grouped_gemm_glu(Exec& ex, Tensor& h, Tensor& y, const Tensor& a, const Ten
   const int64_t used = offsets.data<int32_t>()[offsets.numel() - 1];  // rows past the groups are left alone
   Tensor yu = y.narrow(0, 0, used);
   ops::moe_act_fwd(ex, yu, h.narrow(0, 0, used), probs.narrow(0, 0, used), act, glu_interleave, linear_offset, clamp);
-}
-
-void grouped_gemm_glu_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& w,
-                          const Tensor& offsets, const Tensor& h, const Tensor& probs, ops::ExpertActivation act,
-                          int64_t glu_interleave, double linear_offset, double clamp) {
-  Tensor da = Tensor::empty({dy.size(0), w.size(2)}, dy.dtype(), dy.device());
-  grouped_gemm(ex, da, dy, w, offsets, false);
-  const int64_t used = offsets.data<int32_t>()[offsets.numel() - 1];  // rows past the groups are left alone
-  Tensor dhu = dh.narrow(0, 0, used), dpu = dprobs.narrow(0, 0, used);
-  ops::moe_act_bwd(ex, dhu, dpu, da.narrow(0, 0, used), h.narrow(0, 0, used), probs.narrow(0, 0, used), act,
-                   glu_interleave, linear_offset, clamp);
 }
 
 }  // namespace hytra::cpu

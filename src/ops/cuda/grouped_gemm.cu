@@ -3,8 +3,7 @@
 // that divides 128 or is a multiple of it) runs the Hopper kernel (grouped_gemm_sm90.cu); anything else (fp32
 // runs, other devices, other sizes) runs the plain kernels below, one thread per output element with the
 // products summed in K order in fp32: slow (a bf16 run says so once), exact in its order, and also free of
-// host synchronisation. Rows from offsets[E] on belong to no group and are left as they are. The fused GLU
-// backward's dprobs come from the Hopper kernel as sums per row and 256-column tile, added here in tile order.
+// host synchronisation. Rows from offsets[E] on belong to no group and are left as they are.
 #include "core/log.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -39,17 +38,6 @@ __global__ void grouped_wgrad_simt(float* dw, const void* dy, const void* x, con
     const int64_t end = offsets[e + 1] < R ? offsets[e + 1] : R;
     for (int64_t r = offsets[e]; r < end; ++r) acc += load_f(dy, dt, r * N + n) * load_f(x, dt, r * K + k);
     dw[i] = beta == 0.0f ? acc : beta * dw[i] + acc;
-  }
-}
-
-// dprobs[r] = the sum of row r's tile sums, in tile order, for the groups' rows.
-__global__ void sum_tile_partials(float* dprobs, const float* partial, const int32_t* offsets, int E, int64_t R,
-                                  int tiles) {
-  const int64_t used = min(int64_t(offsets[E]), R);
-  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < used; r += int64_t(gridDim.x) * blockDim.x) {
-    float s = 0.0f;
-    for (int n = 0; n < tiles; ++n) s += partial[r * tiles + n];
-    dprobs[r] = s;
   }
 }
 
@@ -116,33 +104,6 @@ void grouped_gemm_glu(Exec& ex, Tensor& h, Tensor& y, const Tensor& a, const Ten
   if (use_sm90(a, g, N, K)) return grouped_gemm_sm90(g, ex.stream());
   cuda::grouped_gemm(ex, h, a, w, offsets, true);
   cuda::moe_act_fwd(ex, y, h, probs, act, glu_interleave, linear_offset, clamp);
-}
-
-void grouped_gemm_glu_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& w,
-                          const Tensor& offsets, const Tensor& h, const Tensor& probs, ops::ExpertActivation act,
-                          int64_t glu_interleave, double linear_offset, double clamp) {
-  const int64_t R = dy.size(0), K = dy.size(1), F = w.size(2), E = w.size(0);
-  if (R == 0 || F == 0) return;
-  const int64_t tiles = (F + kGroupedTileCols - 1) / kGroupedTileCols;
-  GroupedGemmArgs g = args(GroupedMode::GluBwd, offsets, E, R, F, K, dy, w, dh.raw());
-  g.h = const_cast<void*>(h.raw());
-  g.probs = probs.data<float>();
-  g.act = act;
-  g.I = int(glu_interleave > 0 ? glu_interleave : F);
-  g.offset = float(linear_offset);
-  g.clamp = float(clamp);
-  if (use_sm90(dy, g, F, K)) {
-    Tensor partial = Tensor::empty({R, tiles}, DType::F32, Device::CUDA);
-    g.partial = partial.data<float>();
-    grouped_gemm_sm90(g, ex.stream());
-    sum_tile_partials<<<grid_for(R, kThreads), kThreads, 0, stream_of(ex)>>>(
-        dprobs.data<float>(), g.partial, offsets.data<int32_t>(), int(E), R, int(tiles));
-    check_launch("sum_tile_partials");
-    return;
-  }
-  Tensor da = Tensor::empty({R, F}, dy.dtype(), Device::CUDA);
-  cuda::grouped_gemm(ex, da, dy, w, offsets, false);
-  cuda::moe_act_bwd(ex, dh, dprobs, da, h, probs, act, glu_interleave, linear_offset, clamp);
 }
 
 }  // namespace hytra::cuda

@@ -1,6 +1,6 @@
 // The Hopper grouped GEMM (grouped_gemm_sm90.h). One persistent kernel per call, one block per SM:
 //  - Tiles: 128 x 256 outputs (Glu: 128 rows x 128 activation columns, whose 256 gate and linear h
-//    columns are loaded as the B tile), K in steps of 64. Row modes (Forward, Dgrad, Glu, GluBwd): group e owns
+//    columns are loaded as the B tile), K in steps of 64. Row modes (Forward, Dgrad, Glu): group e owns
 //    ceil(rows_e / 128) x (column tiles) tiles; a tile's last rows may belong to the next group: they
 //    are computed and not stored. Wgrad: group e owns every tile of its dw_e (none when it has no rows
 //    and beta = 1) and contracts over its own rows; the rows of the last 64-row step past the group's
@@ -13,12 +13,6 @@
 //    store cannot express the destination (rows of the next group, scattered GLU columns); Wgrad with
 //    beta 0 stores whole 32-byte sectors straight from registers. Glu computes the activation from the
 //    bf16-rounded h values with moe_act_fwd's formula, so the fused and unfused paths agree bitwise.
-//    GluBwd computes fc2's data gradient da and hands it, rounded to bf16, to the producer warpgroup's three
-//    idle warps through a 64 KB tile buffer (3 pipeline stages make room for it): they apply moe_act_bwd's
-//    formula with h's gates and linears (bulk-copied into a ring of shared-memory rows ahead of use) and
-//    write dh while the consumers run the next tile's MMAs. dh is the unfused path's bits; each row's dprobs terms are summed
-//    per tile in a fixed order (8 columns a lane, then the warp's lanes by xor shuffles) into `partial`,
-//    added up over the tiles by grouped_gemm.cu.
 //  - Deterministic: each output element is written (or, Wgrad with beta 1, added to) once.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -37,7 +31,7 @@ namespace {
 using namespace sm90;
 using bf16_t = __nv_bfloat16;
 
-constexpr int BM = 128, BN = kGroupedTileCols, BK = 64, kStages = 4, kThreads = 384, kMaxGroups = 256;
+constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kThreads = 384, kMaxGroups = 256;
 constexpr int kStageA = BM * BK, kStageB = BN * BK;  // elements
 constexpr int kBox = 64 * 64;                        // elements of one 64-line box
 constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
@@ -45,16 +39,7 @@ constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
 // one 128-byte swizzled line a row), stored by TMA while the MMAs of the next tile run.
 constexpr int kChunkCols = 32, kChunkBytes = 64 * kChunkCols * 4;
 constexpr int kStagingBytes = 2 * 2 * kChunkBytes;
-// GluBwd: one bf16 tile of da (128 rows of 512 bytes) and the workers' rings of h rows (per warp 5 rows of the
-// tile's 256 gates and 256 linears) instead of the staging buffers, and one stage less.
-constexpr int kDaBytes = BM * BN * 2, kWorkers = 3, kRingSlots = 5, kRingRow = 2 * BN * 2;
-constexpr int kRingBytes = kWorkers * kRingSlots * kRingRow;
-constexpr int stages_of(GroupedMode m) { return m == GroupedMode::GluBwd ? kStages - 1 : kStages; }
-constexpr int out_bytes_of(GroupedMode m) { return m == GroupedMode::GluBwd ? kDaBytes + kRingBytes : kStagingBytes; }
-constexpr int barriers_of(GroupedMode m) { return 2 * stages_of(m) + 2 + kWorkers * kRingSlots; }
-constexpr int smem_bytes_of(GroupedMode m) {
-  return stages_of(m) * int(kStageBytes) + out_bytes_of(m) + 1024 + barriers_of(m) * 8 + (kMaxGroups + 1) * 4;
-}
+constexpr int kSmemBytes = kStages * int(kStageBytes) + kStagingBytes + 1024 + 2 * kStages * 8 + (kMaxGroups + 1) * 4;
 
 struct Params {
   GroupedGemmArgs g;
@@ -114,7 +99,7 @@ __device__ __forceinline__ void load_stage(const Params& p, const CUtensorMap* t
     tma_load_2d(sa, ta, bar, k * BK, tl.r0);
     if constexpr (MODE == GroupedMode::Forward) {
       tma_load_3d(sb, tb, bar, k * BK, tl.n * BN, tl.e);
-    } else if constexpr (MODE == GroupedMode::Dgrad || MODE == GroupedMode::GluBwd) {
+    } else if constexpr (MODE == GroupedMode::Dgrad) {
       for (int j = 0; j < BN / 64; ++j) tma_load_3d(sb + j * kBox, tb, bar, tl.n * BN + 64 * j, k * BK, tl.e);
     } else {  // Glu: gate rows then linear rows of activation columns [n*128, n*128 + 128), from tl.glu_row
       const int I = p.g.I, P = p.piece;
@@ -305,123 +290,6 @@ __device__ __forceinline__ void rows_epilogue(const Params& p, const CUtensorMap
   }
 }
 
-// GluBwd: h column of activation column f, gate (half 0) or linear (half 1): f / I * 2I + f % I (+ I).
-__device__ __forceinline__ int glu_h_col(int f, int I, int half) { return f + f / I * I + half * I; }
-
-// GluBwd's da tile buffer: row r (of 128) holds 512 bytes, its 16-byte piece j (columns 8j .. 8j + 8) at
-// slot j ^ (r % 8), so the consumers' fragment stores and the workers' row reads are free of bank conflicts.
-__device__ __forceinline__ int da_offset(int row, int piece) { return row * 512 + ((piece ^ (row & 7)) * 16); }
-
-// GluBwd, consumer warpgroup wg: its 64 x 256 fragment of da into the tile buffer, rounded to bf16.
-__device__ __forceinline__ void stage_da(uint8_t* buf, const float* d, int wg) {
-  const int t = int(threadIdx.x) & 127, lane = t & 31, warp = t >> 5;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = wg * 64 + warp * 16 + lane / 4 + 8 * i;
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {  // pieces jj, jj + 8, ...: one swizzled slot, then fixed 128-byte steps
-      uint8_t* q = buf + da_offset(row, jj) + 4 * (lane & 3);
-#pragma unroll
-      for (int jb = 0; jb < BN / 64; ++jb) {
-        const int j = jb * 8 + jj;
-        *reinterpret_cast<__nv_bfloat162*>(q + jb * 128) = __floats2bfloat162_rn(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
-      }
-    }
-  }
-}
-
-// GluBwd, lane 0 of a worker warp: the gates and linears of the tile's activation columns [f0, f0 + cols) in h
-// row `hrow` into `slot` (gates from byte 0, linears from byte 512), completing on bar: one copy per run of
-// columns inside an interleave block.
-__device__ __forceinline__ void load_h_row(const bf16_t* hrow, int I, int f0, int cols, uint8_t* slot,
-                                           uint64_t* bar) {
-  mbar_expect_tx(bar, uint32_t(cols) * 4);
-  for (int f = f0; f < f0 + cols;) {
-    const int run = min(I - f % I, f0 + cols - f);
-    bulk_load(slot + (f - f0) * 2, hrow + glu_h_col(f, I, 0), uint32_t(run) * 2, bar);
-    bulk_load(slot + BN * 2 + (f - f0) * 2, hrow + glu_h_col(f, I, 1), uint32_t(run) * 2, bar);
-    f += run;
-  }
-}
-
-// GluBwd's workers (warps 9-11): for each tile of the block, warp w takes the rows w, w + 3, ... of the tile
-// that belong to its group (the rest are the next group's) and lane l the columns 8l .. 8l + 8. Lane 0 keeps
-// the warp's next 5 rows of h in flight (bulk copies into the warp's ring, issued before the tile's da is
-// even ready); each row gives dh by moe_act_bwd's formula and its dprobs terms summed over the lane's
-// columns, then over the lanes. The da buffer is released once every worker is done with the tile.
-template <ops::ExpertActivation ACT, bool CLAMP>
-__device__ __forceinline__ void glu_bwd_workers(const Params& p, const int* prefix, const uint8_t* buf,
-                                                uint8_t* ring, uint64_t* ring_bars, uint64_t* da_full,
-                                                uint64_t* da_empty) {
-  const int w = (int(threadIdx.x) - 288) >> 5, lane = int(threadIdx.x) & 31, F = p.g.N, I = p.g.I;
-  uint8_t* slots = ring + w * kRingSlots * kRingRow;
-  uint64_t* bars = ring_bars + w * kRingSlots;
-  const bf16_t* h = static_cast<const bf16_t*>(p.g.h);
-  bf16_t* dh = static_cast<bf16_t*>(p.g.y);
-  uint32_t c = 0;  // rows taken through the ring so far: row c uses slot c % 5 for the (c / 5)-th time
-  int n = 0;
-  for (int t = int(blockIdx.x); t < prefix[p.g.E]; t += int(gridDim.x), ++n) {
-    const Tile tl = decode(p, prefix, t);
-    const int f0 = tl.n * BN, cols = min(BN, F - f0), valid = min(BM, tl.r1 - tl.r0);
-    const int rows = valid > w ? (valid - w + kWorkers - 1) / kWorkers : 0;
-    auto issue = [&](int k) {  // lane 0: the warp's k-th row of the tile into its slot
-      const uint32_t s = (c + uint32_t(k)) % kRingSlots;
-      fence_proxy_async();  // the slot's earlier reads before the copy overwrites it
-      load_h_row(h + int64_t(tl.r0 + w + kWorkers * k) * 2 * F, I, f0, cols, slots + s * kRingRow, &bars[s]);
-    };
-    if (lane == 0)
-      for (int k = 0; k < min(rows, kRingSlots); ++k) issue(k);
-    // The rows' probabilities, lane l holding rows l and l + 32 of the warp's (at most 43): loaded once, not on
-    // each row's critical path.
-    static_assert(BM <= 64 * kWorkers, "a warp's rows must fit two per lane");
-    const float pr_lo = lane < rows ? p.g.probs[tl.r0 + w + kWorkers * lane] : 0.0f;
-    const float pr_hi = lane + 32 < rows ? p.g.probs[tl.r0 + w + kWorkers * (lane + 32)] : 0.0f;
-    mbar_wait(da_full, n & 1);
-    const int f = f0 + 8 * lane;
-    const bool on = 8 * lane < cols;
-    for (int k0 = 0; k0 < rows; k0 += 2) {  // two rows at a time: their latency chains overlap
-      float dp[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int k = k0 + j, row = w + kWorkers * k, r = tl.r0 + row;
-        if (k >= rows) break;
-        const uint32_t s = (c + uint32_t(k)) % kRingSlots;
-        const float pr = __shfl_sync(0xffffffffu, k < 32 ? pr_lo : pr_hi, k & 31);
-        mbar_wait(&bars[s], ((c + uint32_t(k)) / kRingSlots) & 1);
-        if (!on) continue;
-        float da[8], g[8], u[8];
-        unpack16(*reinterpret_cast<const uint4*>(buf + da_offset(row, lane)), da, h);
-        unpack16(*reinterpret_cast<const uint4*>(slots + s * kRingRow + 16 * lane), g, h);
-        unpack16(*reinterpret_cast<const uint4*>(slots + s * kRingRow + BN * 2 + 16 * lane), u, h);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const Glu in = CLAMP ? Glu(g[i], u[i], p.g.offset, p.g.clamp) : Glu(g[i], u[i], 0.0f, 0.0f);
-          const float v = act_value(ACT, in.g), dyp = da[i] * pr;
-          dp[j] += v * in.u * da[i];
-          g[i] = in.gate_in ? dyp * in.u * act_grad(ACT, in.g) : 0.0f;
-          u[i] = in.lin_in ? dyp * v : 0.0f;
-        }
-        store_n<8>(dh + int64_t(r) * 2 * F + glu_h_col(f, I, 0), g);
-        store_n<8>(dh + int64_t(r) * 2 * F + glu_h_col(f, I, 1), u);
-      }
-      __syncwarp();
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-        if (lane == 0 && k0 + j + kRingSlots < rows) issue(k0 + j + kRingSlots);
-#pragma unroll
-      for (int m = 16; m >= 1; m /= 2) {
-        dp[0] += __shfl_xor_sync(0xffffffffu, dp[0], m);
-        dp[1] += __shfl_xor_sync(0xffffffffu, dp[1], m);
-      }
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-        if (lane == 0 && k0 + j < rows) p.g.partial[int64_t(tl.r0 + w + kWorkers * (k0 + j)) * p.nt + tl.n] = dp[j];
-    }
-    c += uint32_t(rows);
-    mbar_arrive(da_empty);
-  }
-}
-
 template <GroupedMode MODE, ops::ExpertActivation ACT, bool CLAMP>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
@@ -431,19 +299,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   return;  // built for another architecture: never launched (device_info().sm90a is false)
 #else
   constexpr int TA = MODE == GroupedMode::Wgrad ? 1 : 0;
-  constexpr int TB = MODE == GroupedMode::Dgrad || MODE == GroupedMode::Wgrad || MODE == GroupedMode::GluBwd ? 1 : 0;
+  constexpr int TB = MODE == GroupedMode::Dgrad || MODE == GroupedMode::Wgrad ? 1 : 0;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   bf16_t* sa = reinterpret_cast<bf16_t*>(base);
-  constexpr int S = stages_of(MODE);
-  bf16_t* sb = sa + S * kStageA;
-  uint8_t* staging = reinterpret_cast<uint8_t*>(sb + S * kStageB);  // GluBwd: the da tile buffer
-  uint64_t* full = reinterpret_cast<uint64_t*>(staging + out_bytes_of(MODE));
-  uint64_t* empty = full + S;
-  uint64_t* da_full = empty + S;  // GluBwd: da staged (256 consumer arrivals), da read (96 worker arrivals)
-  uint64_t* da_empty = da_full + 1;
-  uint64_t* ring_bars = da_empty + 1;  // GluBwd: the workers' ring slots
-  int* prefix = reinterpret_cast<int*>(ring_bars + kWorkers * kRingSlots);
+  bf16_t* sb = sa + kStages * kStageA;
+  uint8_t* staging = reinterpret_cast<uint8_t*>(sb + kStages * kStageB);
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + kStagingBytes);
+  uint64_t* empty = full + kStages;
+  int* prefix = reinterpret_cast<int*>(empty + kStages);
   const int E = p.g.E;
   if (threadIdx.x == 0) {
     int acc = 0;
@@ -452,42 +316,30 @@ __global__ void __launch_bounds__(kThreads, 1)
       acc += tiles_of(p, e);
     }
     prefix[E] = acc;
-    for (int s = 0; s < S; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], 2);
     }
-    mbar_init(da_full, 256);
-    mbar_init(da_empty, 32 * kWorkers);
-    for (int i = 0; i < kWorkers * kRingSlots; ++i) mbar_init(&ring_bars[i], 1);
     fence_barrier_init();
   }
   __syncthreads();
   const int total = prefix[E], wg = int(threadIdx.x) / 128;
   if (wg == 2) {  // producer
-    if constexpr (MODE == GroupedMode::GluBwd) {
-      regs_dec<72>();  // the launch gives 168 a thread; 128 x (168 - 72) go to the consumers, 256 x (216 - 168)
-      if (threadIdx.x >= 288)
-        return glu_bwd_workers<ACT, CLAMP>(p, prefix, staging, staging + kDaBytes, ring_bars, da_full, da_empty);
-    } else {
-      regs_dec<40>();  // 128 x (168 - 40) go to the consumers, 256 x (232 - 168)
-    }
+    regs_dec<40>();
     if (threadIdx.x != 256) return;
     int it = 0;
     for (int t = int(blockIdx.x); t < total; t += int(gridDim.x)) {
       const Tile tl = decode(p, prefix, t);
       for (int k = 0; k < tl.kt; ++k, ++it) {
-        const int s = it % S;
-        mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
+        const int s = it % kStages;
+        mbar_wait(&empty[s], ((it / kStages) & 1) ^ 1);
         mbar_expect_tx(&full[s], kStageBytes);
         load_stage<MODE>(p, &ta, &tb, &full[s], sa + s * kStageA, sb + s * kStageB, tl, k);
       }
     }
     return;
   }
-  if constexpr (MODE == GroupedMode::GluBwd)
-    regs_inc<216>();
-  else
-    regs_inc<232>();
+  regs_inc<232>();
   float d[128];
   int it = 0, staged = 0;  // K steps consumed; output chunks staged
   for (int t = int(blockIdx.x); t < total; t += int(gridDim.x)) {
@@ -497,8 +349,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < 128; ++i) d[i] = 0.0f;
     }
     for (int k = 0; k < tl.kt; ++k, ++it) {
-      const int s = it % S;
-      mbar_wait(&full[s], (it / S) & 1);
+      const int s = it % kStages;
+      mbar_wait(&full[s], (it / kStages) & 1);
       bf16_t* a = sa + s * kStageA;
       bf16_t* b = sb + s * kStageB;
       if constexpr (MODE == GroupedMode::Wgrad) {
@@ -518,19 +370,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_commit();
       fence_regs<128>(d);
       wgmma_wait<1>();
-      if (k > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % S]);
+      if (k > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     }
     wgmma_wait<0>();
     fence_regs<128>(d);
-    if (tl.kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % S]);
+    if (tl.kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     if constexpr (MODE == GroupedMode::Wgrad)
       wgrad_epilogue(p, &tc, tl, d, wg, staging, staged);
-    else if constexpr (MODE == GroupedMode::GluBwd) {
-      mbar_wait(da_empty, (staged & 1) ^ 1);  // the workers are done with the previous tile
-      stage_da(staging, d, wg);
-      mbar_arrive(da_full);
-      ++staged;
-    } else
+    else
       rows_epilogue<MODE, ACT, CLAMP>(p, &tc, &td, tl, d, wg, staging, staged);
   }
   if (threadIdx.x % 128 == 0) bulk_wait_all();
@@ -600,10 +447,10 @@ void launch(const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc,
   static std::once_flag once;
   std::call_once(once, [] {
     cuda_check(cudaFuncSetAttribute(grouped_gemm_kernel<MODE, ACT, CLAMP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    smem_bytes_of(MODE)),
+                                    kSmemBytes),
                "grouped_gemm_kernel shared memory");
   });
-  grouped_gemm_kernel<MODE, ACT, CLAMP><<<device_info().sms, kThreads, smem_bytes_of(MODE), s>>>(ta, tb, tc, td, p);
+  grouped_gemm_kernel<MODE, ACT, CLAMP><<<device_info().sms, kThreads, kSmemBytes, s>>>(ta, tb, tc, td, p);
   cuda_check(cudaGetLastError(), "grouped_gemm_kernel");
 }
 
@@ -622,7 +469,6 @@ bool grouped_gemm_sm90_fits(const GroupedGemmArgs& g) {
     const int I = g.I, F = g.N / 2;
     if (I % 8 != 0 || F % I != 0 || (I < BN / 2 ? (BN / 2) % I != 0 : I % (BN / 2) != 0)) return false;
   }
-  if (g.mode == GroupedMode::GluBwd && (g.I % 8 != 0 || g.N % g.I != 0)) return false;
   return true;
 }
 
@@ -648,24 +494,6 @@ void grouped_gemm_sm90(const GroupedGemmArgs& g, void* stream) {
       const uint32_t ba[2] = {BK, BM}, bb[3] = {64, 64, 1}, by[2] = {64, 64};
       const CUtensorMap ty = tensor_map(g.y, 2, dy, &N, by);
       launch<GroupedMode::Dgrad>(tensor_map(g.a, 2, da, &K, ba), tensor_map(g.b, 3, db, pb, bb), ty, ty, p, s);
-      break;
-    }
-    case GroupedMode::GluBwd: {  // w (E, K, N) as Dgrad, N = F
-      p.nt = (g.N + BN - 1) / BN;
-      p.kt = (g.K + BK - 1) / BK;
-      const uint64_t da[2] = {K, R}, db[3] = {N, K, E}, pb[2] = {N, K * N};
-      const uint32_t ba[2] = {BK, BM}, bb[3] = {64, 64, 1};
-      const CUtensorMap ta = tensor_map(g.a, 2, da, &K, ba), tb = tensor_map(g.b, 3, db, pb, bb);
-      constexpr auto kSwiGLU = ops::ExpertActivation::SwiGLU, kQuick = ops::ExpertActivation::QuickGeGLU;
-      const bool quick = g.act == kQuick, clamp = g.clamp > 0.0f || g.offset != 0.0f;
-      if (quick && clamp)
-        launch<GroupedMode::GluBwd, kQuick, true>(ta, tb, ta, ta, p, s);
-      else if (quick)
-        launch<GroupedMode::GluBwd, kQuick, false>(ta, tb, ta, ta, p, s);
-      else if (clamp)
-        launch<GroupedMode::GluBwd, kSwiGLU, true>(ta, tb, ta, ta, p, s);
-      else
-        launch<GroupedMode::GluBwd, kSwiGLU, false>(ta, tb, ta, ta, p, s);
       break;
     }
     case GroupedMode::Forward: {  // w (E, N, K)

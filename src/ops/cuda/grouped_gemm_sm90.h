@@ -14,11 +14,7 @@ enum class GroupedMode {
   Dgrad,    // y (R,N) = a (R,K) w_e, w (E,K,N)
   Glu,      // Forward into h (R,2F) and y (R,F) = act(h) * probs
   Wgrad,    // dw_e (N,K) fp32 = beta dw_e + a_e^T b_e over group e's rows; a (R,N), b (R,K)
-  GluBwd,   // Dgrad into da (R,F) (N = F, not stored), then dh (R,2F) and the tiles' dprobs sums from h and probs
 };
-
-// The output columns of one tile (GluBwd: the dprobs partial sums per row are per tile of this many columns).
-constexpr int kGroupedTileCols = 256;
 
 struct GroupedGemmArgs {
   GroupedMode mode;
@@ -28,12 +24,11 @@ struct GroupedGemmArgs {
   int N, K;            // Forward/Dgrad/Glu: y (R,N) [Glu: N = 2F, h's width]; Wgrad: dw_e (N,K)
   const void* a;       // bf16 (R,K); Wgrad (R,N)
   const void* b;       // bf16 weights, Wgrad: (R,K)
-  void* y;             // bf16 (R,N) / Glu: (R,F); Wgrad: fp32 (E,N,K); GluBwd: dh (R,2F)
-  void* h;             // Glu: bf16 (R,2F) written; GluBwd: read
-  const float* probs;  // Glu, GluBwd: (R)
-  float* partial;      // GluBwd: (R, column tiles), row r's dprobs terms summed over each tile's columns
+  void* y;             // bf16 (R,N) / Glu: (R,F); Wgrad: fp32 (E,N,K)
+  void* h;             // Glu: bf16 (R,2F)
+  const float* probs;  // Glu: (R)
   ops::ExpertActivation act;
-  int I;  // Glu, GluBwd: interleave (F for the plain layout)
+  int I;  // Glu: interleave (F for the plain layout)
   float offset, clamp, beta;
 };
 

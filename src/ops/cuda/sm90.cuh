@@ -60,14 +60,6 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
       "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
-// A bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into shared
-// memory, completing on `bar`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
 // TMA tile store (or f32 add, `Add`) of a 3-D box from shared memory, tracked by the bulk-group mechanism
 // (out-of-range parts are not written).
 template <bool Add>

@@ -1,12 +1,10 @@
-// Parity cases for the experts' grouped GEMMs (grouped_gemm, grouped_gemm_wgrad, grouped_gemm_glu and its backward
-// grouped_gemm_glu_bwd). Group sizes
+// Parity cases for the experts' grouped GEMMs (grouped_gemm, grouped_gemm_wgrad, grouped_gemm_glu). Group sizes
 // come from a routing: many rows per expert (the moe-2b layer scaled down), experts with 0 and 1 rows
 // (E = 256 over few rows), half the rows on one expert (skewed), top-k 1 to 8. bf16 cases with sizes that
 // are multiples of 8 run the Hopper kernel (tiles cut by group ends, column and K tails); fp32 and odd sizes
 // run the plain kernels. The GLU cases cover SwiGLU and quick-GeGLU, the plain layout and interleaves below,
 // at and above the kernel's 128-column tile, with and without clamp and offset; one more case checks the
-// fused GLU equals the grouped GEMM followed by moe_act_fwd bit for bit on the device (its backward: dh equals
-// the data-gradient GEMM followed by moe_act_bwd). "tail" cases end the
+// fused GLU equals the grouped GEMM followed by moe_act_fwd bit for bit on the device. "tail" cases end the
 // groups before the last rows (the capacity plan's layout): those rows of the inputs are NaN, of the outputs
 // a fill value that must survive (the fused GLU's y there is unspecified).
 #include <algorithm>
@@ -137,53 +135,6 @@ void add_glu_fused_equals_unfused(const Shape3& s, int64_t F, int64_t K, int64_t
   register_case(c);
 }
 
-// The fused GLU backward: dh and dprobs on the groups' rows (rows past them are unspecified).
-void add_glu_bwd(const Shape3& s, int64_t F, int64_t H, int64_t I, Kind act, double clamp, double offset, DType dt,
-                 int64_t tail = 0) {
-  std::ostringstream shape;
-  shape << s.text() << " F=" << F << " H=" << H << " I=" << I << (act == Kind::SwiGLU ? " swiglu" : " qgeglu")
-        << " L=" << clamp << " off=" << offset;
-  if (tail) shape << " tail=" << tail;
-  register_case(make_case("grouped_gemm_glu_bwd", shape.str(), dt, [=](uint64_t seed) {
-    const Tensor off = routed_offsets(s.N, s.k, s.E, s.skew, seed);
-    const int64_t used = s.N * s.k, R = used + tail;
-    Tensor dy = nan_rows(rand({R, H}, dt, seed + 1), used), w = rand({s.E, H, F}, dt, seed + 2);
-    Tensor h = nan_rows(rand({R, 2 * F}, dt, seed + 3, -3.0, 3.0), used);
-    Tensor p = nan_rows(rand({R}, DType::F32, seed + 4, 0.0, 1.0), used);
-    Tensor dhg = dev_empty({R, 2 * F}, dt), dpg = dev_empty({R}, DType::F32);
-    Tensor dhc = Tensor::empty({R, 2 * F}, ref(h).dtype()), dpc = Tensor::empty({R}, ref(p).dtype());
-    ops::grouped_gemm_glu_bwd(gpu(), dhg, dpg, dev(dy), dev(w), dev(off), dev(h), dev(p), act, I, offset, clamp);
-    ops::grouped_gemm_glu_bwd(cpu(), dhc, dpc, ref(dy), ref(w), off, ref(h), ref(p), act, I, offset, clamp);
-    return std::vector<Output>{{"dh", dhg.narrow(0, 0, used), dhc.narrow(0, 0, used)},
-                               {"dprobs", dpg.narrow(0, 0, used), dpc.narrow(0, 0, used)}};
-  }));
-}
-
-// The fused GLU backward's dh against the device's unfused path (grouped_gemm, then moe_act_bwd): equal bits.
-void add_glu_bwd_fused_equals_unfused(const Shape3& s, int64_t F, int64_t H, int64_t I, Kind act = Kind::SwiGLU,
-                                      double clamp = 0.0, double offset = 0.0) {
-  std::ostringstream text;
-  text << s.text() << " F=" << F << " H=" << H << " I=" << I << (act == Kind::SwiGLU ? " swiglu" : " qgeglu")
-       << " L=" << clamp << " off=" << offset << " fused=unfused";
-  const std::string shape = text.str();
-  Case c = make_case("grouped_gemm_glu_bwd", shape, DType::BF16, [=](uint64_t seed) {
-    const Tensor off = routed_offsets(s.N, s.k, s.E, s.skew, seed);
-    const int64_t R = s.N * s.k;
-    Tensor dy = dev(rand({R, H}, DType::BF16, seed + 1)), w = dev(rand({s.E, H, F}, DType::BF16, seed + 2));
-    Tensor h = dev(rand({R, 2 * F}, DType::BF16, seed + 3, -3.0, 3.0));
-    Tensor p = dev(rand({R}, DType::F32, seed + 4, 0.0, 1.0)), o = dev(off);
-    Tensor dhf = dev_empty({R, 2 * F}, DType::BF16), dpf = dev_empty({R}, DType::F32);
-    Tensor da = dev_empty({R, F}, DType::BF16), dhu = dev_empty({R, 2 * F}, DType::BF16);
-    Tensor dpu = dev_empty({R}, DType::F32);
-    ops::grouped_gemm_glu_bwd(gpu(), dhf, dpf, dy, w, o, h, p, act, I, offset, clamp);
-    ops::grouped_gemm(gpu(), da, dy, w, o, false);
-    ops::moe_act_bwd(gpu(), dhu, dpu, da, h, p, act, I, offset, clamp);
-    return std::vector<Output>{{"dh", dhf, dhu.to(Device::CPU)}};
-  });
-  c.criterion = Criterion::Exact;
-  register_case(c);
-}
-
 }  // namespace
 
 HYTRA_PARITY_CASES(grouped_gemm) {
@@ -217,16 +168,6 @@ HYTRA_PARITY_CASES(grouped_gemm) {
   add_glu_fused_equals_unfused(skewed, 512, 128, 16);
   add_glu_fused_equals_unfused(many, 256, 128, 256, Kind::QuickGeGLU, 7.0, 1.0);  // TMA stores, clamp and offset
   add_glu_fused_equals_unfused(skewed, 128, 128, 16, Kind::SwiGLU, 0.5, 0.0);     // row copies, clamp
-  add_glu_bwd(many, 256, 256, 0, Kind::SwiGLU, 0.0, 0.0, DType::BF16);       // plain, one column tile
-  add_glu_bwd(skewed, 512, 128, 16, Kind::SwiGLU, 0.0, 0.0, DType::BF16);    // interleave below a chunk, 2 tiles
-  add_glu_bwd(many, 320, 192, 64, Kind::QuickGeGLU, 0.5, 1.0, DType::BF16);  // column tail (320), clamp, offset
-  add_glu_bwd(sparse, 64, 256, 0, Kind::SwiGLU, 0.5, 1.0, DType::BF16);      // F below a chunk, E = 256
-  add_glu_bwd(top1, 128, 64, 32, Kind::QuickGeGLU, 0.0, 1.0, DType::BF16);
-  add_glu_bwd(top1, 36, 40, 0, Kind::SwiGLU, 0.0, 0.0, DType::BF16);  // odd F: the unfused path
-  add_glu_bwd(many, 64, 64, 8, Kind::SwiGLU, 0.5, 0.0, DType::F32);
-  add_glu_bwd_fused_equals_unfused(many, 256, 256, 0);
-  add_glu_bwd_fused_equals_unfused(skewed, 512, 128, 16, Kind::QuickGeGLU, 0.5, 1.0);
-  add_glu_bwd_fused_equals_unfused(skewed, 1024, 256, 0, Kind::SwiGLU, 7.0, 0.0);
   // Groups ending before the last rows (the capacity plan's layout): NaN inputs there, outputs untouched.
   const Shape3 tailed{300, 4, 8, false};
   add_gemm(tailed, 256, 192, true, DType::BF16, 77);
@@ -236,8 +177,6 @@ HYTRA_PARITY_CASES(grouped_gemm) {
   add_wgrad(tailed, 40, 24, 0.0f, DType::F32, 77);
   add_glu(tailed, 256, 128, 0, Kind::SwiGLU, 0.0, 0.0, DType::BF16, 77);
   add_glu(tailed, 128, 64, 16, Kind::QuickGeGLU, 0.5, 1.0, DType::BF16, 77);
-  add_glu_bwd(tailed, 256, 128, 0, Kind::SwiGLU, 0.0, 0.0, DType::BF16, 77);
-  add_glu_bwd(tailed, 128, 64, 16, Kind::QuickGeGLU, 0.5, 1.0, DType::BF16, 77);
 }
 
 }  // namespace hytra::parity
