@@ -35,10 +35,9 @@ Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
   Saved& s = ctx.saved<Saved>(this);
   s.shape = X4.shape();
   s.X = X4.view({N, n, C});
-  s.x32 = Tensor::empty({N, n * C}, sd, dev);
-  ops::copy(ex, s.x32, s.X);
+  const Tensor x = s.X.view({N, n * C});
   s.proj = Tensor::empty({N, P}, sd, dev);
-  ops::gemm(ex, s.proj, s.x32, w_->master, false, true, 1.0f, 0.0f);
+  ops::mhc_proj_fwd(ex, s.proj, x, w_->master);
   s.alpha = Tensor::empty({3}, sd, dev);
   for (int i = 0; i < 3; ++i) {
     Tensor a = s.alpha.narrow(0, i, 1);
@@ -48,8 +47,8 @@ Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
   s.h_post = Tensor::empty({N, n}, sd, dev);
   s.h_res = Tensor::empty({N, n, n}, sd, dev);
   s.r = Tensor::empty({N}, sd, dev);
-  ops::mhc_coeffs_fwd(ex, s.h_pre, s.h_post, s.h_res, s.r, s.x32, s.proj, s.alpha, bias_->master,
-                      opt_.sinkhorn_iterations, opt_.variant);
+  ops::mhc_coeffs_fwd(ex, s.h_pre, s.h_post, s.h_res, s.r, x, s.proj, s.alpha, bias_->master, opt_.sinkhorn_iterations,
+                      opt_.variant);
   Tensor u = Tensor::empty({N, C}, X4.dtype(), dev);
   ops::mhc_aggregate_fwd(ex, u, s.X, s.h_pre);
   const bool drop = opt_.recompute_layer && !ctx.recomputing;  // keep the sub-layer's input only
@@ -65,7 +64,7 @@ Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
 
 void HyperConnection::drop_streams(StepContext& ctx) {
   Saved& s = ctx.saved<Saved>(this);
-  s.X = s.x32 = Tensor();
+  s.X = Tensor();
 }
 
 Tensor HyperConnection::rebuild_streams(StepContext& ctx, const Tensor& X4) {
@@ -73,8 +72,6 @@ Tensor HyperConnection::rebuild_streams(StepContext& ctx, const Tensor& X4) {
   Saved& s = ctx.saved<Saved>(this);
   const int64_t n = opt_.streams, C = opt_.hidden, N = s.F.size(0);
   s.X = X4.view({N, n, C});
-  s.x32 = Tensor::empty({N, n * C}, stat_dtype(X4.dtype()), X4.device());
-  ops::copy(ex, s.x32, s.X);
   Tensor Y = Tensor::empty({N, n, C}, X4.dtype(), X4.device());
   ops::mhc_combine_fwd(ex, Y, s.X, s.F, s.h_res, s.h_post);
   return Y.view(s.shape);
@@ -96,20 +93,15 @@ Tensor HyperConnection::backward(StepContext& ctx, const Tensor& dY4) {
   const Tensor du = layer_->backward(ctx, dF.view({s.shape[0], s.shape[1], C})).view({N, C});
   Tensor dh_pre = Tensor::empty({N, n}, sd, dev);
   ops::mhc_aggregate_bwd(ex, dX, dh_pre, du, s.X, s.h_pre);
-  // The mapping: dproj, the r path into dx32, then the projection's input and weight gradients.
-  Tensor dx32 = Tensor::empty({N, n * C}, sd, dev), dproj = Tensor::empty({N, P}, sd, dev);
+  // The mapping: dproj and the r path into dX, then the projection's input and weight gradients.
+  Tensor dXf = dX.view({N, n * C}), dproj = Tensor::empty({N, P}, sd, dev);
+  const Tensor x = s.X.view({N, n * C});
   Tensor dalpha = Tensor::empty({3}, sd, dev);
-  ops::fill(ex, dx32, 0.0);  // zeroed on the stream (a CUDA graph captures it)
-  ops::fill(ex, dalpha, 0.0);
-  ops::mhc_coeffs_bwd(ex, dx32, dproj, dalpha, bias_->grad, dh_pre, dh_post, dh_res, s.x32, s.proj, s.alpha,
-                      bias_->master, s.r, opt_.sinkhorn_iterations, opt_.variant);
-  ops::gemm(ex, dx32, dproj, w_->master, false, false, 1.0f, 1.0f);
-  ops::gemm(ex, w_->grad, dproj, s.x32, true, false, 1.0f, 1.0f);
+  ops::fill(ex, dalpha, 0.0);  // zeroed on the stream (a CUDA graph captures it)
+  ops::mhc_coeffs_bwd(ex, dXf, dproj, dalpha, bias_->grad, dh_pre, dh_post, dh_res, x, s.proj, s.alpha, bias_->master,
+                      s.r, opt_.sinkhorn_iterations, opt_.variant);
+  ops::mhc_proj_bwd(ex, dXf, w_->grad, dproj, x, w_->master);
   for (int i = 0; i < 3; ++i) ops::axpy(ex, alpha_[i]->grad, dalpha.narrow(0, i, 1), 1.0);
-  Tensor dX_map = Tensor::empty({N, n * C}, dt, dev);
-  ops::copy(ex, dX_map, dx32);
-  Tensor dXf = dX.view({N, n * C});
-  ops::axpy(ex, dXf, dX_map, 1.0);
   s = Saved{};
   return dX.view(dY4.shape());
 }

@@ -34,7 +34,7 @@ class HyperConnection : public Module {
   Tensor forward(StepContext& ctx, const Tensor& X) override;    // X (B,T,n,C) -> X' (B,T,n,C)
   Tensor backward(StepContext& ctx, const Tensor& dY) override;  // dX' -> dX
   void backward_dw(StepContext& ctx) override { layer_->backward_dw(ctx); }
-  // mHC recompute (docs/spec/mhc.md §6): forget the saved input streams (and their fp32 copy) after forward;
+  // mHC recompute (docs/spec/mhc.md §6): forget the saved input streams after forward;
   // rebuild_streams(X) restores them from the recomputed input and returns this layer's output again
   // (the combine of X with the kept F, H_res, H_post: bitwise the forward's).
   void drop_streams(StepContext& ctx);
@@ -44,7 +44,6 @@ class HyperConnection : public Module {
  private:
   struct Saved {
     Tensor X;                   // (N,n,C) input streams
-    Tensor x32;                 // (N, nC) fp32 copy
     Tensor proj;                // (N, n^2+2n) fp32
     Tensor h_pre, h_post, r;    // (N,n), (N,n), (N)
     Tensor h_res;               // (N,n,n)

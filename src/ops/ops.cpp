@@ -941,6 +941,31 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor&
                               iterations, variant);
 }
 
+void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
+  const char* op = "mhc_proj_fwd";
+  check_arg(ex, op, "x", x);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 2, op, ": x must be (N,D), got ", x.desc());
+  check_fp32(ex, op, "w", w, {w.size(0), x.size(1)});
+  check_fp32(ex, op, "proj", proj, {x.size(0), w.size(0)});
+  check_same_dtype(op, "proj", proj, w);
+  ex.backend().mhc_proj_fwd(ex, proj, x, w);
+}
+
+void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const Tensor& x, const Tensor& w) {
+  const char* op = "mhc_proj_bwd";
+  check_arg(ex, op, "x", x);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 2, op, ": x must be (N,D), got ", x.desc());
+  check_act(ex, op, "dx", dx, x, x.shape());
+  check_fp32(ex, op, "w", w, {w.size(0), x.size(1)});
+  check_fp32(ex, op, "dw", dw, w.shape());
+  check_fp32(ex, op, "dproj", dproj, {x.size(0), w.size(0)});
+  check_same_dtype(op, "dw", dw, w);
+  check_same_dtype(op, "dproj", dproj, w);
+  ex.backend().mhc_proj_bwd(ex, dx, dw, dproj, x, w);
+}
+
 void mhc_aggregate_fwd(Exec& ex, Tensor& u, const Tensor& X, const Tensor& h_pre) {
   const char* op = "mhc_aggregate_fwd";
   check_streams(ex, op, X);

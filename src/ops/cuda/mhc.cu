@@ -1,9 +1,9 @@
 // mHC Sinkhorn-Knopp and mixing coefficients on CUDA (ops.h "mHC", docs/spec/mhc.md §2-§3); the maths
 // and the backward formulas are those of ops/cpu/mhc.cpp (its header derives them), in fp32.
 // One thread per n x n matrix (per token): its matrix lives in a local array sized for n <= NMAX,
-// NMAX in {4, 8, 16} (the CUDA limit is n <= 16). The Sinkhorn backward stores no iterates: for
-// each step, last to first, it recomputes that step's input from the logits (O(steps^2) work per
-// matrix, small for n <= 16 and T ~ 20) and applies the step's reverse.
+// NMAX in {4, 8, 16} (the CUDA limit is n <= 16). The Sinkhorn backward runs the forward once more,
+// keeping every step's input in a scratch laid out [step][element][matrix] (consecutive threads,
+// consecutive addresses), then walks the steps last to first.
 // Coefficients: r and the dx update need the whole x row, so they run one block per token
 // (fixed-order block sums); everything else is per-token thread work. dbias and dalpha are
 // deterministic: the per-token dh (N, P) goes to a scratch buffer, row chunks set by N alone sum
@@ -23,11 +23,14 @@ constexpr int kMaxN = 16;
 constexpr float kSinkEps = 1e-6f;
 constexpr float kRmsEps = 1e-6f;
 constexpr int kTokenThreads = 128;
+constexpr int kBwdThreads = 32;  // the Sinkhorn backward is long per thread: small blocks spread it over every SM
 constexpr int kRowThreads = 256;
 constexpr int64_t kMaxChunks = 128;
 
 // Steps of a run: main T x (row, col); dev col, (T-1) x (row, col).
-__device__ __forceinline__ int64_t num_steps(int64_t iterations, bool dev) { return dev ? 2 * iterations - 1 : 2 * iterations; }
+__host__ __device__ __forceinline__ int64_t num_steps(int64_t iterations, bool dev) {
+  return dev ? 2 * iterations - 1 : 2 * iterations;
+}
 __device__ __forceinline__ bool step_rows(int64_t s, bool dev) { return (s % 2 == 0) != dev; }
 // Element k of line i (row i or column i) of an n x n row-major matrix.
 __device__ __forceinline__ int at(bool rows, int n, int i, int k) { return rows ? i * n + k : k * n + i; }
@@ -48,6 +51,15 @@ __device__ __forceinline__ float row_exp(float* p, const float* l, int n) {
   return s;
 }
 
+// Step st of a run on m (n x n): every row (or column) divided by its denominator.
+__device__ void sinkhorn_step(float* m, int n, int64_t st, bool dev) {
+  const bool rows = step_rows(st, dev);
+  for (int i = 0; i < n; ++i) {
+    const float d = denominator(line_sum(m, rows, n, i), dev);
+    for (int k = 0; k < n; ++k) m[at(rows, n, i, k)] = m[at(rows, n, i, k)] / d;
+  }
+}
+
 // m (n x n) = the Sinkhorn iterate after `steps` steps (0: M0) of logits l (n x n).
 __device__ void sinkhorn_iterate(float* m, const float* l, int n, int64_t steps, bool dev) {
   for (int i = 0; i < n; ++i) {
@@ -55,19 +67,26 @@ __device__ void sinkhorn_iterate(float* m, const float* l, int n, int64_t steps,
     if (dev)
       for (int k = 0; k < n; ++k) m[i * n + k] = m[i * n + k] / s + kSinkEps;
   }
-  for (int64_t st = 0; st < steps; ++st) {
-    const bool rows = step_rows(st, dev);
-    for (int i = 0; i < n; ++i) {
-      const float d = denominator(line_sum(m, rows, n, i), dev);
-      for (int k = 0; k < n; ++k) m[at(rows, n, i, k)] = m[at(rows, n, i, k)] / d;
-    }
-  }
+  for (int64_t st = 0; st < steps; ++st) sinkhorn_step(m, n, st, dev);
 }
 
-// dl (n x n) = dL given g = dM (n x n, overwritten); m is n x n scratch.
-__device__ void sinkhorn_backward(float* dl, float* g, float* m, const float* l, int n, int64_t iterations, bool dev) {
-  for (int64_t st = num_steps(iterations, dev) - 1; st >= 0; --st) {
-    sinkhorn_iterate(m, l, n, st, dev);
+// The steps' inputs of matrix `r` of R in the scratch `its` (steps, n*n, R): element k of step st's input.
+__device__ __forceinline__ float& step_input(float* its, int64_t R, int64_t r, int nn, int64_t st, int k) {
+  return its[(st * nn + k) * R + r];
+}
+
+// dl (n x n) = dL given g = dM (n x n, overwritten) for matrix r of R; m is n x n scratch, its the steps' inputs.
+__device__ void sinkhorn_backward(float* dl, float* g, float* m, const float* l, int n, int64_t iterations, bool dev,
+                                  float* its, int64_t R, int64_t r) {
+  const int nn = n * n;
+  const int64_t steps = num_steps(iterations, dev);
+  sinkhorn_iterate(m, l, n, 0, dev);
+  for (int64_t st = 0; st < steps; ++st) {
+    for (int k = 0; k < nn; ++k) step_input(its, R, r, nn, st, k) = m[k];
+    sinkhorn_step(m, n, st, dev);
+  }
+  for (int64_t st = steps - 1; st >= 0; --st) {
+    for (int k = 0; k < nn; ++k) m[k] = step_input(its, R, r, nn, st, k);
     const bool rows = step_rows(st, dev);
     for (int i = 0; i < n; ++i) {
       const float s = line_sum(m, rows, n, i), d = denominator(s, dev);
@@ -103,12 +122,12 @@ __global__ void sinkhorn_fwd_kernel(float* M, const float* L, int64_t R, int n, 
 
 template <int NMAX>
 __global__ void sinkhorn_bwd_kernel(float* dL, const float* dM, const float* L, int64_t R, int n, int64_t iterations,
-                                    bool dev) {
+                                    bool dev, float* its) {
   float g[NMAX * NMAX], m[NMAX * NMAX];
   const int64_t nn = int64_t(n) * n;
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < R; r += int64_t(gridDim.x) * blockDim.x) {
     for (int k = 0; k < nn; ++k) g[k] = dM[r * nn + k];
-    sinkhorn_backward(dL + r * nn, g, m, L + r * nn, n, iterations, dev);
+    sinkhorn_backward(dL + r * nn, g, m, L + r * nn, n, iterations, dev, its, R, r);
   }
 }
 
@@ -157,7 +176,7 @@ template <int NMAX>
 __global__ void coeffs_bwd_token_kernel(float* dproj, float* dr, float* dh_out, const float* dh_pre,
                                         const float* dh_post, const float* dh_res, const float* r, const float* proj,
                                         const float* alpha, const float* bias, int64_t N, int n, int64_t iterations,
-                                        bool dev) {
+                                        bool dev, float* its) {
   float h[NMAX * NMAX + 2 * NMAX], dh[NMAX * NMAX + 2 * NMAX], g[NMAX * NMAX], m[NMAX * NMAX];
   const int P = n * n + 2 * n;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
@@ -172,7 +191,7 @@ __global__ void coeffs_bwd_token_kernel(float* dproj, float* dr, float* dh_out, 
     const float* dres = dh_res + t * n * n;
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) g[i * n + j] = dev ? dres[j * n + i] : dres[i * n + j];
-    sinkhorn_backward(dh + 2 * n, g, m, h + 2 * n, n, iterations, dev);
+    sinkhorn_backward(dh + 2 * n, g, m, h + 2 * n, n, iterations, dev, its, N, t);
     float drt = 0.0f;
     for (int k = 0; k < P; ++k) {
       const float a = alpha_of(alpha, n, k);
@@ -240,6 +259,11 @@ void with_capacity(const char* op, int64_t n, F&& f) {
     f(std::integral_constant<int, 16>{});
 }
 
+// The scratch of the Sinkhorn backward's step inputs for R matrices: (steps, n*n, R) fp32.
+Tensor step_inputs(int64_t R, int64_t n, int64_t iterations, MhcVariant variant) {
+  return Tensor::empty({num_steps(iterations, variant == MhcVariant::Dev), n * n, R}, DType::F32, Device::CUDA);
+}
+
 void check_fp32_only(const char* op, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts) HYTRA_CHECK(t->dtype() == DType::F32, op, " on CUDA: expected fp32, got ", t->desc());
 }
@@ -266,10 +290,11 @@ void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& log
   check_fp32_only("sinkhorn_bwd", {&dlogits, &dM, &logits});
   const int64_t R = logits.size(0), n = logits.size(1);
   if (R == 0) return;
+  Tensor its = step_inputs(R, n, iterations, variant);
   with_capacity("sinkhorn_bwd", n, [&](auto cap) {
-    sinkhorn_bwd_kernel<cap.value><<<grid_for(R, kTokenThreads), kTokenThreads, 0, stream_of(ex)>>>(
+    sinkhorn_bwd_kernel<cap.value><<<grid_for(R, kBwdThreads), kBwdThreads, 0, stream_of(ex)>>>(
         dlogits.data<float>(), dM.data<float>(), logits.data<float>(), R, int(n), iterations,
-        variant == MhcVariant::Dev);
+        variant == MhcVariant::Dev, its.data<float>());
     check_launch("sinkhorn_bwd_kernel");
   });
 }
@@ -306,11 +331,12 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor&
   cudaStream_t s = stream_of(ex);
   Tensor dr = Tensor::empty({N}, DType::F32, Device::CUDA);     // (N)
   Tensor dh = Tensor::empty({N, P}, DType::F32, Device::CUDA);  // (N, P)
+  Tensor its = step_inputs(N, n, iterations, variant);
   with_capacity(op, n, [&](auto cap) {
-    coeffs_bwd_token_kernel<cap.value><<<grid_for(N, kTokenThreads), kTokenThreads, 0, s>>>(
+    coeffs_bwd_token_kernel<cap.value><<<grid_for(N, kBwdThreads), kBwdThreads, 0, s>>>(
         dproj.data<float>(), dr.data<float>(), dh.data<float>(), dh_pre.data<float>(), dh_post.data<float>(),
-        dh_res.data<float>(), r.data<float>(), proj.data<float>(), alpha.data<float>(), bias.data<float>(), N,
-        int(n), iterations, variant == MhcVariant::Dev);
+        dh_res.data<float>(), r.data<float>(), proj.data<float>(), alpha.data<float>(), bias.data<float>(), N, int(n),
+        iterations, variant == MhcVariant::Dev, its.data<float>());
     check_launch("coeffs_bwd_token_kernel");
   });
   coeffs_dx_kernel<<<unsigned(N), kRowThreads, 0, s>>>(dx.raw(), dx.dtype(), x.raw(), x.dtype(), dr.data<float>(),
@@ -320,9 +346,8 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor&
   const int64_t rows_per_chunk = (N + chunks - 1) / chunks;
   const int col_threads = int((P + 3 + 31) / 32 * 32);
   Tensor partial = Tensor::empty({chunks, P + 3}, DType::F32, Device::CUDA);  // (chunks, P+3)
-  coeffs_param_partial_kernel<<<unsigned(chunks), col_threads, 0, s>>>(partial.data<float>(), dh.data<float>(),
-                                                                       r.data<float>(), proj.data<float>(), N,
-                                                                       int(n), rows_per_chunk);
+  coeffs_param_partial_kernel<<<unsigned(chunks), col_threads, 0, s>>>(
+      partial.data<float>(), dh.data<float>(), r.data<float>(), proj.data<float>(), N, int(n), rows_per_chunk);
   check_launch("coeffs_param_partial_kernel");
   coeffs_param_combine_kernel<<<1, col_threads, 0, s>>>(dbias.data<float>(), dalpha.data<float>(),
                                                         partial.data<float>(), chunks, int(n));
