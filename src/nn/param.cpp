@@ -11,8 +11,7 @@
 
 namespace hytra {
 
-Param& ParamStore::create(const std::string& name, const Shape& shape, InitKind init, double init_std,
-                          bool no_decay) {
+Param& ParamStore::create(const std::string& name, const Shape& shape, InitKind init, double init_std, bool no_decay) {
   HYTRA_ASSERT(!finalized(), "parameter ", name, " created after finalize()");
   HYTRA_CHECK(by_name_.count(name) == 0, "duplicate parameter name '", name, "'");
   // Shapes come from the size flags: a product too large for int64 must not reach finalize().
@@ -40,19 +39,22 @@ Param* ParamStore::find(const std::string& name) const {
 
 void ParamStore::finalize(DType dtype, Device device) {
   HYTRA_ASSERT(!finalized(), "finalize() called twice");
-  const int64_t total = num_elements();
   HYTRA_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
               "parameters: dtype must be fp32, fp64 or bf16, got ", dtype_name(dtype));
+  int64_t end = 0;  // of the previous parameter
+  for (Param* p : order_) {
+    p->offset = p->follows_previous ? end : (end + kAlign - 1) / kAlign * kAlign;
+    end = p->offset + shape_numel(p->shape);
+  }
+  const int64_t total = (end + kAlign - 1) / kAlign * kAlign;
   values_ = Tensor::zeros({total}, dtype, device);
   master_ = dtype == DType::BF16 ? Tensor::zeros({total}, DType::F32, device) : values_;
   grads_ = Tensor::zeros({total}, dtype == DType::F64 ? DType::F64 : DType::F32, device);
-  int64_t offset = 0;
   for (Param* p : order_) {
     const int64_t n = shape_numel(p->shape);
-    p->value = values_.narrow(0, offset, n).view(p->shape);
-    p->master = master_.narrow(0, offset, n).view(p->shape);
-    p->grad = grads_.narrow(0, offset, n).view(p->shape);
-    offset += n;
+    p->value = values_.narrow(0, p->offset, n).view(p->shape);
+    p->master = master_.narrow(0, p->offset, n).view(p->shape);
+    p->grad = grads_.narrow(0, p->offset, n).view(p->shape);
   }
 }
 
@@ -61,26 +63,27 @@ void ParamStore::sync_values_from_master() {
 }
 
 namespace {
-// Zeroes the gradients of the parameters `pick` selects, one memset per run of consecutive ones.
+// Zeroes the gradients of the parameters `pick` selects, one memset per run of consecutive ones (the zero
+// padding between them included).
 template <class Pick>
 void zero_runs(const std::vector<Param*>& order, const Tensor& grads, Pick pick) {
   const size_t elem = dtype_size(grads.dtype());
-  int64_t offset = 0, run_start = -1;
-  auto flush = [&](int64_t end) {
-    if (run_start >= 0 && end > run_start)
+  int64_t run_start = -1, run_end = -1;
+  auto flush = [&] {
+    if (run_start >= 0 && run_end > run_start)
       memset_any(static_cast<char*>(grads.raw()) + size_t(run_start) * elem, grads.device(), 0,
-                 size_t(end - run_start) * elem);
+                 size_t(run_end - run_start) * elem);
     run_start = -1;
   };
   for (const Param* p : order) {
     if (pick(*p)) {
-      if (run_start < 0) run_start = offset;
+      if (run_start < 0) run_start = p->offset;
+      run_end = p->offset + shape_numel(p->shape);
     } else {
-      flush(offset);
+      flush();
     }
-    offset += shape_numel(p->shape);
   }
-  flush(offset);
+  flush();
 }
 }  // namespace
 
@@ -110,7 +113,8 @@ void init_uniform_kind(const Param& p, uint64_t seed) {
       case InitKind::Uniform: v[i] = p.init_lo + u * (p.init_hi - p.init_lo); break;
       case InitKind::LogUniform: v[i] = std::log(p.init_lo + u * (p.init_hi - p.init_lo)); break;
       case InitKind::MambaDtBias: {
-        const double dt = std::max(std::exp(std::log(p.init_lo) + u * (std::log(p.init_hi) - std::log(p.init_lo))), 1e-4);
+        const double dt =
+            std::max(std::exp(std::log(p.init_lo) + u * (std::log(p.init_hi) - std::log(p.init_lo))), 1e-4);
         v[i] = dt + std::log(-std::expm1(-dt));  // softplus^-1(dt)
         break;
       }

@@ -18,7 +18,7 @@ namespace hytra {
 
 // How init_params fills a parameter. Uniform kinds draw u ~ U(0,1) from Philox keyed like Normal.
 enum class InitKind {
-  Normal,       // N(0, init_std)
+  Normal,  // N(0, init_std)
   Zeros,
   Ones,
   Uniform,      // U(lo, hi)
@@ -27,19 +27,23 @@ enum class InitKind {
 };
 
 struct Param {
-  std::string name;        // canonical Megatron-Core key, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
+  std::string name;  // canonical Megatron-Core key, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
   Shape shape;
   InitKind init = InitKind::Normal;
-  double init_std = 0.02;  // Normal only
+  double init_std = 0.02;               // Normal only
   double init_lo = 0.0, init_hi = 1.0;  // the uniform kinds' range
   // Normal init in init_groups equal slices of dim 0, slice g drawn from the stream of name + g: a
   // single grouped expert tensor [E,out,in] ("...weight") then holds exactly the values the per-expert
   // tensors "...weight0".."...weight{E-1}" would (both layouts start identical).
   int64_t init_groups = 1;
-  bool no_decay = false;   // norms and biases: no weight decay
-  Tensor value;            // view into the flat value buffer (after finalize): what layers compute with
-  Tensor master;           // fp32 master weights (bf16 runs); the same tensor as value otherwise
-  Tensor grad;             // view into the flat gradient buffer (fp32, fp64 for fp64 values)
+  bool no_decay = false;  // norms and biases: no weight decay
+  Tensor value;           // view into the flat value buffer (after finalize): what layers compute with
+  Tensor master;          // fp32 master weights (bf16 runs); the same tensor as value otherwise
+  Tensor grad;            // view into the flat gradient buffer (fp32, fp64 for fp64 values)
+  int64_t offset = 0;     // first element of value / master / grad in the flat buffers (after finalize)
+  // Placed right after the previous parameter, without padding: one expert of a per-expert weight list, so
+  // that the list reads as one (E, ...) tensor.
+  bool follows_previous = false;
 
   // Set by a layer whose every write of this gradient is a GEMM taking its beta from grad_beta()
   // (Linear): ParamStore::zero_grad(lazy) then skips its memset and the first write overwrites.
@@ -57,14 +61,18 @@ class ParamStore {
  public:
   // Registers a parameter; a duplicate name is an error (it would collide in checkpoints).
   Param& create(const std::string& name, const Shape& shape, InitKind init, double init_std, bool no_decay);
-  // Allocates the flat buffers in `dtype` on `device`, gradients zeroed (fp32; fp64 for fp64
-  // values). A bf16 `dtype` also allocates the fp32 master buffer.
+  // Allocates the flat buffers in `dtype` on `device`, gradients zeroed (fp32; fp64 for fp64 values). A bf16
+  // `dtype` also allocates the fp32 master buffer. Every parameter but those that follow the previous one starts
+  // at a multiple of kAlign elements (256 bytes of fp32): GEMM libraries pick their fast kernels only for aligned
+  // operands, and a small parameter (an mHC gate of one element) would otherwise shift every one after it. The
+  // padding between parameters stays zero in all buffers.
   void finalize(DType dtype, Device device);
+  static constexpr int64_t kAlign = 64;
   bool finalized() const { return values_.defined(); }
 
   const std::vector<Param*>& all() const { return order_; }  // creation order
   Param* find(const std::string& name) const;
-  int64_t num_elements() const { return num_elements_; }
+  int64_t num_elements() const { return num_elements_; }  // the parameters' elements, padding excluded
   Tensor& flat_values() { return values_; }
   Tensor& flat_master() { return master_; }
   bool has_separate_master() const { return master_.raw() != values_.raw(); }

@@ -10,18 +10,17 @@ AdamW::AdamW(ParamStore& params, const AdamWConfig& cfg) : params_(params), cfg_
   const Tensor& flat = params.flat_master();
   m_flat_ = Tensor::zeros(flat.shape(), flat.dtype() == DType::F64 ? DType::F64 : DType::F32, flat.device());
   v_flat_ = Tensor::zeros(m_flat_.shape(), m_flat_.dtype(), m_flat_.device());
-  int64_t offset = 0;
   for (Param* p : params.all()) {
     const int64_t n = shape_numel(p->shape);
-    m_.push_back(m_flat_.narrow(0, offset, n).view(p->shape));
-    v_.push_back(v_flat_.narrow(0, offset, n).view(p->shape));
-    // Consecutive parameters with the same decay form one span of the flat buffers.
+    m_.push_back(m_flat_.narrow(0, p->offset, n).view(p->shape));
+    v_.push_back(v_flat_.narrow(0, p->offset, n).view(p->shape));
+    // Consecutive parameters with the same decay form one span of the flat buffers (with the zero padding
+    // between them: it stays zero).
     const double wd = p->no_decay ? 0.0 : cfg_.weight_decay;
     if (spans_.empty() || spans_.back().weight_decay != wd)
-      spans_.push_back({offset, n, wd});
+      spans_.push_back({p->offset, n, wd});
     else
-      spans_.back().len += n;
-    offset += n;
+      spans_.back().len = p->offset + n - spans_.back().offset;
   }
 }
 

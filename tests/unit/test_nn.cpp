@@ -37,7 +37,11 @@ TEST(ParamStore, ViewsAliasTheFlatBuffers) {
   EXPECT_THROW(s.create("a.weight", {1}, InitKind::Ones, 0.0, true), Error);
   s.finalize(DType::F32, Device::CPU);
   EXPECT_EQ(s.num_elements(), 10);
-  s.flat_values().data<float>()[7] = 3.5f;  // element 1 of b
+  // Each parameter starts at a multiple of kAlign elements: b after a's 6 and 58 of zero padding.
+  EXPECT_EQ(a.offset, 0);
+  EXPECT_EQ(b.offset, ParamStore::kAlign);
+  EXPECT_EQ(s.flat_values().numel(), 2 * ParamStore::kAlign);
+  s.flat_values().data<float>()[ParamStore::kAlign + 1] = 3.5f;  // element 1 of b
   EXPECT_EQ(b.value.data<float>()[1], 3.5f);
   a.grad.data<float>()[0] = 1.0f;
   EXPECT_EQ(s.flat_grads().data<float>()[0], 1.0f);
@@ -420,7 +424,7 @@ TEST(ParamStore, LazyZeroGradEqualsEagerZeroGrad) {
     Linear unused("unused.", 16, 8, true, 0.1, s);
     s.finalize(DType::F32, Device::CPU);
     init_params(s, 6);
-    ops::fill(Exec::cpu(), s.flat_grads(), 7.0);  // a previous step's gradients
+    for (Param* p : s.all()) ops::fill(Exec::cpu(), p->grad, 7.0);  // a previous step's gradients
     s.zero_grad(lazy == 1);
     EXPECT_EQ(scale.grad.to_f64_vector()[0], 0.0);
     StepContext ctx(Exec::cpu());

@@ -11,8 +11,10 @@ namespace {
 void create_proj(std::vector<Param*>& w, std::vector<Param*>& b, const std::string& name, int64_t E, int64_t out,
                  int64_t in, double std, bool bias, ExpertLayout wl, ExpertLayout bl, ParamStore& store) {
   if (wl == ExpertLayout::Indexed) {
-    for (int64_t e = 0; e < E; ++e)
+    for (int64_t e = 0; e < E; ++e) {
       w.push_back(&store.create(name + "weight" + std::to_string(e), {out, in}, InitKind::Normal, std, false));
+      w.back()->follows_previous = e > 0;  // the list is read as one (E, out, in) tensor
+    }
   } else if (wl == ExpertLayout::Grouped) {
     Param& p = store.create(name + "weight", {E, out, in}, InitKind::Normal, std, false);
     p.init_groups = E;
@@ -22,8 +24,10 @@ void create_proj(std::vector<Param*>& w, std::vector<Param*>& b, const std::stri
   }
   if (!bias) return;
   if (bl == ExpertLayout::Indexed) {
-    for (int64_t e = 0; e < E; ++e)
+    for (int64_t e = 0; e < E; ++e) {
       b.push_back(&store.create(name + "bias" + std::to_string(e), {out}, InitKind::Zeros, 0.0, true));
+      b.back()->follows_previous = e > 0;
+    }
   } else if (bl == ExpertLayout::Grouped) {
     b.push_back(&store.create(name + "bias", {E, out}, InitKind::Zeros, 0.0, true));
   } else {
