@@ -1,13 +1,13 @@
 // The mHC mapping projection on CUDA (ops.def mhc_proj_fwd / mhc_proj_bwd): tall, skinny fp32 GEMMs between the
-// streams x (N, D = nC, bf16 or fp32) and the mapping weight w (P = n^2 + 2n rows of D, fp32), P <= 288 (n <= 16).
-// cuBLAS runs these shapes (D = 8192, P = 24) at a few TFLOP/s; here each is a pass over x at its memory rate.
-//   forward  proj (N,P) = x w^T: a block takes 64 tokens and a quarter of D (x and w chunks of 32 columns
-//            staged in shared memory, each thread 4 tokens x up to J of the P outputs); the quarters' sums
-//            go to a scratch and are added in quarter order.
+// streams x (N, D = nC, bf16 or fp32, read as stored: no fp32 copy) and the mapping weight w (P = n^2 + 2n rows of
+// D, fp32), P <= 288 (n <= 16).
+//   forward  proj (N,P) = x w^T: a block takes 64 tokens and one of kSplit parts of D (x and w chunks of 32
+//            columns staged in shared memory, each thread 4 tokens x up to J of the P outputs); the parts' sums
+//            go to a scratch and are added in part order.
 //   dx       dx (N,D) += dproj w: a block takes 32 tokens (their dproj rows in shared memory) and 256 columns,
 //            one column a thread; each element is read, summed over p in order and rounded once.
-//   dw       dw (P,D) += dproj^T x: a block takes 64 columns and a quarter of the tokens (chunks of 32 staged),
-//            each thread 4 columns x up to J outputs; the quarters' sums are added in quarter order.
+//   dw       dw (P,D) += dproj^T x: a block takes 64 columns and one of kSplit parts of the tokens (chunks of 32
+//            staged), each thread 4 columns x up to J outputs; the parts' sums are added in part order.
 // Every sum runs in a fixed order set by the shapes alone: deterministic, no atomics.
 #include <type_traits>
 
@@ -19,7 +19,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kChunk = 32;  // columns (forward) or tokens (dw) staged a step
-constexpr int kSplit = 4;   // quarters of D (forward) or of the tokens (dw)
+constexpr int kSplit = 16;  // parts of D (forward) or of the tokens (dw): enough blocks to hide the loads
 constexpr int kMaxP = 288;  // n = 16
 constexpr int kFwdTokens = 64, kDxTokens = 32, kDwCols = 64;
 
@@ -38,7 +38,7 @@ __device__ __forceinline__ void segment(int64_t len, int s, int64_t& lo, int64_t
   hi = min(len, lo + per);
 }
 
-// part (kSplit, N, P): part[s] = x[:, quarter s] w[:, quarter s]^T. Thread (ty, tx): tokens ty + 16 i, outputs
+// part (kSplit, N, P): part[s] = x[:, part s of D] w[:, part s of D]^T. Thread (ty, tx): tokens ty + 16 i, outputs
 // tx + 16 j.
 template <class T, int J>
 __global__ void __launch_bounds__(kThreads)
@@ -103,19 +103,29 @@ __global__ void sum_parts_kernel(float* out, const float* part, int64_t count, b
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     proj_dx_kernel(T* dx, const float* dproj, const float* w, int64_t N, int64_t D, int P) {
-  extern __shared__ float dps[];  // [kDxTokens][P]
+  extern __shared__ float dps[];  // [kDxTokens][P4]: rows padded with zeros to whole float4s
+  const int P4 = (P + 3) / 4 * 4;
   const int64_t t0 = int64_t(blockIdx.x) * kDxTokens, d = int64_t(blockIdx.y) * kThreads + threadIdx.x;
-  for (int e = threadIdx.x; e < kDxTokens * P; e += kThreads) {
-    const int64_t t = t0 + e / P;
-    dps[e] = t < N ? dproj[t * P + e % P] : 0.0f;
+  for (int e = threadIdx.x; e < kDxTokens * P4; e += kThreads) {
+    const int64_t t = t0 + e / P4;
+    const int p = e % P4;
+    dps[e] = t < N && p < P ? dproj[t * P + p] : 0.0f;
   }
   __syncthreads();
   if (d >= D) return;
   float acc[kDxTokens] = {};
-  for (int p = 0; p < P; ++p) {
-    const float wv = w[p * D + d];
+  for (int p = 0; p < P4; p += 4) {
+    float wv[4];
 #pragma unroll
-    for (int i = 0; i < kDxTokens; ++i) acc[i] += dps[i * P + p] * wv;
+    for (int q = 0; q < 4; ++q) wv[q] = p + q < P ? w[(p + q) * D + d] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDxTokens; ++i) {
+      const float4 g = *reinterpret_cast<const float4*>(dps + i * P4 + p);  // p in order: x, y, z, w
+      acc[i] += g.x * wv[0];
+      acc[i] += g.y * wv[1];
+      acc[i] += g.z * wv[2];
+      acc[i] += g.w * wv[3];
+    }
   }
 #pragma unroll
   for (int i = 0; i < kDxTokens; ++i) {
@@ -127,7 +137,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// part (kSplit, P, D): part[s][p, d] = sum over the tokens of quarter s of dproj[t, p] x[t, d]. Thread (pg, dq):
+// part (kSplit, P, D): part[s][p, d] = sum over the tokens of part s of dproj[t, p] x[t, d]. Thread (pg, dq):
 // columns 4 dq .. 4 dq + 4 of the block's 64, outputs pg + 16 j.
 template <class T, int J>
 __global__ void __launch_bounds__(kThreads)
@@ -234,7 +244,7 @@ void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const T
   Tensor part = Tensor::empty({kSplit, P, D}, DType::F32, Device::CUDA);  // (kSplit, P, D)
   const dim3 dx_grid(unsigned((N + kDxTokens - 1) / kDxTokens), unsigned((D + kThreads - 1) / kThreads));
   const dim3 dw_grid(unsigned((D + kDwCols - 1) / kDwCols), kSplit);
-  const size_t dx_smem = size_t(kDxTokens) * P * sizeof(float);
+  const size_t dx_smem = size_t(kDxTokens) * ((P + 3) / 4 * 4) * sizeof(float);
   const size_t dw_smem = size_t(kChunk) * (kDwCols + P) * sizeof(float);
   with_stream_type(x, [&](auto t) {
     using T = decltype(t);

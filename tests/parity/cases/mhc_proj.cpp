@@ -1,7 +1,7 @@
 // Parity cases for the mHC mapping projection (mhc_proj_fwd / mhc_proj_bwd): n = 1, 2, 4, 8, 16 (P = 3 .. 288
 // outputs, the kernel's three register layouts), streams in fp32 and bf16, token counts and row lengths that are
-// not multiples of the kernels' tiles (64 tokens, 32-column chunks, 256 and 64-column blocks) nor of the four
-// quarters. dx and dw start random (they accumulate).
+// not multiples of the kernels' tiles (64 tokens, 32-column chunks, 256 and 64-column blocks) nor of the 16
+// parts D and the tokens are split into. dx and dw start random (they accumulate).
 #include "ops/ops.h"
 #include "parity/harness.h"
 
@@ -34,7 +34,7 @@ void add_proj(int64_t N, int64_t n, int64_t C, DType dt) {
 HYTRA_PARITY_CASES(mhc_proj) {
   add_proj(300, 1, 72, DType::F32);
   add_proj(300, 2, 100, DType::BF16);
-  add_proj(1000, 4, 200, DType::BF16);  // 1000 tokens: 16 tiles of 64, the last cut; 4 quarters of 250
+  add_proj(1000, 4, 200, DType::BF16);  // 1000 tokens: 16 tiles of 64, the last cut; parts of 63
   add_proj(1000, 4, 200, DType::F32);
   add_proj(129, 8, 96, DType::BF16);
   add_proj(70, 16, 40, DType::F32);
