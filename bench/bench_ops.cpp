@@ -266,6 +266,83 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
 
 // The dense target model: N = 8192 tokens (B 4 x T 2048), C 2048, F 8192, H 32, Hkv 8, D 64,
 // V 50304; bf16 activations, fp32 norm weights and gradients.
+// The mHC sub-layer ops at llama3.2-1b's shape with n = 4 streams (bench/configs/llama3.2-1b.yaml with
+// --enable-hyper-connections --num-residual-streams 4): 8192 tokens, C 2048, bf16 streams, 20 Sinkhorn
+// iterations. Bytes count each tensor read or written once (the floors of bench/NOTES.md's mHC entry).
+void mhc_entries(std::vector<Entry>& out, const Env& e) {
+  Exec* ex = e.ex;
+  const Device dev = e.dev;
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const int64_t N = 8192, n = 4, C = 2048, D = n * C, P = n * n + 2 * n, T = 20;
+  const double b = 2.0, xs = double(N) * D * b;  // the streams' bytes
+  const std::string shape = "llama3.2-1b mHC n=4 N=8192 C=2048";
+  out.push_back({"mhc_proj_fwd", shape, bf, 0, xs + 4.0 * P * D + 4.0 * N * P, [=] {
+                   Tensor x = uniform({N, D}, bf, dev, 1), w = uniform({P, D}, f32, dev, 2, -0.01f, 0.01f);
+                   Tensor proj = uniform({N, P}, f32, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::mhc_proj_fwd(*ex, proj, x, w); });
+                 }});
+  out.push_back({"mhc_proj_bwd", shape, bf, 0, 3.0 * xs + 8.0 * P * D + 4.0 * N * P, [=] {
+                   Tensor x = uniform({N, D}, bf, dev, 1), w = uniform({P, D}, f32, dev, 2, -0.01f, 0.01f);
+                   Tensor dproj = uniform({N, P}, f32, dev, 3), dx = uniform({N, D}, bf, dev, 4);
+                   Tensor dw = uniform({P, D}, f32, dev, 5);
+                   return std::function<void()>([=]() mutable { ops::mhc_proj_bwd(*ex, dx, dw, dproj, x, w); });
+                 }});
+  auto coeff_inputs = [=](Tensor& x, Tensor& proj, Tensor& alpha, Tensor& bias) {
+    x = uniform({N, D}, bf, dev, 1);
+    proj = uniform({N, P}, f32, dev, 2, -2.0f, 2.0f);
+    alpha = uniform({3}, f32, dev, 3, 0.01f, 0.02f);
+    bias = uniform({P}, f32, dev, 4);
+  };
+  out.push_back({"mhc_coeffs_fwd", shape + " T=20", bf, 0, xs, [=] {
+                   Tensor x, proj, alpha, bias;
+                   coeff_inputs(x, proj, alpha, bias);
+                   Tensor hp = uniform({N, n}, f32, dev, 5), hq = uniform({N, n}, f32, dev, 6);
+                   Tensor hr = uniform({N, n, n}, f32, dev, 7), r = uniform({N}, f32, dev, 8);
+                   return std::function<void()>([=]() mutable {
+                     ops::mhc_coeffs_fwd(*ex, hp, hq, hr, r, x, proj, alpha, bias, T, ops::MhcVariant::Main);
+                   });
+                 }});
+  out.push_back({"mhc_coeffs_bwd", shape + " T=20", bf, 0, 3.0 * xs, [=] {
+                   Tensor x, proj, alpha, bias;
+                   coeff_inputs(x, proj, alpha, bias);
+                   Tensor dp = uniform({N, n}, f32, dev, 5), dq = uniform({N, n}, f32, dev, 6);
+                   Tensor dr = uniform({N, n, n}, f32, dev, 7), r = uniform({N}, f32, dev, 8, 0.5f, 1.0f);
+                   Tensor dx = uniform({N, D}, bf, dev, 9), dproj = uniform({N, P}, f32, dev, 10);
+                   Tensor da = uniform({3}, f32, dev, 11), db = uniform({P}, f32, dev, 12);
+                   return std::function<void()>([=]() mutable {
+                     ops::mhc_coeffs_bwd(*ex, dx, dproj, da, db, dp, dq, dr, x, proj, alpha, bias, r, T,
+                                         ops::MhcVariant::Main);
+                   });
+                 }});
+  const double cs = double(N) * C * b;  // one stream's (or the sub-layer's) bytes
+  out.push_back({"mhc_aggregate_fwd", shape, bf, 0, (n + 1) * cs, [=] {
+                   Tensor X = uniform({N, n, C}, bf, dev, 1), h = uniform({N, n}, f32, dev, 2);
+                   Tensor u = uniform({N, C}, bf, dev, 3);
+                   return std::function<void()>([=]() mutable { ops::mhc_aggregate_fwd(*ex, u, X, h); });
+                 }});
+  out.push_back({"mhc_aggregate_bwd", shape, bf, 0, (3 * n + 1) * cs, [=] {
+                   Tensor X = uniform({N, n, C}, bf, dev, 1), h = uniform({N, n}, f32, dev, 2);
+                   Tensor du = uniform({N, C}, bf, dev, 3), dX = uniform({N, n, C}, bf, dev, 4);
+                   Tensor dh = uniform({N, n}, f32, dev, 5);
+                   return std::function<void()>([=]() mutable { ops::mhc_aggregate_bwd(*ex, dX, dh, du, X, h); });
+                 }});
+  out.push_back({"mhc_combine_fwd", shape, bf, 0, (2 * n + 1) * cs, [=] {
+                   Tensor X = uniform({N, n, C}, bf, dev, 1), F = uniform({N, C}, bf, dev, 2);
+                   Tensor hr = uniform({N, n, n}, f32, dev, 3, 0.0f, 0.5f), hp = uniform({N, n}, f32, dev, 4);
+                   Tensor Y = uniform({N, n, C}, bf, dev, 5);
+                   return std::function<void()>([=]() mutable { ops::mhc_combine_fwd(*ex, Y, X, F, hr, hp); });
+                 }});
+  out.push_back({"mhc_combine_bwd", shape, bf, 0, (3 * n + 2) * cs, [=] {
+                   Tensor X = uniform({N, n, C}, bf, dev, 1), F = uniform({N, C}, bf, dev, 2);
+                   Tensor hr = uniform({N, n, n}, f32, dev, 3, 0.0f, 0.5f), hp = uniform({N, n}, f32, dev, 4);
+                   Tensor dY = uniform({N, n, C}, bf, dev, 5), dX = uniform({N, n, C}, bf, dev, 6);
+                   Tensor dF = uniform({N, C}, bf, dev, 7), dhr = uniform({N, n, n}, f32, dev, 8);
+                   Tensor dhp = uniform({N, n}, f32, dev, 9);
+                   return std::function<void()>(
+                       [=]() mutable { ops::mhc_combine_bwd(*ex, dX, dF, dhr, dhp, dY, X, F, hr, hp); });
+                 }});
+}
+
 void target_model_entries(std::vector<Entry>& out, const Env& e) {
   Exec* ex = e.ex;
   const Device dev = e.dev;
@@ -733,6 +810,7 @@ std::vector<Entry> entries(const Env& e) {
     moe2b_expert_entries(out, e);
     nemotron_mixer_entries(out, e);
     target_model_entries(out, e);
+    mhc_entries(out, e);
   }
   return out;
 }
