@@ -30,16 +30,17 @@ RecomputePlan plan_recompute(const ModelConfig& cfg, const LayerPlan& plan, size
   }
   for (; next < L; ++next) r.units.push_back({next, next + 1, false});
   if (cfg.recompute_granularity == RecomputeGranularity::Selective && cfg.enable_mhc) {
-    // Selective "mhc" (docs/spec/mhc.md §6): blocks of --mhc-recompute-layer-num sub-layers, by default
-    // max(1, floor(sqrt(n L / (n + 2)))) (docs/spec/README.md decision 3); a block keeps its input streams and each
-    // layer's mappings and output F, and rebuilds the other layers' input streams in backward.
+    // Selective "mhc" (docs/spec/mhc.md §6): blocks of --mhc-recompute-layer-num logical layers (a [*-] group is
+    // one, as Megatron counts its transformer layers), by default max(1, floor(sqrt(n L / (n + 2)))) for L
+    // logical layers (docs/spec/README.md decision 3); a block keeps its input streams and each sub-layer's
+    // mappings and output F, and rebuilds the other sub-layers' input streams in backward.
     if (cfg.recomputes(RecomputeModule::Mhc)) {
-      const double n = double(cfg.mhc_num_residual_streams);
+      const double n = double(cfg.mhc_num_residual_streams), layers = double(items.size());
       const size_t k = cfg.mhc_recompute_layer_num > 0
                            ? size_t(cfg.mhc_recompute_layer_num)
-                           : size_t(std::max(1.0, std::floor(std::sqrt(n * double(L) / (n + 2)))));
+                           : size_t(std::max(1.0, std::floor(std::sqrt(n * layers / (n + 2)))));
       r.mhc_block_start.assign(L, false);
-      for (size_t i = 0; i < L; i += k) r.mhc_block_start[i] = true;
+      for (size_t i = 0; i < items.size(); i += k) r.mhc_block_start[items[i].first] = true;
     }
   } else if (cfg.recompute_granularity == RecomputeGranularity::Selective) {  // (mHC: in the wrappers)
     size_t i = 0;

@@ -10,6 +10,8 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "model/hybrid_model.h"
+#include "model/model_plan.h"
+#include "model/recompute_plan.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -369,6 +371,34 @@ TEST(HybridModel, MhcRecomputeLowersSavedActivationBytes) {
       (long long)none, (long long)dflt, (long long)six);
   EXPECT_LT(dflt, none);
   EXPECT_LT(six, dflt);  // one block: only the stack's input streams stay
+}
+
+// Selective "mhc" blocks count logical layers, as Megatron counts transformer layers: a [M*] group is one layer of two
+// sub-layers, and the default block size comes from the logical layer count (docs/spec/mhc.md §6).
+TEST(HybridModel, MhcRecomputeBlocksCountLogicalLayers) {
+  auto starts = [](const std::string& pattern, int64_t block) {
+    ModelConfig c = tiny_unvalidated(pattern);
+    c.enable_mhc = true;
+    c.mhc_num_residual_streams = 4;
+    c.recompute_granularity = RecomputeGranularity::Selective;
+    c.recompute_modules = recompute_modules({"mhc"});
+    c.mhc_recompute_layer_num = block;
+    c.validate();
+    const LayerPlan plan = plan_for(c);
+    size_t sublayers = 0;
+    for (const LayerItem& item : plan.items) sublayers += item.symbols.size();
+    const RecomputePlan r = plan_recompute(c, plan, sublayers);
+    std::vector<size_t> out;
+    for (size_t i = 0; i < r.mhc_block_start.size(); ++i)
+      if (r.mhc_block_start[i]) out.push_back(i);
+    return out;
+  };
+  using V = std::vector<size_t>;
+  EXPECT_EQ(starts("[M*][-M][*-]", 2), (V{0, 4}));  // blocks of two groups: sub-layers 0-3, 4-5
+  EXPECT_EQ(starts("M*-M*-", 2), (V{0, 2, 4}));
+  EXPECT_EQ(starts("[M*][-M][*-]", 0), (V{0, 2, 4}));  // default: floor(sqrt(4 * 3 / 6)) = 1 layer
+  EXPECT_EQ(starts("M*-M*-", 0), (V{0, 2, 4}));        // default: floor(sqrt(4 * 6 / 6)) = 2 layers
+  EXPECT_EQ(starts("[M*][-M][*-]", 3), (V{0}));        // one block: the whole stack
 }
 
 // The same rule for groups holding a Mamba mixer and a gated delta net.
