@@ -41,12 +41,13 @@ void ParamStore::finalize(DType dtype, Device device) {
   HYTRA_ASSERT(!finalized(), "finalize() called twice");
   HYTRA_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
               "parameters: dtype must be fp32, fp64 or bf16, got ", dtype_name(dtype));
+  auto align_up = [](int64_t i) { return (i + kAlign - 1) / kAlign * kAlign; };
   int64_t end = 0;  // of the previous parameter
   for (Param* p : order_) {
-    p->offset = p->follows_previous ? end : (end + kAlign - 1) / kAlign * kAlign;
+    p->offset = p->follows_previous ? end : align_up(end);
     end = p->offset + shape_numel(p->shape);
   }
-  const int64_t total = (end + kAlign - 1) / kAlign * kAlign;
+  const int64_t total = align_up(end);
   values_ = Tensor::zeros({total}, dtype, device);
   master_ = dtype == DType::BF16 ? Tensor::zeros({total}, DType::F32, device) : values_;
   grads_ = Tensor::zeros({total}, dtype == DType::F64 ? DType::F64 : DType::F32, device);

@@ -90,7 +90,6 @@ struct TrainConfig {
   int64_t num_micro_batches() const { return global_batch() / micro_batch_size; }
   int64_t global_batch() const { return global_batch_size > 0 ? global_batch_size : micro_batch_size; }
 
-
   // Not a flag: a tool's change to the freshly initialised parameters before the first step (`hytra bench
   // --skew-routing`); unset in training.
   std::function<void(ParamStore&)> after_init;

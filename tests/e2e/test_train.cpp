@@ -467,8 +467,9 @@ TEST(Train, SkewRoutingSendsEveryTokenToExpertZero) {
     std::ifstream in(path);
     std::vector<int64_t> counts;
     for (std::string line; std::getline(in, line);) {
-      const size_t at = line.find("\"tokens_per_expert\": [");  // training lines (not the validation's)
-      if (at != std::string::npos) counts.push_back(std::stoll(line.substr(at + 22)));
+      const std::string key = "\"tokens_per_expert\": [";  // training lines (not the validation's)
+      const size_t at = line.find(key);
+      if (at != std::string::npos) counts.push_back(std::stoll(line.substr(at + key.size())));
     }
     return counts;
   };

@@ -25,19 +25,30 @@ constexpr int kMaxP = 288;  // n = 16
 constexpr int kDxTokens = 16;
 constexpr int kDwSplit = 32;  // parts of the tokens for dw
 
-template <class T>
-__device__ __forceinline__ float as_f32(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return __bfloat162float(v);
-}
-
 // Segment s of [0, len) in `parts` parts.
 __device__ __forceinline__ void segment(int64_t len, int s, int parts, int64_t& lo, int64_t& hi) {
   const int64_t per = (len + parts - 1) / parts;
   lo = min(len, s * per);
   hi = min(len, lo + per);
+}
+
+// acc[j][q] += g[pg + 8 j] x[lane CW + q] for one staged row x of the block's tokens or columns (a lane's CW values,
+// read in pairs) and one staged row g of the outputs' factors (one address a warp: a broadcast).
+template <int J, int CW>
+__device__ __forceinline__ void add_row(float (&acc)[J][CW], const float* x, const float* g, int lane, int pg) {
+  float xv[CW];
+#pragma unroll
+  for (int q = 0; q < CW; q += 2) {
+    const float2 v = *reinterpret_cast<const float2*>(x + lane * CW + q);
+    xv[q] = v.x;
+    xv[q + 1] = v.y;
+  }
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const float gj = g[pg + 8 * j];
+#pragma unroll
+    for (int q = 0; q < CW; ++q) acc[j][q] += gj * xv[q];
+  }
 }
 
 // part (kSplit, N, P): part[s][t, p] = sum over k in part s of D of x[t, k] w[p, k]. Warp pg takes the outputs
@@ -58,7 +69,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = threadIdx.x; e < kTok * kChunk; e += kThreads) {  // a warp reads one token's 32 k
       const int r = e / kChunk, c = e % kChunk;
       const int64_t t = t0 + r, k = k0 + c;
-      xs[c * XS + r] = t < N && k < k_hi ? as_f32(x[t * D + k]) : 0.0f;
+      xs[c * XS + r] = t < N && k < k_hi ? float(x[t * D + k]) : 0.0f;
     }
     for (int e = threadIdx.x; e < PJ * kChunk; e += kThreads) {
       const int p = e / kChunk, c = e % kChunk;
@@ -66,21 +77,7 @@ __global__ void __launch_bounds__(kThreads)
       ws[c * PJ + p] = p < P && k < k_hi ? w[p * D + k] : 0.0f;
     }
     __syncthreads();
-    for (int c = 0; c < kChunk; ++c) {
-      float xv[CW];
-#pragma unroll
-      for (int q = 0; q < CW; q += 2) {
-        const float2 v = *reinterpret_cast<const float2*>(xs + c * XS + lane * CW + q);
-        xv[q] = v.x;
-        xv[q + 1] = v.y;
-      }
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const float g = ws[c * PJ + pg + 8 * j];  // one address a warp: a broadcast
-#pragma unroll
-        for (int q = 0; q < CW; ++q) acc[j][q] += xv[q] * g;
-      }
-    }
+    for (int c = 0; c < kChunk; ++c) add_row(acc, xs + c * XS, ws + c * PJ, lane, pg);
     __syncthreads();
   }
   float* out = part + int64_t(blockIdx.y) * N * P;
@@ -148,7 +145,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < 2; ++c) {
       if (c == 1 && !two) continue;
       T& o = dx[t * D + d + c];
-      o = T(as_f32(o) + acc[i][c]);
+      o = T(float(o) + acc[i][c]);
     }
   }
 }
@@ -170,7 +167,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t s0 = t_lo; s0 < t_hi; s0 += kChunk) {
     for (int e = threadIdx.x; e < kChunk * kCols; e += kThreads) {
       const int64_t t = s0 + e / kCols, c = c0 + e % kCols;
-      xs[e] = t < t_hi && c < D ? as_f32(x[t * D + c]) : 0.0f;
+      xs[e] = t < t_hi && c < D ? float(x[t * D + c]) : 0.0f;
     }
     for (int e = threadIdx.x; e < kChunk * PJ; e += kThreads) {
       const int64_t t = s0 + e / PJ;
@@ -178,21 +175,7 @@ __global__ void __launch_bounds__(kThreads)
       dps[e] = t < t_hi && p < P ? dproj[t * P + p] : 0.0f;
     }
     __syncthreads();
-    for (int tk = 0; tk < kChunk; ++tk) {
-      float xv[CW];
-#pragma unroll
-      for (int q = 0; q < CW; q += 2) {
-        const float2 v = *reinterpret_cast<const float2*>(xs + tk * kCols + lane * CW + q);
-        xv[q] = v.x;
-        xv[q + 1] = v.y;
-      }
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const float g = dps[tk * PJ + pg + 8 * j];  // one address a warp: a broadcast
-#pragma unroll
-        for (int q = 0; q < CW; ++q) acc[j][q] += g * xv[q];
-      }
-    }
+    for (int tk = 0; tk < kChunk; ++tk) add_row(acc, xs + tk * kCols, dps + tk * PJ, lane, pg);
     __syncthreads();
   }
   float* out = part + int64_t(blockIdx.y) * P * D;
