@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Module boundaries (docs/ARCHITECTURE.md): dependencies point down only, core <- ops <- nn <- model <- train,
+# dist <- train (dist sees core only),
 # CUDA headers appear only in ops/cuda and core/*_cuda.* files, nlohmann-json only in core/json.cpp.
 # Fails naming each violation.
 set -uo pipefail
@@ -20,6 +21,7 @@ check nn 'model|train|data|checkpoint'
 check model 'train|data|checkpoint'
 check data 'ops|nn|model|train|checkpoint'
 check checkpoint 'ops|nn|train|data|dist'
+check dist 'ops|nn|model|train|data|checkpoint'
 # The library never parses argv: nothing under src/ includes the CLI (tools/cli).
 cli=$(grep -rnE '#include "cli/' src || true)
 if [ -n "$cli" ]; then
@@ -31,6 +33,13 @@ cuda=$(grep -rlnE '#include <(cuda|cublas|cudnn|nccl)' src | grep -vE '^src/ops/
 if [ -n "$cuda" ]; then
   echo "check_layers: CUDA headers outside src/ops/cuda and src/core/*_cuda.*:"
   echo "$cuda"
+  bad=1
+fi
+# MPI stays inside the dist backends (mpi_communicator.cpp, world.cpp).
+mpi=$(grep -rlnE '#include <mpi' src tools | grep -vxE 'src/dist/(mpi_communicator|world)\.cpp' || true)
+if [ -n "$mpi" ]; then
+  echo "check_layers: mpi.h included outside src/dist/mpi_communicator.cpp and src/dist/world.cpp:"
+  echo "$mpi"
   bad=1
 fi
 # nlohmann-json stays behind core/json.h (no third-party types in headers, none for nvcc).

@@ -1,0 +1,41 @@
+// The communicator interface: collectives and point-to-point transfers among the ranks of one group
+// (docs/parallelism.md). Tensors are contiguous and on the backend's device (MPI: CPU; NCCL: CUDA). The
+// reductions are deterministic: every element is summed over the ranks in rank order, so a rerun of the
+// same layout gives the same bits, whatever the transport does.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hytra::dist {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // t = sum over the ranks of t (in place; fp32, fp64, int32, int64).
+  virtual void all_reduce_sum(Tensor& t) = 0;
+  // out = this rank's part of the sum over the ranks of `in`: in has size() x out.numel() elements, part r
+  // being elements [r n, (r + 1) n).
+  virtual void reduce_scatter_sum(Tensor& out, const Tensor& in) = 0;
+  // out = the ranks' `in` one after the other (out has size() x in.numel() elements).
+  virtual void all_gather(Tensor& out, const Tensor& in) = 0;
+  // t = root's t on every rank.
+  virtual void broadcast(Tensor& t, int root) = 0;
+  // Rows of `in` (its first dim) go to the ranks in order: send_rows[r] rows to rank r; `out` receives
+  // recv_rows[r] rows from rank r, in rank order. Both tensors have the same row width and dtype.
+  virtual void all_to_all_v(Tensor& out, const Tensor& in, const std::vector<int64_t>& send_rows,
+                            const std::vector<int64_t>& recv_rows) = 0;
+  virtual void send(const Tensor& t, int peer) = 0;
+  virtual void recv(Tensor& t, int peer) = 0;
+  virtual void barrier() = 0;
+  // The communicator of the ranks that pass the same `color`, ordered by `key` (every rank of this
+  // communicator calls it).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+};
+
+}  // namespace hytra::dist

@@ -1,0 +1,146 @@
+// The MPI communicator under mpirun (CTest runs it with 2 and 4 ranks): every collective against values each
+// rank derives itself from a formula of every rank's input, the reductions summed in rank order (so their
+// bits are fixed), the groups of a split, and point-to-point transfers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "dist/world.h"
+
+namespace hytra::dist {
+namespace {
+
+Communicator* g_comm = nullptr;
+
+// Rank r's i-th input: magnitudes far apart, so a different summation order gives different bits.
+float value(int r, int64_t i) {
+  return (r % 2 == 0 ? 1.0e7f : 1.0f) * float(1 + r) + 0.1f * float(i % 7) * float(r + 1);
+}
+
+float rank_order_sum(int size, int64_t i) {
+  float s = value(0, i);
+  for (int r = 1; r < size; ++r) s += value(r, i);
+  return s;
+}
+
+TEST(MpiCommunicator, WorldMatchesTheLauncher) {
+  ASSERT_NE(g_comm, nullptr) << "run under mpirun with at least 2 ranks";
+  EXPECT_GE(g_comm->size(), 2);
+}
+
+TEST(MpiCommunicator, AllReduceSumsInRankOrder) {
+  for (int64_t n : {1, 5, 1000, 4099}) {  // sizes that do and do not split evenly over the ranks
+    Tensor t = Tensor::empty({n}, DType::F32);
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = value(g_comm->rank(), i);
+    g_comm->all_reduce_sum(t);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(t.data<float>()[i], rank_order_sum(g_comm->size(), i)) << "n " << n;
+  }
+  Tensor k = Tensor::empty({3}, DType::I64);
+  for (int64_t i = 0; i < 3; ++i) k.data<int64_t>()[i] = (int64_t(1) << 40) * (g_comm->rank() + 1) + i;
+  g_comm->all_reduce_sum(k);
+  const int64_t s = g_comm->size();
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(k.data<int64_t>()[i], (int64_t(1) << 40) * s * (s + 1) / 2 + s * i);
+}
+
+TEST(MpiCommunicator, ReduceScatterAndAllGather) {
+  const int S = g_comm->size(), me = g_comm->rank();
+  const int64_t n = 6;
+  Tensor in = Tensor::empty({n * S}, DType::F64);
+  for (int64_t i = 0; i < n * S; ++i) in.data<double>()[i] = double(value(me, i));
+  Tensor part = Tensor::empty({n}, DType::F64);
+  g_comm->reduce_scatter_sum(part, in);
+  for (int64_t i = 0; i < n; ++i) {
+    double want = double(value(0, me * n + i));
+    for (int r = 1; r < S; ++r) want += double(value(r, me * n + i));
+    EXPECT_EQ(part.data<double>()[i], want);
+  }
+  Tensor mine = Tensor::empty({2}, DType::I32), all = Tensor::empty({2 * S}, DType::I32);
+  mine.data<int32_t>()[0] = 10 * me;
+  mine.data<int32_t>()[1] = 10 * me + 1;
+  g_comm->all_gather(all, mine);
+  for (int r = 0; r < S; ++r) {
+    EXPECT_EQ(all.data<int32_t>()[2 * r], 10 * r);
+    EXPECT_EQ(all.data<int32_t>()[2 * r + 1], 10 * r + 1);
+  }
+}
+
+TEST(MpiCommunicator, BroadcastFromTheLastRank) {
+  Tensor t = Tensor::empty({4}, DType::BF16);
+  for (int i = 0; i < 4; ++i) t.data<uint16_t>()[i] = uint16_t(g_comm->rank() * 100 + i);
+  g_comm->broadcast(t, g_comm->size() - 1);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(t.data<uint16_t>()[i], uint16_t((g_comm->size() - 1) * 100 + i));
+}
+
+// Rank s sends (s + d) % S + 1 rows of width 3 to rank d, row j holding (s, d, j).
+TEST(MpiCommunicator, AllToAllVMovesRowsInRankOrder) {
+  const int S = g_comm->size(), me = g_comm->rank();
+  auto rows = [&](int s, int d) { return int64_t((s + d) % S + 1); };
+  std::vector<int64_t> send(static_cast<size_t>(S)), recv(static_cast<size_t>(S));
+  int64_t ns = 0, nr = 0;
+  for (int r = 0; r < S; ++r) {
+    send[size_t(r)] = rows(me, r);
+    recv[size_t(r)] = rows(r, me);
+    ns += send[size_t(r)];
+    nr += recv[size_t(r)];
+  }
+  Tensor in = Tensor::empty({ns, 3}, DType::I32), out = Tensor::empty({nr, 3}, DType::I32);
+  int32_t* p = in.data<int32_t>();
+  for (int d = 0; d < S; ++d)
+    for (int64_t j = 0; j < rows(me, d); ++j, p += 3) {
+      p[0] = me;
+      p[1] = d;
+      p[2] = int32_t(j);
+    }
+  g_comm->all_to_all_v(out, in, send, recv);
+  const int32_t* q = out.data<int32_t>();
+  for (int s = 0; s < S; ++s)
+    for (int64_t j = 0; j < rows(s, me); ++j, q += 3) {
+      EXPECT_EQ(q[0], s);
+      EXPECT_EQ(q[1], me);
+      EXPECT_EQ(q[2], j);
+    }
+}
+
+TEST(MpiCommunicator, SplitGroupsAndSendRecvAroundARing) {
+  const int me = g_comm->rank();
+  std::unique_ptr<Communicator> half = g_comm->split(me % 2, me);  // even and odd ranks
+  EXPECT_EQ(half->size(), (g_comm->size() + 1 - me % 2) / 2);
+  EXPECT_EQ(half->rank(), me / 2);
+  Tensor t = Tensor::empty({1}, DType::I64);
+  t.data<int64_t>()[0] = me;
+  half->all_reduce_sum(t);
+  int64_t want = 0;
+  for (int r = me % 2; r < g_comm->size(); r += 2) want += r;
+  EXPECT_EQ(t.data<int64_t>()[0], want);
+  // A ring: even ranks send first, odd ranks receive first (no deadlock for any size).
+  const int S = g_comm->size(), next = (me + 1) % S, prev = (me + S - 1) % S;
+  Tensor out = Tensor::empty({2}, DType::F32), in = Tensor::empty({2}, DType::F32);
+  out.data<float>()[0] = float(me);
+  out.data<float>()[1] = 0.5f;
+  if (me % 2 == 0) {
+    g_comm->send(out, next);
+    g_comm->recv(in, prev);
+  } else {
+    g_comm->recv(in, prev);
+    g_comm->send(out, next);
+  }
+  EXPECT_EQ(in.data<float>()[0], float(prev));
+  EXPECT_EQ(in.data<float>()[1], 0.5f);
+  g_comm->barrier();
+}
+
+}  // namespace
+}  // namespace hytra::dist
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  hytra::dist::World world;
+  hytra::dist::g_comm = world.comm();
+  // Only rank 0 prints the report; every rank's failures still set its exit code.
+  if (world.rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  return RUN_ALL_TESTS();
+}
