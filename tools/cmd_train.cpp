@@ -1,24 +1,58 @@
-// `hytra train`: parse Megatron-style flags (and --config FILE), then run the trainer.
+// `hytra train`: parse Megatron-style flags (and --config FILE), then run the trainer. Under mpirun or srun
+// every rank runs this (docs/parallelism.md): rank 0 logs; an error on any rank is printed with its rank and
+// ends the whole job.
+#include <cstdio>
 #include <iostream>
+#include <ostream>
 #include <string>
 #include <vector>
 
-#include "commands.h"
 #include "cli/flags.h"
+#include "commands.h"
+#include "dist/parallel_context.h"
+#include "dist/world.h"
 #include "train/trainer.h"
 
 namespace hytra {
 
+namespace {
+
+// A stream that drops what it is given (the log of ranks other than 0).
+class NullBuffer : public std::streambuf {
+ protected:
+  int overflow(int c) override { return c; }
+};
+
+}  // namespace
+
 int cmd_train(int argc, char** argv) {
-  ModelConfig model;
-  TrainConfig train_cfg;
-  std::string help;
-  if (!parse_train_args(std::vector<std::string>(argv + 1, argv + argc), model, train_cfg, &help)) {
-    std::cout << help;
+  dist::World world;
+  try {
+    ModelConfig model;
+    TrainConfig train_cfg;
+    std::string help;
+    if (!parse_train_flags(std::vector<std::string>(argv + 1, argv + argc), model, train_cfg, &help)) {
+      if (world.rank() == 0) std::cout << help;
+      return 0;
+    }
+    dist::ParallelContext par = dist::make_parallel_context(
+        world.comm(),
+        {train_cfg.tensor_model_parallel_size, train_cfg.pipeline_model_parallel_size, train_cfg.context_parallel_size,
+         train_cfg.expert_model_parallel_size, train_cfg.expert_tensor_parallel_size});
+    train_cfg.data_parallel_size = par.dp_size();
+    resolve_train_config(model, train_cfg);
+    NullBuffer null_buffer;
+    std::ostream null_log(&null_buffer);
+    train(model, train_cfg, world.rank() == 0 ? std::cout : null_log, &par);
     return 0;
+  } catch (const std::exception& e) {
+    if (world.size() == 1) throw;
+    std::cout << std::flush;
+    std::fprintf(stderr, "hytra train: rank %d: error: %s\n", world.rank(), e.what());
+    std::fflush(stderr);
+    world.abort(1);
+    return 1;
   }
-  train(model, train_cfg, std::cout);
-  return 0;
 }
 
 }  // namespace hytra

@@ -5,11 +5,11 @@
 
 #include "core/error.h"
 #include "model/layer_kinds.h"
-#include "model/recompute_plan.h"
 #include "model/naming.h"
 #include "model/pattern.h"
-#include "nn/moe/moe_layer.h"
+#include "model/recompute_plan.h"
 #include "nn/hyper_connection.h"
+#include "nn/moe/moe_layer.h"
 #include "nn/mtp.h"
 #include "nn/pre_norm.h"
 #include "nn/recompute.h"
@@ -216,8 +216,10 @@ std::vector<MoeStats> HybridModel::moe_stats() const {
   return out;
 }
 
-void HybridModel::finish_step() {
-  for (MoeLayer* moe : moe_layers()) moe->finish_step();
+void HybridModel::finish_step(const std::vector<MoeStats>* reduced) {
+  const std::vector<MoeLayer*> layers = moe_layers();
+  HYTRA_ASSERT(reduced == nullptr || reduced->size() == layers.size(), "finish_step: one MoeStats a MoE layer");
+  for (size_t i = 0; i < layers.size(); ++i) layers[i]->finish_step(reduced != nullptr ? &(*reduced)[i] : nullptr);
   mtp_pending_.assign(mtp_.size(), {});
 }
 

@@ -17,16 +17,15 @@
 #include "nn/context.h"
 #include "nn/embedding.h"
 #include "nn/lm_head.h"
+#include "nn/module.h"
 #include "nn/moe/router.h"
 #include "nn/mtp.h"
-#include "nn/module.h"
 #include "nn/norm.h"
 #include "nn/param.h"
 
 namespace hytra {
 
 class MoeLayer;
-
 
 class HybridModel {
  public:
@@ -53,7 +52,8 @@ class HybridModel {
   std::vector<MoeStats> moe_stats() const;
   // Each MTP depth's loss (mean over target tokens) averaged over this step's training micro-batches.
   std::vector<double> mtp_losses() const;
-  void finish_step();
+  // `reduced`: moe_stats() summed over the data-parallel ranks (nullptr: this process's own).
+  void finish_step(const std::vector<MoeStats>* reduced = nullptr);
 
   // Why a training micro-batch's forward + backward cannot be replayed as a captured CUDA graph
   // (host work that must run every time), or "" when it can.
@@ -65,7 +65,7 @@ class HybridModel {
   LayerCounts counts_;
   ParamStore store_;
   std::unique_ptr<Embedding> embedding_;
-  std::unique_ptr<Embedding> position_embedding_;  // learned_absolute only
+  std::unique_ptr<Embedding> position_embedding_;   // learned_absolute only
   std::vector<std::unique_ptr<Module>> sublayers_;  // physical order
   std::unique_ptr<Norm> final_norm_;
   std::unique_ptr<OutputLayer> output_;

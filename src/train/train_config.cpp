@@ -3,6 +3,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,10 +21,24 @@ void TrainConfig::validate() const {
   for (auto [flag, v] : {std::pair<const char*, int64_t>{"--micro-batch-size", micro_batch_size},
                          {"--global-batch-size", global_batch_size}})
     need(v <= INT32_MAX, str(flag, ": expected at most ", INT32_MAX, ", got ", v));
-  if (micro_batch_size > 0)
+  if (micro_batch_size > 0 && data_parallel_size == 1)
     need(global_batch_size >= 0 && global_batch() % micro_batch_size == 0,
          str("--global-batch-size: expected a multiple of --micro-batch-size (", micro_batch_size, "), got ",
              global_batch_size));
+  if (micro_batch_size > 0 && data_parallel_size > 1)
+    need(global_batch_size >= 0 && global_batch() % (micro_batch_size * data_parallel_size) == 0,
+         str("--global-batch-size: expected a multiple of --micro-batch-size (", micro_batch_size,
+             ") x the data-parallel size (", data_parallel_size, ") = ", micro_batch_size * data_parallel_size,
+             ", got ", global_batch()));
+  for (auto [flag, v, what] :
+       {std::tuple<const char*, int, const char*>{"--tensor-model-parallel-size", tensor_model_parallel_size, "tensor"},
+        {"--pipeline-model-parallel-size", pipeline_model_parallel_size, "pipeline"},
+        {"--context-parallel-size", context_parallel_size, "context"},
+        {"--expert-model-parallel-size", expert_model_parallel_size, "expert"}})
+    need(v == 1, str(flag, " ", v, ": ", what, " parallelism is not built yet (data parallelism only: launch more ",
+                     "processes with mpirun and leave this at 1)"));
+  need(expert_tensor_parallel_size <= 1, str("--expert-tensor-parallel-size ", expert_tensor_parallel_size,
+                                             ": expert tensor parallelism is not built yet (data parallelism only)"));
   need(train_iters > 0, str("--train-iters: expected a positive integer, got ", train_iters));
   need(lr >= 0 && std::isfinite(lr), str("--lr: expected a finite non-negative number, got ", lr));
   need(min_lr >= 0 && min_lr <= lr, str("--min-lr: expected a value in [0, --lr], got ", min_lr));

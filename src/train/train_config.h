@@ -87,7 +87,17 @@ struct TrainConfig {
   bool finetune = false;               // --finetune: weights only; iteration, data position, optimizer reset
   bool ckpt_allow_non_finite = false;  // --ckpt-allow-non-finite (hytra): save/load tensors holding NaN/Inf
 
-  int64_t num_micro_batches() const { return global_batch() / micro_batch_size; }
+  // The parallel layout (docs/parallelism.md). Only data parallelism runs yet: the other sizes must be 1.
+  int tensor_model_parallel_size = 1;    // --tensor-model-parallel-size
+  int pipeline_model_parallel_size = 1;  // --pipeline-model-parallel-size
+  int context_parallel_size = 1;         // --context-parallel-size
+  int expert_model_parallel_size = 1;    // --expert-model-parallel-size
+  int expert_tensor_parallel_size = 0;   // --expert-tensor-parallel-size (0: the tensor-parallel size)
+  // Not a flag: the world size over the model-parallel sizes, set by the launcher's world (1: one process).
+  int64_t data_parallel_size = 1;
+
+  // Micro-batches a step on each data-parallel rank.
+  int64_t num_micro_batches() const { return global_batch() / (micro_batch_size * data_parallel_size); }
   int64_t global_batch() const { return global_batch_size > 0 ? global_batch_size : micro_batch_size; }
 
   // Not a flag: a tool's change to the freshly initialised parameters before the first step (`hytra bench

@@ -7,19 +7,20 @@
 #include <ostream>
 
 #include "core/error.h"
-#include "data/loader.h"
 #include "data/gpt_data.h"
 #include "data/gpt_dataset.h"
+#include "data/loader.h"
 #include "data/mock_dataset.h"
+#include "dist/parallel_context.h"
 #include "model/hybrid_model.h"
 #include "ops/ops.h"
 #include "train/adamw.h"
 #include "train/checkpointing.h"
 #include "train/lr_schedule.h"
-#include "train/micro_batch.h"
 #include "train/metrics/jsonl.h"
 #include "train/metrics/log_line.h"
 #include "train/metrics/progress.h"
+#include "train/micro_batch.h"
 
 namespace hytra {
 namespace {
@@ -39,8 +40,8 @@ LrScheduleConfig lr_schedule_of(const TrainConfig& tc) {
   c.min_lr = tc.min_lr;
   c.warmup_init = tc.lr_warmup_init;
   c.decay_steps = tc.lr_decay_iters > 0 ? tc.lr_decay_iters : tc.train_iters;
-  c.warmup_steps = tc.lr_warmup_fraction >= 0 ? tc.lr_warmup_fraction * double(c.decay_steps)
-                                              : double(tc.lr_warmup_iters);
+  c.warmup_steps =
+      tc.lr_warmup_fraction >= 0 ? tc.lr_warmup_fraction * double(c.decay_steps) : double(tc.lr_warmup_iters);
   c.decay_style = tc.lr_decay_style;
   c.wsd_decay_style = tc.lr_wsd_decay_style;
   c.wsd_decay_steps = tc.lr_wsd_decay_iters;
@@ -94,12 +95,77 @@ class MoeInterval {
   int64_t iterations_ = 0;
 };
 
+// The data-parallel group's view of a run: this rank's place in it and the sums over it (one process: rank 0
+// of 1, sums of one).
+class DataParallel {
+ public:
+  explicit DataParallel(dist::Communicator* comm) : comm_(comm) {}
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int size() const { return comm_ ? comm_->size() : 1; }
+  // Sample `i` of micro-batch step `m` (mbs samples) of a batch starting at `first` (Megatron's sampler).
+  int64_t sample(int64_t first, int64_t m, int64_t mbs) const { return first + (m * size() + rank()) * mbs; }
+  // The mean over the ranks of a value each rank computed over its own micro-batches.
+  double mean(double v) const {
+    if (!comm_) return v;
+    Tensor t = Tensor::empty({1}, DType::F64);
+    t.data<double>()[0] = v;
+    comm_->all_reduce_sum(t);
+    return t.data<double>()[0] / double(size());
+  }
+  std::vector<double> mean(std::vector<double> v) const {
+    if (!comm_ || v.empty()) return v;
+    Tensor t = Tensor::empty({int64_t(v.size())}, DType::F64);
+    t.copy_from_f64(v);
+    comm_->all_reduce_sum(t);
+    v = t.to_f64_vector();
+    for (double& x : v) x /= double(size());
+    return v;
+  }
+  // The MoE layers' statistics summed over the ranks (losses, micro-batches and routed tokens).
+  std::vector<MoeStats> sum(std::vector<MoeStats> s) const {
+    if (!comm_ || s.empty()) return s;
+    std::vector<double> f;
+    std::vector<int64_t> n;
+    for (const MoeStats& m : s) {
+      f.push_back(m.aux_loss);
+      f.push_back(m.z_loss);
+      n.push_back(m.micro_batches);
+      n.insert(n.end(), m.tokens_per_expert.begin(), m.tokens_per_expert.end());
+    }
+    Tensor tf = Tensor::empty({int64_t(f.size())}, DType::F64), tn = Tensor::empty({int64_t(n.size())}, DType::I64);
+    tf.copy_from_f64(f);
+    std::copy(n.begin(), n.end(), tn.data<int64_t>());
+    comm_->all_reduce_sum(tf);
+    comm_->all_reduce_sum(tn);
+    const double* pf = tf.data<double>();
+    const int64_t* pn = tn.data<int64_t>();
+    for (MoeStats& m : s) {
+      m.aux_loss = *pf++;
+      m.z_loss = *pf++;
+      m.micro_batches = *pn++;
+      for (int64_t& c : m.tokens_per_expert) c = *pn++;
+    }
+    return s;
+  }
+  // The gradients summed over the ranks (each rank's are already scaled by 1 / (micro-batches x ranks)).
+  void sum_grads(Tensor& flat) const {
+    if (comm_) comm_->all_reduce_sum(flat);
+  }
+  void barrier() const {
+    if (comm_) comm_->barrier();
+  }
+
+ private:
+  dist::Communicator* comm_;
+};
+
 // Megatron's evaluate(): eval_iters steps of a global batch each, continuing through the
 // validation samples from `first` (the next evaluation starts where this one stopped).
-double validate_loss(MicroBatchRunner& runner, const SampleSource& data, int64_t first, const TrainConfig& tc) {
+double validate_loss(MicroBatchRunner& runner, const SampleSource& data, int64_t first, const TrainConfig& tc,
+                     const DataParallel& dp) {
   const int64_t mbs = tc.micro_batch_size, steps = tc.eval_iters * tc.num_micro_batches();
-  for (int64_t i = 0; i < steps; ++i) runner.queue(load_batch(data, first + i * mbs, mbs), 1, false, false);
-  return runner.mean_loss();
+  for (int64_t i = 0; i < steps; ++i) runner.queue(load_batch(data, dp.sample(first, i, mbs), mbs), 1, false, false);
+  return dp.mean(runner.mean_loss());
 }
 
 // Training and validation samples: --mock-data, or Megatron's GPT datasets over --data-path with
@@ -120,9 +186,19 @@ std::array<std::shared_ptr<const SampleSource>, 2> data_sources(const ModelConfi
 
 }  // namespace
 
-TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& log) {
+TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& log, dist::ParallelContext* par) {
+  const DataParallel dp(par != nullptr ? par->dp.get() : nullptr);
+  HYTRA_CHECK(tc.data_parallel_size == dp.size(), "the training configuration's data-parallel size (",
+              tc.data_parallel_size, ") differs from the data-parallel group's (", dp.size(), ")");
+  const bool rank0 = par == nullptr || par->rank == 0;
   const Device dev = resolve_device(tc.device);
-  HYTRA_CHECK(!tc.bf16 || dev == Device::CUDA, "--bf16: bf16 mixed precision runs on the CUDA backend; the CPU "
+  HYTRA_CHECK(dp.size() == 1 || dev == Device::CPU, "data parallelism over ", dp.size(),
+              " ranks runs on CPUs for "
+              "now (the NCCL backend for GPUs is not built yet): add --device cpu");
+  HYTRA_CHECK(dp.size() == 1 || mc.moe_router_load_balancing_type != LoadBalancing::GlobalAuxLoss,
+              "--moe-router-load-balancing-type global_aux_loss: not built yet with data parallelism");
+  HYTRA_CHECK(!tc.bf16 || dev == Device::CUDA,
+              "--bf16: bf16 mixed precision runs on the CUDA backend; the CPU "
               "reference computes in fp32 (drop --bf16 or use --device cuda on a GPU machine)");
   Exec& ex = Exec::for_device(dev);
   const LrScheduleConfig lr_cfg = lr_schedule_of(tc);
@@ -142,25 +218,26 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const int64_t mbs = tc.micro_batch_size, num_micro = tc.num_micro_batches(), gbs = tc.global_batch();
   const double flops_token = flops_per_token(mc, model.layer_counts());
   log << "hytra: training " << result.num_params << " parameters on " << device_name(dev)
-      << (tc.bf16 ? " (bf16, fp32 master weights)" : " (fp32)") << ", pattern '"
-      << model.plan().main.value_or("") << "', " << tc.train_iters << " iterations of " << gbs << " x "
-      << mc.seq_length << " tokens (" << num_micro << " micro-batches of " << mbs << ")\n";
+      << (tc.bf16 ? " (bf16, fp32 master weights)" : " (fp32)") << ", pattern '" << model.plan().main.value_or("")
+      << "', " << tc.train_iters << " iterations of " << gbs << " x " << mc.seq_length << " tokens (" << num_micro
+      << " micro-batches of " << mbs
+      << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string()) << ")\n";
 
   const auto [train_data, valid_data] = data_sources(mc, tc);
   // The manifest's informational text: the run's training settings (its "model" object records the
   // resolved model configuration, model/architecture.cpp).
-  const std::string config_text = str("seed=", tc.seed, " global_batch=", gbs, " micro_batch=", mbs, " lr=", tc.lr,
-                                      " min_lr=", tc.min_lr, " lr_decay_style=", name_of(tc.lr_decay_style),
-                                      " train_iters=", tc.train_iters, " bf16=", tc.bf16);
+  const std::string config_text =
+      str("seed=", tc.seed, " global_batch=", gbs, " micro_batch=", mbs, " lr=", tc.lr, " min_lr=", tc.min_lr,
+          " lr_decay_style=", name_of(tc.lr_decay_style), " train_iters=", tc.train_iters, " bf16=", tc.bf16);
   int64_t valid_consumed = start.consumed_valid_samples;
   std::unique_ptr<JsonlWriter> jsonl;
-  if (!tc.log_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
+  if (!tc.log_jsonl.empty() && rank0) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
   MicroBatchRunner runner(ex, model, ctx, !tc.no_cuda_graph, log);
   MoeInterval moe_interval;
   std::vector<double> interval_mtp;  // per MTP depth, summed over the interval's steps
-  ProgressBar progress("train", tc.train_iters);
+  ProgressBar progress("train", tc.train_iters, rank0 ? stderr : nullptr);
 
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
@@ -171,24 +248,28 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     log << "hytra: resumed from " << tc.load << " at iteration " << start.iteration << " (" << consumed
         << " samples consumed)\n";
   if (start.iteration >= tc.train_iters)
-    log << "hytra: the checkpoint's iteration " << start.iteration << " is at or past --train-iters "
-        << tc.train_iters << ": nothing to train\n";
+    log << "hytra: the checkpoint's iteration " << start.iteration << " is at or past --train-iters " << tc.train_iters
+        << ": nothing to train\n";
   Allocator& device_alloc = allocator_for(dev);
   device_alloc.reset_peak();
   for (int64_t it = start.iteration + 1; it <= tc.train_iters; ++it) {
     const auto t_iter = Clock::now();
     const double lr = lr_at(lr_cfg, it - 1);  // iteration 1 trains at the warmup init lr
-    store.zero_grad(/*lazy=*/true);  // the Linear weights' first wgrad GEMM overwrites instead
+    store.zero_grad(/*lazy=*/true);           // the Linear weights' first wgrad GEMM overwrites instead
+    // Each micro-batch's gradient is scaled by 1 / (micro-batches x data-parallel ranks): the sum over the
+    // ranks is the mean over the global batch.
     for (int64_t m = 0; m < num_micro; ++m)
-      runner.queue(load_batch(*train_data, consumed + m * mbs, mbs), num_micro, true, m == 0);
-    const double loss = runner.mean_loss();
+      runner.queue(load_batch(*train_data, dp.sample(consumed, m, mbs), mbs), num_micro * dp.size(), true, m == 0);
+    const double loss = dp.mean(runner.mean_loss());
     // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
-    moe_interval.add(model.moe_stats(), mc);
-    const std::vector<double> mtp = model.mtp_losses();
+    const std::vector<MoeStats> moe = dp.sum(model.moe_stats());
+    moe_interval.add(moe, mc);
+    const std::vector<double> mtp = dp.mean(model.mtp_losses());
     interval_mtp.resize(mtp.size(), 0.0);
     for (size_t k = 0; k < mtp.size(); ++k) interval_mtp[k] += mtp[k];
-    model.finish_step();
+    model.finish_step(dp.size() > 1 ? &moe : nullptr);
     store.finish_grads();
+    dp.sum_grads(store.flat_grads());
     const double gnorm = grad_global_norm(ex, store);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
                 std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,
@@ -234,7 +315,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       t_interval = Clock::now();
     }
     if (tc.eval_interval > 0 && tc.eval_iters > 0 && (it % tc.eval_interval == 0 || it == tc.train_iters)) {
-      const double vl = validate_loss(runner, *valid_data, valid_consumed, tc);
+      const double vl = validate_loss(runner, *valid_data, valid_consumed, tc, dp);
       valid_consumed += tc.eval_iters * gbs;
       result.val_losses.push_back(vl);
       log << format_validation_block(it, {{"lm loss", vl}}) << std::flush;
@@ -242,9 +323,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       t_interval = Clock::now();  // validation time is not training time
     }
     const bool exiting = tc.exit_interval > 0 && it % tc.exit_interval == 0;
-    if (!tc.save.empty() &&
-        ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
-      save_training_state(tc, store, opt, {it, consumed, valid_consumed}, config_text, arch);
+    if (!tc.save.empty() && ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
+      if (rank0) save_training_state(tc, store, opt, {it, consumed, valid_consumed}, config_text, arch);
+      dp.barrier();  // the checkpoint is complete before any rank goes on (or exits)
       t_interval = Clock::now();
     }
     if (exiting) {

@@ -116,6 +116,34 @@ TEST(Config, MhcGroupsWithTwoMlpsOrTwoMixersAreRefused) {
             "no error");
 }
 
+// Only data parallelism runs: a larger model-parallel size is refused naming its flag; the global batch must
+// split into micro-batches over the data-parallel ranks.
+TEST(Config, ParallelSizesAndTheDataParallelBatch) {
+  expect_error({"--tensor-model-parallel-size", "2"}, "--tensor-model-parallel-size 2: tensor parallelism is not");
+  expect_error({"--pipeline-model-parallel-size", "2"}, "--pipeline-model-parallel-size 2: pipeline parallelism");
+  expect_error({"--context-parallel-size", "2"}, "--context-parallel-size 2: context parallelism");
+  expect_error({"--expert-model-parallel-size", "4"}, "--expert-model-parallel-size 4: expert parallelism");
+  expect_error({"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size 2: expert tensor parallelism");
+  TrainConfig t;
+  t.micro_batch_size = 2;
+  t.global_batch_size = 8;
+  t.train_iters = 1;
+  t.mock_data = true;
+  t.data_parallel_size = 2;
+  t.validate();
+  EXPECT_EQ(t.num_micro_batches(), 2);
+  t.data_parallel_size = 3;
+  try {
+    t.validate();
+    ADD_FAILURE() << "no error for 3 data-parallel ranks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--global-batch-size: expected a multiple of --micro-batch-size (2) x the "
+                                         "data-parallel size (3) = 6, got 8"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The data order is numpy's RandomState(seed): a seed past 32 bits was silently truncated.
 TEST(Config, DataSeedsMustFitRandomState) {
   TrainConfig t;

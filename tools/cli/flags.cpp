@@ -229,6 +229,17 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--finetune", K::Bool, "", "load weights only: iteration 0, fresh optimizer and data position",
         store(c.finetune));
   t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE", store(c.log_jsonl));
+  // The parallel layout: the data-parallel size is what the launcher's world leaves (docs/parallelism.md).
+  t.add("--tensor-model-parallel-size", K::Int, "", "tensor-parallel ranks (only 1 runs yet)",
+        store(c.tensor_model_parallel_size));
+  t.add("--pipeline-model-parallel-size", K::Int, "", "pipeline stages (only 1 runs yet)",
+        store(c.pipeline_model_parallel_size));
+  t.add("--context-parallel-size", K::Int, "", "context-parallel ranks (only 1 runs yet)",
+        store(c.context_parallel_size));
+  t.add("--expert-model-parallel-size", K::Int, "", "expert-parallel ranks (only 1 runs yet)",
+        store(c.expert_model_parallel_size));
+  t.add("--expert-tensor-parallel-size", K::Int, "tensor-model-parallel-size",
+        "tensor-parallel ranks of the experts (only 1 runs yet)", store(c.expert_tensor_parallel_size));
 }
 
 bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,

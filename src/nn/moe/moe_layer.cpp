@@ -7,8 +7,7 @@
 
 namespace hytra {
 
-MoeLayer::MoeLayer(const MoeOptions& o, const std::string& prefix, int64_t layer_number, ParamStore& store)
-    : opt_(o) {
+MoeLayer::MoeLayer(const MoeOptions& o, const std::string& prefix, int64_t layer_number, ParamStore& store) : opt_(o) {
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, prefix + "pre_mlp_layernorm.", store);
   router_ = std::make_unique<TopKRouter>(o.router, prefix, store);
   router_->set_layer_number(layer_number);
@@ -140,8 +139,8 @@ std::string MoeLayer::graph_blocker() const {
   return "";
 }
 
-void MoeLayer::finish_step() {
-  router_->finish_step();
+void MoeLayer::finish_step(const MoeStats* reduced) {
+  router_->finish_step(reduced != nullptr ? &reduced->tokens_per_expert : nullptr);
   if (gate_) gate_->finish_step();
 }
 

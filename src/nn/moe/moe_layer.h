@@ -46,12 +46,13 @@ class MoeLayer : public PreNormModule {
   // Why a micro-batch of this layer needs the host (no CUDA graph), or "" when it runs on the device alone.
   std::string graph_blocker() const;
   // End of a global batch: the expert-bias update and a fresh set of counters.
-  void finish_step();
+  // `reduced`: the step's statistics summed over the data-parallel ranks (nullptr: this process's).
+  void finish_step(const MoeStats* reduced = nullptr);
 
  private:
   struct Saved {
     DispatchPlan plan;
-    int64_t tokens = 0;  // N
+    int64_t tokens = 0;             // N
     Tensor shared_in, shared_gate;  // (N,C), (N): the shared experts' inputs (recompute_shared)
     bool shared_rerun = false;      // recompute_shared: the shared experts run again in backward
     bool norm_dropped = false;      // recompute_norm: the norm output's holders let it go

@@ -12,7 +12,8 @@ namespace hytra {
 TopKRouter::TopKRouter(const RouterOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
   w_ = &store.create(prefix + o.weight_key, {o.num_experts, o.hidden}, InitKind::Normal, o.init_std, false);
   if (o.bias) linear_bias_ = &store.create(prefix + "mlp.router.bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
-  if (o.expert_bias) bias_ = &store.create(prefix + "mlp.router.expert_bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
+  if (o.expert_bias)
+    bias_ = &store.create(prefix + "mlp.router.expert_bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
   stats_.tokens_per_expert.assign(size_t(o.num_experts), 0);
   global_counts_.assign(size_t(o.num_experts), 0.0);
 }
@@ -76,8 +77,7 @@ TopKRouter::Routing TopKRouter::forward(StepContext& ctx, const Tensor& x, int64
     } else {
       const int64_t S = opt_.balancing == LoadBalancing::SeqAuxLoss ? num_seqs : 1;
       Tensor counts = Tensor::empty({S, E}, sd, dev);
-      ops::moe_aux_loss(ex, loss, counts, s.daux, s.logits, none, K, opt_.score, S, opt_.aux_coeff,
-                        ctx.aux_loss_scale);
+      ops::moe_aux_loss(ex, loss, counts, s.daux, s.logits, none, K, opt_.score, S, opt_.aux_coeff, ctx.aux_loss_scale);
     }
     if (!ctx.recomputing) ops::axpy(ex, acc_.aux, loss, 1.0);
   }
@@ -158,11 +158,12 @@ const MoeStats& TopKRouter::stats() const {
   return stats_;
 }
 
-void TopKRouter::finish_step() {
+void TopKRouter::finish_step(const std::vector<int64_t>* counts) {
   fold();
   if (bias_) {
     // Aux-loss-free balancing (docs/spec/moe.md §1): bias += rate * sign(mean count - count).
-    const std::vector<int64_t>& c = stats_.tokens_per_expert;
+    const std::vector<int64_t>& c = counts != nullptr ? *counts : stats_.tokens_per_expert;
+    HYTRA_ASSERT(c.size() == size_t(opt_.num_experts), "router: one routed-token count an expert expected");
     double mean = 0;
     for (int64_t v : c) mean += double(v);
     mean /= double(c.size());

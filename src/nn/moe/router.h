@@ -6,9 +6,9 @@
 // and the router reads its fp32 master, so it stays fp32 in bf16 runs as in Megatron).
 // With --moe-router-dtype fp32 the logits, their gradient GEMMs and the probabilities are fp32;
 // without it the logits and probabilities are rounded to the activation dtype (as Megatron computes
-// them in that dtype) while the routing maths itself runs in fp32. The auxiliary losses are not part of the LM loss: their
-// gradients (scaled by ctx.aux_loss_scale, the main loss's 1/micro-batches) are added to dlogits in
-// backward, and their values are kept for logging (MoeStats).
+// them in that dtype) while the routing maths itself runs in fp32. The auxiliary losses are not part of the LM loss:
+// their gradients (scaled by ctx.aux_loss_scale, the main loss's 1/micro-batches) are added to dlogits in backward, and
+// their values are kept for logging (MoeStats).
 #pragma once
 #include <string>
 #include <vector>
@@ -42,7 +42,7 @@ struct RouterOptions {
 // One MoE layer's routing statistics over the micro-batches of the current step.
 struct MoeStats {
   int64_t layer_number = 0;
-  double aux_loss = 0, z_loss = 0;         // summed over micro-batches
+  double aux_loss = 0, z_loss = 0;  // summed over micro-batches
   int64_t micro_batches = 0;
   std::vector<int64_t> tokens_per_expert;  // routed tokens (after dropping, before padding)
 };
@@ -68,8 +68,9 @@ class TopKRouter {
   // the expert bias and the stats).
   Tensor& token_counter(Device device);
   // Once per global batch, after the micro-batches: bias += rate * sign(mean count - count) when
-  // the expert bias is on; then the step's counters restart.
-  void finish_step();
+  // the expert bias is on; then the step's counters restart. `counts`: the step's routed tokens of every
+  // rank that saw this step's tokens (data parallelism); nullptr: this process's own.
+  void finish_step(const std::vector<int64_t>* counts = nullptr);
   // The step's statistics. Micro-batches add their losses, token counts and their own number into device
   // accumulators (so a CUDA graph replay counts like an eager run); each call reads them back and zeroes them
   // (a wait, at the step's end rather than in every layer's forward).
@@ -78,10 +79,10 @@ class TopKRouter {
 
  private:
   struct Saved {
-    Tensor x;        // (N,C)
-    Tensor logits;   // (N,E) fp32
-    Tensor top;      // (N,K)
-    Tensor daux;     // (N,E) fp32: the auxiliary losses' gradient (undefined when none)
+    Tensor x;       // (N,C)
+    Tensor logits;  // (N,E) fp32
+    Tensor top;     // (N,K)
+    Tensor daux;    // (N,E) fp32: the auxiliary losses' gradient (undefined when none)
   };
   RouterOptions opt_;
   Param* w_;

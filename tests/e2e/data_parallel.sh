@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Data parallelism on CPUs under mpirun (docs/parallelism.md): a tiny hybrid (M, G, E, *, -, mHC, MTP) trained
+# 20 iterations on one global batch of 8 as one process, as 2 ranks (twice) and as 4 ranks. The losses and grad
+# norms of every iteration and the final weights (the L2 distance of all weights over their norm) of 2 and 4
+# ranks match the one process within 1e-5 relative (the gradients are summed in another order);
+# the two runs at 2 ranks are bitwise identical (losses and checkpoint files). Then the failure paths: a layout
+# the batch does not divide is one named error, and a rank killed mid-step ends the job within 60 s, naming it.
+# Usage: data_parallel.sh HYTRA_BINARY
+set -uo pipefail
+H=$(realpath "$1")
+MPI=(mpirun --allow-run-as-root --oversubscribe -x HYTRA_NUM_THREADS=1)
+W=$(mktemp -d /tmp/hytra-dp.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
+M=(--hybrid-layer-pattern 'MGE*E/*-' --enable-mhc-connections --mhc-num-residual-streams 2 --hidden-size 32
+   --num-attention-heads 4 --group-query-attention --num-query-groups 2 --ffn-hidden-size 64 --swiglu
+   --mamba-num-heads 4 --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 16 --mamba-chunk-size 16
+   --num-experts 4 --moe-ffn-hidden-size 32 --moe-router-topk 2 --moe-router-score-function sigmoid
+   --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3 --mtp-loss-scaling-factor 0.3 --normalization RMSNorm
+   --position-embedding-type rope --disable-bias-linear --seq-length 32 --vocab-size 256 --mock-data
+   --micro-batch-size 2 --global-batch-size 8 --lr 2e-3 --lr-decay-style cosine --lr-warmup-iters 2
+   --weight-decay 0.1 --adam-beta2 0.95 --eval-iters 0 --log-interval 1 --device cpu)
+fail() { echo "FAIL: $*"; exit 1; }
+run() {  # run NAME NP [extra flags]: trains 20 iterations, saving into $W/NAME
+  local name=$1 np=$2
+  shift 2
+  local cmd=("$H" train "${M[@]}" --train-iters 20 --save "$W/$name" --log-jsonl "$W/$name.jsonl" "$@")
+  if [ "$np" = 1 ]; then HYTRA_NUM_THREADS=1 "${cmd[@]}" > "$W/$name.log" 2>&1; else "${MPI[@]}" -np "$np" "${cmd[@]}" > "$W/$name.log" 2>&1; fi ||
+    fail "$name: $(tail -5 "$W/$name.log")"
+}
+run one 1
+run two 2
+run two_again 2
+run four 4
+grep -q "on each of 2 data-parallel ranks" "$W/two.log" || fail "the 2-rank run does not say it is data-parallel"
+[ "$(grep -c 'iteration .*/ *20 |' "$W/four.log")" = 20 ] || fail "the 4-rank run logged other than 20 iteration lines (rank 0 logs)"
+python3 - "$W" <<'PY' || exit 1
+import array, json, struct, sys
+w = sys.argv[1]
+def losses(name):
+    out = []
+    for line in open(f"{w}/{name}.jsonl"):
+        r = json.loads(line)
+        out += [(r["iteration"], k, v) for k, v in sorted(r.items()) if ("loss" in k or k == "grad_norm")
+                and isinstance(v, float)]
+    return out
+def tensors(name):
+    path = f"{w}/{name}/iter_0000020/model.safetensors"
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in head.items():
+        if k == "__metadata__":
+            continue
+        assert v["dtype"] == "F32", (k, v["dtype"])
+        out[k] = array.array("f", data[v["data_offsets"][0]:v["data_offsets"][1]])
+    return out
+ref, ref_w = losses("one"), tensors("one")
+worst = (0.0, "")  # the tensor farthest from one process's, relatively
+for name in ("two", "four"):
+    got = losses(name)
+    assert len(got) == len(ref) and len(ref) >= 60, (name, len(got), len(ref))
+    for (i, k, a), (j, k2, b) in zip(ref, got):
+        assert (i, k) == (j, k2), (name, i, k, j, k2)
+        assert abs(a - b) <= 1e-5 * abs(a), f"{name}: iteration {i} {k}: {b} against one process's {a}"
+    gw = tensors(name)
+    assert gw.keys() == ref_w.keys(), name
+    d2 = n2 = 0.0
+    for k, a in ref_w.items():
+        dk = sum((x - y) ** 2 for x, y in zip(a, gw[k]))
+        nk = sum(x * x for x in a)
+        d2, n2 = d2 + dk, n2 + nk
+        if nk > 0 and (dk / nk) ** 0.5 > worst[0]:
+            worst = ((dk / nk) ** 0.5, k)
+    rel = (d2 / n2) ** 0.5
+    assert rel <= 1e-5, f"{name}: the final weights differ from one process's by {rel:.2e} relative"
+    print(f"{name}: final weights {rel:.2e} relative to one process's")
+assert losses("two") == losses("two_again"), "two runs at 2 ranks differ"
+print(f"ok: {len(ref)} logged values within 1e-5 at 2 and 4 ranks; the tensor farthest off: {worst[1]} "
+      f"({worst[0]:.2e}: a parameter whose gradient is rounding noise, which Adam turns into full steps)")
+PY
+for f in model.safetensors optimizer.safetensors; do
+  cmp -s "$W/two/iter_0000020/$f" "$W/two_again/iter_0000020/$f" || fail "the two 2-rank runs saved different $f"
+done
+
+# A global batch of 8 does not split over 3 ranks of 2 samples: every rank stops before any work, naming it.
+"${MPI[@]}" -np 3 "$H" train "${M[@]}" --train-iters 2 > "$W/three.log" 2>&1 && fail "3 ranks trained"
+grep -q "data-parallel size (3)" "$W/three.log" || fail "no named error for 3 ranks: $(tail -5 "$W/three.log")"
+grep -q "iteration " "$W/three.log" && fail "3 ranks trained an iteration before the error"
+
+# Rank 1 killed mid-run: the job ends within 60 s with an error naming rank 1.
+"${MPI[@]}" -np 2 "$H" train "${M[@]}" --train-iters 100000 --save "$W/killed" > "$W/kill.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q "iteration  *2/" "$W/kill.log" && break; sleep 0.1; done
+grep -q "iteration  *2/" "$W/kill.log" || { kill $job; fail "the 2-rank job did not start: $(tail -5 "$W/kill.log")"; }
+victim=""
+for p in $(pgrep -f "$W/killed"); do
+  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
+done
+[ -n "$victim" ] || { kill $job; fail "no process of rank 1 found"; }
+start=$(date +%s)
+kill -9 "$victim"
+for _ in $(seq 600); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+kill -0 $job 2>/dev/null && { kill -9 $job; fail "the job still runs 60 s after rank 1 was killed"; }
+wait $job && fail "the job exited with status 0 after rank 1 was killed"
+grep -qiE "rank 1|process rank 1" "$W/kill.log" || fail "the error does not name rank 1: $(tail -8 "$W/kill.log")"
+echo "ok: rank 1 killed, the job ended after $(( $(date +%s) - start )) s naming it"
