@@ -1,27 +1,44 @@
 #include "train/adamw.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "core/error.h"
 
 #include "ops/ops.h"
 
 namespace hytra {
 
-AdamW::AdamW(ParamStore& params, const AdamWConfig& cfg) : params_(params), cfg_(cfg) {
+std::vector<Tensor> param_views(ParamStore& params, const Tensor& flat) {
+  std::vector<Tensor> out;
+  for (Param* p : params.all()) out.push_back(flat.narrow(0, p->offset, shape_numel(p->shape)).view(p->shape));
+  return out;
+}
+
+AdamW::AdamW(ParamStore& params, const AdamWConfig& cfg, int64_t begin, int64_t end) : params_(params), cfg_(cfg) {
   const Tensor& flat = params.flat_master();
-  m_flat_ = Tensor::zeros(flat.shape(), flat.dtype() == DType::F64 ? DType::F64 : DType::F32, flat.device());
+  begin_ = begin;
+  end_ = end < 0 ? flat.numel() : end;
+  HYTRA_ASSERT(0 <= begin_ && begin_ <= end_ && end_ <= flat.numel(), "AdamW: the part [", begin_, ", ", end_,
+               ") is outside the parameter buffer of ", flat.numel());
+  m_flat_ = Tensor::zeros({end_ - begin_}, flat.dtype() == DType::F64 ? DType::F64 : DType::F32, flat.device());
   v_flat_ = Tensor::zeros(m_flat_.shape(), m_flat_.dtype(), m_flat_.device());
   for (Param* p : params.all()) {
-    const int64_t n = shape_numel(p->shape);
-    m_.push_back(m_flat_.narrow(0, p->offset, n).view(p->shape));
-    v_.push_back(v_flat_.narrow(0, p->offset, n).view(p->shape));
     // Consecutive parameters with the same decay form one span of the flat buffers (with the zero padding
-    // between them: it stays zero).
+    // between them: it stays zero), clipped to [begin, end).
+    const int64_t lo = std::max(p->offset, begin_), hi = std::min(p->offset + shape_numel(p->shape), end_);
+    if (lo >= hi) continue;
     const double wd = p->no_decay ? 0.0 : cfg_.weight_decay;
     if (spans_.empty() || spans_.back().weight_decay != wd)
-      spans_.push_back({p->offset, n, wd});
+      spans_.push_back({lo, hi - lo, wd});
     else
-      spans_.back().len = p->offset + n - spans_.back().offset;
+      spans_.back().len = hi - spans_.back().offset;
   }
+}
+
+OptimizerState AdamW::state() const {
+  HYTRA_ASSERT(begin_ == 0 && end_ == params_.flat_master().numel(), "AdamW::state: a sharded optimizer");
+  return {step_, param_views(params_, m_flat_), param_views(params_, v_flat_)};
 }
 
 void AdamW::step(Exec& ex, double lr, double grad_scale) {
@@ -30,8 +47,8 @@ void AdamW::step(Exec& ex, double lr, double grad_scale) {
   Tensor& grads = params_.flat_grads();
   const bool copy = params_.has_separate_master();
   for (const Span& s : spans_) {
-    Tensor p = master.narrow(0, s.offset, s.len), m = m_flat_.narrow(0, s.offset, s.len);
-    Tensor v = v_flat_.narrow(0, s.offset, s.len), g = grads.narrow(0, s.offset, s.len);
+    Tensor p = master.narrow(0, s.offset, s.len), m = m_flat_.narrow(0, s.offset - begin_, s.len);
+    Tensor v = v_flat_.narrow(0, s.offset - begin_, s.len), g = grads.narrow(0, s.offset, s.len);
     Tensor p_copy = copy ? params_.flat_values().narrow(0, s.offset, s.len) : Tensor();
     ops::adamw(ex, p, m, v, g, p_copy, lr, cfg_.beta1, cfg_.beta2, cfg_.eps, s.weight_decay, grad_scale, step_);
   }

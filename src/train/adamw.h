@@ -1,5 +1,7 @@
 // AdamW over a model's parameters: fp32 moments m and v per parameter (one flat buffer each, laid
-// out like the parameter buffer), weight decay skipped for no_decay parameters (norms, biases).
+// out like the parameter buffer), weight decay skipped for no_decay parameters (norms, biases). With a
+// shard (the distributed optimizer, train/distributed_optimizer.h) it updates only the part [begin, end) of
+// the flat buffers and holds the moments of that part alone.
 // Multi-tensor: one ops::adamw launch per span of consecutive parameters that share a weight
 // decay (a handful per layer), over the fp32 master weights; in bf16 runs the same launch writes
 // the updated bf16 values.
@@ -16,28 +18,42 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
+// The optimizer's part of a checkpoint: its step count and per-parameter moments (ParamStore::all() order).
+struct OptimizerState {
+  int64_t step = 0;
+  std::vector<Tensor> exp_avg, exp_avg_sq;
+};
+
+// Per-parameter views (ParamStore::all() order) of a flat buffer laid out like the parameter buffer.
+std::vector<Tensor> param_views(ParamStore& params, const Tensor& flat);
+
 class AdamW {
  public:
-  AdamW(ParamStore& params, const AdamWConfig& cfg);
+  // [begin, end): the part of the flat buffers to update (end -1: to the end).
+  AdamW(ParamStore& params, const AdamWConfig& cfg, int64_t begin = 0, int64_t end = -1);
   // One update at learning rate lr with the gradients multiplied by grad_scale (the clip
   // coefficient); step counts from 1.
   void step(Exec& ex, double lr, double grad_scale = 1.0);
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t steps) { step_ = steps; }  // resuming from a checkpoint
-  // Per-parameter moments, in ParamStore::all() order (views into flat fp32 buffers).
-  const std::vector<Tensor>& exp_avg() const { return m_; }
-  const std::vector<Tensor>& exp_avg_sq() const { return v_; }
+  // The step count and per-parameter views of the moments (an optimizer over the whole buffer only).
+  OptimizerState state() const;
+  int64_t begin() const { return begin_; }
+  int64_t end() const { return end_; }
+  // The moments of [begin, end).
+  const Tensor& exp_avg_flat() const { return m_flat_; }
+  const Tensor& exp_avg_sq_flat() const { return v_flat_; }
 
  private:
   ParamStore& params_;
   AdamWConfig cfg_;
-  Tensor m_flat_, v_flat_;             // same layout as the parameter buffer
+  int64_t begin_ = 0, end_ = 0;
+  Tensor m_flat_, v_flat_;  // the parameter buffer's layout, from begin_
   struct Span {
     int64_t offset, len;  // elements of the flat buffers
     double weight_decay;
   };
   std::vector<Span> spans_;
-  std::vector<Tensor> m_, v_;          // per-parameter views
   int64_t step_ = 0;
 };
 

@@ -6,8 +6,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/key_map.h"
-#include "core/log.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace hytra {
 namespace {
@@ -29,20 +29,20 @@ void from_file(const SafetensorsFile& f, const std::string& name, const Tensor& 
 
 }  // namespace
 
-void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW& opt, const ResumePoint& at,
+void save_training_state(const TrainConfig& tc, ParamStore& params, const OptimizerState& opt, const ResumePoint& at,
                          const std::string& config_text, const std::vector<ArchitectureEntry>& arch) {
   CheckpointContents c;
   c.manifest.iteration = at.iteration;
   c.manifest.consumed_samples = at.consumed_samples;
   c.manifest.consumed_valid_samples = at.consumed_valid_samples;
-  c.manifest.optimizer_step = opt.steps_taken();
+  c.manifest.optimizer_step = opt.step;
   c.manifest.config = config_text;
   for (const ArchitectureEntry& e : arch) c.manifest.model.emplace_back(e.name, e.value);
   size_t i = 0;
   for (Param* p : params.all()) {
     c.model.push_back(to_file(p->name, p->master));
-    c.optimizer.push_back(to_file(p->name + ".exp_avg", opt.exp_avg()[i]));
-    c.optimizer.push_back(to_file(p->name + ".exp_avg_sq", opt.exp_avg_sq()[i]));
+    c.optimizer.push_back(to_file(p->name + ".exp_avg", opt.exp_avg[i]));
+    c.optimizer.push_back(to_file(p->name + ".exp_avg_sq", opt.exp_avg_sq[i]));
     ++i;
   }
   save_checkpoint(tc.save, std::move(c), tc.ckpt_keep, tc.ckpt_allow_non_finite);
@@ -54,12 +54,13 @@ namespace {
 void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::string, Tensor>>& targets,
                          std::vector<std::string>& file_keys, const std::string& path);
 
-void load_tensors(const std::string& path, std::vector<std::pair<std::string, Tensor>> targets,
-                  Strictness strictness, bool allow_non_finite) {
+void load_tensors(const std::string& path, std::vector<std::pair<std::string, Tensor>> targets, Strictness strictness,
+                  bool allow_non_finite) {
   SafetensorsFile f(path);
   for (const auto& e : f.entries())
     HYTRA_CHECK(allow_non_finite || e.dtype != "F32" || all_finite_f32(f.data(e), (e.end - e.begin) / 4), path,
-                ": tensor '", e.name, "' holds NaN or Inf values; refusing to load a non-finite checkpoint "
+                ": tensor '", e.name,
+                "' holds NaN or Inf values; refusing to load a non-finite checkpoint "
                 "(--ckpt-allow-non-finite loads it anyway)");
   std::vector<std::string> file_keys;
   for (const auto& e : f.entries()) file_keys.push_back(e.name);
@@ -79,12 +80,12 @@ void load_tensors(const std::string& path, std::vector<std::pair<std::string, Te
   }
 }
 
-// Grouped expert tensors load into per-expert parameters and back (docs/spec/names.md §6, docs/spec/README.md decision 2):
-// a model key "<p>experts.linear_fcX.<kind><e><suffix>" absent from the file takes slice e of the
-// file's "<p>experts.linear_fcX.<kind><suffix>" ([E, ...] unbound on dim 0, or the packed [E*out, ...]
-// form in E equal chunks), and a grouped model key absent from the file stacks the file's complete
-// per-expert set. kind is "weight" or "bias"; suffix "" or an optimizer moment (".exp_avg", ...).
-// Handled targets are removed from `targets` and the file keys they used from `file_keys`.
+// Grouped expert tensors load into per-expert parameters and back (docs/spec/names.md §6, docs/spec/README.md decision
+// 2): a model key "<p>experts.linear_fcX.<kind><e><suffix>" absent from the file takes slice e of the file's
+// "<p>experts.linear_fcX.<kind><suffix>" ([E, ...] unbound on dim 0, or the packed [E*out, ...] form in E equal
+// chunks), and a grouped model key absent from the file stacks the file's complete per-expert set. kind is "weight" or
+// "bias"; suffix "" or an optimizer moment (".exp_avg", ...). Handled targets are removed from `targets` and the file
+// keys they used from `file_keys`.
 void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::string, Tensor>>& targets,
                          std::vector<std::string>& file_keys, const std::string& path) {
   std::set<std::string> in_file(file_keys.begin(), file_keys.end()), used;
@@ -143,8 +144,8 @@ void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::st
       if (!t_tail.empty()) t_tail.erase(t_tail.begin());
       const bool unbind = !g.empty() && g[0] == E && tail == t.shape();  // [E, out, in]: wins (docs/spec/names.md §6)
       const bool packed = !g.empty() && t.dim() >= 1 && g[0] == E * t.size(0) && tail == t_tail;  // [E*out, in]
-      HYTRA_CHECK(e->dtype == "F32" && (unbind || packed), path, ": cannot split checkpoint tensor '", q.grouped,
-                  "' ", e->dtype, shape_str(g), " into ", E, " experts of F32", shape_str(t.shape()));
+      HYTRA_CHECK(e->dtype == "F32" && (unbind || packed), path, ": cannot split checkpoint tensor '", q.grouped, "' ",
+                  e->dtype, shape_str(g), " into ", E, " experts of F32", shape_str(t.shape()));
       memcpy_any(t.raw(), t.device(), f.data(*e) + size_t(q.index) * t.nbytes(), Device::CPU, t.nbytes());
       used.insert(q.grouped);
       continue;
@@ -186,10 +187,11 @@ std::string flag_of(const std::string& name) {
   return f;
 }
 
-void check_architecture(const CheckpointManifest& m, const std::vector<ArchitectureEntry>& arch,
-                        Strictness strictness, bool finetune, const std::string& dir) {
+void check_architecture(const CheckpointManifest& m, const std::vector<ArchitectureEntry>& arch, Strictness strictness,
+                        bool finetune, const std::string& dir) {
   if (!m.has_model_record) {
-    log_warn(str(dir, ": the manifest records no model configuration (an older hytra checkpoint); its "
+    log_warn(str(dir,
+                 ": the manifest records no model configuration (an older hytra checkpoint); its "
                  "architecture cannot be compared with this run's"));
     return;
   }
@@ -207,8 +209,10 @@ void check_architecture(const CheckpointManifest& m, const std::vector<Architect
     const std::string line = str("\n  ", flag_of(k), ": checkpoint ", was, ", this run ", now);
     (architecture_defines_weights(k) ? weights : rest) += line;
   }
-  HYTRA_CHECK(weights.empty(), "--load ", dir, ": the checkpoint's model differs from this run's in what its "
-              "weights mean:", weights, rest, "\nRun with the checkpoint's values (its manifest.json lists them).");
+  HYTRA_CHECK(weights.empty(), "--load ", dir,
+              ": the checkpoint's model differs from this run's in what its "
+              "weights mean:",
+              weights, rest, "\nRun with the checkpoint's values (its manifest.json lists them).");
   if (rest.empty() || finetune) return;
   const std::string msg = str("--load ", dir, ": the checkpoint was trained with other settings:", rest);
   HYTRA_CHECK(strictness != Strictness::RaiseAll && strictness != Strictness::RaiseUnexpected, msg,
@@ -219,7 +223,7 @@ void check_architecture(const CheckpointManifest& m, const std::vector<Architect
 
 }  // namespace
 
-ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW& opt,
+ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, OptimizerState& opt,
                                 const std::vector<ArchitectureEntry>& arch) {
   const std::string dir = resolve_checkpoint_dir(tc.load);
   const CheckpointManifest m = read_manifest(dir);
@@ -236,12 +240,13 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW
   std::vector<std::pair<std::string, Tensor>> moments;
   size_t i = 0;
   for (Param* p : params.all()) {
-    moments.emplace_back(p->name + ".exp_avg", opt.exp_avg()[i]);
-    moments.emplace_back(p->name + ".exp_avg_sq", opt.exp_avg_sq()[i]);
+    moments.emplace_back(p->name + ".exp_avg", opt.exp_avg[i]);
+    moments.emplace_back(p->name + ".exp_avg_sq", opt.exp_avg_sq[i]);
     ++i;
   }
   load_tensors(dir + "/optimizer.safetensors", moments, strictness, tc.ckpt_allow_non_finite);
-  opt.set_steps_taken(m.optimizer_step);
+  opt.step = m.optimizer_step;
+  at.optimizer_loaded = true;
   return at;
 }
 

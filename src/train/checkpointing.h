@@ -15,19 +15,21 @@ struct ResumePoint {
   int64_t iteration = 0;               // last completed iteration
   int64_t consumed_samples = 0;        // training samples consumed
   int64_t consumed_valid_samples = 0;  // validation samples consumed
+  bool optimizer_loaded = false;       // load_training_state filled the optimizer state
 };
 
 // config_text: the run's configuration (the manifest's `config`, for people reading the checkpoint);
 // arch: the resolved model configuration the manifest records for --load to compare.
-void save_training_state(const TrainConfig& tc, ParamStore& params, const AdamW& opt, const ResumePoint& at,
+void save_training_state(const TrainConfig& tc, ParamStore& params, const OptimizerState& opt, const ResumePoint& at,
                          const std::string& config_text, const std::vector<ArchitectureEntry>& arch);
 // Loads --load per the flags (weights always; optimizer unless --no-load-optim or --finetune).
 // First compares the checkpoint's recorded model configuration with `arch` (Megatron's
 // check_checkpoint_args): a difference in an entry that defines the weights is an error; other
 // differences are errors under --ckpt-strictness raise_*, warnings otherwise, ignored with --finetune.
 // Every parameter must be present with its shape (per --ckpt-strictness), and tensors holding NaN
-// or Inf are refused unless --ckpt-allow-non-finite.
-ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, AdamW& opt,
+// or Inf are refused unless --ckpt-allow-non-finite. The optimizer's moments are read into `opt`'s tensors
+// and its step count set (then ResumePoint::optimizer_loaded).
+ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, OptimizerState& opt,
                                 const std::vector<ArchitectureEntry>& arch);
 
 }  // namespace hytra

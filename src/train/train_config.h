@@ -88,11 +88,12 @@ struct TrainConfig {
   bool ckpt_allow_non_finite = false;  // --ckpt-allow-non-finite (hytra): save/load tensors holding NaN/Inf
 
   // The parallel layout (docs/parallelism.md). Only data parallelism runs yet: the other sizes must be 1.
-  int tensor_model_parallel_size = 1;    // --tensor-model-parallel-size
-  int pipeline_model_parallel_size = 1;  // --pipeline-model-parallel-size
-  int context_parallel_size = 1;         // --context-parallel-size
-  int expert_model_parallel_size = 1;    // --expert-model-parallel-size
-  int expert_tensor_parallel_size = 0;   // --expert-tensor-parallel-size (0: the tensor-parallel size)
+  int tensor_model_parallel_size = 1;      // --tensor-model-parallel-size
+  int pipeline_model_parallel_size = 1;    // --pipeline-model-parallel-size
+  int context_parallel_size = 1;           // --context-parallel-size
+  int expert_model_parallel_size = 1;      // --expert-model-parallel-size
+  int expert_tensor_parallel_size = 0;     // --expert-tensor-parallel-size (0: the tensor-parallel size)
+  bool use_distributed_optimizer = false;  // --use-distributed-optimizer: Adam state and update sharded over dp
   // Not a flag: the world size over the model-parallel sizes, set by the launcher's world (1: one process).
   int64_t data_parallel_size = 1;
 

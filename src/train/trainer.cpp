@@ -16,6 +16,7 @@
 #include "ops/ops.h"
 #include "train/adamw.h"
 #include "train/checkpointing.h"
+#include "train/distributed_optimizer.h"
 #include "train/lr_schedule.h"
 #include "train/metrics/jsonl.h"
 #include "train/metrics/log_line.h"
@@ -147,10 +148,6 @@ class DataParallel {
     }
     return s;
   }
-  // The gradients summed over the ranks (each rank's are already scaled by 1 / (micro-batches x ranks)).
-  void sum_grads(Tensor& flat) const {
-    if (comm_) comm_->all_reduce_sum(flat);
-  }
   void barrier() const {
     if (comm_) comm_->barrier();
   }
@@ -208,10 +205,12 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   store.finalize(tc.bf16 ? DType::BF16 : DType::F32, dev);
   init_params(store, tc.seed);
   if (tc.after_init) tc.after_init(store);
-  AdamW opt(store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+  DataParallelOptimizer opt(store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
+                            par != nullptr ? par->dp.get() : nullptr, tc.use_distributed_optimizer);
   const std::vector<ArchitectureEntry> arch = architecture_record(mc, model.plan());
   ResumePoint start;
-  if (!tc.load.empty()) start = load_training_state(tc, store, opt, arch);
+  if (!tc.load.empty()) start = load_training_state(tc, store, opt.load_target(), arch);
+  if (start.optimizer_loaded) opt.loaded();
 
   TrainResult result;
   result.num_params = store.num_elements();
@@ -269,8 +268,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     for (size_t k = 0; k < mtp.size(); ++k) interval_mtp[k] += mtp[k];
     model.finish_step(dp.size() > 1 ? &moe : nullptr);
     store.finish_grads();
-    dp.sum_grads(store.flat_grads());
-    const double gnorm = grad_global_norm(ex, store);
+    const double gnorm = opt.reduce_gradients(ex);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
                 std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,
                 "); stopping. Try a lower --lr or check the data.");
@@ -324,7 +322,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     }
     const bool exiting = tc.exit_interval > 0 && it % tc.exit_interval == 0;
     if (!tc.save.empty() && ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
-      if (rank0) save_training_state(tc, store, opt, {it, consumed, valid_consumed}, config_text, arch);
+      const OptimizerState state = opt.state_for_save();  // a collective under the distributed optimizer
+      if (rank0) save_training_state(tc, store, state, {it, consumed, valid_consumed}, config_text, arch);
       dp.barrier();  // the checkpoint is complete before any rank goes on (or exits)
       t_interval = Clock::now();
     }

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Data parallelism on CPUs under mpirun (docs/parallelism.md): a tiny hybrid (M, G, E, *, -, mHC, MTP) trained
-# 20 iterations on one global batch of 8 as one process, as 2 ranks (twice) and as 4 ranks. The losses and grad
-# norms of every iteration and the final weights (the L2 distance of all weights over their norm) of 2 and 4
-# ranks match the one process within 1e-5 relative (the gradients are summed in another order);
-# the two runs at 2 ranks are bitwise identical (losses and checkpoint files). Then the failure paths: a layout
-# the batch does not divide is one named error, and a rank killed mid-step ends the job within 60 s, naming it.
+# 20 iterations on one global batch of 8 as one process, as 2 ranks (twice) and as 4 ranks, and as 2 and 4 ranks
+# with the distributed optimizer. The losses and grad norms of every iteration and the final weights (the L2
+# distance of all weights over their norm) match the one process within 1e-5 relative (the gradients are summed
+# in another order); the two runs at 2 ranks are bitwise identical (losses and checkpoint files).
+# Checkpoints across layouts: iteration 10 of the 4-rank distributed-optimizer run resumed at 2 ranks (the
+# distributed optimizer), in one process and at 4 ranks again; iteration 10 of the one process resumed at 4
+# ranks: the losses of iterations 11-20 within 1e-5 of the uninterrupted run, bitwise on the same layout.
+# Then the failure paths: a layout the batch does not divide is one named error, and a rank killed mid-step
+# ends the job within 60 s, naming it.
 # Usage: data_parallel.sh HYTRA_BINARY
 set -uo pipefail
 H=$(realpath "$1")
@@ -27,10 +31,21 @@ run() {  # run NAME NP [extra flags]: trains 20 iterations, saving into $W/NAME
   if [ "$np" = 1 ]; then HYTRA_NUM_THREADS=1 "${cmd[@]}" > "$W/$name.log" 2>&1; else "${MPI[@]}" -np "$np" "${cmd[@]}" > "$W/$name.log" 2>&1; fi ||
     fail "$name: $(tail -5 "$W/$name.log")"
 }
-run one 1
+run one 1 --save-interval 10
 run two 2
 run two_again 2
 run four 4
+run two_do 2 --use-distributed-optimizer
+run four_do 4 --use-distributed-optimizer --save-interval 10
+at10() {  # at10 RUN: a checkpoint directory whose latest checkpoint is RUN's iteration 10
+  mkdir -p "$W/$1@10" && cp -r "$W/$1/iter_0000010" "$W/$1@10/" && echo 10 > "$W/$1@10/latest_checkpointed_iteration.txt"
+}
+at10 four_do
+at10 one
+run resume_two 2 --use-distributed-optimizer --load "$W/four_do@10"
+run resume_one 1 --load "$W/four_do@10"
+run resume_four 4 --use-distributed-optimizer --load "$W/four_do@10"
+run reverse_four 4 --use-distributed-optimizer --load "$W/one@10"
 grep -q "on each of 2 data-parallel ranks" "$W/two.log" || fail "the 2-rank run does not say it is data-parallel"
 [ "$(grep -c 'iteration .*/ *20 |' "$W/four.log")" = 20 ] || fail "the 4-rank run logged other than 20 iteration lines (rank 0 logs)"
 python3 - "$W" <<'PY' || exit 1
@@ -58,7 +73,7 @@ def tensors(name):
     return out
 ref, ref_w = losses("one"), tensors("one")
 worst = (0.0, "")  # the tensor farthest from one process's, relatively
-for name in ("two", "four"):
+for name in ("two", "four", "two_do", "four_do"):
     got = losses(name)
     assert len(got) == len(ref) and len(ref) >= 60, (name, len(got), len(ref))
     for (i, k, a), (j, k2, b) in zip(ref, got):
@@ -77,8 +92,18 @@ for name in ("two", "four"):
     assert rel <= 1e-5, f"{name}: the final weights differ from one process's by {rel:.2e} relative"
     print(f"{name}: final weights {rel:.2e} relative to one process's")
 assert losses("two") == losses("two_again"), "two runs at 2 ranks differ"
-print(f"ok: {len(ref)} logged values within 1e-5 at 2 and 4 ranks; the tensor farthest off: {worst[1]} "
+# Resumed at iteration 10: iterations 11..20 against the uninterrupted run of the saving layout.
+for name, base in (("resume_two", "four_do"), ("resume_one", "four_do"), ("resume_four", "four_do"),
+                   ("reverse_four", "one")):
+    got, want = losses(name), [x for x in losses(base) if x[0] > 10]
+    assert [x[:2] for x in got] == [x[:2] for x in want], (name, got[:3], want[:3])
+    for (i, k, a), (_, _, b) in zip(want, got):
+        assert abs(a - b) <= 1e-5 * abs(a), f"{name}: iteration {i} {k}: {b} against {base}'s {a}"
+assert losses("resume_four") == [x for x in losses("four_do") if x[0] > 10], "resumed on the same layout: not bitwise"
+print(f"ok: {len(ref)} logged values within 1e-5 at 2 and 4 ranks, with and without the distributed optimizer; "
+      f"resumed across layouts within 1e-5, on the same layout bitwise; the tensor farthest off: {worst[1]} "
       f"({worst[0]:.2e}: a parameter whose gradient is rounding noise, which Adam turns into full steps)")
+
 PY
 for f in model.safetensors optimizer.safetensors; do
   cmp -s "$W/two/iter_0000020/$f" "$W/two_again/iter_0000020/$f" || fail "the two 2-rank runs saved different $f"

@@ -34,7 +34,8 @@ Tensor read_ids(const SafetensorsFile& f, const std::string& name, const std::st
       std::memcpy(&v, f.data(*e) + 8 * i, 8);
     }
     HYTRA_CHECK((v >= 0 && v < vocab) || (negatives_ignored && v < 0 && v >= INT32_MIN), path, ": '", name,
-                "' element ", i, " is ", v, ", expected a token id in [0, ", vocab, ") (--vocab-size or the tokenizer's)",
+                "' element ", i, " is ", v, ", expected a token id in [0, ", vocab,
+                ") (--vocab-size or the tokenizer's)",
                 negatives_ignored ? " or a negative value for an ignored position" : "");
     t.data<int32_t>()[i] = int32_t(v);
   }
@@ -53,7 +54,8 @@ SafetensorsTensor f32_of(const std::string& name, const Tensor& t) {
 
 }  // namespace
 
-void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& batch_path, const std::string& out_path) {
+void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& batch_path,
+               const std::string& out_path) {
   HYTRA_CHECK(!tc.load.empty(), "--load: required (the checkpoint to evaluate)");
   SafetensorsFile batch(batch_path);
   Tensor ids, labels;
@@ -75,18 +77,20 @@ void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& 
   }
   HYTRA_CHECK(ids.numel() > 0, batch_path, ": the batch is empty (", shape_str(ids.shape()),
               "): expected at least one sequence of at least one token");
-  HYTRA_CHECK(mc.position_embedding_type != PositionEmbedding::LearnedAbsolute || ids.size(1) <= mc.max_positions(), batch_path,
-              ": sequences of ", ids.size(1), " tokens exceed the ", mc.max_positions(),
+  HYTRA_CHECK(mc.position_embedding_type != PositionEmbedding::LearnedAbsolute || ids.size(1) <= mc.max_positions(),
+              batch_path, ": sequences of ", ids.size(1), " tokens exceed the ", mc.max_positions(),
               " learned positions (--max-position-embeddings, default --seq-length)");
-  const Device dev = tc.device == DeviceChoice::CUDA || (tc.device == DeviceChoice::Auto && cuda_available()) ? Device::CUDA : Device::CPU;
+  const Device dev = tc.device == DeviceChoice::CUDA || (tc.device == DeviceChoice::Auto && cuda_available())
+                         ? Device::CUDA
+                         : Device::CPU;
   Exec& ex = Exec::for_device(dev);
   HybridModel model(mc, plan_for(mc));
   model.params().finalize(DType::F32, dev);
   init_params(model.params(), tc.seed);
-  AdamW opt(model.params(), AdamWConfig{});
+  OptimizerState unused;  // parameters only
   TrainConfig weights_only = tc;
-  weights_only.finetune = true;  // parameters only
-  load_training_state(weights_only, model.params(), opt, architecture_record(mc, model.plan()));
+  weights_only.finetune = true;
+  load_training_state(weights_only, model.params(), unused, architecture_record(mc, model.plan()));
   model.params().zero_grad();
 
   StepContext ctx(ex);

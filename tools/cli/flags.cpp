@@ -238,6 +238,9 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         store(c.context_parallel_size));
   t.add("--expert-model-parallel-size", K::Int, "", "expert-parallel ranks (only 1 runs yet)",
         store(c.expert_model_parallel_size));
+  t.add("--use-distributed-optimizer", K::Bool, "",
+        "shard the Adam moments and the update over the data-parallel ranks (ZeRO-1; CPUs for now)",
+        store(c.use_distributed_optimizer));
   t.add("--expert-tensor-parallel-size", K::Int, "tensor-model-parallel-size",
         "tensor-parallel ranks of the experts (only 1 runs yet)", store(c.expert_tensor_parallel_size));
 }
