@@ -9,6 +9,7 @@
 
 #include "cli/flags.h"
 #include "commands.h"
+#include "core/log.h"
 #include "dist/parallel_context.h"
 #include "dist/world.h"
 #include "train/trainer.h"
@@ -27,6 +28,7 @@ class NullBuffer : public std::streambuf {
 
 int cmd_train(int argc, char** argv) {
   dist::World world;
+  log_enabled = world.rank() == 0;
   try {
     ModelConfig model;
     TrainConfig train_cfg;

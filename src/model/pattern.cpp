@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "model/layer_kinds.h"
 
 namespace hytra {
@@ -110,8 +110,8 @@ PipelineStage select_stage(const LayerPlan& plan, const PlanOptions& opt) {
       HYTRA_CHECK(!opt.last_stage_layers || (last >= 1 && last <= n),
                   "--decoder-last-pipeline-num-layers: expected 1..", n, " (the pattern's layers), got ", last);
       const int64_t middle_layers = n - first - last;
-      const int64_t middle_stages = pp - int64_t(opt.first_stage_layers.has_value()) -
-                                    int64_t(opt.last_stage_layers.has_value());
+      const int64_t middle_stages =
+          pp - int64_t(opt.first_stage_layers.has_value()) - int64_t(opt.last_stage_layers.has_value());
       HYTRA_CHECK(middle_layers >= 0 && (middle_stages > 0 || middle_layers == 0),
                   "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers: ", first, " + ", last,
                   " layers leave ", middle_layers, " of the pattern's ", n, " for ", middle_stages, " other stages");
@@ -167,7 +167,7 @@ void warn(std::vector<std::string>* warnings, const std::string& msg) {
   if (warnings)
     warnings->push_back(msg);
   else
-    std::fprintf(stderr, "warning: %s\n", msg.c_str());
+    log_warn(msg);
 }
 
 }  // namespace
@@ -190,7 +190,8 @@ std::vector<std::string> parse_segment(const std::string& segment, const std::st
       // docs/spec/README.md decision 1: two sub-layers of one kind in a group would share checkpoint keys.
       for (size_t a = 0; a < group.size(); ++a)
         HYTRA_CHECK(group.find(group[a], a + 1) == std::string::npos, "In ", name, " pattern, layer group '[", group,
-                    "]' holds two '", group[a], "' sub-layers; hytra rejects this because both would be saved under "
+                    "]' holds two '", group[a],
+                    "' sub-layers; hytra rejects this because both would be saved under "
                     "one logical layer's keys (decoder.layers.<i>.*) and collide.");
       items.push_back(group);
       i = end;
@@ -228,7 +229,8 @@ ParsedPattern parse_hybrid_pattern(const std::optional<std::string>& pattern) {
   validate_pattern(mtp, "MTP", false);
   HYTRA_CHECK(!has(mtp, '[') && !has(mtp, ']'),
               "In MTP pattern, layer groups '[...]' are not supported because each MTP depth is already a fused "
-              "unit. Got MTP pattern: '", mtp, "'.");
+              "unit. Got MTP pattern: '",
+              mtp, "'.");
   r.mtp = mtp;
   r.mtp_depths = int64_t(parts.size()) - 1;
   return r;
@@ -280,8 +282,9 @@ LayerPlan build_layer_plan(const PlanOptions& opt, std::vector<std::string>* war
   // Any non-zero ratio (NaN and negatives too) asks for generation, which checks their range.
   const bool ratios = opt.hybrid_attention_ratio != 0 || opt.hybrid_mlp_ratio != 0;
   if (ratios) {
-    HYTRA_CHECK(!pattern, "--hybrid-attention-ratio / --hybrid-mlp-ratio: cannot be combined with "
-                          "--hybrid-layer-pattern (the ratios are deprecated: give the pattern alone)");
+    HYTRA_CHECK(!pattern,
+                "--hybrid-attention-ratio / --hybrid-mlp-ratio: cannot be combined with "
+                "--hybrid-layer-pattern (the ratios are deprecated: give the pattern alone)");
     pattern = pattern_from_ratios(opt.num_layers.value_or(0), opt.hybrid_attention_ratio, opt.hybrid_mlp_ratio);
   }
   HYTRA_CHECK(pattern.has_value(),

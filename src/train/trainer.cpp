@@ -103,7 +103,8 @@ class DataParallel {
   explicit DataParallel(dist::Communicator* comm) : comm_(comm) {}
   int rank() const { return comm_ ? comm_->rank() : 0; }
   int size() const { return comm_ ? comm_->size() : 1; }
-  // Sample `i` of micro-batch step `m` (mbs samples) of a batch starting at `first` (Megatron's sampler).
+  // This rank's first sample of micro-batch step m (mbs samples a rank) of a batch starting at sample `first`
+  // (Megatron's sampler: each step takes mbs x ranks consecutive samples, rank r the r-th mbs of them).
   int64_t sample(int64_t first, int64_t m, int64_t mbs) const { return first + (m * size() + rank()) * mbs; }
   // The mean over the ranks of a value each rank computed over its own micro-batches.
   double mean(double v) const {
@@ -190,8 +191,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const bool rank0 = par == nullptr || par->rank == 0;
   const Device dev = resolve_device(tc.device);
   HYTRA_CHECK(dp.size() == 1 || dev == Device::CPU, "data parallelism over ", dp.size(),
-              " ranks runs on CPUs for "
-              "now (the NCCL backend for GPUs is not built yet): add --device cpu");
+              " ranks runs on CPUs for now (the NCCL backend for GPUs is not built yet): add --device cpu");
   HYTRA_CHECK(dp.size() == 1 || mc.moe_router_load_balancing_type != LoadBalancing::GlobalAuxLoss,
               "--moe-router-load-balancing-type global_aux_loss: not built yet with data parallelism");
   HYTRA_CHECK(!tc.bf16 || dev == Device::CUDA,
