@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Data parallelism on CPUs under mpirun (docs/parallelism.md): a tiny hybrid (M, G, E, *, -, mHC, MTP) trained
-# 20 iterations on one global batch of 8 as one process, as 2 ranks (twice) and as 4 ranks, and as 2 and 4 ranks
-# with the distributed optimizer. The losses and grad norms of every iteration and the final weights (the L2
-# distance of all weights over their norm) match the one process within 1e-5 relative (the gradients are summed
-# in another order); the two runs at 2 ranks are bitwise identical (losses and checkpoint files).
+# 20 iterations (validation after 10 and 20) on one global batch of 8 as one process, as 2 ranks (twice) and as
+# 4 ranks, and as 2 and 4 ranks with the distributed optimizer. The losses, validation losses and grad norms of
+# every iteration and the final weights (the L2 distance of all weights over their norm) match the one process
+# within 1e-5 relative (the gradients are summed in another order); the two runs at 2 ranks are bitwise identical
+# (losses and checkpoint files).
 # Checkpoints across layouts: iteration 10 of the 4-rank distributed-optimizer run resumed at 2 ranks (the
 # distributed optimizer), in one process and at 4 ranks again; iteration 10 of the one process resumed at 4
 # ranks: the losses of iterations 11-20 within 1e-5 of the uninterrupted run, bitwise on the same layout.
@@ -22,7 +23,7 @@ M=(--hybrid-layer-pattern 'MGE*E/*-' --enable-mhc-connections --mhc-num-residual
    --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3 --mtp-loss-scaling-factor 0.3 --normalization RMSNorm
    --position-embedding-type rope --disable-bias-linear --seq-length 32 --vocab-size 256 --mock-data
    --micro-batch-size 2 --global-batch-size 8 --lr 2e-3 --lr-decay-style cosine --lr-warmup-iters 2
-   --weight-decay 0.1 --adam-beta2 0.95 --eval-iters 0 --log-interval 1 --device cpu)
+   --weight-decay 0.1 --adam-beta2 0.95 --eval-interval 10 --eval-iters 2 --log-interval 1 --device cpu)
 fail() { echo "FAIL: $*"; exit 1; }
 run() {  # run NAME NP [extra flags]: trains 20 iterations, saving into $W/NAME
   local name=$1 np=$2
@@ -55,7 +56,8 @@ def losses(name):
     out = []
     for line in open(f"{w}/{name}.jsonl"):
         r = json.loads(line)
-        out += [(r["iteration"], k, v) for k, v in sorted(r.items()) if ("loss" in k or k == "grad_norm")
+        it, tag = (r["iteration"], "") if "iteration" in r else (r["validation_iteration"], "validation ")
+        out += [(it, tag + k, v) for k, v in sorted(r.items()) if ("loss" in k or k == "grad_norm")
                 and isinstance(v, float)]
     return out
 def tensors(name):
