@@ -10,7 +10,9 @@
 # CHECKS=0 skips the tests. Binaries come from BIN (a build folder or a copy of its hytra, test_parity,
 # test_unit, test_e2e, bench_ops; not needed with CHECKS=0 BENCH_HYTRA=0, which runs the peers alone);
 # logs go to $OUT.
-#   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [SKEW=1] [PEER=1] [GROUPED_PEER=1] [SSD_PEER=1] [NCU=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
+# NCCL=1: the one-rank NCCL world's check and overhead (tests/e2e/nccl_one_rank.sh, then each config in BENCH
+# plain and as RANK=0 WORLD_SIZE=1).
+#   Usage: [BENCH="a b"] [GBS_LIST="2 8"] [SKEW=1] [PEER=1] [GROUPED_PEER=1] [SSD_PEER=1] [NCU=1] [NCCL=1] [BENCH_HYTRA=0] bench/gpu_run.sh BIN
 set -uo pipefail
 BIN=${1:-build}
 OUT=${OUT:-/tmp/hytra_out}
@@ -71,6 +73,20 @@ fi
 if [ "${SSD_PEER:-0}" = 1 ]; then
   echo "== SSD peer (mamba_ssm Triton chunk scan)"
   (cd bench/peer && PYTHONUNBUFFERED=1 $PY ssd_peer.py) 2>&1 | tee "$OUT/ssd_peer.log"
+fi
+if [ "${NCCL:-0}" = 1 ]; then
+  # The NCCL data-parallel path in a one-rank world (docs/parallelism.md): bitwise the plain run, and its
+  # overhead on each config in BENCH at global batch 2 (goal: under 1% of the step).
+  echo "== NCCL one-rank world"; bash tests/e2e/nccl_one_rank.sh "$BIN/hytra"; echo "rc $?"
+  for cfg in ${BENCH:-llama3.2-1b}; do
+    for world in plain nccl; do
+      echo "== hytra bench $cfg gbs 2 ($world)"
+      if [ $world = plain ]; then "$BIN/hytra" bench "$cfg" --steps ${STEPS:-10} --warmup 3 --global-batch-size 2 \
+        --lr-warmup-iters 2 2>&1 | tail -1
+      else env RANK=0 WORLD_SIZE=1 MASTER_PORT=29611 "$BIN/hytra" bench "$cfg" --steps ${STEPS:-10} --warmup 3 \
+        --global-batch-size 2 --lr-warmup-iters 2 2>&1 | tail -1; fi
+    done
+  done
 fi
 if [ "${NCU:-0}" = 1 ]; then
   for cfg in ${BENCH:-llama3.2-1b}; do

@@ -7,11 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "commands.h"
-#include "core/error.h"
 #include "cli/bench.h"
 #include "cli/flag_table.h"
 #include "cli/flags.h"
+#include "cli/parallel_run.h"
+#include "commands.h"
+#include "core/error.h"
 
 namespace hytra {
 namespace {
@@ -54,22 +55,26 @@ int cmd_bench(int argc, char** argv) {
     }
   }
   check_bench_counts(warmup, steps);  // before --train-iters is derived from them
-  rest.push_back("--train-iters");  // the bench decides the length; flags given after the name still win
+  rest.push_back("--train-iters");    // the bench decides the length; flags given after the name still win
   rest.push_back(std::to_string(warmup + steps));
   rest.insert(rest.end(), overrides.begin(), overrides.end());
   ModelConfig model;
   TrainConfig train;
-  parse_train_args(rest, model, train, nullptr);
+  dist::World world;  // a torchrun-style one-rank world runs the NCCL data-parallel path (its overhead)
+  HYTRA_CHECK(world.size() == 1, "hytra bench: one process (world size ", world.size(), ")");
+  parse_train_flags(rest, model, train, nullptr);
+  dist::ParallelContext par = make_run_context(world, train);
+  resolve_train_config(model, train);
   if (skew) train.after_init = skew_routing;
   // The record's name: the file stem, or its folder for examples/<name>/config.yaml.
   const std::filesystem::path path(name);
   std::string label = path.filename().string();  // not stem(): "llama3.2-1b" has a dot
   if (label.size() > 5 && label.ends_with(".yaml")) label.resize(label.size() - 5);
   if (label == "config" && path.has_parent_path()) label = path.parent_path().filename().string();
-  BenchResult r = run_bench(label, model, train, warmup, steps, std::cout);
+  BenchResult r = run_bench(label, model, train, warmup, steps, std::cout, &par);
   std::cout << "hytra bench: " << r.num_params << " parameters, " << r.flops_per_token / 1e9
-            << " GFLOP per token (docs/configuration.md, model FLOPs), " << steps << " measured steps after "
-            << warmup << " warm-up\n"
+            << " GFLOP per token (docs/configuration.md, model FLOPs), " << steps << " measured steps after " << warmup
+            << " warm-up\n"
             << format_bench_record(r) << "\n";
   return 0;
 }

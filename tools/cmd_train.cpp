@@ -8,10 +8,9 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "cli/parallel_run.h"
 #include "commands.h"
 #include "core/log.h"
-#include "dist/parallel_context.h"
-#include "dist/world.h"
 #include "train/trainer.h"
 
 namespace hytra {
@@ -37,11 +36,7 @@ int cmd_train(int argc, char** argv) {
       if (world.rank() == 0) std::cout << help;
       return 0;
     }
-    dist::ParallelContext par = dist::make_parallel_context(
-        world.comm(),
-        {train_cfg.tensor_model_parallel_size, train_cfg.pipeline_model_parallel_size, train_cfg.context_parallel_size,
-         train_cfg.expert_model_parallel_size, train_cfg.expert_tensor_parallel_size});
-    train_cfg.data_parallel_size = par.dp_size();
+    dist::ParallelContext par = make_run_context(world, train_cfg);
     resolve_train_config(model, train_cfg);
     NullBuffer null_buffer;
     std::ostream null_log(&null_buffer);

@@ -142,6 +142,13 @@ void cuda_allocator_use_pool(int pool) { caching_allocator().use_pool(pool); }
 
 void cuda_allocator_release_cached() { caching_allocator().release_cached(); }
 
+void cuda_select_device(int local_rank) {
+  int n = 0;
+  cuda_check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+  HYTRA_CHECK(n > 0, "no CUDA device is visible");
+  cuda_check(cudaSetDevice(local_rank % n), "cudaSetDevice");
+}
+
 void* cuda_stream_create() {
   cudaStream_t s = nullptr;
   cuda_check(cudaStreamCreate(&s), "cudaStreamCreate");  // blocking: ordered with the legacy stream

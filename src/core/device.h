@@ -14,6 +14,9 @@ bool cuda_available();
 
 // Waits for all work queued on a CUDA stream (null = the legacy default stream); no-op without CUDA.
 void cuda_stream_synchronize(void* stream);
+// Makes GPU `local_rank` modulo the visible GPUs this process's device (before any other CUDA work: a
+// multi-process run puts one rank on each GPU). Fails clearly without CUDA.
+void cuda_select_device(int local_rank);
 // A new CUDA stream, ordered with the legacy default stream (so cudaMemcpy/cudaMemset stay ordered
 // with the work queued on it). Fails clearly without CUDA.
 void* cuda_stream_create();

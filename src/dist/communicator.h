@@ -1,7 +1,7 @@
 // The communicator interface: collectives and point-to-point transfers among the ranks of one group
 // (docs/parallelism.md). Tensors are contiguous and on the backend's device (MPI: CPU; NCCL: CUDA). The
-// reductions are deterministic: every element is summed over the ranks in rank order, so a rerun of the
-// same layout gives the same bits, whatever the transport does.
+// reductions are deterministic, so a rerun of the same layout gives the same bits: MPI sums every element
+// over the ranks in rank order itself; NCCL runs with one fixed algorithm and protocol (ring, simple).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,6 +16,7 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  virtual Device device() const = 0;  // where the tensors live
 
   // t = sum over the ranks of t (in place; fp32, fp64, int32, int64).
   virtual void all_reduce_sum(Tensor& t) = 0;

@@ -72,6 +72,7 @@ class MpiCommunicator final : public Communicator {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  Device device() const override { return Device::CPU; }
 
   void all_reduce_sum(Tensor& t) override {
     check_cpu(t, "all_reduce_sum");

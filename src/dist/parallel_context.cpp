@@ -2,21 +2,32 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+#include "dist/nccl_communicator.h"
+
 namespace hytra::dist {
 
-ParallelContext make_parallel_context(Communicator* world, const ParallelSizes& sizes) {
+ParallelContext make_parallel_context(const World& world, const ParallelSizes& sizes, bool cuda, void* compute_stream) {
   ParallelContext c;
-  c.dims = ParallelDims::make(world != nullptr ? world->size() : 1, sizes);
-  if (world == nullptr) return c;
-  c.rank = world->rank();
-  if (c.dims.dp > 1) {
-    // Megatron's data-parallel group of this rank; the split's color is the group's index, its key the
-    // rank's place in it.
-    const auto groups = c.dims.dense().groups("dp");
-    for (size_t g = 0; g < groups.size(); ++g) {
-      const auto it = std::find(groups[g].begin(), groups[g].end(), c.rank);
-      if (it != groups[g].end()) c.dp = world->split(int(g), int(it - groups[g].begin()));
-    }
+  c.dims = ParallelDims::make(world.size(), sizes);
+  c.rank = world.rank();
+  const bool torchrun = world.env().launcher == Launcher::Torchrun;
+  Communicator* base = world.comm();
+  if (cuda && (world.size() > 1 || torchrun)) {
+    c.world = nccl_communicator(world.comm(), world.rank(), world.size(), compute_stream);
+    base = c.world.get();
+  }
+  HYTRA_CHECK(base != nullptr || world.size() == 1, "launched with ", launcher_name(world.env().launcher),
+              " (world size ", world.size(),
+              ") on CPUs: CPU ranks communicate through MPI (start them with mpirun "
+              "or srun); torchrun-style launches train on GPUs (NCCL)");
+  if (base == nullptr) return c;
+  // Megatron's data-parallel group of this rank: the split's color is the group's index, its key the rank's
+  // place in it.
+  const auto groups = c.dims.dense().groups("dp");
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto it = std::find(groups[g].begin(), groups[g].end(), c.rank);
+    if (it != groups[g].end()) c.dp = base->split(int(g), int(it - groups[g].begin()));
   }
   return c;
 }

@@ -1,22 +1,27 @@
 // The communicators a training run uses, made once from the world and the parallel sizes and passed
-// down explicitly (no globals). Only the data-parallel group exists yet (the other sizes are 1).
+// down explicitly (no globals). Only the data-parallel group exists yet (the other sizes are 1). CPU runs
+// communicate through the MPI world; CUDA runs through NCCL (bootstrapped by the MPI world, or by
+// NCCL_COMM_ID under a torchrun-style launch, which also gives a one-rank world its NCCL group).
 #pragma once
 #include <memory>
 
 #include "dist/communicator.h"
 #include "dist/parallel_dims.h"
+#include "dist/world.h"
 
 namespace hytra::dist {
 
 struct ParallelContext {
   ParallelDims dims;
-  int rank = 0;                      // in the world
-  std::unique_ptr<Communicator> dp;  // the data-parallel group; nullptr when dp is 1
+  int rank = 0;                         // in the world
+  std::unique_ptr<Communicator> world;  // NCCL runs: the NCCL world (the MPI one stays in World)
+  std::unique_ptr<Communicator> dp;     // the data-parallel group; nullptr in a single process
   int dp_rank() const { return dp ? dp->rank() : 0; }
   int dp_size() const { return dp ? dp->size() : 1; }
 };
 
-// world: nullptr for one process. Every rank of the world calls it (the groups are split collectively).
-ParallelContext make_parallel_context(Communicator* world, const ParallelSizes& sizes);
+// Every rank of the world calls it (the groups are split collectively). cuda: the run's device is a GPU
+// (selected already); compute_stream: the cudaStream_t its kernels run on.
+ParallelContext make_parallel_context(const World& world, const ParallelSizes& sizes, bool cuda, void* compute_stream);
 
 }  // namespace hytra::dist

@@ -2,16 +2,21 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "core/error.h"
 #include "dist/mpi_communicator.h"
 
 namespace hytra::dist {
 
 World::World() : env_(launch_env_from_process()) {
+  if (env_.launcher == Launcher::Torchrun) {
+    const std::string id = env_.master_addr + ":" + std::to_string(env_.master_port + 1);
+    setenv("NCCL_COMM_ID", id.c_str(), 0);
+    return;
+  }
   if (env_.world == 1) return;
-  HYTRA_CHECK(env_.mpi(), "launched with ", launcher_name(env_.launcher), " (world size ", env_.world,
-              "): multi-process runs start with mpirun or srun for now (the NCCL backend for torchrun-style "
-              "launches is not built yet)");
   int ready = 0;
   MPI_Initialized(&ready);
   if (!ready) {

@@ -1,6 +1,7 @@
 // This process's place in a job: the launch environment and the world communicator. Made once in the
 // program's main (the tools), which hands its communicators down; nothing here is a global the library
-// reads. Under an MPI launcher (mpirun, srun) the world is MPI's (CPU tensors); a single process has none.
+// reads. Under an MPI launcher (mpirun, srun) the world is MPI's (CPU tensors, and the bootstrap of NCCL);
+// a torchrun-style launch has no MPI world (NCCL alone, through NCCL_COMM_ID); a single process has none.
 #pragma once
 #include <memory>
 
@@ -12,8 +13,8 @@ namespace hytra::dist {
 class World {
  public:
   // Reads the launch environment and, under an MPI launcher with more than one rank, starts MPI and checks
-  // that its world matches the environment's. A torchrun-style launch (no MPI) is an error until the NCCL
-  // backend exists.
+  // that its world matches the environment's. Under a torchrun-style launch it sets NCCL_COMM_ID to
+  // MASTER_ADDR:MASTER_PORT + 1 (torchrun's own store holds MASTER_PORT) unless it is set.
   World();
   ~World();
   World(const World&) = delete;

@@ -38,7 +38,7 @@ Tensor DataParallelOptimizer::gather(const Tensor& part) const {
 
 double DataParallelOptimizer::reduce_gradients(Exec& ex) {
   Tensor& grads = params_.flat_grads();
-  if (dp_ == nullptr || dp_->size() == 1) return grad_global_norm(ex, params_);
+  if (dp_ == nullptr) return grad_global_norm(ex, params_);
   if (!sharded_) {
     dp_->all_reduce_sum(grads);
     return grad_global_norm(ex, params_);

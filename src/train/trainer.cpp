@@ -107,18 +107,12 @@ class DataParallel {
   // (Megatron's sampler: each step takes mbs x ranks consecutive samples, rank r the r-th mbs of them).
   int64_t sample(int64_t first, int64_t m, int64_t mbs) const { return first + (m * size() + rank()) * mbs; }
   // The mean over the ranks of a value each rank computed over its own micro-batches.
-  double mean(double v) const {
-    if (!comm_) return v;
-    Tensor t = Tensor::empty({1}, DType::F64);
-    t.data<double>()[0] = v;
-    comm_->all_reduce_sum(t);
-    return t.data<double>()[0] / double(size());
-  }
+  double mean(double v) const { return mean(std::vector<double>{v})[0]; }
   std::vector<double> mean(std::vector<double> v) const {
     if (!comm_ || v.empty()) return v;
     Tensor t = Tensor::empty({int64_t(v.size())}, DType::F64);
     t.copy_from_f64(v);
-    comm_->all_reduce_sum(t);
+    sum_host(t);
     v = t.to_f64_vector();
     for (double& x : v) x /= double(size());
     return v;
@@ -137,8 +131,8 @@ class DataParallel {
     Tensor tf = Tensor::empty({int64_t(f.size())}, DType::F64), tn = Tensor::empty({int64_t(n.size())}, DType::I64);
     tf.copy_from_f64(f);
     std::copy(n.begin(), n.end(), tn.data<int64_t>());
-    comm_->all_reduce_sum(tf);
-    comm_->all_reduce_sum(tn);
+    sum_host(tf);
+    sum_host(tn);
     const double* pf = tf.data<double>();
     const int64_t* pn = tn.data<int64_t>();
     for (MoeStats& m : s) {
@@ -154,6 +148,17 @@ class DataParallel {
   }
 
  private:
+  // A host tensor summed over the ranks (through the device for NCCL).
+  void sum_host(Tensor& t) const {
+    if (comm_->device() == Device::CPU) {
+      comm_->all_reduce_sum(t);
+      return;
+    }
+    Tensor d = t.to(comm_->device());
+    comm_->all_reduce_sum(d);
+    t = d.to(Device::CPU);
+  }
+
   dist::Communicator* comm_;
 };
 
@@ -190,8 +195,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
               tc.data_parallel_size, ") differs from the data-parallel group's (", dp.size(), ")");
   const bool rank0 = par == nullptr || par->rank == 0;
   const Device dev = resolve_device(tc.device);
-  HYTRA_CHECK(dp.size() == 1 || dev == Device::CPU, "data parallelism over ", dp.size(),
-              " ranks runs on CPUs for now (the NCCL backend for GPUs is not built yet): add --device cpu");
+  HYTRA_CHECK(par == nullptr || par->dp == nullptr || par->dp->device() == dev,
+              "the data-parallel group "
+              "communicates ",
+              device_name(par != nullptr && par->dp ? par->dp->device() : dev), " tensors but the run trains on ",
+              device_name(dev), " (--device)");
   HYTRA_CHECK(dp.size() == 1 || mc.moe_router_load_balancing_type != LoadBalancing::GlobalAuxLoss,
               "--moe-router-load-balancing-type global_aux_loss: not built yet with data parallelism");
   HYTRA_CHECK(!tc.bf16 || dev == Device::CUDA,

@@ -20,7 +20,7 @@ void check_bench_counts(int64_t warmup, int64_t steps) {
 }
 
 BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainConfig train, int64_t warmup,
-                      int64_t steps, std::ostream& log) {
+                      int64_t steps, std::ostream& log, dist::ParallelContext* par) {
   check_bench_counts(warmup, steps);
   // Resuming would skip the iterations the checkpoint has done, and with them the measured ones.
   HYTRA_CHECK(train.load.empty(), "--load: bench measures a fresh run of the config; it cannot resume ", train.load,
@@ -30,7 +30,7 @@ BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainCo
   train.save.clear();
   train.exit_interval = 0;
   train.log_interval = std::max<int64_t>(1, train.train_iters / 4);
-  TrainResult t = hytra::train(model, train, log);
+  TrainResult t = hytra::train(model, train, log, par);
   HYTRA_ASSERT(int64_t(t.iter_seconds.size()) == warmup + steps, "bench: expected ", warmup + steps,
                " iteration times, got ", t.iter_seconds.size());
   std::vector<double> measured(t.iter_seconds.begin() + warmup, t.iter_seconds.end());
@@ -69,7 +69,8 @@ void skew_routing(ParamStore& store) {
     if (p->value.raw() != p->master.raw()) ops::copy(ex, p->value, p->master);
     ++layers;
   }
-  HYTRA_CHECK(layers > 0, "--skew-routing: the model has no router expert bias (it needs MoE layers with "
+  HYTRA_CHECK(layers > 0,
+              "--skew-routing: the model has no router expert bias (it needs MoE layers with "
               "--moe-router-enable-expert-bias)");
 }
 
@@ -78,8 +79,8 @@ std::string format_bench_record(const BenchResult& r) {
   std::snprintf(buf, sizeof(buf),
                 "hytra config=%s mbs=%lld gbs=%lld seq=%lld step_ms=%.2f tokens_per_s=%.0f tflops_per_gpu=%.1f "
                 "mfu=%.1f%% peak_mem_gib=%.2f loss=%.4f",
-                r.name.c_str(), (long long)r.micro_batch, (long long)r.global_batch, (long long)r.seq_length,
-                r.step_ms, r.tokens_per_s, r.tflops_per_gpu, 100.0 * r.mfu, r.peak_mem_gib, r.last_loss);
+                r.name.c_str(), (long long)r.micro_batch, (long long)r.global_batch, (long long)r.seq_length, r.step_ms,
+                r.tokens_per_s, r.tflops_per_gpu, 100.0 * r.mfu, r.peak_mem_gib, r.last_loss);
   return buf;
 }
 

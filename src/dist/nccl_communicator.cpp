@@ -1,0 +1,181 @@
+#include "dist/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace hytra::dist {
+
+namespace {
+
+void check(ncclResult_t r, const char* what) {
+  HYTRA_CHECK(r == ncclSuccess, what, " failed: ", ncclGetErrorString(r));
+}
+void check(cudaError_t r, const char* what) { HYTRA_CHECK(r == cudaSuccess, what, " failed: ", cudaGetErrorString(r)); }
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::F64: return ncclFloat64;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
+    case DType::BF16: return ncclBfloat16;
+  }
+  return ncclFloat32;
+}
+
+void check_cuda(const Tensor& t, const char* what) {
+  HYTRA_CHECK(t.device() == Device::CUDA, what, ": the NCCL backend takes CUDA tensors");
+  HYTRA_CHECK(t.is_contiguous(), what, ": the tensor must be contiguous");
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t c, cudaStream_t compute) : comm_(c), compute_(compute) {
+    check(ncclCommUserRank(c, &rank_), "ncclCommUserRank");
+    check(ncclCommCount(c, &size_), "ncclCommCount");
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(cudaMalloc(&token_, 4), "cudaMalloc");
+  }
+  ~NcclCommunicator() override {
+    ncclCommDestroy(comm_);
+    cudaFree(token_);
+    cudaEventDestroy(queued_);
+    cudaEventDestroy(done_);
+    cudaStreamDestroy(stream_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Device device() const override { return Device::CUDA; }
+
+  void all_reduce_sum(Tensor& t) override {
+    check_cuda(t, "all_reduce_sum");
+    HYTRA_CHECK(t.dtype() != DType::BF16, "all_reduce_sum: bf16 tensors are not summed (fp32, fp64, int32, int64)");
+    run([&] {
+      check(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_),
+            "ncclAllReduce");
+    });
+  }
+  void reduce_scatter_sum(Tensor& out, const Tensor& in) override {
+    check_cuda(out, "reduce_scatter_sum");
+    check_cuda(in, "reduce_scatter_sum");
+    HYTRA_CHECK(in.numel() == out.numel() * size_ && in.dtype() == out.dtype() && in.dtype() != DType::BF16,
+                "reduce_scatter_sum: the input has ", in.numel(), " elements, expected ", size_, " x ", out.numel(),
+                " of the output's dtype (not bf16)");
+    run([&] {
+      check(ncclReduceScatter(in.raw(), out.raw(), size_t(out.numel()), nccl_type(in.dtype()), ncclSum, comm_, stream_),
+            "ncclReduceScatter");
+    });
+  }
+  void all_gather(Tensor& out, const Tensor& in) override {
+    check_cuda(out, "all_gather");
+    check_cuda(in, "all_gather");
+    HYTRA_CHECK(out.numel() == in.numel() * size_ && in.dtype() == out.dtype(), "all_gather: the output has ",
+                out.numel(), " elements, expected ", size_, " x ", in.numel(), " of the input's dtype");
+    run([&] {
+      check(ncclAllGather(in.raw(), out.raw(), size_t(in.numel()), nccl_type(in.dtype()), comm_, stream_),
+            "ncclAllGather");
+    });
+  }
+  void broadcast(Tensor& t, int root) override {
+    check_cuda(t, "broadcast");
+    HYTRA_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " outside the group of ", size_);
+    run([&] {
+      check(ncclBroadcast(t.raw(), t.raw(), size_t(t.numel()), nccl_type(t.dtype()), root, comm_, stream_),
+            "ncclBroadcast");
+    });
+  }
+  void all_to_all_v(Tensor& out, const Tensor& in, const std::vector<int64_t>& send_rows,
+                    const std::vector<int64_t>& recv_rows) override {
+    check_cuda(out, "all_to_all_v");
+    check_cuda(in, "all_to_all_v");
+    HYTRA_CHECK(int(send_rows.size()) == size_ && int(recv_rows.size()) == size_ && in.dtype() == out.dtype(),
+                "all_to_all_v: one row count a rank expected (", size_, ")");
+    const int64_t rows_in = std::max<int64_t>(in.size(0), 1), rows_out = std::max<int64_t>(out.size(0), 1);
+    const int64_t w = in.size(0) > 0 ? in.numel() / rows_in : out.numel() / rows_out;
+    const size_t bytes = dtype_size(in.dtype());
+    run([&] {
+      check(ncclGroupStart(), "ncclGroupStart");
+      int64_t s = 0, r = 0;
+      for (int p = 0; p < size_; ++p) {
+        const int64_t ns = send_rows[size_t(p)] * w, nr = recv_rows[size_t(p)] * w;
+        if (ns > 0)
+          check(ncclSend(static_cast<const char*>(in.raw()) + size_t(s) * bytes, size_t(ns), nccl_type(in.dtype()), p,
+                         comm_, stream_),
+                "ncclSend");
+        if (nr > 0)
+          check(ncclRecv(static_cast<char*>(out.raw()) + size_t(r) * bytes, size_t(nr), nccl_type(in.dtype()), p, comm_,
+                         stream_),
+                "ncclRecv");
+        s += ns;
+        r += nr;
+      }
+      HYTRA_CHECK(s == in.numel() && r == out.numel(), "all_to_all_v: the row counts do not match the tensors");
+      check(ncclGroupEnd(), "ncclGroupEnd");
+    });
+  }
+  void send(const Tensor& t, int peer) override {
+    check_cuda(t, "send");
+    run([&] { check(ncclSend(t.raw(), size_t(t.numel()), nccl_type(t.dtype()), peer, comm_, stream_), "ncclSend"); });
+  }
+  void recv(Tensor& t, int peer) override {
+    check_cuda(t, "recv");
+    run([&] { check(ncclRecv(t.raw(), size_t(t.numel()), nccl_type(t.dtype()), peer, comm_, stream_), "ncclRecv"); });
+  }
+  // An all-reduce of one element, waited for on the host.
+  void barrier() override {
+    run([&] { check(ncclAllReduce(token_, token_, 1, ncclInt32, ncclSum, comm_, stream_), "ncclAllReduce"); });
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    ncclComm_t c = nullptr;
+    check(ncclCommSplit(comm_, color, key, &c, nullptr), "ncclCommSplit");
+    return std::make_unique<NcclCommunicator>(c, compute_);
+  }
+
+ private:
+  // The operation on this communicator's stream, ordered after the compute stream's queued work and before
+  // its later work.
+  template <class F>
+  void run(F op) {
+    check(cudaEventRecord(queued_, compute_), "cudaEventRecord");
+    check(cudaStreamWaitEvent(stream_, queued_, 0), "cudaStreamWaitEvent");
+    op();
+    check(cudaEventRecord(done_, stream_), "cudaEventRecord");
+    check(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
+  }
+
+  ncclComm_t comm_;
+  cudaStream_t compute_, stream_ = nullptr;
+  cudaEvent_t queued_ = nullptr, done_ = nullptr;
+  void* token_ = nullptr;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> nccl_communicator(Communicator* bootstrap, int rank, int size, void* compute_stream) {
+  setenv("NCCL_ALGO", "Ring", 0);  // fixed reduction order: reruns give the same bits
+  setenv("NCCL_PROTO", "Simple", 0);
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  if (rank == 0 || bootstrap == nullptr) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  if (bootstrap != nullptr && size > 1) {
+    static_assert(sizeof(ncclUniqueId) % 4 == 0);
+    Tensor t = Tensor::empty({int64_t(sizeof id / 4)}, DType::I32);
+    std::memcpy(t.raw(), &id, sizeof id);
+    bootstrap->broadcast(t, 0);
+    std::memcpy(&id, t.raw(), sizeof id);
+  }
+  ncclComm_t c = nullptr;
+  check(ncclCommInitRank(&c, size, id, rank), "ncclCommInitRank");
+  return std::make_unique<NcclCommunicator>(c, static_cast<cudaStream_t>(compute_stream));
+}
+
+}  // namespace hytra::dist

@@ -1,0 +1,22 @@
+#include "cli/parallel_run.h"
+
+#include "core/device.h"
+#include "ops/exec.h"
+
+namespace hytra {
+
+dist::ParallelContext make_run_context(const dist::World& world, TrainConfig& train) {
+  const bool cuda = train.device == DeviceChoice::CUDA || (train.device == DeviceChoice::Auto && cuda_available());
+  // A GPU run of several ranks (or a torchrun-style one) takes its local rank's GPU before any CUDA work.
+  if (cuda && (world.size() > 1 || world.env().launcher == dist::Launcher::Torchrun))
+    cuda_select_device(world.env().local_rank);
+  dist::ParallelContext par = dist::make_parallel_context(
+      world,
+      {train.tensor_model_parallel_size, train.pipeline_model_parallel_size, train.context_parallel_size,
+       train.expert_model_parallel_size, train.expert_tensor_parallel_size},
+      cuda, cuda ? Exec::for_device(Device::CUDA).stream() : nullptr);
+  train.data_parallel_size = par.dp_size();
+  return par;
+}
+
+}  // namespace hytra
