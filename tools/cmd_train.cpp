@@ -3,6 +3,7 @@
 // ends the whole job.
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ class NullBuffer : public std::streambuf {
 int cmd_train(int argc, char** argv) {
   dist::World world;
   log_enabled = world.rank() == 0;
+  // Outside the try: after an error the job is ended before any communicator is torn down (a teardown can
+  // wait for ranks that are still in a collective).
+  std::unique_ptr<dist::ParallelContext> par;
   try {
     ModelConfig model;
     TrainConfig train_cfg;
@@ -36,11 +40,11 @@ int cmd_train(int argc, char** argv) {
       if (world.rank() == 0) std::cout << help;
       return 0;
     }
-    dist::ParallelContext par = make_run_context(world, train_cfg);
+    par = std::make_unique<dist::ParallelContext>(make_run_context(world, train_cfg));
     resolve_train_config(model, train_cfg);
     NullBuffer null_buffer;
     std::ostream null_log(&null_buffer);
-    train(model, train_cfg, world.rank() == 0 ? std::cout : null_log, &par);
+    train(model, train_cfg, world.rank() == 0 ? std::cout : null_log, par.get());
     return 0;
   } catch (const std::exception& e) {
     if (world.size() == 1) throw;

@@ -142,11 +142,13 @@ void cuda_allocator_use_pool(int pool) { caching_allocator().use_pool(pool); }
 
 void cuda_allocator_release_cached() { caching_allocator().release_cached(); }
 
-void cuda_select_device(int local_rank) {
+void cuda_select_device(int local_rank, int local_ranks) {
   int n = 0;
   cuda_check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
-  HYTRA_CHECK(n > 0, "no CUDA device is visible");
-  cuda_check(cudaSetDevice(local_rank % n), "cudaSetDevice");
+  HYTRA_CHECK(n > 0 && local_ranks <= n && local_rank < n, local_ranks, " ranks on this node (local rank ",
+              local_rank, ") but ", n, " visible GPUs: one rank a GPU (check the launcher's ranks per node and ",
+              "CUDA_VISIBLE_DEVICES)");
+  cuda_check(cudaSetDevice(local_rank), "cudaSetDevice");
 }
 
 void* cuda_stream_create() {

@@ -15,7 +15,7 @@ void cuda_stream_synchronize(void*) {}
 Allocator& cuda_allocator() { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
 void cuda_allocator_use_pool(int) { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
 void cuda_allocator_release_cached() {}
-void cuda_select_device(int) { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
+void cuda_select_device(int, int) { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
 void* cuda_stream_create() { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
 
 void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {

@@ -14,9 +14,10 @@ bool cuda_available();
 
 // Waits for all work queued on a CUDA stream (null = the legacy default stream); no-op without CUDA.
 void cuda_stream_synchronize(void* stream);
-// Makes GPU `local_rank` modulo the visible GPUs this process's device (before any other CUDA work: a
-// multi-process run puts one rank on each GPU). Fails clearly without CUDA.
-void cuda_select_device(int local_rank);
+// Makes GPU `local_rank` this process's device (before any other CUDA work: a multi-process run puts one
+// rank on each GPU); `local_ranks` (the ranks on this node) must not exceed the visible GPUs. Fails clearly
+// without CUDA.
+void cuda_select_device(int local_rank, int local_ranks);
 // A new CUDA stream, ordered with the legacy default stream (so cudaMemcpy/cudaMemset stay ordered
 // with the work queued on it). Fails clearly without CUDA.
 void* cuda_stream_create();

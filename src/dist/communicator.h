@@ -31,6 +31,8 @@ class Communicator {
   // recv_rows[r] rows from rank r, in rank order. Both tensors have the same row width and dtype.
   virtual void all_to_all_v(Tensor& out, const Tensor& in, const std::vector<int64_t>& send_rows,
                             const std::vector<int64_t>& recv_rows) = 0;
+  // Blocking point-to-point transfers (NCCL: in stream order). A pair must not depend on a send whose receive
+  // the peer issues only after its own send (NCCL gives no eager buffer): order them, e.g. even ranks first.
   virtual void send(const Tensor& t, int peer) = 0;
   virtual void recv(Tensor& t, int peer) = 0;
   virtual void barrier() = 0;

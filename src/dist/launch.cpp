@@ -60,8 +60,9 @@ LaunchEnv resolve_launch_env(const std::function<const char*(const char*)>& get)
     const char* port = get("MASTER_PORT");
     env.master_addr = addr != nullptr ? addr : "127.0.0.1";
     env.master_port = port != nullptr ? parse_int("MASTER_PORT", port, 1) : 29500;
-    HYTRA_CHECK(env.master_port <= 65535, "environment variable MASTER_PORT=", env.master_port,
-                ": expected a port number (1..65535)");
+    // NCCL's bootstrap takes MASTER_PORT + 1 (torchrun's own store holds MASTER_PORT).
+    HYTRA_CHECK(env.master_port <= 65534, "environment variable MASTER_PORT=", env.master_port,
+                ": expected a port number (1..65534; hytra's NCCL bootstrap listens on the next one)");
     return env;
   }
   if (read(get, Launcher::OpenMpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",

@@ -176,6 +176,9 @@ class MpiCommunicator final : public Communicator {
 std::unique_ptr<Communicator> mpi_world_communicator() {
   MPI_Comm c;
   check(MPI_Comm_dup(MPI_COMM_WORLD, &c), "MPI_Comm_dup");
+  // Errors come back to check(), which names the call (they would otherwise abort inside MPI); the
+  // communicators split from it inherit this.
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
   return std::make_unique<MpiCommunicator>(c);
 }
 

@@ -99,8 +99,17 @@ class NcclCommunicator final : public Communicator {
                 "all_to_all_v: one row count a rank expected (", size_, ")");
     const int64_t rows_in = std::max<int64_t>(in.size(0), 1), rows_out = std::max<int64_t>(out.size(0), 1);
     const int64_t w = in.size(0) > 0 ? in.numel() / rows_in : out.numel() / rows_out;
+    HYTRA_CHECK(in.size(0) == 0 || out.size(0) == 0 || w == out.numel() / rows_out, "all_to_all_v: row widths differ");
+    int64_t total_s = 0, total_r = 0;
+    for (int p = 0; p < size_; ++p) {
+      total_s += send_rows[size_t(p)] * w;
+      total_r += recv_rows[size_t(p)] * w;
+    }
+    HYTRA_CHECK(total_s == in.numel() && total_r == out.numel(), "all_to_all_v: the row counts sum to ",
+                total_s / std::max<int64_t>(w, 1), " sent and ", total_r / std::max<int64_t>(w, 1),
+                " received, the tensors have ", in.size(0), " and ", out.size(0), " rows");
     const size_t bytes = dtype_size(in.dtype());
-    run([&] {
+    run([&] {  // nothing in the group may throw: an open group would swallow every later NCCL call
       check(ncclGroupStart(), "ncclGroupStart");
       int64_t s = 0, r = 0;
       for (int p = 0; p < size_; ++p) {
@@ -116,7 +125,6 @@ class NcclCommunicator final : public Communicator {
         s += ns;
         r += nr;
       }
-      HYTRA_CHECK(s == in.numel() && r == out.numel(), "all_to_all_v: the row counts do not match the tensors");
       check(ncclGroupEnd(), "ncclGroupEnd");
     });
   }
@@ -165,6 +173,9 @@ std::unique_ptr<Communicator> nccl_communicator(Communicator* bootstrap, int ran
   setenv("NCCL_PROTO", "Simple", 0);
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
+  HYTRA_CHECK(bootstrap != nullptr || size == 1 || std::getenv("NCCL_COMM_ID") != nullptr, "NCCL over ", size,
+              " ranks without MPI needs NCCL_COMM_ID (a torchrun-style launch sets it from "
+              "MASTER_ADDR and MASTER_PORT)");
   if (rank == 0 || bootstrap == nullptr) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   if (bootstrap != nullptr && size > 1) {
     static_assert(sizeof(ncclUniqueId) % 4 == 0);

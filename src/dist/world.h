@@ -25,7 +25,9 @@ class World {
   int size() const { return env_.world; }
   // The communicator of every rank; nullptr in a single process.
   Communicator* comm() const { return comm_.get(); }
-  // Ends every rank of the job now (after an error on this one); returns only in a single process.
+  // Ends every rank of the job now (after an error on this one): MPI_Abort under MPI; without MPI (a
+  // torchrun-style launch) this process exits at once and its launcher ends the others. Returns only in a
+  // single process.
   void abort(int code) const;
 
  private:

@@ -22,9 +22,16 @@ DataParallelOptimizer::DataParallelOptimizer(ParamStore& params, const AdamWConf
   part_ = (n + dp->size() - 1) / dp->size();
   const int64_t begin = std::min(n, dp->rank() * part_), end = std::min(n, begin + part_);
   adam_ = std::make_unique<AdamW>(params, cfg, begin, end);
-  load_m_ = Tensor::zeros({n}, DType::F32);
-  load_v_ = Tensor::zeros({n}, DType::F32);
-  load_ = {0, param_views(params, load_m_), param_views(params, load_v_)};
+}
+
+OptimizerState& DataParallelOptimizer::load_target() {
+  if (sharded_ && !load_m_.defined()) {
+    const int64_t n = params_.flat_master().numel();
+    load_m_ = Tensor::zeros({n}, DType::F32);
+    load_v_ = Tensor::zeros({n}, DType::F32);
+    load_ = {0, param_views(params_, load_m_), param_views(params_, load_v_)};
+  }
+  return load_;
 }
 
 Tensor DataParallelOptimizer::gather(const Tensor& part) const {
@@ -71,12 +78,22 @@ OptimizerState DataParallelOptimizer::state_for_save() {
   return {adam_->steps_taken(), param_views(params_, m), param_views(params_, v)};
 }
 
-void DataParallelOptimizer::loaded() {
-  adam_->set_steps_taken(load_.step);
-  if (!sharded_) return;
+void DataParallelOptimizer::loaded(bool filled) {
+  if (filled) adam_->set_steps_taken(load_.step);
+  if (!sharded_ || !load_m_.defined()) return;
+  if (!filled) {
+    load_ = {};
+    load_m_ = Tensor();
+    load_v_ = Tensor();
+    return;
+  }
   const int64_t begin = adam_->begin(), len = adam_->end() - begin;
-  std::memcpy(adam_->exp_avg_flat().raw(), load_m_.narrow(0, begin, len).raw(), size_t(len) * 4);
-  std::memcpy(adam_->exp_avg_sq_flat().raw(), load_v_.narrow(0, begin, len).raw(), size_t(len) * 4);
+  const size_t bytes = size_t(len) * dtype_size(load_m_.dtype());
+  std::memcpy(adam_->exp_avg_flat().raw(), load_m_.narrow(0, begin, len).raw(), bytes);
+  std::memcpy(adam_->exp_avg_sq_flat().raw(), load_v_.narrow(0, begin, len).raw(), bytes);
+  load_ = {};  // the whole-buffer moments are not kept
+  load_m_ = Tensor();
+  load_v_ = Tensor();
 }
 
 }  // namespace hytra

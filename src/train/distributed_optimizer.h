@@ -25,9 +25,10 @@ class DataParallelOptimizer {
   void step(Exec& ex, double lr, double grad_scale);
   // The whole optimizer state (sharded: gathered from every rank, so every rank calls it).
   OptimizerState state_for_save();
-  // Where a checkpoint's optimizer state is read to; then loaded() takes it in.
-  OptimizerState& load_target() { return load_; }
-  void loaded();
+  // Where a checkpoint's optimizer state is read to (sharded: whole-buffer moments, until loaded()); then
+  // loaded(filled) takes it in when the load filled it, and drops the whole-buffer moments.
+  OptimizerState& load_target();
+  void loaded(bool filled);
 
  private:
   // flat's part [begin, end) from every rank, one after the other: the whole buffer (a collective).

@@ -38,7 +38,7 @@ struct EnumText<Strictness> {
 
 struct TrainConfig {
   int64_t micro_batch_size = 0;   // --micro-batch-size: samples per forward/backward
-  int64_t global_batch_size = 0;  // --global-batch-size: samples per step; 0 = micro-batch size
+  int64_t global_batch_size = 0;  // --global-batch-size: samples per step; 0 = micro-batch x data-parallel size
   int64_t train_iters = 0;        // --train-iters: optimizer steps
 
   double lr = 0.0;                                     // --lr: peak learning rate
@@ -99,7 +99,9 @@ struct TrainConfig {
 
   // Micro-batches a step on each data-parallel rank.
   int64_t num_micro_batches() const { return global_batch() / (micro_batch_size * data_parallel_size); }
-  int64_t global_batch() const { return global_batch_size > 0 ? global_batch_size : micro_batch_size; }
+  int64_t global_batch() const {
+    return global_batch_size > 0 ? global_batch_size : micro_batch_size * data_parallel_size;
+  }
 
   // Not a flag: a tool's change to the freshly initialised parameters before the first step (`hytra bench
   // --skew-routing`); unset in training.

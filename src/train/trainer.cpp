@@ -218,7 +218,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const std::vector<ArchitectureEntry> arch = architecture_record(mc, model.plan());
   ResumePoint start;
   if (!tc.load.empty()) start = load_training_state(tc, store, opt.load_target(), arch);
-  if (start.optimizer_loaded) opt.loaded();
+  if (!tc.load.empty()) opt.loaded(start.optimizer_loaded);
 
   TrainResult result;
   result.num_params = store.num_elements();
@@ -230,7 +230,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       << " micro-batches of " << mbs
       << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string()) << ")\n";
 
+  // The first rank of the group builds the dataset index caches first, the others then read them (Megatron's
+  // order: no two processes write one cache).
+  if (dp.rank() != 0) dp.barrier();
   const auto [train_data, valid_data] = data_sources(mc, tc);
+  if (dp.rank() == 0) dp.barrier();
   // The manifest's informational text: the run's training settings (its "model" object records the
   // resolved model configuration, model/architecture.cpp).
   const std::string config_text =
@@ -303,7 +307,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       rec.consumed_samples = consumed;
       rec.ms_per_iter = 1e3 * secs / double(interval_iters);
       rec.tokens_per_s = tokens / secs;
-      rec.tflops_per_gpu = flops_token * tokens / secs / 1e12;
+      rec.tflops_per_gpu = flops_token * tokens / secs / 1e12 / double(dp.size());  // per rank, as Megatron
       rec.lr = lr_at(lr_cfg, it);  // Megatron logs the rate after this iteration's scheduler step
       rec.global_batch_size = gbs;
       rec.losses = {{"lm loss", interval_loss / double(interval_iters)}};

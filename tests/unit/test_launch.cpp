@@ -79,6 +79,8 @@ TEST(Launch, MalformedVariablesAreNamed) {
   EXPECT_NE(e.find("RANK is set but WORLD_SIZE is not"), std::string::npos) << e;
   e = error_of([] { resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}); });
   EXPECT_NE(e.find("MASTER_PORT"), std::string::npos) << e;
+  e = error_of([] { resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "65535"}}); });
+  EXPECT_NE(e.find("MASTER_PORT=65535: expected a port number (1..65534"), std::string::npos) << e;
   e = error_of([] { resolve({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "0"}}); });
   EXPECT_NE(e.find("OMPI_COMM_WORLD_SIZE=\"0\""), std::string::npos) << e;
 }

@@ -9,7 +9,7 @@ dist::ParallelContext make_run_context(const dist::World& world, TrainConfig& tr
   const bool cuda = train.device == DeviceChoice::CUDA || (train.device == DeviceChoice::Auto && cuda_available());
   // A GPU run of several ranks (or a torchrun-style one) takes its local rank's GPU before any CUDA work.
   if (cuda && (world.size() > 1 || world.env().launcher == dist::Launcher::Torchrun))
-    cuda_select_device(world.env().local_rank);
+    cuda_select_device(world.env().local_rank, world.env().local_world);
   dist::ParallelContext par = dist::make_parallel_context(
       world,
       {train.tensor_model_parallel_size, train.pipeline_model_parallel_size, train.context_parallel_size,
