@@ -138,13 +138,17 @@ void nemotron_mixer_entries(std::vector<Entry>& out, const Env& e) {
 // The moe-2b layer (bench/configs/moe-2b.yaml): 8192 tokens routed top-6 over 32 experts (R = 49152 rows),
 // C 2048, expert FFN F 1024 with SwiGLU (fc1 2048 -> 2 x 1024, fc2 1024 -> 2048), bf16, the experts' weights
 // one (E, out, in) tensor and fp32 weight gradients. Routing: each token's 6 experts drawn uniformly (about
-// 1536 rows an expert) or, "skewed", half the tokens' first choice on expert 0 (about 4900 rows on it). The
+// 1536 rows an expert); "skewed", half the tokens' first choice on expert 0 (about 4900 rows on it); or
+// "crowded", every token on experts 0-5 (8192 rows each, the other 26 empty, as a router may start). The
 // dense GEMM of fc1's FLOPs is the ceiling a grouped GEMM is measured against; bench/peer/grouped_mm_peer.py
 // times torch._grouped_mm on the same entries.
-Tensor moe_offsets(int64_t N, int64_t K, int64_t E, bool skew, Device dev) {
+enum class Routing { Uniform, Skewed, Crowded };
+
+Tensor moe_offsets(int64_t N, int64_t K, int64_t E, Routing routing, Device dev) {
   std::vector<int64_t> count(size_t(E), 0);
   std::vector<int64_t> pool(static_cast<size_t>(E));
-  for (int64_t t = 0; t < N; ++t) {
+  const bool skew = routing == Routing::Skewed;
+  for (int64_t t = 0; t < N && routing != Routing::Crowded; ++t) {
     for (int64_t x = 0; x < E; ++x) pool[size_t(x)] = x;
     for (int64_t j = 0; j < K; ++j) {
       std::swap(pool[size_t(j)], pool[size_t(j + int64_t(mix(7, uint64_t(t * K + j)) % uint64_t(E - j)))]);
@@ -152,6 +156,8 @@ Tensor moe_offsets(int64_t N, int64_t K, int64_t E, bool skew, Device dev) {
       ++count[size_t(pool[size_t(j)])];
     }
   }
+  if (routing == Routing::Crowded)
+    for (int64_t x = 0; x < K; ++x) count[size_t(x)] = N;
   Tensor o = Tensor::empty({E + 1}, DType::I32);
   o.data<int32_t>()[0] = 0;
   for (int64_t x = 0; x < E; ++x) o.data<int32_t>()[x + 1] = o.data<int32_t>()[x] + int32_t(count[size_t(x)]);
@@ -164,12 +170,14 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
   const DType bf = DType::BF16, f32 = DType::F32;
   const int64_t N = 8192, K = 6, E = 32, R = N * K, C = 2048, F = 1024;
   const double fc1 = 2.0 * R * C * 2 * F;
-  for (bool skew : {false, true}) {
-    const std::string tag = std::string("moe-2b R=49152 E=32") + (skew ? " skewed" : "");
+  for (Routing routing : {Routing::Uniform, Routing::Skewed, Routing::Crowded}) {
+    const std::string tag = std::string("moe-2b R=49152 E=32") + (routing == Routing::Skewed    ? " skewed"
+                                                                  : routing == Routing::Crowded ? " crowded"
+                                                                                                : "");
     out.push_back({"grouped_gemm_glu", tag + " fc1+swiglu", bf, fc1, 0, [=] {
                      Tensor a = uniform({R, C}, bf, dev, 1), w = uniform({E, 2 * F, C}, bf, dev, 2, -0.05f, 0.05f);
                      Tensor p = uniform({R}, f32, dev, 3, 0.0f, 1.0f), h = uniform({R, 2 * F}, bf, dev, 4);
-                     Tensor y = uniform({R, F}, bf, dev, 5), o = moe_offsets(N, K, E, skew, dev);
+                     Tensor y = uniform({R, F}, bf, dev, 5), o = moe_offsets(N, K, E, routing, dev);
                      return std::function<void()>([=]() mutable {
                        ops::grouped_gemm_glu(*ex, h, y, a, w, o, p, ops::ExpertActivation::SwiGLU, 0, 0.0, 0.0);
                      });
@@ -179,7 +187,9 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
       const char* what;
       int64_t n, k;
       bool trans;
-    } gemms[] = {{" fc1 fwd", 2 * F, C, true}, {" fc2 fwd", C, F, true}, {" fc2 dgrad", F, C, false},
+    } gemms[] = {{" fc1 fwd", 2 * F, C, true},
+                 {" fc2 fwd", C, F, true},
+                 {" fc2 dgrad", F, C, false},
                  {" fc1 dgrad", C, 2 * F, false}};
     for (const auto& g : gemms) {
       const int64_t n = g.n, k = g.k;
@@ -187,7 +197,7 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
       out.push_back({"grouped_gemm", tag + g.what, bf, 2.0 * R * n * k, 0, [=] {
                        Tensor a = uniform({R, k}, bf, dev, 1), y = uniform({R, n}, bf, dev, 2);
                        Tensor w = uniform(trans ? Shape{E, n, k} : Shape{E, k, n}, bf, dev, 3, -0.05f, 0.05f);
-                       Tensor o = moe_offsets(N, K, E, skew, dev);
+                       Tensor o = moe_offsets(N, K, E, routing, dev);
                        return std::function<void()>([=]() mutable { ops::grouped_gemm(*ex, y, a, w, o, trans); });
                      }});
     }
@@ -200,15 +210,14 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
     for (const auto& g : wgrads)
       for (float beta : {0.0f, 1.0f}) {
         const int64_t n = g.n, k = g.k;
-        out.push_back({"grouped_gemm_wgrad", tag + g.what + (beta == 0.0f ? " beta=0" : " beta=1"), bf,
-                       2.0 * R * n * k, 0, [=] {
-                         Tensor dy = uniform({R, n}, bf, dev, 1), x = uniform({R, k}, bf, dev, 2);
-                         Tensor dw = uniform({E, n, k}, f32, dev, 3), o = moe_offsets(N, K, E, skew, dev);
-                         return std::function<void()>(
-                             [=]() mutable { ops::grouped_gemm_wgrad(*ex, dw, dy, x, o, beta); });
-                       }});
+        out.push_back(
+            {"grouped_gemm_wgrad", tag + g.what + (beta == 0.0f ? " beta=0" : " beta=1"), bf, 2.0 * R * n * k, 0, [=] {
+               Tensor dy = uniform({R, n}, bf, dev, 1), x = uniform({R, k}, bf, dev, 2);
+               Tensor dw = uniform({E, n, k}, f32, dev, 3), o = moe_offsets(N, K, E, routing, dev);
+               return std::function<void()>([=]() mutable { ops::grouped_gemm_wgrad(*ex, dw, dy, x, o, beta); });
+             }});
       }
-    if (skew) continue;
+    if (routing != Routing::Uniform) continue;
     out.push_back({"gemm", "dense R=49152 N=2048 K=2048 (fc1's FLOPs)", bf, fc1, 0, [=] {
                      Tensor a = uniform({R, C}, bf, dev, 1), w = uniform({2 * F, C}, bf, dev, 2, -0.05f, 0.05f);
                      Tensor y = uniform({R, 2 * F}, bf, dev, 3);
@@ -245,8 +254,7 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
                    Tensor x = uniform({N, 2048}, DType::BF16, dev, 4), y = uniform({R, 2048}, DType::BF16, dev, 5);
                    return std::function<void()>([=]() mutable { ops::gather_rows(*ex, y, x, rows); });
                  }});
-  out.push_back({"scatter_add_rows", "moe-2b unpermute R=49152 C=2048", DType::BF16, 0, double(R + N) * 2048 * 2,
-                 [=] {
+  out.push_back({"scatter_add_rows", "moe-2b unpermute R=49152 C=2048", DType::BF16, 0, double(R + N) * 2048 * 2, [=] {
                    Tensor rows, t_off, t_rows;
                    plan(rows, t_off, t_rows);
                    Tensor x = uniform({R, 2048}, DType::BF16, dev, 4), y = uniform({N, 2048}, DType::BF16, dev, 5);
@@ -256,7 +264,8 @@ void moe2b_expert_entries(std::vector<Entry>& out, const Env& e) {
                    Tensor l = uniform({N, E}, f32, dev, 1), p = uniform({N, K}, f32, dev, 3);
                    Tensor top = Tensor::empty({N, K}, DType::I32, dev), none;
                    ops::moe_router_fwd(*ex, p, top, l, none, K, ops::RouterScore::Sigmoid, false, 0, 0, 1.0);
-                   Tensor counts = Tensor::empty({E}, DType::I32, dev), offsets = Tensor::empty({E + 1}, DType::I32, dev);
+                   Tensor counts = Tensor::empty({E}, DType::I32, dev),
+                          offsets = Tensor::empty({E + 1}, DType::I32, dev);
                    Tensor rt2 = Tensor::empty({R}, DType::I32, dev), rs = Tensor::empty({R}, DType::I32, dev);
                    Tensor sr = Tensor::empty({R}, DType::I32, dev), tr = Tensor::empty({R}, DType::I32, dev);
                    return std::function<void()>(
