@@ -1,7 +1,5 @@
 #include "dist/parallel_context.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 #include "dist/nccl_communicator.h"
 
@@ -24,11 +22,8 @@ ParallelContext make_parallel_context(const World& world, const ParallelSizes& s
   if (base == nullptr) return c;
   // Megatron's data-parallel group of this rank: the split's color is the group's index, its key the rank's
   // place in it.
-  const auto groups = c.dims.dense().groups("dp");
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const auto it = std::find(groups[g].begin(), groups[g].end(), c.rank);
-    if (it != groups[g].end()) c.dp = base->split(int(g), int(it - groups[g].begin()));
-  }
+  const RankLayout::Membership m = c.dims.dense().membership(c.rank, "dp");
+  c.dp = base->split(m.group, m.position);
   return c;
 }
 

@@ -40,18 +40,6 @@ RankLayout::RankLayout(std::vector<std::string> names, std::vector<int> sizes)
   }
 }
 
-int RankLayout::size(const std::string& name) const {
-  const auto it = std::find(names_.begin(), names_.end(), name);
-  HYTRA_ASSERT(it != names_.end(), "RankLayout: no dimension ", name);
-  return sizes_[size_t(it - names_.begin())];
-}
-
-int RankLayout::coord(int rank, const std::string& name) const {
-  const auto it = std::find(names_.begin(), names_.end(), name);
-  HYTRA_ASSERT(it != names_.end(), "RankLayout: no dimension ", name);
-  return decompose(rank, sizes_)[size_t(it - names_.begin())];
-}
-
 std::vector<bool> RankLayout::mask(const std::string& dims) const {
   std::vector<bool> m(names_.size(), false);
   for (const std::string& d : split_dims(dims)) {
@@ -88,9 +76,12 @@ std::vector<std::vector<int>> RankLayout::groups(const std::string& dims) const 
   return out;
 }
 
-std::vector<int> RankLayout::group_of(int rank, const std::string& dims) const {
-  for (const std::vector<int>& g : groups(dims))
-    if (std::find(g.begin(), g.end(), rank) != g.end()) return g;
+RankLayout::Membership RankLayout::membership(int rank, const std::string& dims) const {
+  const std::vector<std::vector<int>> all = groups(dims);
+  for (size_t g = 0; g < all.size(); ++g) {
+    const auto it = std::find(all[g].begin(), all[g].end(), rank);
+    if (it != all[g].end()) return {int(g), int(it - all[g].begin())};
+  }
   HYTRA_ASSERT(false, "RankLayout: rank ", rank, " is outside the world of ", world_);
   return {};
 }

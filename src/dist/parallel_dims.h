@@ -19,15 +19,15 @@ class RankLayout {
  public:
   RankLayout(std::vector<std::string> names, std::vector<int> sizes);
   int world() const { return world_; }
-  int size(const std::string& name) const;
-  // Rank r's coordinate along `name`.
-  int coord(int rank, const std::string& name) const;
   // The groups of ranks that differ only along the dimensions in `dims` ("dp", "tp-pp", ...): each group
   // lists its ranks with the first named dimension (in layout order) fastest; the groups are ordered by
   // the remaining dimensions, fastest first (Megatron's generate_masked_orthogonal_rank_groups).
   std::vector<std::vector<int>> groups(const std::string& dims) const;
-  // The group of `groups(dims)` that holds `rank`.
-  std::vector<int> group_of(int rank, const std::string& dims) const;
+  // Which group of `groups(dims)` holds `rank`, and its place there.
+  struct Membership {
+    int group = 0, position = 0;
+  };
+  Membership membership(int rank, const std::string& dims) const;
 
  private:
   std::vector<bool> mask(const std::string& dims) const;

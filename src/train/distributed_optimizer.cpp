@@ -22,6 +22,8 @@ DataParallelOptimizer::DataParallelOptimizer(ParamStore& params, const AdamWConf
   part_ = (n + dp->size() - 1) / dp->size();
   const int64_t begin = std::min(n, dp->rank() * part_), end = std::min(n, begin + part_);
   adam_ = std::make_unique<AdamW>(params, cfg, begin, end);
+  mine_ = Tensor::empty({part_}, DType::F32);
+  whole_ = Tensor::zeros({part_ * dp->size()}, DType::F32);
 }
 
 OptimizerState& DataParallelOptimizer::load_target() {
@@ -34,13 +36,10 @@ OptimizerState& DataParallelOptimizer::load_target() {
   return load_;
 }
 
-Tensor DataParallelOptimizer::gather(const Tensor& part) const {
-  const int64_t n = params_.flat_master().numel(), ranks = dp_->size();
-  Tensor mine = Tensor::zeros({part_}, part.dtype());
-  std::memcpy(mine.raw(), part.raw(), part.nbytes());
-  Tensor all = Tensor::empty({part_ * ranks}, part.dtype());
-  dp_->all_gather(all, mine);
-  return all.narrow(0, 0, n);
+void DataParallelOptimizer::gather(const Tensor& part, Tensor& all) {
+  std::memcpy(mine_.raw(), part.raw(), part.nbytes());
+  std::memset(static_cast<char*>(mine_.raw()) + part.nbytes(), 0, mine_.nbytes() - part.nbytes());
+  dp_->all_gather(all, mine_);
 }
 
 double DataParallelOptimizer::reduce_gradients(Exec& ex) {
@@ -52,11 +51,10 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
   }
   // Reduce-scatter (the buffer padded to ranks x S), the part written back where AdamW reads it.
   const int64_t begin = adam_->begin(), len = adam_->end() - begin;
-  Tensor padded = Tensor::zeros({part_ * dp_->size()}, grads.dtype());
-  std::memcpy(padded.raw(), grads.raw(), grads.nbytes());
-  Tensor mine = Tensor::empty({part_}, grads.dtype());
-  dp_->reduce_scatter_sum(mine, padded);
-  std::memcpy(grads.narrow(0, begin, len).raw(), mine.raw(), size_t(len) * dtype_size(grads.dtype()));
+  std::memcpy(whole_.raw(), grads.raw(), grads.nbytes());
+  std::memset(static_cast<char*>(whole_.raw()) + grads.nbytes(), 0, whole_.nbytes() - grads.nbytes());
+  dp_->reduce_scatter_sum(mine_, whole_);
+  std::memcpy(grads.narrow(0, begin, len).raw(), mine_.raw(), size_t(len) * dtype_size(grads.dtype()));
   // The norm: each rank's sum of squares over its part, the partial sums added in rank order.
   Tensor sq = Tensor::zeros({1}, grads.dtype());
   if (len > 0) ops::sum_squares(ex, sq, grads.narrow(0, begin, len));
@@ -68,13 +66,15 @@ void DataParallelOptimizer::step(Exec& ex, double lr, double grad_scale) {
   adam_->step(ex, lr, grad_scale);
   if (!sharded_) return;
   Tensor& master = params_.flat_master();
-  const Tensor whole = gather(master.narrow(0, adam_->begin(), adam_->end() - adam_->begin()));
-  std::memcpy(master.raw(), whole.raw(), master.nbytes());
+  gather(master.narrow(0, adam_->begin(), adam_->end() - adam_->begin()), whole_);
+  std::memcpy(master.raw(), whole_.raw(), master.nbytes());
 }
 
 OptimizerState DataParallelOptimizer::state_for_save() {
   if (!sharded_) return adam_->state();
-  const Tensor m = gather(adam_->exp_avg_flat()), v = gather(adam_->exp_avg_sq_flat());
+  Tensor m = Tensor::empty(whole_.shape(), DType::F32), v = Tensor::empty(whole_.shape(), DType::F32);
+  gather(adam_->exp_avg_flat(), m);
+  gather(adam_->exp_avg_sq_flat(), v);
   return {adam_->steps_taken(), param_views(params_, m), param_views(params_, v)};
 }
 

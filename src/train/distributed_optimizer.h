@@ -31,12 +31,14 @@ class DataParallelOptimizer {
   void loaded(bool filled);
 
  private:
-  // flat's part [begin, end) from every rank, one after the other: the whole buffer (a collective).
-  Tensor gather(const Tensor& part) const;
+  // `part` (this rank's, at most S elements) from every rank into `all` (ranks x S, parts zero-padded to S):
+  // its first N elements are the whole buffer (a collective).
+  void gather(const Tensor& part, Tensor& all);
   ParamStore& params_;
   dist::Communicator* dp_;
   bool sharded_;
-  int64_t part_ = 0;  // S: elements a part (sharded)
+  int64_t part_ = 0;     // S: elements a part (sharded)
+  Tensor mine_, whole_;  // sharded, every step: a part (S) and the padded buffer (ranks x S)
   std::unique_ptr<AdamW> adam_;
   OptimizerState load_;
   Tensor load_m_, load_v_;  // sharded: the whole-buffer moments load_ views

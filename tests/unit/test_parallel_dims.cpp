@@ -21,10 +21,11 @@ TEST(ParallelDims, MegatronDocumentedExample) {
   EXPECT_EQ(l.groups("dp"), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
   // Model parallel (tp-pp): the ranks of one replica, tp fastest.
   EXPECT_EQ(l.groups("tp-pp"), (Groups{{0, 1, 4, 5, 8, 9, 12, 13}, {2, 3, 6, 7, 10, 11, 14, 15}}));
-  EXPECT_EQ(l.group_of(9, "dp"), (std::vector<int>{9, 11}));
-  EXPECT_EQ(l.coord(13, "pp"), 3);
-  EXPECT_EQ(l.coord(13, "dp"), 0);
-  EXPECT_EQ(l.coord(13, "tp"), 1);
+  // Rank 11: the second of data group 5 ([9, 11]); the third of pipeline group 3 ([3, 7, 11, 15]).
+  EXPECT_EQ(l.membership(11, "dp").group, 5);
+  EXPECT_EQ(l.membership(11, "dp").position, 1);
+  EXPECT_EQ(l.membership(11, "pp").group, 3);
+  EXPECT_EQ(l.membership(11, "pp").position, 2);
 }
 
 // 8 ranks, tp 2, cp 2 (dp 2): the data-parallel groups with and without the context-parallel ranks.
