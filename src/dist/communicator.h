@@ -36,6 +36,17 @@ class Communicator {
   virtual void send(const Tensor& t, int peer) = 0;
   virtual void recv(Tensor& t, int peer) = 0;
   virtual void barrier() = 0;
+
+  // Asynchronous forms (the data-parallel overlap, docs/parallelism.md): the operation is ordered after the work
+  // already queued on the caller's stream, but later work does not wait for it until wait(ticket) (which also
+  // covers every asynchronous operation issued before that one). NCCL runs it on its own stream; MPI completes it
+  // before returning. In place is allowed: reduce-scatter's out may be this rank's part of in, all-gather's in
+  // this rank's part of out.
+  using Ticket = int64_t;
+  virtual Ticket all_reduce_sum_async(Tensor& t) = 0;
+  virtual Ticket reduce_scatter_sum_async(Tensor& out, const Tensor& in) = 0;
+  virtual Ticket all_gather_async(Tensor& out, const Tensor& in) = 0;
+  virtual void wait(Ticket t) = 0;
   // The communicator of the ranks that pass the same `color`, ordered by `key` (every rank of this
   // communicator calls it).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;

@@ -94,7 +94,7 @@ class MpiCommunicator final : public Communicator {
     HYTRA_CHECK(in.numel() == n * size_ && in.dtype() == out.dtype(), "reduce_scatter_sum: the input has ", in.numel(),
                 " elements, expected ", size_, " x ", n, " of the output's dtype");
     if (size_ == 1) {
-      std::memcpy(out.raw(), in.raw(), out.nbytes());
+      if (out.raw() != in.raw()) std::memcpy(out.raw(), in.raw(), out.nbytes());
       return;
     }
     Tensor parts = Tensor::empty({n * size_}, in.dtype());
@@ -112,7 +112,11 @@ class MpiCommunicator final : public Communicator {
     HYTRA_CHECK(out.numel() == in.numel() * size_ && in.dtype() == out.dtype(), "all_gather: the output has ",
                 out.numel(), " elements, expected ", size_, " x ", in.numel(), " of the input's dtype");
     const int c = count_of(in.numel(), "all_gather");
-    check(MPI_Allgather(in.raw(), c, mpi_type(in.dtype()), out.raw(), c, mpi_type(in.dtype()), comm_), "MPI_Allgather");
+    // In place (in is this rank's part of out): MPI names that MPI_IN_PLACE (aliased buffers are erroneous).
+    const bool in_place = in.raw() == static_cast<char*>(out.raw()) + size_t(rank_) * in.nbytes();
+    check(MPI_Allgather(in_place ? MPI_IN_PLACE : in.raw(), c, mpi_type(in.dtype()), out.raw(), c,
+                        mpi_type(in.dtype()), comm_),
+          "MPI_Allgather");
   }
 
   void broadcast(Tensor& t, int root) override {
@@ -158,6 +162,21 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Recv(t.raw(), count_of(t.numel(), "recv"), mpi_type(t.dtype()), peer, 0, comm_, MPI_STATUS_IGNORE),
           "MPI_Recv");
   }
+  // Blocking calls: each has completed when it returns.
+  Ticket all_reduce_sum_async(Tensor& t) override {
+    all_reduce_sum(t);
+    return 0;
+  }
+  Ticket reduce_scatter_sum_async(Tensor& out, const Tensor& in) override {
+    reduce_scatter_sum(out, in);
+    return 0;
+  }
+  Ticket all_gather_async(Tensor& out, const Tensor& in) override {
+    all_gather(out, in);
+    return 0;
+  }
+  void wait(Ticket) override {}
+
   void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
   std::unique_ptr<Communicator> split(int color, int key) override {

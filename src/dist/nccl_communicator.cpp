@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 
@@ -40,45 +41,50 @@ class NcclCommunicator final : public Communicator {
     check(ncclCommCount(c, &size_), "ncclCommCount");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     check(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    events_.resize(size_t(kEvents));
+    for (cudaEvent_t& e : events_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     check(cudaMalloc(&token_, 4), "cudaMalloc");
   }
   ~NcclCommunicator() override {
     ncclCommDestroy(comm_);
     cudaFree(token_);
     cudaEventDestroy(queued_);
-    cudaEventDestroy(done_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
     cudaStreamDestroy(stream_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Device device() const override { return Device::CUDA; }
 
-  void all_reduce_sum(Tensor& t) override {
+  void all_reduce_sum(Tensor& t) override { wait(all_reduce_sum_async(t)); }
+  void reduce_scatter_sum(Tensor& out, const Tensor& in) override { wait(reduce_scatter_sum_async(out, in)); }
+  void all_gather(Tensor& out, const Tensor& in) override { wait(all_gather_async(out, in)); }
+
+  Ticket all_reduce_sum_async(Tensor& t) override {
     check_cuda(t, "all_reduce_sum");
     HYTRA_CHECK(t.dtype() != DType::BF16, "all_reduce_sum: bf16 tensors are not summed (fp32, fp64, int32, int64)");
-    run([&] {
+    return queue([&] {
       check(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_),
             "ncclAllReduce");
     });
   }
-  void reduce_scatter_sum(Tensor& out, const Tensor& in) override {
+  Ticket reduce_scatter_sum_async(Tensor& out, const Tensor& in) override {
     check_cuda(out, "reduce_scatter_sum");
     check_cuda(in, "reduce_scatter_sum");
     HYTRA_CHECK(in.numel() == out.numel() * size_ && in.dtype() == out.dtype() && in.dtype() != DType::BF16,
                 "reduce_scatter_sum: the input has ", in.numel(), " elements, expected ", size_, " x ", out.numel(),
                 " of the output's dtype (not bf16)");
-    run([&] {
+    return queue([&] {
       check(ncclReduceScatter(in.raw(), out.raw(), size_t(out.numel()), nccl_type(in.dtype()), ncclSum, comm_, stream_),
             "ncclReduceScatter");
     });
   }
-  void all_gather(Tensor& out, const Tensor& in) override {
+  Ticket all_gather_async(Tensor& out, const Tensor& in) override {
     check_cuda(out, "all_gather");
     check_cuda(in, "all_gather");
     HYTRA_CHECK(out.numel() == in.numel() * size_ && in.dtype() == out.dtype(), "all_gather: the output has ",
                 out.numel(), " elements, expected ", size_, " x ", in.numel(), " of the input's dtype");
-    run([&] {
+    return queue([&] {
       check(ncclAllGather(in.raw(), out.raw(), size_t(in.numel()), nccl_type(in.dtype()), comm_, stream_),
             "ncclAllGather");
     });
@@ -141,6 +147,11 @@ class NcclCommunicator final : public Communicator {
     run([&] { check(ncclAllReduce(token_, token_, 1, ncclInt32, ncclSum, comm_, stream_), "ncclAllReduce"); });
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
+  void wait(Ticket t) override {
+    HYTRA_ASSERT(t < next_ && t >= next_ - kEvents, "NCCL: ticket ", t, " is not among the last ", kEvents,
+                 " operations");
+    check(cudaStreamWaitEvent(compute_, events_[size_t(t % kEvents)], 0), "cudaStreamWaitEvent");
+  }
   std::unique_ptr<Communicator> split(int color, int key) override {
     ncclComm_t c = nullptr;
     check(ncclCommSplit(comm_, color, key, &c, nullptr), "ncclCommSplit");
@@ -152,16 +163,26 @@ class NcclCommunicator final : public Communicator {
   // its later work.
   template <class F>
   void run(F op) {
+    wait(queue(op));
+  }
+  // The operation on this communicator's stream after the compute stream's queued work; its ticket names the
+  // event recorded after it (a ring of kEvents: at most that many may be outstanding).
+  template <class F>
+  Ticket queue(F op) {
     check(cudaEventRecord(queued_, compute_), "cudaEventRecord");
     check(cudaStreamWaitEvent(stream_, queued_, 0), "cudaStreamWaitEvent");
     op();
-    check(cudaEventRecord(done_, stream_), "cudaEventRecord");
-    check(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
+    const Ticket t = next_++;
+    check(cudaEventRecord(events_[size_t(t % kEvents)], stream_), "cudaEventRecord");
+    return t;
   }
 
+  static constexpr Ticket kEvents = 256;
+  std::vector<cudaEvent_t> events_;
+  Ticket next_ = 0;
   ncclComm_t comm_;
   cudaStream_t compute_, stream_ = nullptr;
-  cudaEvent_t queued_ = nullptr, done_ = nullptr;
+  cudaEvent_t queued_ = nullptr;
   void* token_ = nullptr;
   int rank_ = 0, size_ = 1;
 };

@@ -34,6 +34,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   for (const LayerItem& item : plan_.items) {
     for (size_t j = 0; j < item.symbols.size(); ++j) {
       SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j]};
+      param_first_.push_back(store_.all().size());
       std::unique_ptr<Module> layer = build_sublayer(cfg_, spec, store_);
       if (cfg_.enable_mhc) {  // docs/spec/README.md decision 3: one hyper-connection per physical sub-layer
         HyperConnectionOptions o = hc;
@@ -45,6 +46,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
       count(spec.symbol);
     }
   }
+  param_first_.push_back(store_.all().size());
   NormOptions norm{cfg_.normalization, C, cfg_.norm_epsilon};
   final_norm_ = std::make_unique<Norm>(norm, final_norm_prefix(plan_.main.value_or("")), store_);
   Param* tied = cfg_.untie_embeddings_and_output_weights ? nullptr : &embedding_->weight();
@@ -123,6 +125,7 @@ std::vector<double> HybridModel::mtp_losses() const {
 
 Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& labels) {
   Exec& ex = ctx.ex();
+  ctx.params_needed(param_first_[0]);
   Tensor h = embedding_->forward(ctx, ids);  // (B,T,C)
   if (position_embedding_) {
     const int64_t B = ids.size(0), T = ids.size(1);
@@ -141,8 +144,12 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
   for (size_t u = 0; u < units_.size(); ++u) {
     if (units_[u].recompute) saved.unit_in[u] = state;
     DropScope keep(ctx, units_[u].recompute);
-    for (size_t i = units_[u].begin; i < units_[u].end; ++i) residual_->step(ctx, i, state);
+    for (size_t i = units_[u].begin; i < units_[u].end; ++i) {
+      ctx.params_needed(param_first_[i + 1]);
+      residual_->step(ctx, i, state);
+    }
   }
+  ctx.params_needed(store_.all().size());
   return head(ctx, residual_->leave(ctx, state), ids, labels);
 }
 
@@ -174,7 +181,11 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
     }
     ops::axpy(ex, dy, dnext, 1.0);
   }
-  Tensor d = residual_->enter_backward(ctx, dy);
+  // The gradients complete as the backward passes (with delayed weight gradients: in backward_dw).
+  const size_t n = store_.all().size();
+  const bool ready = !ctx.delay_wgrad;
+  Tensor d = residual_->enter_backward(ctx, dy);  // the final norm's backward
+  if (ready) ctx.grads_ready(param_first_.back(), n);
   for (size_t u = units_.size(); u-- > 0;) {
     const RecomputePlan::Unit& unit = units_[u];
     if (unit.recompute) {  // full recompute: rebuild the unit's saved state from its input
@@ -182,11 +193,15 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
       ResidualStream::State state = saved.unit_in[u];
       for (size_t j = unit.begin; j < unit.end; ++j) residual_->step(ctx, j, state);
     }
-    for (size_t i = unit.end; i-- > unit.begin;) d = residual_->step_backward(ctx, i, d);
+    for (size_t i = unit.end; i-- > unit.begin;) {
+      d = residual_->step_backward(ctx, i, d);
+      if (ready) ctx.grads_ready(param_first_[i], param_first_[i + 1]);
+    }
   }
   const Tensor dh = residual_->leave_backward(ctx, d);
   if (position_embedding_) position_embedding_->backward(ctx, dh);
   embedding_->backward(ctx, dh);
+  if (ready) ctx.grads_ready(0, n);
 }
 
 std::string HybridModel::graph_blocker() const {
@@ -224,9 +239,15 @@ void HybridModel::finish_step(const std::vector<MoeStats>* reduced) {
 }
 
 void HybridModel::backward_dw(StepContext& ctx) {
+  const size_t n = store_.all().size();
   for (auto it = mtp_.rbegin(); it != mtp_.rend(); ++it) (*it)->backward_dw(ctx);
-  for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) (*it)->backward_dw(ctx);
+  ctx.grads_ready(param_first_.back(), n);
+  for (size_t i = sublayers_.size(); i-- > 0;) {
+    sublayers_[i]->backward_dw(ctx);
+    ctx.grads_ready(param_first_[i], param_first_[i + 1]);
+  }
   ctx.run_wgrad();
+  ctx.grads_ready(0, n);
 }
 
 }  // namespace hytra

@@ -67,6 +67,9 @@ class HybridModel {
   std::unique_ptr<Embedding> embedding_;
   std::unique_ptr<Embedding> position_embedding_;   // learned_absolute only
   std::vector<std::unique_ptr<Module>> sublayers_;  // physical order
+  // The first parameter (ParamStore::all()) of each sub-layer, then that of the final norm: sub-layer i owns
+  // [param_first_[i], param_first_[i + 1]); the embeddings come before, the head and MTP depths after.
+  std::vector<size_t> param_first_;
   std::unique_ptr<Norm> final_norm_;
   std::unique_ptr<OutputLayer> output_;
   std::vector<std::unique_ptr<MtpDepth>> mtp_;  // docs/spec/mtp.md: one per depth

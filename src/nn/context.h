@@ -17,6 +17,17 @@
 
 namespace hytra {
 
+// What the data-parallel optimizer learns from a micro-batch (train/distributed_optimizer.h, its overlap of
+// communication with computation): parameters are named by their place in ParamStore::all().
+class ParamHooks {
+ public:
+  virtual ~ParamHooks() = default;
+  // The forward is about to read the values of the parameters before `end`.
+  virtual void params_needed(size_t end) = 0;
+  // The backward has completed the gradients of the parameters [first, end) (again: no-op).
+  virtual void grads_ready(size_t first, size_t end) = 0;
+};
+
 class StepContext {
  public:
   explicit StepContext(Exec& ex) : ex_(&ex) {}
@@ -61,6 +72,14 @@ class StepContext {
   // it before the forward (it depends only on the labels): the LM head then computes its gradients in
   // the forward from the logits it has anyway. Undefined: the head recomputes them in backward.
   Tensor loss_grad;
+
+  ParamHooks* param_hooks = nullptr;  // set by a data-parallel run (the trainer)
+  void params_needed(size_t end) {
+    if (param_hooks != nullptr) param_hooks->params_needed(end);
+  }
+  void grads_ready(size_t first, size_t end) {
+    if (param_hooks != nullptr) param_hooks->grads_ready(first, end);
+  }
 
   bool delay_wgrad = false;
   void push_wgrad(const void* owner, std::function<void()> task) { wgrad_.push_back({owner, std::move(task)}); }

@@ -37,11 +37,13 @@ Param* ParamStore::find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
-void ParamStore::finalize(DType dtype, Device device) {
+void ParamStore::finalize(DType dtype, Device device, int64_t align) {
   HYTRA_ASSERT(!finalized(), "finalize() called twice");
+  HYTRA_ASSERT(align > 0 && align % kAlign == 0, "ParamStore::finalize: align ", align, " is not a multiple of ",
+               kAlign);
   HYTRA_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
               "parameters: dtype must be fp32, fp64 or bf16, got ", dtype_name(dtype));
-  auto align_up = [](int64_t i) { return (i + kAlign - 1) / kAlign * kAlign; };
+  auto align_up = [align](int64_t i) { return (i + align - 1) / align * align; };
   int64_t end = 0;  // of the previous parameter
   for (Param* p : order_) {
     p->offset = p->follows_previous ? end : align_up(end);
@@ -98,9 +100,12 @@ void ParamStore::zero_grad(bool lazy) {
   for (Param* p : order_) p->grad_stale = p->grad_by_overwrite;
 }
 
-void ParamStore::finish_grads() {
-  zero_runs(order_, grads_, [](const Param& p) { return p.grad_stale; });
-  for (Param* p : order_) p->grad_stale = false;
+void ParamStore::finish_grads() { finish_grads(0, order_.size()); }
+
+void ParamStore::finish_grads(size_t first, size_t end) {
+  const std::vector<Param*> some(order_.begin() + std::ptrdiff_t(first), order_.begin() + std::ptrdiff_t(end));
+  zero_runs(some, grads_, [](const Param& p) { return p.grad_stale; });
+  for (Param* p : some) p->grad_stale = false;
 }
 
 namespace {

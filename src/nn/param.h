@@ -65,8 +65,9 @@ class ParamStore {
   // `dtype` also allocates the fp32 master buffer. Every parameter but those that follow the previous one starts
   // at a multiple of kAlign elements (256 bytes of fp32): GEMM libraries pick their fast kernels only for aligned
   // operands, and a small parameter (an mHC gate of one element) would otherwise shift every one after it. The
-  // padding between parameters stays zero in all buffers.
-  void finalize(DType dtype, Device device);
+  // padding between parameters stays zero in all buffers. `align` (a multiple of kAlign) replaces kAlign: the
+  // data-parallel buckets start at parameters and must divide by the number of ranks (train/grad_buckets.h).
+  void finalize(DType dtype, Device device, int64_t align = kAlign);
   static constexpr int64_t kAlign = 64;
   bool finalized() const { return values_.defined(); }
 
@@ -83,8 +84,10 @@ class ParamStore {
   // marked stale (their first GEMM overwrites them: no memset pass over most of the buffer); then
   // finish_grads() must run before anything reads the gradients.
   void zero_grad(bool lazy = false);
-  // Zeroes the gradients still stale (parameters no write reached in this step).
+  // Zeroes the gradients still stale (parameters no write reached in this step): all, or those of the
+  // parameters [first, end) of all() (a data-parallel bucket whose gradients are complete).
   void finish_grads();
+  void finish_grads(size_t first, size_t end);
 
  private:
   std::vector<std::unique_ptr<Param>> owned_;

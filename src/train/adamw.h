@@ -1,7 +1,7 @@
 // AdamW over a model's parameters: fp32 moments m and v per parameter (one flat buffer each, laid
 // out like the parameter buffer), weight decay skipped for no_decay parameters (norms, biases). With a
-// shard (the distributed optimizer, train/distributed_optimizer.h) it updates only the part [begin, end) of
-// the flat buffers and holds the moments of that part alone.
+// shard (the distributed optimizer, train/distributed_optimizer.h) it updates only some parts of the flat
+// buffers and holds the moments of those parts alone, one after the other.
 // Multi-tensor: one ops::adamw launch per span of consecutive parameters that share a weight
 // decay (a handful per layer), over the fp32 master weights; in bf16 runs the same launch writes
 // the updated bf16 values.
@@ -27,10 +27,16 @@ struct OptimizerState {
 // Per-parameter views (ParamStore::all() order) of a flat buffer laid out like the parameter buffer.
 std::vector<Tensor> param_views(ParamStore& params, const Tensor& flat);
 
+// Elements [begin, end) of the flat parameter buffers.
+struct FlatRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
 class AdamW {
  public:
-  // [begin, end): the part of the flat buffers to update (end -1: to the end).
-  AdamW(ParamStore& params, const AdamWConfig& cfg, int64_t begin = 0, int64_t end = -1);
+  // `parts`: the ranges of the flat buffers to update, ascending and disjoint (empty: the whole buffers).
+  AdamW(ParamStore& params, const AdamWConfig& cfg, std::vector<FlatRange> parts = {});
   // One update at learning rate lr with the gradients multiplied by grad_scale (the clip
   // coefficient); step counts from 1.
   void step(Exec& ex, double lr, double grad_scale = 1.0);
@@ -38,19 +44,19 @@ class AdamW {
   void set_steps_taken(int64_t steps) { step_ = steps; }  // resuming from a checkpoint
   // The step count and per-parameter views of the moments (an optimizer over the whole buffer only).
   OptimizerState state() const;
-  int64_t begin() const { return begin_; }
-  int64_t end() const { return end_; }
-  // The moments of [begin, end).
-  const Tensor& exp_avg_flat() const { return m_flat_; }
-  const Tensor& exp_avg_sq_flat() const { return v_flat_; }
+  const std::vector<FlatRange>& parts() const { return parts_; }
+  // The moments of the parts, one after the other.
+  Tensor& exp_avg_flat() { return m_flat_; }
+  Tensor& exp_avg_sq_flat() { return v_flat_; }
 
  private:
   ParamStore& params_;
   AdamWConfig cfg_;
-  int64_t begin_ = 0, end_ = 0;
-  Tensor m_flat_, v_flat_;  // the parameter buffer's layout, from begin_
+  std::vector<FlatRange> parts_;
+  Tensor m_flat_, v_flat_;
   struct Span {
     int64_t offset, len;  // elements of the flat buffers
+    int64_t moment;       // ... and its first element of the moments
     double weight_decay;
   };
   std::vector<Span> spans_;

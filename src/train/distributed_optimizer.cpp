@@ -1,96 +1,198 @@
 #include "train/distributed_optimizer.h"
 
 #include <cmath>
-#include <cstring>
+#include <numeric>
 
 #include "core/error.h"
 #include "ops/ops.h"
 
 namespace hytra {
 
+int64_t DataParallelOptimizer::param_align(int ranks, bool sharded) {
+  return sharded && ranks > 1 ? std::lcm(ParamStore::kAlign, int64_t(ranks)) : ParamStore::kAlign;
+}
+
 DataParallelOptimizer::DataParallelOptimizer(ParamStore& params, const AdamWConfig& cfg, dist::Communicator* dp,
-                                             bool sharded)
-    : params_(params), dp_(dp), sharded_(sharded && dp != nullptr && dp->size() > 1) {
-  const int64_t n = params.flat_master().numel();
+                                             const DataParallelOptions& opt)
+    : params_(params),
+      dp_(dp),
+      sharded_(opt.sharded && dp != nullptr && dp->size() > 1),
+      overlap_grad_(opt.overlap_grad_reduce),
+      overlap_param_(opt.overlap_param_gather && sharded_) {
+  // Megatron: one bucket unless the reduction overlaps the backward; there 40M elements (1M a rank at least)
+  // unless --ddp-bucket-size says otherwise.
+  const int ranks = dp != nullptr ? dp->size() : 1;
+  const int64_t bucket = !overlap_grad_ ? 0 : opt.bucket_elems > 0 ? opt.bucket_elems
+                                                                      : std::max<int64_t>(40000000, 1000000 * ranks);
+  buckets_ = plan_grad_buckets(params, bucket);
+  bucket_of_.assign(params.all().size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t i = buckets_[b].first_param; i < buckets_[b].end_param; ++i) bucket_of_[i] = b;
+    HYTRA_ASSERT(buckets_[b].range.size() % ranks == 0, "a data-parallel bucket of ", buckets_[b].range.size(),
+                 " elements does not divide into ", ranks, " parts (ParamStore::finalize's align)");
+  }
   if (!sharded_) {
     adam_ = std::make_unique<AdamW>(params, cfg);
     load_ = adam_->state();
+  } else {
+    std::vector<FlatRange> parts;
+    for (const GradBucket& b : buckets_) parts.push_back(part_of(b));
+    adam_ = std::make_unique<AdamW>(params, cfg, parts);
+  }
+  gather_.assign(buckets_.size(), -1);
+  gathered_ = buckets_.size();
+}
+
+FlatRange DataParallelOptimizer::part_of(const GradBucket& b) const {
+  const int64_t len = b.range.size() / dp_->size(), begin = b.range.begin + dp_->rank() * len;
+  return {begin, begin + len};
+}
+
+std::string DataParallelOptimizer::describe() const {
+  return str("gradients ", sharded_ ? "reduce-scattered" : "all-reduced", " in ", buckets_.size(),
+             buckets_.size() == 1 ? " bucket" : " buckets", overlap_grad_ ? " as the backward completes them" : "",
+             sharded_ ? (overlap_param_ ? ", parameters gathered during the next forward" : ", parameters gathered")
+                      : "");
+}
+
+bool DataParallelOptimizer::communicates_in(bool first_in_step, bool last_in_step) const {
+  return dp_ != nullptr && ((overlap_grad_ && last_in_step) || (overlap_param_ && first_in_step));
+}
+
+void DataParallelOptimizer::reduce(size_t b) {
+  reduced_[b] = true;
+  const GradBucket& bucket = buckets_[b];
+  params_.finish_grads(bucket.first_param, bucket.end_param);  // gradients no write reached count as zero
+  Tensor whole = params_.flat_grads().narrow(0, bucket.range.begin, bucket.range.size());
+  if (!sharded_) {
+    last_reduce_ = dp_->all_reduce_sum_async(whole);
     return;
   }
-  HYTRA_CHECK(params.flat_master().device() == Device::CPU && !params.has_separate_master(),
-              "--use-distributed-optimizer: runs on CPUs (fp32) for now");
-  part_ = (n + dp->size() - 1) / dp->size();
-  const int64_t begin = std::min(n, dp->rank() * part_), end = std::min(n, begin + part_);
-  adam_ = std::make_unique<AdamW>(params, cfg, begin, end);
-  mine_ = Tensor::empty({part_}, DType::F32);
-  whole_ = Tensor::zeros({part_ * dp->size()}, DType::F32);
+  const FlatRange part = part_of(bucket);
+  Tensor mine = params_.flat_grads().narrow(0, part.begin, part.size());  // in place
+  last_reduce_ = dp_->reduce_scatter_sum_async(mine, whole);
 }
 
-OptimizerState& DataParallelOptimizer::load_target() {
-  if (sharded_ && !load_m_.defined()) {
-    const int64_t n = params_.flat_master().numel();
-    load_m_ = Tensor::zeros({n}, DType::F32);
-    load_v_ = Tensor::zeros({n}, DType::F32);
-    load_ = {0, param_views(params_, load_m_), param_views(params_, load_v_)};
+void DataParallelOptimizer::grads_ready(size_t first, size_t end) {
+  if (!armed_) return;
+  if (param_ready_.empty()) {  // the step's first report
+    param_ready_.assign(params_.all().size(), false);
+    reduced_.assign(buckets_.size(), false);
+    unready_.clear();
+    for (const GradBucket& b : buckets_) unready_.push_back(int64_t(b.end_param - b.first_param));
   }
-  return load_;
-}
-
-void DataParallelOptimizer::gather(const Tensor& part, Tensor& all) {
-  std::memcpy(mine_.raw(), part.raw(), part.nbytes());
-  std::memset(static_cast<char*>(mine_.raw()) + part.nbytes(), 0, mine_.nbytes() - part.nbytes());
-  dp_->all_gather(all, mine_);
+  for (size_t i = first; i < end; ++i) {
+    if (param_ready_[i]) continue;
+    param_ready_[i] = true;
+    const size_t b = bucket_of_[i];
+    if (--unready_[b] == 0) reduce(b);
+  }
 }
 
 double DataParallelOptimizer::reduce_gradients(Exec& ex) {
-  Tensor& grads = params_.flat_grads();
   if (dp_ == nullptr) return grad_global_norm(ex, params_);
-  if (!sharded_) {
-    dp_->all_reduce_sum(grads);
-    return grad_global_norm(ex, params_);
+  if (reduced_.empty()) reduced_.assign(buckets_.size(), false);
+  for (size_t b = buckets_.size(); b-- > 0;)  // what the backward did not start, last bucket first
+    if (!reduced_[b]) reduce(b);
+  dp_->wait(last_reduce_);
+  armed_ = false;
+  param_ready_.clear();
+  reduced_.clear();
+  if (!sharded_) return grad_global_norm(ex, params_);
+  // The norm: each rank's sums of squares over its parts, summed over the ranks, then over the buckets in order.
+  const Tensor& grads = params_.flat_grads();
+  Tensor sq = Tensor::zeros({int64_t(buckets_.size())}, grads.dtype(), grads.device());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const FlatRange part = part_of(buckets_[b]);
+    Tensor slot = sq.narrow(0, int64_t(b), 1);
+    if (part.size() > 0) ops::sum_squares(ex, slot, grads.narrow(0, part.begin, part.size()));
   }
-  // Reduce-scatter (the buffer padded to ranks x S), the part written back where AdamW reads it.
-  const int64_t begin = adam_->begin(), len = adam_->end() - begin;
-  std::memcpy(whole_.raw(), grads.raw(), grads.nbytes());
-  std::memset(static_cast<char*>(whole_.raw()) + grads.nbytes(), 0, whole_.nbytes() - grads.nbytes());
-  dp_->reduce_scatter_sum(mine_, whole_);
-  std::memcpy(grads.narrow(0, begin, len).raw(), mine_.raw(), size_t(len) * dtype_size(grads.dtype()));
-  // The norm: each rank's sum of squares over its part, the partial sums added in rank order.
-  Tensor sq = Tensor::zeros({1}, grads.dtype());
-  if (len > 0) ops::sum_squares(ex, sq, grads.narrow(0, begin, len));
   dp_->all_reduce_sum(sq);
-  return std::sqrt(sq.to_f64_vector()[0]);
+  double total = 0;
+  for (double s : sq.to_f64_vector()) total += s;
+  return std::sqrt(total);
 }
 
 void DataParallelOptimizer::step(Exec& ex, double lr, double grad_scale) {
   adam_->step(ex, lr, grad_scale);
   if (!sharded_) return;
-  Tensor& master = params_.flat_master();
-  gather(master.narrow(0, adam_->begin(), adam_->end() - adam_->begin()), whole_);
-  std::memcpy(master.raw(), whole_.raw(), master.nbytes());
+  // Every rank's updated parts of the values (the master weights themselves in fp32 runs), in place.
+  Tensor& values = params_.flat_values();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const FlatRange part = part_of(buckets_[b]);
+    Tensor whole = values.narrow(0, buckets_[b].range.begin, buckets_[b].range.size());
+    const dist::Communicator::Ticket t = dp_->all_gather_async(whole, values.narrow(0, part.begin, part.size()));
+    if (overlap_param_)
+      gather_[b] = t;
+    else
+      dp_->wait(t);
+  }
+  gathered_ = overlap_param_ ? 0 : buckets_.size();
+}
+
+void DataParallelOptimizer::params_needed(size_t end) {
+  if (gathered_ == buckets_.size() || end == 0) return;
+  const size_t need = bucket_of_[end - 1] + 1;  // buckets [0, need) hold the parameters before end
+  if (need <= gathered_) return;
+  dp_->wait(gather_[need - 1]);  // the gathers run in bucket order: this covers the earlier ones
+  gathered_ = need;
+}
+
+void DataParallelOptimizer::finish_gather() { params_needed(params_.all().size()); }
+
+void DataParallelOptimizer::gather_parts(Tensor& whole, const Tensor& compact) {
+  int64_t at = 0;
+  for (const GradBucket& b : buckets_) {
+    const int64_t len = part_of(b).size();
+    Tensor out = whole.narrow(0, b.range.begin, b.range.size());
+    dp_->all_gather(out, compact.narrow(0, at, len));
+    at += len;
+  }
 }
 
 OptimizerState DataParallelOptimizer::state_for_save() {
+  finish_gather();
   if (!sharded_) return adam_->state();
-  Tensor m = Tensor::empty(whole_.shape(), DType::F32), v = Tensor::empty(whole_.shape(), DType::F32);
-  gather(adam_->exp_avg_flat(), m);
-  gather(adam_->exp_avg_sq_flat(), v);
+  Tensor& master = params_.flat_master();
+  if (params_.has_separate_master()) {  // the master weights of every part, in place
+    for (const GradBucket& b : buckets_) {
+      const FlatRange part = part_of(b);
+      Tensor whole = master.narrow(0, b.range.begin, b.range.size());
+      dp_->all_gather(whole, master.narrow(0, part.begin, part.size()));
+    }
+  }
+  Tensor m = Tensor::zeros(master.shape(), DType::F32, master.device());
+  Tensor v = Tensor::zeros(master.shape(), DType::F32, master.device());
+  gather_parts(m, adam_->exp_avg_flat());
+  gather_parts(v, adam_->exp_avg_sq_flat());
   return {adam_->steps_taken(), param_views(params_, m), param_views(params_, v)};
+}
+
+OptimizerState& DataParallelOptimizer::load_target() {
+  if (sharded_ && !load_m_.defined()) {
+    const Tensor& master = params_.flat_master();
+    load_m_ = Tensor::zeros(master.shape(), DType::F32, master.device());
+    load_v_ = Tensor::zeros(master.shape(), DType::F32, master.device());
+    load_ = {0, param_views(params_, load_m_), param_views(params_, load_v_)};
+  }
+  return load_;
 }
 
 void DataParallelOptimizer::loaded(bool filled) {
   if (filled) adam_->set_steps_taken(load_.step);
   if (!sharded_ || !load_m_.defined()) return;
-  if (!filled) {
-    load_ = {};
-    load_m_ = Tensor();
-    load_v_ = Tensor();
-    return;
+  if (filled) {  // this rank's parts of the whole-buffer moments
+    Exec& ex = Exec::for_device(load_m_.device());
+    int64_t at = 0;
+    for (const GradBucket& b : buckets_) {
+      const FlatRange part = part_of(b);
+      Tensor m = adam_->exp_avg_flat().narrow(0, at, part.size());
+      Tensor v = adam_->exp_avg_sq_flat().narrow(0, at, part.size());
+      ops::copy(ex, m, load_m_.narrow(0, part.begin, part.size()));
+      ops::copy(ex, v, load_v_.narrow(0, part.begin, part.size()));
+      at += part.size();
+    }
   }
-  const int64_t begin = adam_->begin(), len = adam_->end() - begin;
-  const size_t bytes = size_t(len) * dtype_size(load_m_.dtype());
-  std::memcpy(adam_->exp_avg_flat().raw(), load_m_.narrow(0, begin, len).raw(), bytes);
-  std::memcpy(adam_->exp_avg_sq_flat().raw(), load_v_.narrow(0, begin, len).raw(), bytes);
   load_ = {};  // the whole-buffer moments are not kept
   load_m_ = Tensor();
   load_v_ = Tensor();

@@ -1,44 +1,85 @@
 // The optimizer step of a (data-parallel) run, docs/parallelism.md. After the backward, the gradients are
 // summed over the data-parallel ranks (each micro-batch's already scaled by 1 / (micro-batches x ranks)),
-// then clipped on their global norm and applied by AdamW:
-//  - replicated (the default): the whole gradient buffer all-reduced, every rank updating every parameter;
-//  - sharded (--use-distributed-optimizer, Megatron's ZeRO-1): the flat buffers cut into one contiguous part
-//    a rank (rank r: [r S, (r + 1) S), S = ceil(N / ranks)); the gradients reduce-scattered, each rank
-//    holding the Adam moments of its part alone and updating its part of the fp32 master weights, which are
-//    then all-gathered. Checkpoints hold the whole state either way (gathered for a save, each rank keeping
-//    its part after a load), so they load into any number of ranks.
+// then clipped on their global norm and applied by AdamW, bucket by bucket (train/grad_buckets.h):
+//  - replicated (the default): each bucket all-reduced, every rank updating every parameter;
+//  - sharded (--use-distributed-optimizer, Megatron's ZeRO-1): each bucket cut into one equal part a rank; the
+//    gradients reduce-scattered, each rank holding the Adam moments of its parts alone and updating its parts
+//    of the fp32 master weights, whose values (bf16 in bf16 runs) are then all-gathered. Checkpoints hold the
+//    whole state either way (gathered for a save, each rank keeping its parts after a load), so they load into
+//    any number of ranks.
+// Overlap (Megatron's --overlap-grad-reduce / --overlap-param-gather): as ParamHooks, the optimizer hears from
+// the last micro-batch's backward which gradients are complete and starts each finished bucket's reduction
+// then, on the communicator's own stream; after the step it starts the buckets' gathers at once and the next
+// forward waits for each bucket only where it first reads one of its parameters. The results are those of the
+// same buckets without overlap, bit for bit.
 // One process (no group): the plain AdamW step, bitwise as before.
 #pragma once
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "dist/communicator.h"
+#include "nn/context.h"
 #include "train/adamw.h"
+#include "train/grad_buckets.h"
 
 namespace hytra {
 
-class DataParallelOptimizer {
+struct DataParallelOptions {
+  bool sharded = false;               // --use-distributed-optimizer
+  int64_t bucket_elems = 0;           // --ddp-bucket-size (0: Megatron's default)
+  bool overlap_grad_reduce = false;   // --overlap-grad-reduce
+  bool overlap_param_gather = false;  // --overlap-param-gather (sharded only)
+};
+
+class DataParallelOptimizer final : public ParamHooks {
  public:
-  DataParallelOptimizer(ParamStore& params, const AdamWConfig& cfg, dist::Communicator* dp, bool sharded);
-  // Sums the gradients over the ranks (sharded: this rank's part) and returns their global L2 norm.
+  DataParallelOptimizer(ParamStore& params, const AdamWConfig& cfg, dist::Communicator* dp,
+                        const DataParallelOptions& opt);
+  // ParamStore::finalize's alignment for a run on `ranks` data-parallel ranks (sharded: the buckets divide).
+  static int64_t param_align(int ranks, bool sharded);
+
+  // What the log says: the buckets, the scheme and the overlap (a data-parallel run).
+  std::string describe() const;
+  // Whether the hooks communicate during the micro-batch (then it runs eagerly, not as a CUDA graph replay).
+  bool communicates_in(bool first_in_step, bool last_in_step) const;
+  // Before queuing each training micro-batch: its backward starts the reductions when it is the last.
+  void begin_micro_batch(bool last_in_step) { armed_ = overlap_grad_ && last_in_step && dp_ != nullptr; }
+  // Sums the gradients over the ranks (sharded: this rank's parts) and returns their global L2 norm.
   double reduce_gradients(Exec& ex);
-  // AdamW at lr with the gradients times grad_scale (the clip coefficient); sharded: then the all-gather.
+  // AdamW at lr with the gradients times grad_scale (the clip coefficient); sharded: then the gathers.
   void step(Exec& ex, double lr, double grad_scale);
-  // The whole optimizer state (sharded: gathered from every rank, so every rank calls it).
+  // Waits for the step's gathers (overlap): before the values are read outside a training forward.
+  void finish_gather();
+  // The whole optimizer state (sharded: gathered from every rank, so every rank calls it; the master weights
+  // gathered too).
   OptimizerState state_for_save();
   // Where a checkpoint's optimizer state is read to (sharded: whole-buffer moments, until loaded()); then
   // loaded(filled) takes it in when the load filled it, and drops the whole-buffer moments.
   OptimizerState& load_target();
   void loaded(bool filled);
 
+  void params_needed(size_t end) override;
+  void grads_ready(size_t first, size_t end) override;
+
  private:
-  // `part` (this rank's, at most S elements) from every rank into `all` (ranks x S, parts zero-padded to S):
-  // its first N elements are the whole buffer (a collective).
-  void gather(const Tensor& part, Tensor& all);
+  FlatRange part_of(const GradBucket& b) const;  // this rank's part of a bucket (sharded)
+  void reduce(size_t bucket);                    // starts a bucket's reduction
+  // Every bucket's part of `compact` (this rank's parts one after the other) gathered into `whole`.
+  void gather_parts(Tensor& whole, const Tensor& compact);
+
   ParamStore& params_;
   dist::Communicator* dp_;
-  bool sharded_;
-  int64_t part_ = 0;     // S: elements a part (sharded)
-  Tensor mine_, whole_;  // sharded, every step: a part (S) and the padded buffer (ranks x S)
+  bool sharded_, overlap_grad_, overlap_param_;
+  std::vector<GradBucket> buckets_;
+  std::vector<size_t> bucket_of_;        // per parameter
+  std::vector<int64_t> unready_;         // per bucket: parameters whose gradients are not complete yet
+  std::vector<bool> param_ready_;        // per parameter, this step
+  std::vector<bool> reduced_;            // per bucket: its reduction started this step
+  dist::Communicator::Ticket last_reduce_ = -1;
+  std::vector<dist::Communicator::Ticket> gather_;  // per bucket: its gather's ticket (overlap)
+  size_t gathered_ = 0;                  // buckets [0, gathered_) need no wait
+  bool armed_ = false;
   std::unique_ptr<AdamW> adam_;
   OptimizerState load_;
   Tensor load_m_, load_v_;  // sharded: the whole-buffer moments load_ views

@@ -62,13 +62,13 @@ Tensor MicroBatchRunner::to_device(const Tensor& host) {
   return t;
 }
 
-void MicroBatchRunner::queue(const Batch& b, int64_t num_micro, bool backward, bool first_in_step) {
+void MicroBatchRunner::queue(const Batch& b, int64_t num_micro, bool backward, bool first_in_step, bool eager) {
   const Device dev = ex_.device();
   const double denom = double(std::max<int64_t>(b.num_targets, 1));
   denoms_.push_back(denom);
   const DType loss_dtype = stat_dtype(model_.params().flat_values().dtype());
   Tensor grad_host = backward ? loss_grad_host(b, denom, num_micro, loss_dtype) : Tensor();
-  if (!graphs_ || !backward) {
+  if (!graphs_ || !backward || eager) {
     totals_.push_back(queue_model(to_device(b.ids), to_device(b.labels), backward ? to_device(grad_host) : Tensor(),
                                   num_micro, backward));
     return;

@@ -35,8 +35,8 @@ class MicroBatchRunner {
   MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ctx, bool use_graphs, std::ostream& log);
 
   // Queues one micro-batch; with `backward` its gradients are accumulated (first_in_step: the first
-  // micro-batch of the optimizer step).
-  void queue(const Batch& b, int64_t num_micro, bool backward, bool first_in_step);
+  // micro-batch of the optimizer step). `eager`: not as a graph (the data-parallel overlap communicates in it).
+  void queue(const Batch& b, int64_t num_micro, bool backward, bool first_in_step, bool eager = false);
   // The mean of the losses of the micro-batches queued since the last call (waits for them).
   double mean_loss();
   int64_t replays() const { return replays_; }

@@ -39,6 +39,10 @@ void TrainConfig::validate() const {
                      "processes with mpirun and leave this at 1)"));
   need(expert_tensor_parallel_size <= 1, str("--expert-tensor-parallel-size ", expert_tensor_parallel_size,
                                              ": expert tensor parallelism is not built yet (data parallelism only)"));
+  need(ddp_bucket_size >= 0, str("--ddp-bucket-size: expected a positive number of elements, got ", ddp_bucket_size));
+  // As Megatron: the gathers overlap only what the sharded optimizer gathers, after overlapped reductions.
+  need(!overlap_param_gather || (use_distributed_optimizer && overlap_grad_reduce),
+       "--overlap-param-gather: needs --use-distributed-optimizer and --overlap-grad-reduce");
   need(train_iters > 0, str("--train-iters: expected a positive integer, got ", train_iters));
   need(lr >= 0 && std::isfinite(lr), str("--lr: expected a finite non-negative number, got ", lr));
   need(min_lr >= 0 && min_lr <= lr, str("--min-lr: expected a value in [0, --lr], got ", min_lr));

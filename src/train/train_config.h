@@ -94,6 +94,9 @@ struct TrainConfig {
   int expert_model_parallel_size = 1;      // --expert-model-parallel-size
   int expert_tensor_parallel_size = 0;     // --expert-tensor-parallel-size (0: the tensor-parallel size)
   bool use_distributed_optimizer = false;  // --use-distributed-optimizer: Adam state and update sharded over dp
+  int64_t ddp_bucket_size = 0;             // --ddp-bucket-size: elements a bucket under overlap (0: Megatron's)
+  bool overlap_grad_reduce = false;        // --overlap-grad-reduce: bucket reductions during the backward
+  bool overlap_param_gather = false;       // --overlap-param-gather: bucket gathers during the next forward
   // Not a flag: the world size over the model-parallel sizes, set by the launcher's world (1: one process).
   int64_t data_parallel_size = 1;
 

@@ -210,11 +210,14 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
 
   HybridModel model(mc, plan_for(mc));
   ParamStore& store = model.params();
-  store.finalize(tc.bf16 ? DType::BF16 : DType::F32, dev);
+  store.finalize(tc.bf16 ? DType::BF16 : DType::F32, dev,
+                 DataParallelOptimizer::param_align(dp.size(), tc.use_distributed_optimizer));
   init_params(store, tc.seed);
   if (tc.after_init) tc.after_init(store);
-  DataParallelOptimizer opt(store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
-                            par != nullptr ? par->dp.get() : nullptr, tc.use_distributed_optimizer);
+  DataParallelOptimizer opt(
+      store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
+      par != nullptr ? par->dp.get() : nullptr,
+      {tc.use_distributed_optimizer, tc.ddp_bucket_size, tc.overlap_grad_reduce, tc.overlap_param_gather});
   const std::vector<ArchitectureEntry> arch = architecture_record(mc, model.plan());
   ResumePoint start;
   if (!tc.load.empty()) start = load_training_state(tc, store, opt.load_target(), arch);
@@ -230,6 +233,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       << " micro-batches of " << mbs
       << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string()) << ")\n";
 
+  if (dp.size() > 1) log << "hytra: data-parallel: " << opt.describe() << "\n";
   // The first rank of the group builds the dataset index caches first, the others then read them (Megatron's
   // order: no two processes write one cache).
   if (dp.rank() != 0) dp.barrier();
@@ -245,6 +249,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (!tc.log_jsonl.empty() && rank0) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
+  if (par != nullptr && par->dp) ctx.param_hooks = &opt;  // the overlap of communication with the model's passes
   MicroBatchRunner runner(ex, model, ctx, !tc.no_cuda_graph, log);
   MoeInterval moe_interval;
   std::vector<double> interval_mtp;  // per MTP depth, summed over the interval's steps
@@ -269,8 +274,12 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     store.zero_grad(/*lazy=*/true);           // the Linear weights' first wgrad GEMM overwrites instead
     // Each micro-batch's gradient is scaled by 1 / (micro-batches x data-parallel ranks): the sum over the
     // ranks is the mean over the global batch.
-    for (int64_t m = 0; m < num_micro; ++m)
-      runner.queue(load_batch(*train_data, dp.sample(consumed, m, mbs), mbs), num_micro * dp.size(), true, m == 0);
+    for (int64_t m = 0; m < num_micro; ++m) {
+      const bool last = m == num_micro - 1;
+      opt.begin_micro_batch(last);
+      runner.queue(load_batch(*train_data, dp.sample(consumed, m, mbs), mbs), num_micro * dp.size(), true, m == 0,
+                   opt.communicates_in(m == 0, last));
+    }
     const double loss = dp.mean(runner.mean_loss());
     // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
     const std::vector<MoeStats> moe = dp.sum(model.moe_stats());
@@ -344,6 +353,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       break;
     }
   }
+  opt.finish_gather();  // the last step's parameters complete on every rank
   progress.finish();
   result.peak_memory_bytes = device_alloc.stats().peak;
   result.flops_per_token = flops_token;

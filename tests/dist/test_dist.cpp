@@ -65,6 +65,30 @@ TEST(MpiCommunicator, ReduceScatterAndAllGather) {
   }
 }
 
+// The forms the data-parallel overlap uses: asynchronous (MPI: complete on return) and in place, each rank's
+// part inside the whole buffer.
+TEST(MpiCommunicator, InPlaceAsyncReduceScatterAndAllGather) {
+  const int S = g_comm->size(), me = g_comm->rank();
+  const int64_t n = 5;
+  Tensor buf = Tensor::empty({n * S}, DType::F32);
+  for (int64_t i = 0; i < n * S; ++i) buf.data<float>()[i] = value(me, i);
+  Tensor mine = buf.narrow(0, me * n, n);
+  g_comm->wait(g_comm->reduce_scatter_sum_async(mine, buf));
+  for (int64_t i = 0; i < n; ++i) {
+    float want = value(0, me * n + i);
+    for (int r = 1; r < S; ++r) want += value(r, me * n + i);
+    ASSERT_EQ(buf.data<float>()[me * n + i], want);
+  }
+  for (int64_t i = 0; i < n; ++i) buf.data<float>()[me * n + i] = float(100 * me + i);
+  g_comm->wait(g_comm->all_gather_async(buf, mine));
+  for (int r = 0; r < S; ++r)
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(buf.data<float>()[r * n + i], float(100 * r + i));
+  Tensor t = Tensor::empty({3}, DType::F32);
+  for (int64_t i = 0; i < 3; ++i) t.data<float>()[i] = value(me, i);
+  g_comm->wait(g_comm->all_reduce_sum_async(t));
+  for (int64_t i = 0; i < 3; ++i) ASSERT_EQ(t.data<float>()[i], rank_order_sum(S, i));
+}
+
 TEST(MpiCommunicator, BroadcastFromTheLastRank) {
   Tensor t = Tensor::empty({4}, DType::BF16);
   for (int i = 0; i < 4; ++i) t.data<uint16_t>()[i] = uint16_t(g_comm->rank() * 100 + i);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data parallelism on CPUs under mpirun (docs/parallelism.md): a tiny hybrid (M, G, E, *, -, mHC, MTP) trained
 # 20 iterations (validation after 10 and 20) on one global batch of 8 as one process, as 2 ranks (twice) and as
-# 4 ranks, and as 2 and 4 ranks with the distributed optimizer. The losses, validation losses and grad norms of
+# 4 ranks, as 2 and 4 ranks with the distributed optimizer, and with the communication overlapped in buckets. The losses, validation losses and grad norms of
 # every iteration and the final weights (the L2 distance of all weights over their norm) match the one process
 # within 1e-5 relative (the gradients are summed in another order); the two runs at 2 ranks are bitwise identical
 # (losses and checkpoint files).
@@ -38,16 +38,29 @@ run two_again 2
 run four 4
 run two_do 2 --use-distributed-optimizer
 run four_do 4 --use-distributed-optimizer --save-interval 10
+# The overlap in small buckets (about 20): reductions started by the backward (replicated: bitwise the 2-rank
+# run, MPI sums each element in rank order whatever the buckets), then the sharded optimizer's gathers waited
+# for by the forward, and the reductions started by the delayed weight gradients (bitwise the same run without
+# the overlap).
+run two_ov 2 --overlap-grad-reduce --ddp-bucket-size 2000
+run four_ov 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 3000 \
+  --save-interval 10
+run two_dw 2 --delay-wgrad-compute
+run two_ov_dw 2 --overlap-grad-reduce --ddp-bucket-size 2000 --delay-wgrad-compute
 at10() {  # at10 RUN: a checkpoint directory whose latest checkpoint is RUN's iteration 10
   mkdir -p "$W/$1@10" && cp -r "$W/$1/iter_0000010" "$W/$1@10/" && echo 10 > "$W/$1@10/latest_checkpointed_iteration.txt"
 }
 at10 four_do
 at10 one
+at10 four_ov
 run resume_two 2 --use-distributed-optimizer --load "$W/four_do@10"
 run resume_one 1 --load "$W/four_do@10"
 run resume_four 4 --use-distributed-optimizer --load "$W/four_do@10"
 run reverse_four 4 --use-distributed-optimizer --load "$W/one@10"
+run resume_ov_one 1 --load "$W/four_ov@10"
 grep -q "on each of 2 data-parallel ranks" "$W/two.log" || fail "the 2-rank run does not say it is data-parallel"
+grep -qE "reduce-scattered in [0-9]{2} buckets as the backward completes them, parameters gathered during" \
+  "$W/four_ov.log" || fail "the overlapped run does not log ten buckets or more: $(grep data-parallel: "$W/four_ov.log")"
 [ "$(grep -c 'iteration .*/ *20 |' "$W/four.log")" = 20 ] || fail "the 4-rank run logged other than 20 iteration lines (rank 0 logs)"
 python3 - "$W" <<'PY' || exit 1
 import array, json, struct, sys
@@ -75,7 +88,7 @@ def tensors(name):
     return out
 ref, ref_w = losses("one"), tensors("one")
 worst = (0.0, "")  # the tensor farthest from one process's, relatively
-for name in ("two", "four", "two_do", "four_do"):
+for name in ("two", "four", "two_do", "four_do", "two_ov", "four_ov"):
     got = losses(name)
     assert len(got) == len(ref) and len(ref) >= 60, (name, len(got), len(ref))
     for (i, k, a), (j, k2, b) in zip(ref, got):
@@ -94,15 +107,18 @@ for name in ("two", "four", "two_do", "four_do"):
     assert rel <= 1e-5, f"{name}: the final weights differ from one process's by {rel:.2e} relative"
     print(f"{name}: final weights {rel:.2e} relative to one process's")
 assert losses("two") == losses("two_again"), "two runs at 2 ranks differ"
+assert losses("two") == losses("two_ov"), "the overlapped bucket reductions differ from the 2-rank run"
+assert losses("two_dw") == losses("two_ov_dw"), "the reductions started by the delayed wgrads differ"
 # Resumed at iteration 10: iterations 11..20 against the uninterrupted run of the saving layout.
 for name, base in (("resume_two", "four_do"), ("resume_one", "four_do"), ("resume_four", "four_do"),
-                   ("reverse_four", "one")):
+                   ("reverse_four", "one"), ("resume_ov_one", "four_ov")):
     got, want = losses(name), [x for x in losses(base) if x[0] > 10]
     assert [x[:2] for x in got] == [x[:2] for x in want], (name, got[:3], want[:3])
     for (i, k, a), (_, _, b) in zip(want, got):
         assert abs(a - b) <= 1e-5 * abs(a), f"{name}: iteration {i} {k}: {b} against {base}'s {a}"
 assert losses("resume_four") == [x for x in losses("four_do") if x[0] > 10], "resumed on the same layout: not bitwise"
-print(f"ok: {len(ref)} logged values within 1e-5 at 2 and 4 ranks, with and without the distributed optimizer; "
+print(f"ok: {len(ref)} logged values within 1e-5 at 2 and 4 ranks, with and without the distributed optimizer "
+      f"and the overlap in buckets (replicated: bitwise); "
       f"resumed across layouts within 1e-5, on the same layout bitwise; the tensor farthest off: {worst[1]} "
       f"({worst[0]:.2e}: a parameter whose gradient is rounding noise, which Adam turns into full steps)")
 

@@ -124,6 +124,11 @@ TEST(Config, ParallelSizesAndTheDataParallelBatch) {
   expect_error({"--context-parallel-size", "2"}, "--context-parallel-size 2: context parallelism");
   expect_error({"--expert-model-parallel-size", "4"}, "--expert-model-parallel-size 4: expert parallelism");
   expect_error({"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size 2: expert tensor parallelism");
+  expect_error({"--overlap-param-gather", "--overlap-grad-reduce"},
+               "--overlap-param-gather: needs --use-distributed-optimizer and --overlap-grad-reduce");
+  expect_error({"--overlap-param-gather", "--use-distributed-optimizer"},
+               "--overlap-param-gather: needs --use-distributed-optimizer and --overlap-grad-reduce");
+  expect_error({"--ddp-bucket-size", "-5"}, "--ddp-bucket-size: expected a positive number of elements, got -5");
   TrainConfig t;
   t.micro_batch_size = 2;
   t.global_batch_size = 8;

@@ -239,8 +239,16 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--expert-model-parallel-size", K::Int, "", "expert-parallel ranks (only 1 runs yet)",
         store(c.expert_model_parallel_size));
   t.add("--use-distributed-optimizer", K::Bool, "",
-        "shard the Adam moments and the update over the data-parallel ranks (ZeRO-1; CPUs for now)",
+        "shard the Adam moments and the update over the data-parallel ranks (ZeRO-1)",
         store(c.use_distributed_optimizer));
+  t.add("--overlap-grad-reduce", K::Bool, "",
+        "reduce each gradient bucket over the data-parallel ranks as soon as the backward completes it",
+        store(c.overlap_grad_reduce));
+  t.add("--overlap-param-gather", K::Bool, "",
+        "gather the distributed optimizer's updated parameters during the next forward, bucket by bucket",
+        store(c.overlap_param_gather));
+  t.add("--ddp-bucket-size", K::Int, "max(40M, 1M x data-parallel size)",
+        "elements a gradient bucket holds under --overlap-grad-reduce", store(c.ddp_bucket_size));
   t.add("--expert-tensor-parallel-size", K::Int, "tensor-model-parallel-size",
         "tensor-parallel ranks of the experts (only 1 runs yet)", store(c.expert_tensor_parallel_size));
 }
