@@ -1,9 +1,11 @@
 // `hytra bench NAME|FILE [--warmup W] [--steps N] [--skew-routing] [training flags]`: trains a named config
 // (bench/configs/NAME.yaml, or a config file) on its data (mock tokens in the bundled configs) for
 // W warm-up and N measured steps, then prints the config's size and one record line
-// (cli/bench.h). Any training flag after the name overrides the file.
+// (cli/bench.h). Any training flag after the name overrides the file. Launched as several data-parallel ranks
+// (mpirun, srun, torchrun-style), every rank trains and rank 0 prints (gpus= the ranks; TFLOP/s and MFU per rank).
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "cli/parallel_run.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace hytra {
 namespace {
@@ -58,25 +61,29 @@ int cmd_bench(int argc, char** argv) {
   rest.push_back("--train-iters");    // the bench decides the length; flags given after the name still win
   rest.push_back(std::to_string(warmup + steps));
   rest.insert(rest.end(), overrides.begin(), overrides.end());
-  ModelConfig model;
-  TrainConfig train;
-  dist::World world;  // a torchrun-style one-rank world runs the NCCL data-parallel path (its overhead)
-  HYTRA_CHECK(world.size() == 1, "hytra bench: one process (world size ", world.size(), ")");
-  parse_train_flags(rest, model, train, nullptr);
-  dist::ParallelContext par = make_run_context(world, train);
-  resolve_train_config(model, train);
-  if (skew) train.after_init = skew_routing;
-  // The record's name: the file stem, or its folder for examples/<name>/config.yaml.
-  const std::filesystem::path path(name);
-  std::string label = path.filename().string();  // not stem(): "llama3.2-1b" has a dot
-  if (label.size() > 5 && label.ends_with(".yaml")) label.resize(label.size() - 5);
-  if (label == "config" && path.has_parent_path()) label = path.parent_path().filename().string();
-  BenchResult r = run_bench(label, model, train, warmup, steps, std::cout, &par);
-  std::cout << "hytra bench: " << r.num_params << " parameters, " << r.flops_per_token / 1e9
-            << " GFLOP per token (docs/configuration.md, model FLOPs), " << steps << " measured steps after " << warmup
-            << " warm-up\n"
-            << format_bench_record(r) << "\n";
-  return 0;
+  dist::World world;  // one process, mpirun/srun ranks, or a torchrun-style world (then NCCL even for one rank)
+  log_enabled = world.rank() == 0;
+  std::unique_ptr<dist::ParallelContext> par;  // outlives an error (cli/parallel_run.h)
+  return run_ranks("bench", world, [&] {
+    ModelConfig model;
+    TrainConfig train;
+    parse_train_flags(rest, model, train, nullptr);
+    par = std::make_unique<dist::ParallelContext>(make_run_context(world, train));
+    resolve_train_config(model, train);
+    if (skew) train.after_init = skew_routing;
+    // The record's name: the file stem, or its folder for examples/<name>/config.yaml.
+    const std::filesystem::path path(name);
+    std::string label = path.filename().string();  // not stem(): "llama3.2-1b" has a dot
+    if (label.size() > 5 && label.ends_with(".yaml")) label.resize(label.size() - 5);
+    if (label == "config" && path.has_parent_path()) label = path.parent_path().filename().string();
+    std::ostream& out = rank_log(world);
+    BenchResult r = run_bench(label, model, train, warmup, steps, out, par.get());
+    out << "hytra bench: " << r.num_params << " parameters, " << r.flops_per_token / 1e9
+        << " GFLOP per token (docs/configuration.md, model FLOPs), " << steps << " measured steps after " << warmup
+        << " warm-up\n"
+        << format_bench_record(r) << "\n";
+    return 0;
+  });
 }
 
 }  // namespace hytra

@@ -440,7 +440,8 @@ TEST(Train, BenchMeasuresTheStepsAfterWarmup) {
   EXPECT_NEAR(r.tflops_per_gpu, r.flops_per_token * r.tokens_per_s / 1e12, 1e-9);
   EXPECT_GT(r.peak_mem_gib, 0.0);  // the CPU allocator counts too
   const std::string line = format_bench_record(r);
-  for (const char* key : {"config=tiny", "mbs=4", "gbs=8", "seq=32",
+  EXPECT_EQ(r.gpus, 1);
+  for (const char* key : {"config=tiny", "gpus=1", "mbs=4", "gbs=8", "seq=32",
                           "step_ms=", "tokens_per_s=", "tflops_per_gpu=", "mfu=", "peak_mem_gib=", "loss="})
     EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
 }

@@ -46,7 +46,8 @@ BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainCo
   r.steps = steps;
   r.step_ms = median * 1e3;
   r.tokens_per_s = double(r.global_batch * r.seq_length) / median;
-  r.tflops_per_gpu = t.flops_per_token * r.tokens_per_s / 1e12;
+  r.gpus = int(train.data_parallel_size);
+  r.tflops_per_gpu = t.flops_per_token * r.tokens_per_s / 1e12 / double(r.gpus);
   r.mfu = r.tflops_per_gpu * 1e12 / kPeakBf16Flops;
   r.peak_mem_gib = double(t.peak_memory_bytes) / double(1ll << 30);
   r.last_loss = t.losses.back();
@@ -77,9 +78,9 @@ void skew_routing(ParamStore& store) {
 std::string format_bench_record(const BenchResult& r) {
   char buf[512];
   std::snprintf(buf, sizeof(buf),
-                "hytra config=%s mbs=%lld gbs=%lld seq=%lld step_ms=%.2f tokens_per_s=%.0f tflops_per_gpu=%.1f "
+                "hytra config=%s gpus=%d mbs=%lld gbs=%lld seq=%lld step_ms=%.2f tokens_per_s=%.0f tflops_per_gpu=%.1f "
                 "mfu=%.1f%% peak_mem_gib=%.2f loss=%.4f",
-                r.name.c_str(), (long long)r.micro_batch, (long long)r.global_batch, (long long)r.seq_length, r.step_ms,
+                r.name.c_str(), r.gpus, (long long)r.micro_batch, (long long)r.global_batch, (long long)r.seq_length, r.step_ms,
                 r.tokens_per_s, r.tflops_per_gpu, 100.0 * r.mfu, r.peak_mem_gib, r.last_loss);
   return buf;
 }

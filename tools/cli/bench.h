@@ -22,9 +22,10 @@ inline constexpr double kPeakBf16Flops = 989e12;  // H100 SXM dense bf16 (datash
 struct BenchResult {
   std::string name;
   int64_t micro_batch = 0, global_batch = 0, seq_length = 0, steps = 0;
+  int gpus = 1;        // the data-parallel ranks (processes)
   double step_ms = 0;  // median of the measured steps
   double tokens_per_s = 0;
-  double tflops_per_gpu = 0;  // model FLOPs (model/flops.h) per second / 1e12
+  double tflops_per_gpu = 0;  // model FLOPs (model/flops.h) per second / 1e12, per rank
   double mfu = 0;             // tflops_per_gpu / 989, as a fraction
   double peak_mem_gib = 0;    // allocator peak over the whole run, GiB
   double last_loss = 0;
@@ -46,7 +47,7 @@ BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainCo
 // when the model has no expert bias.
 void skew_routing(ParamStore& store);
 
-// "hytra=<name> config=... mbs=.. gbs=.. seq=.. step_ms=.. tokens_per_s=.. tflops_per_gpu=.. mfu=..%
+// "hytra config=<name> gpus=.. mbs=.. gbs=.. seq=.. step_ms=.. tokens_per_s=.. tflops_per_gpu=.. mfu=..%
 // peak_mem_gib=.. loss=.." — one line.
 std::string format_bench_record(const BenchResult& r);
 

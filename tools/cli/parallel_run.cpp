@@ -1,5 +1,9 @@
 #include "cli/parallel_run.h"
 
+#include <cstdio>
+#include <iostream>
+#include <streambuf>
+
 #include "core/device.h"
 #include "ops/exec.h"
 
@@ -17,6 +21,33 @@ dist::ParallelContext make_run_context(const dist::World& world, TrainConfig& tr
       cuda, cuda ? Exec::for_device(Device::CUDA).stream() : nullptr);
   train.data_parallel_size = par.dp_size();
   return par;
+}
+
+namespace {
+// A stream buffer that drops what it is given.
+class NullBuffer : public std::streambuf {
+ protected:
+  int overflow(int c) override { return c; }
+};
+}  // namespace
+
+std::ostream& rank_log(const dist::World& world) {
+  static NullBuffer null_buffer;
+  static std::ostream null_log(&null_buffer);
+  return world.rank() == 0 ? std::cout : null_log;
+}
+
+int run_ranks(const char* command, dist::World& world, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    if (world.size() == 1) throw;
+    std::cout << std::flush;
+    std::fprintf(stderr, "hytra %s: rank %d: error: %s\n", command, world.rank(), e.what());
+    std::fflush(stderr);
+    world.abort(1);
+    return 1;
+  }
 }
 
 }  // namespace hytra

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Data parallelism on the GPUs of one machine, in one call (bench/NOTES.md, docs/parallelism.md):
+#  1. the NCCL path in a one-rank world: bitwise the plain run (tests/e2e/nccl_one_rank.sh) and its overhead
+#     on llama3.2-1b at global batch 2 (plain against RANK=0 WORLD_SIZE=1, goal: under 1%);
+#  2. correctness at 2 (and 4) GPUs under mpirun: a tiny hybrid (M, G, E, *, -, mHC, MTP) 50 iterations in fp32
+#     (within 1e-4 of one GPU) and in bf16 (the largest relative loss difference printed; two runs bitwise
+#     equal), replicated and with the distributed optimizer + both overlaps; a checkpoint of 2 GPUs resumed on 1;
+#  3. scaling: `hytra bench` of each config in SCALE (default llama3.2-1b and nemotron-h-1b) at 1, 2 (and 4)
+#     GPUs with the distributed optimizer, the global batch PER_GPU x GPUs, with and without the overlap.
+# NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
+#   Usage: [PARTS="1 2 3"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN   (BIN: a folder with hytra)
+set -uo pipefail
+H=$(realpath "${1:-build}/hytra")
+OUT=${OUT:-/tmp/hytra_out}
+W=$(mktemp -d /tmp/hytra-mgpu.XXXXXX)
+mkdir -p "$OUT"
+P=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+export LD_LIBRARY_PATH=$P/cu13/lib:$P/nccl/lib:$P/cudnn/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0
+N=$(nvidia-smi -L | wc -l)
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
+git log -1 --format='commit %h %s' 2>/dev/null
+gpus_list() { for n in 1 2 4 8; do [ "$n" -le "$N" ] && echo "$n"; done; }
+launch() {  # launch NP CMD...: NP ranks under mpirun, one GPU each
+  local np=$1
+  shift
+  if [ "$np" = 1 ]; then "$@"; else
+    mpirun --allow-run-as-root --bind-to none -np "$np" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE "$@"; fi
+}
+
+part() { [[ " ${PARTS:-1 2 3} " == *" $1 "* ]]; }
+if part 1; then
+echo "== 1. NCCL one-rank world"
+bash tests/e2e/nccl_one_rank.sh "$H"; echo "rc $?"
+for world in plain nccl plain nccl; do  # twice, interleaved: the clocks drift
+  if [ $world = plain ]; then "$H" bench llama3.2-1b --steps "${STEPS:-10}" --warmup 3 2>&1 | tail -1
+  else env RANK=0 WORLD_SIZE=1 MASTER_PORT=29611 "$H" bench llama3.2-1b --steps "${STEPS:-10}" --warmup 3 2>&1 |
+    tail -1; fi | sed "s/^/$world: /"
+done
+fi
+
+if part 2; then
+echo "== 2. correctness on $N GPUs"
+M=(train --hybrid-layer-pattern 'MGE*E/*-' --enable-mhc-connections --mhc-num-residual-streams 2 --hidden-size 64
+   --num-attention-heads 4 --group-query-attention --num-query-groups 2 --ffn-hidden-size 128 --swiglu
+   --mamba-num-heads 4 --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 16 --mamba-chunk-size 32
+   --num-experts 4 --moe-ffn-hidden-size 64 --moe-router-topk 2 --moe-router-score-function sigmoid
+   --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3 --mtp-loss-scaling-factor 0.3 --normalization RMSNorm
+   --position-embedding-type rope --disable-bias-linear --seq-length 64 --vocab-size 512 --mock-data
+   --micro-batch-size 2 --global-batch-size 16 --lr 2e-3 --lr-warmup-iters 2 --train-iters 50 --eval-iters 0
+   --log-interval 1 --device cuda)
+OV=(--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 20000)
+run() {  # run NAME NP [flags]
+  local name=$1 np=$2
+  shift 2
+  launch "$np" "$H" "${M[@]}" --log-jsonl "$W/$name.jsonl" "$@" > "$W/$name.log" 2>&1 ||
+    echo "FAIL $name: $(tail -3 "$W/$name.log")"
+}
+big=$([ "$N" -ge 4 ] && echo 4 || echo 2)
+run f1 1
+run f2 2
+run f_ov 2 "${OV[@]}"
+run f_big "$big" "${OV[@]}"
+run b1 1 --bf16
+run b2 2 --bf16
+run b2_again 2 --bf16
+run b_ov 2 --bf16 "${OV[@]}" --save "$W/ck" --save-interval 25
+run b_ov_again 2 --bf16 "${OV[@]}"
+run b_big "$big" --bf16 "${OV[@]}"
+mkdir -p "$W/ck25" && cp -r "$W/ck/iter_0000025" "$W/ck25/" && echo 25 > "$W/ck25/latest_checkpointed_iteration.txt"
+run b_resume1 1 --bf16 --load "$W/ck25"
+grep -h "data-parallel:" "$W"/*.log | sort | uniq -c
+python3 - "$W" <<'PY'
+import json, sys
+w = sys.argv[1]
+def losses(n):
+    return [(r["iteration"], k, v) for r in map(json.loads, open(f"{w}/{n}.jsonl"))
+            for k, v in sorted(r.items()) if "loss" in k and isinstance(v, float)]
+def worst(a, b, first=1):
+    a = [x for x in losses(a) if x[0] >= first]
+    b = losses(b)
+    assert [x[:2] for x in a] == [x[:2] for x in b], "different iterations"
+    return max(abs(x[2] - y[2]) / abs(x[2]) for x, y in zip(a, b))
+ok = True
+for n in ("f2", "f_ov", "f_big"):
+    d = worst("f1", n); ok &= d <= 1e-4
+    print(f"fp32 {n}: largest relative loss difference from one GPU {d:.2e} (limit 1e-4)")
+for n in ("b2", "b_ov", "b_big"):
+    print(f"bf16 {n}: largest relative loss difference from one GPU {worst('b1', n):.2e}")
+for a, b in (("b2", "b2_again"), ("b_ov", "b_ov_again")):
+    same = losses(a) == losses(b); ok &= same
+    print(f"bf16 {a} twice: {'bitwise equal' if same else 'DIFFERENT'}")
+print(f"bf16 resumed at iteration 25 on one GPU: largest relative loss difference from the 2-GPU run "
+      f"{worst('b_ov', 'b_resume1', 26):.2e}")
+print("correctness:", "ok" if ok else "FAILED")
+PY
+fi
+
+part 3 && {
+echo "== 3. scaling (global batch ${PER_GPU:-4} a GPU, distributed optimizer)"
+for cfg in ${SCALE:-llama3.2-1b examples/nemotron-h-1b/config.yaml}; do
+  for n in $(gpus_list); do
+    for mode in plain overlap; do
+      [ "$n" = 1 ] && [ $mode = overlap ] && continue
+      flags=(--global-batch-size $(( ${PER_GPU:-4} * n )) --lr-warmup-iters 2)
+      [ "$n" -gt 1 ] && flags+=(--use-distributed-optimizer)
+      [ $mode = overlap ] && flags+=(--overlap-grad-reduce --overlap-param-gather)
+      echo "-- $cfg gpus $n $mode: ${flags[*]}"
+      launch "$n" "$H" bench "$cfg" --steps "${STEPS:-10}" --warmup 3 "${flags[@]}" > "$W/bench.log" 2>&1
+      grep -E "^hytra config=|data-parallel:|rror" "$W/bench.log" | tail -3
+    done
+  done
+done
+}
+cp "$W"/*.log "$OUT"/ 2>/dev/null
+rm -rf "$W"
