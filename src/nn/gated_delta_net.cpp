@@ -26,9 +26,11 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& o, const std::string& p
     c->init_hi = conv_bound;
   }
   a_log_ = &store.create(p + "A_log", {Hv}, InitKind::LogUniform, 0.0, true);
+  a_log_->master_in_forward = true;
   a_log_->init_lo = 1.0;
   a_log_->init_hi = 16.0;
   dt_bias_ = &store.create(p + "dt_bias", {Hv}, InitKind::Ones, 0.0, true);
+  dt_bias_->master_in_forward = true;
   out_norm_w_ = &store.create(p + "out_norm.weight", {o.value_head_dim}, InitKind::Ones, 0.0, true);
   out_proj_ = std::make_unique<Linear>(p + "out_proj.", v_dim(), o.hidden, o.bias, o.output_init_std, store);
 }

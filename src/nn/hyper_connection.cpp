@@ -13,15 +13,18 @@ HyperConnection::HyperConnection(const HyperConnectionOptions& o, const std::str
   const int64_t n = o.streams, C = o.hidden, P = n * n + 2 * n;
   HYTRA_ASSERT(n >= 1 && C >= 1, prefix);  // a validated configuration's (ModelConfig::validate)
   w_ = &store.create(prefix + "mapping_proj.weight", {P, n * C}, InitKind::Uniform, 0.0, false);
+  w_->master_in_forward = true;
   const double bound = std::sqrt(6.0 / double(P + n * C));  // xavier-uniform
   w_->init_lo = -bound;
   w_->init_hi = bound;
   const char* names[3] = {"alpha_pre", "alpha_post", "alpha_res"};
   for (int i = 0; i < 3; ++i) {
     alpha_[i] = &store.create(prefix + names[i], {1}, InitKind::Uniform, 0.0, true);
+    alpha_[i]->master_in_forward = true;
     alpha_[i]->init_lo = alpha_[i]->init_hi = o.init_gating;  // the constant factor
   }
   bias_ = &store.create(prefix + "bias", {P}, InitKind::Zeros, 0.0, true);
+  bias_->master_in_forward = true;
 }
 
 Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {

@@ -25,10 +25,13 @@ Mamba2Mixer::Mamba2Mixer(const Mamba2Options& o, const std::string& prefix, Para
     c->init_hi = conv_bound;
   }
   a_log_ = &store.create(p + "A_log", {H}, InitKind::LogUniform, 0.0, true);
+  a_log_->master_in_forward = true;
   a_log_->init_lo = 1.0;
   a_log_->init_hi = 16.0;
   d_ = &store.create(p + "D", {H}, InitKind::Ones, 0.0, true);
+  d_->master_in_forward = true;
   dt_bias_ = &store.create(p + "dt_bias", {H}, InitKind::MambaDtBias, 0.0, true);
+  dt_bias_->master_in_forward = true;
   dt_bias_->init_lo = 1e-3;  // dt_min
   dt_bias_->init_hi = 0.1;   // dt_max
   norm_w_ = &store.create(p + "norm.weight", {d_inner()}, InitKind::Ones, 0.0, true);

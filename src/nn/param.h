@@ -44,6 +44,9 @@ struct Param {
   // Placed right after the previous parameter, without padding: one expert of a per-expert weight list, so
   // that the list reads as one (E, ...) tensor.
   bool follows_previous = false;
+  // The forward reads `master`, not `value` (small parameters used in fp32: Mamba/GDN decays and biases, the mHC
+  // mappings, router biases): the distributed optimizer then gathers the master weights, not only the values.
+  bool master_in_forward = false;
 
   // Set by a layer whose every write of this gradient is a GEMM taking its beta from grad_beta()
   // (Linear): ParamStore::zero_grad(lazy) then skips its memset and the first write overwrites.

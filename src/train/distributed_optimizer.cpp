@@ -39,6 +39,11 @@ DataParallelOptimizer::DataParallelOptimizer(ParamStore& params, const AdamWConf
     for (const GradBucket& b : buckets_) parts.push_back(part_of(b));
     adam_ = std::make_unique<AdamW>(params, cfg, parts);
   }
+  for (const GradBucket& b : buckets_) {
+    bool master = false;
+    for (size_t i = b.first_param; i < b.end_param; ++i) master = master || params.all()[i]->master_in_forward;
+    gather_master_.push_back(master && params.has_separate_master());
+  }
   gather_.assign(buckets_.size(), -1);
   gathered_ = buckets_.size();
 }
@@ -117,17 +122,24 @@ void DataParallelOptimizer::step(Exec& ex, double lr, double grad_scale) {
   adam_->step(ex, lr, grad_scale);
   if (!sharded_) return;
   // Every rank's updated parts of the values (the master weights themselves in fp32 runs), in place.
-  Tensor& values = params_.flat_values();
   for (size_t b = 0; b < buckets_.size(); ++b) {
+    Tensor& from = gather_master_[b] ? params_.flat_master() : params_.flat_values();
     const FlatRange part = part_of(buckets_[b]);
-    Tensor whole = values.narrow(0, buckets_[b].range.begin, buckets_[b].range.size());
-    const dist::Communicator::Ticket t = dp_->all_gather_async(whole, values.narrow(0, part.begin, part.size()));
-    if (overlap_param_)
-      gather_[b] = t;
-    else
-      dp_->wait(t);
+    Tensor whole = from.narrow(0, buckets_[b].range.begin, buckets_[b].range.size());
+    gather_[b] = dp_->all_gather_async(whole, from.narrow(0, part.begin, part.size()));
+    if (!overlap_param_) {
+      dp_->wait(gather_[b]);
+      gathered(b);
+    }
   }
   gathered_ = overlap_param_ ? 0 : buckets_.size();
+}
+
+void DataParallelOptimizer::gathered(size_t b) {
+  if (!gather_master_[b]) return;
+  Tensor values = params_.flat_values().narrow(0, buckets_[b].range.begin, buckets_[b].range.size());
+  ops::copy(Exec::for_device(values.device()), values,
+            params_.flat_master().narrow(0, buckets_[b].range.begin, buckets_[b].range.size()));
 }
 
 void DataParallelOptimizer::params_needed(size_t end) {
@@ -135,7 +147,7 @@ void DataParallelOptimizer::params_needed(size_t end) {
   const size_t need = bucket_of_[end - 1] + 1;  // buckets [0, need) hold the parameters before end
   if (need <= gathered_) return;
   dp_->wait(gather_[need - 1]);  // the gathers run in bucket order: this covers the earlier ones
-  gathered_ = need;
+  for (; gathered_ < need; ++gathered_) gathered(gathered_);
 }
 
 void DataParallelOptimizer::finish_gather() { params_needed(params_.all().size()); }
@@ -155,7 +167,9 @@ OptimizerState DataParallelOptimizer::state_for_save() {
   if (!sharded_) return adam_->state();
   Tensor& master = params_.flat_master();
   if (params_.has_separate_master()) {  // the master weights of every part, in place
-    for (const GradBucket& b : buckets_) {
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      if (gather_master_[i]) continue;  // gathered every step
+      const GradBucket& b = buckets_[i];
       const FlatRange part = part_of(b);
       Tensor whole = master.narrow(0, b.range.begin, b.range.size());
       dp_->all_gather(whole, master.narrow(0, part.begin, part.size()));

@@ -4,7 +4,8 @@
 //  - replicated (the default): each bucket all-reduced, every rank updating every parameter;
 //  - sharded (--use-distributed-optimizer, Megatron's ZeRO-1): each bucket cut into one equal part a rank; the
 //    gradients reduce-scattered, each rank holding the Adam moments of its parts alone and updating its parts
-//    of the fp32 master weights, whose values (bf16 in bf16 runs) are then all-gathered. Checkpoints hold the
+//    of the fp32 master weights, whose values (bf16 in bf16 runs) are then all-gathered (the masters too in a
+//    bucket with a parameter whose forward reads its master, Param::master_in_forward). Checkpoints hold the
 //    whole state either way (gathered for a save, each rank keeping its parts after a load), so they load into
 //    any number of ranks.
 // Overlap (Megatron's --overlap-grad-reduce / --overlap-param-gather): as ParamHooks, the optimizer hears from
@@ -72,6 +73,10 @@ class DataParallelOptimizer final : public ParamHooks {
   dist::Communicator* dp_;
   bool sharded_, overlap_grad_, overlap_param_;
   std::vector<GradBucket> buckets_;
+  // Per bucket (bf16 runs): it holds a parameter whose forward reads the master weights, so its fp32 masters are
+  // gathered and its values rounded from them on each rank (the others gather their bf16 values alone).
+  std::vector<bool> gather_master_;
+  void gathered(size_t bucket);  // after a bucket's gather: its values from the masters where needed
   std::vector<size_t> bucket_of_;        // per parameter
   std::vector<int64_t> unready_;         // per bucket: parameters whose gradients are not complete yet
   std::vector<bool> param_ready_;        // per parameter, this step

@@ -11,9 +11,14 @@ namespace hytra {
 
 TopKRouter::TopKRouter(const RouterOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
   w_ = &store.create(prefix + o.weight_key, {o.num_experts, o.hidden}, InitKind::Normal, o.init_std, false);
-  if (o.bias) linear_bias_ = &store.create(prefix + "mlp.router.bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
-  if (o.expert_bias)
+  if (o.bias) {
+    linear_bias_ = &store.create(prefix + "mlp.router.bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
+    linear_bias_->master_in_forward = true;
+  }
+  if (o.expert_bias) {
     bias_ = &store.create(prefix + "mlp.router.expert_bias", {o.num_experts}, InitKind::Zeros, 0.0, true);
+    bias_->master_in_forward = true;
+  }
   stats_.tokens_per_expert.assign(size_t(o.num_experts), 0);
   global_counts_.assign(size_t(o.num_experts), 0.0);
 }
