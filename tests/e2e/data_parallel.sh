@@ -8,8 +8,8 @@
 # Checkpoints across layouts: iteration 10 of the 4-rank distributed-optimizer run resumed at 2 ranks (the
 # distributed optimizer), in one process and at 4 ranks again; iteration 10 of the one process resumed at 4
 # ranks: the losses of iterations 11-20 within 1e-5 of the uninterrupted run, bitwise on the same layout.
-# Then the failure paths: a layout the batch does not divide is one named error, and a rank killed mid-step
-# ends the job within 60 s, naming it.
+# Then the failure paths: a layout the batch does not divide is one named error, a rank killed mid-step
+# ends the job within 60 s, naming it, and the writing rank killed while saving leaves a loadable checkpoint.
 # Usage: data_parallel.sh HYTRA_BINARY
 set -uo pipefail
 H=$(realpath "$1")
@@ -149,3 +149,23 @@ kill -0 $job 2>/dev/null && { kill -9 $job; fail "the job still runs 60 s after 
 wait $job && fail "the job exited with status 0 after rank 1 was killed"
 grep -qiE "rank 1|process rank 1" "$W/kill.log" || fail "the error does not name rank 1: $(tail -8 "$W/kill.log")"
 echo "ok: rank 1 killed, the job ended after $(( $(date +%s) - start )) s naming it"
+
+# Rank 0 (the writer) killed while the job saves every iteration: the latest checkpoint it names still loads
+# (the run resumes from it in one process), whatever the kill interrupted.
+"${MPI[@]}" -np 2 "$H" train "${M[@]}" --train-iters 100000 --save "$W/cut" --save-interval 1 > "$W/cut.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do [ -f "$W/cut/latest_checkpointed_iteration.txt" ] && grep -q "iteration  *3/" "$W/cut.log" &&
+  break; sleep 0.05; done
+writer=""
+for p in $(pgrep -f "$W/cut"); do
+  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' && writer=$p
+done
+[ -n "$writer" ] || { kill $job; fail "no process of rank 0 found"; }
+sleep 0.$((RANDOM % 10))
+kill -9 "$writer"
+wait $job 2>/dev/null
+latest=$(cat "$W/cut/latest_checkpointed_iteration.txt")
+HYTRA_NUM_THREADS=1 "$H" train "${M[@]}" --load "$W/cut" --train-iters $((latest + 1)) > "$W/cut_resume.log" 2>&1 ||
+  fail "the checkpoint of iteration $latest left by the killed writer does not load: $(tail -3 "$W/cut_resume.log")"
+grep -q "resumed from .* at iteration $latest" "$W/cut_resume.log" || fail "no resume from iteration $latest"
+echo "ok: the writer killed during the saves, iteration $latest's checkpoint resumed"
