@@ -44,7 +44,6 @@ class AdamW {
   void set_steps_taken(int64_t steps) { step_ = steps; }  // resuming from a checkpoint
   // The step count and per-parameter views of the moments (an optimizer over the whole buffer only).
   OptimizerState state() const;
-  const std::vector<FlatRange>& parts() const { return parts_; }
   // The moments of the parts, one after the other.
   Tensor& exp_avg_flat() { return m_flat_; }
   Tensor& exp_avg_sq_flat() { return v_flat_; }
