@@ -306,5 +306,27 @@ TEST(Pattern, InspectPatternCli) {
   EXPECT_NE(err.find("need --pipeline-model-parallel-size"), std::string::npos);
 }
 
+// --num-micro-batches: the rank's schedule of a step, interleaved when the pipes give each rank several chunks.
+TEST(Pattern, InspectPatternSchedule) {
+  std::string out, err;
+  ASSERT_EQ(run_cli({"M*|M*|M-|M-", "--pipeline-model-parallel-size", "2", "--pipeline-rank", "1",
+                     "--num-micro-batches", "2"},
+                    out, err),
+            0)
+      << err;
+  EXPECT_NE(out.find("\"schedule\": {\"micro_batches\": 2, \"chunks\": 2, "
+                     "\"order\": \"F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0\", \"bubble_fraction\": 0.2}"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(run_cli({"M*M*", "--pipeline-model-parallel-size", "2", "--pipeline-rank", "0", "--num-micro-batches",
+                     "3"},
+                    out, err),
+            0)
+      << err;
+  EXPECT_NE(out.find("\"order\": \"F0 F1 B0 F2 B1 B2\", \"bubble_fraction\": 0.25}"), std::string::npos) << out;
+  EXPECT_EQ(run_cli({"M*M*", "--num-micro-batches", "3"}, out, err), 1);
+  EXPECT_NE(err.find("--num-micro-batches: needs --pipeline-model-parallel-size"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hytra

@@ -3,10 +3,10 @@
 #include <sstream>
 
 #include "core/json.h"
+#include "train/pipeline_schedule.h"
 
 namespace hytra {
 namespace {
-
 
 std::string opt_string(const std::optional<std::string>& s) { return s ? json_quote(*s) : "null"; }
 
@@ -23,7 +23,7 @@ void write_items(std::ostringstream& os, const std::vector<LayerItem>& items, co
 
 }  // namespace
 
-std::string plan_to_json(const LayerPlan& p) {
+std::string plan_to_json(const LayerPlan& p, const std::optional<ScheduleRequest>& schedule) {
   std::ostringstream os;
   os << "{\n";
   os << "  \"main\": " << opt_string(p.main) << ",\n";
@@ -43,6 +43,15 @@ std::string plan_to_json(const LayerPlan& p) {
     write_items(os, p.stage->items, "    ");
     os << ",\n    \"physical_offset\": " << p.stage->physical_offset << ",\n    \"logical_offset\": "
        << p.stage->logical_offset << "\n  }";
+  }
+  if (schedule) {
+    const ScheduleRequest& q = *schedule;
+    std::string order;
+    for (const PipelineAction& a : pipeline_schedule(q.stages, q.rank, q.micro_batches, q.chunks))
+      order += (order.empty() ? "" : " ") + a.text(q.chunks > 1);
+    os << ",\n  \"schedule\": {\"micro_batches\": " << q.micro_batches << ", \"chunks\": " << q.chunks
+       << ", \"order\": " << json_quote(order)
+       << ", \"bubble_fraction\": " << pipeline_bubble_fraction(q.stages, q.micro_batches, q.chunks) << "}";
   }
   os << "\n}\n";
   return os.str();
