@@ -35,6 +35,9 @@ class Communicator {
   // the peer issues only after its own send (NCCL gives no eager buffer): order them, e.g. even ranks first.
   virtual void send(const Tensor& t, int peer) = 0;
   virtual void recv(Tensor& t, int peer) = 0;
+  // Sends `out` to `to` and receives `in` from `from` as one exchange (the pipeline's send-forward /
+  // receive-backward pairs, which would deadlock as two blocking calls).
+  virtual void send_recv(const Tensor& out, int to, Tensor& in, int from) = 0;
   virtual void barrier() = 0;
 
   // Asynchronous forms (the data-parallel overlap, docs/parallelism.md): the operation is ordered after the work

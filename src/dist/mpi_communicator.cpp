@@ -162,6 +162,13 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Recv(t.raw(), count_of(t.numel(), "recv"), mpi_type(t.dtype()), peer, 0, comm_, MPI_STATUS_IGNORE),
           "MPI_Recv");
   }
+  void send_recv(const Tensor& out, int to, Tensor& in, int from) override {
+    check_cpu(out, "send_recv");
+    check_cpu(in, "send_recv");
+    check(MPI_Sendrecv(out.raw(), count_of(out.numel(), "send_recv"), mpi_type(out.dtype()), to, 0, in.raw(),
+                       count_of(in.numel(), "send_recv"), mpi_type(in.dtype()), from, 0, comm_, MPI_STATUS_IGNORE),
+          "MPI_Sendrecv");
+  }
   // Blocking calls: each has completed when it returns.
   Ticket all_reduce_sum_async(Tensor& t) override {
     all_reduce_sum(t);

@@ -142,6 +142,16 @@ class NcclCommunicator final : public Communicator {
     check_cuda(t, "recv");
     run([&] { check(ncclRecv(t.raw(), size_t(t.numel()), nccl_type(t.dtype()), peer, comm_, stream_), "ncclRecv"); });
   }
+  void send_recv(const Tensor& out, int to, Tensor& in, int from) override {
+    check_cuda(out, "send_recv");
+    check_cuda(in, "send_recv");
+    run([&] {  // one group: the two transfers progress together
+      check(ncclGroupStart(), "ncclGroupStart");
+      check(ncclSend(out.raw(), size_t(out.numel()), nccl_type(out.dtype()), to, comm_, stream_), "ncclSend");
+      check(ncclRecv(in.raw(), size_t(in.numel()), nccl_type(in.dtype()), from, comm_, stream_), "ncclRecv");
+      check(ncclGroupEnd(), "ncclGroupEnd");
+    });
+  }
   // An all-reduce of one element, waited for on the host.
   void barrier() override {
     run([&] { check(ncclAllReduce(token_, token_, 1, ncclInt32, ncclSum, comm_, stream_), "ncclAllReduce"); });

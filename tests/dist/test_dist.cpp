@@ -151,6 +151,14 @@ TEST(MpiCommunicator, SplitGroupsAndSendRecvAroundARing) {
   }
   EXPECT_EQ(in.data<float>()[0], float(prev));
   EXPECT_EQ(in.data<float>()[1], 0.5f);
+  // The same ring as one exchange a rank, every rank at once (as two blocking calls it could deadlock), with a
+  // message large enough that MPI does not buffer it.
+  const int64_t n = 1 << 20;
+  Tensor big_out = Tensor::empty({n}, DType::F32), big_in = Tensor::zeros({n}, DType::F32);
+  for (int64_t i = 0; i < n; ++i) big_out.data<float>()[i] = float(me);
+  g_comm->send_recv(big_out, next, big_in, prev);
+  EXPECT_EQ(big_in.data<float>()[0], float(prev));
+  EXPECT_EQ(big_in.data<float>()[n - 1], float(prev));
   g_comm->barrier();
 }
 
