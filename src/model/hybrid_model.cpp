@@ -19,9 +19,14 @@ namespace hytra {
 
 HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(cfg), plan_(plan) {
   cfg_.num_layers = plan_.num_layers;  // the pattern decides (docs/spec/pattern.md §6)
+  if (plan_.stage) {
+    first_ = plan_.stage->first;
+    last_ = plan_.stage->last;
+  }
+  const std::vector<LayerItem>& items = plan_.stage ? plan_.stage->items : plan_.items;
   const int64_t V = cfg_.padded_vocab_size(), C = cfg_.hidden_size;
-  embedding_ = std::make_unique<Embedding>(kWordEmbeddingKey, V, C, cfg_.init_method_std, store_);
-  if (cfg_.position_embedding_type == PositionEmbedding::LearnedAbsolute)
+  if (first_) embedding_ = std::make_unique<Embedding>(kWordEmbeddingKey, V, C, cfg_.init_method_std, store_);
+  if (first_ && cfg_.position_embedding_type == PositionEmbedding::LearnedAbsolute)
     position_embedding_ =
         std::make_unique<Embedding>(kPositionEmbeddingKey, cfg_.max_positions(), C, cfg_.init_method_std, store_);
   auto count = [this](char s) { ++counts_.sublayers[s]; };
@@ -31,7 +36,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   hc.sinkhorn_iterations = cfg_.mhc_sinkhorn_iterations;
   hc.init_gating = cfg_.mhc_init_gating_factor;
   hc.variant = cfg_.mhc_variant;
-  for (const LayerItem& item : plan_.items) {
+  for (const LayerItem& item : items) {
     for (size_t j = 0; j < item.symbols.size(); ++j) {
       SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j]};
       param_first_.push_back(store_.all().size());
@@ -48,8 +53,26 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   }
   param_first_.push_back(store_.all().size());
   NormOptions norm{cfg_.normalization, C, cfg_.norm_epsilon};
+  if (last_) build_head(norm);
+  LayerPlan stage_plan = plan_;  // recompute counts this stage's layers (docs/spec/pattern.md §5)
+  stage_plan.items = items;
+  RecomputePlan r = plan_recompute(cfg_, stage_plan, sublayers_.size());
+  units_ = std::move(r.units);
+  residual_ = std::make_unique<ResidualStream>(cfg_, sublayers_, final_norm_.get(), std::move(r.selective_body),
+                                               std::move(r.mhc_block_start));
+}
+
+void HybridModel::build_head(const NormOptions& norm) {
+  const int64_t V = cfg_.padded_vocab_size(), C = cfg_.hidden_size;
   final_norm_ = std::make_unique<Norm>(norm, final_norm_prefix(plan_.main.value_or("")), store_);
-  Param* tied = cfg_.untie_embeddings_and_output_weights ? nullptr : &embedding_->weight();
+  // The word embedding on this stage: the first stage's, or (a later stage whose LM head is tied to it or whose
+  // MTP depths read it) a copy under the same name, initialised alike and kept equal (docs/parallelism.md).
+  Param* word = nullptr;
+  if (first_)
+    word = &embedding_->weight();
+  else if (!cfg_.untie_embeddings_and_output_weights || plan_.mtp_depths > 0)
+    word = embedding_copy_ = &store_.create(kWordEmbeddingKey, {V, C}, InitKind::Normal, cfg_.init_method_std, false);
+  Param* tied = cfg_.untie_embeddings_and_output_weights ? nullptr : word;
   output_ = std::make_unique<OutputLayer>(kOutputLayerKey, V, C, cfg_.init_method_std, tied, store_);
   for (int64_t d = 0; d < plan_.mtp_depths; ++d) {
     const std::string prefix = "mtp.layers." + std::to_string(d) + ".";
@@ -59,20 +82,16 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
         const LayerItem& item = plan_.mtp_items[j];
         const SubLayerSpec spec{item.symbols[0], prefix + "mtp_model_layer.layers." + std::to_string(j) + ".",
                                 plan_.num_layers + d * int64_t(plan_.mtp_items.size()) + item.physical[0]};
-        count(spec.symbol);
+        ++counts_.sublayers[spec.symbol];
         layers.push_back(build_sublayer(cfg_, spec, store));
       }
       return layers;
     };
-    mtp_.push_back(std::make_unique<MtpDepth>(prefix, norm, cfg_.init_method_std, embedding_->weight(),
-                                              output_->weight(), build, store_));
+    mtp_.push_back(
+        std::make_unique<MtpDepth>(prefix, norm, cfg_.init_method_std, *word, output_->weight(), build, store_));
   }
   counts_.mtp_depths = plan_.mtp_depths;
   mtp_pending_.assign(size_t(plan_.mtp_depths), {});
-  RecomputePlan r = plan_recompute(cfg_, plan_, sublayers_.size());
-  units_ = std::move(r.units);
-  residual_ = std::make_unique<ResidualStream>(cfg_, sublayers_, *final_norm_, std::move(r.selective_body),
-                                               std::move(r.mhc_block_start));
 }
 
 void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
@@ -123,10 +142,11 @@ std::vector<double> HybridModel::mtp_losses() const {
   return out;
 }
 
-Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& labels) {
+Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& labels, const Tensor& input) {
   Exec& ex = ctx.ex();
+  HYTRA_ASSERT(first_ != input.defined(), "HybridModel::forward: a stage after the first takes the hidden state");
   ctx.params_needed(param_first_[0]);
-  Tensor h = embedding_->forward(ctx, ids);  // (B,T,C)
+  Tensor h = first_ ? embedding_->forward(ctx, ids) : input;  // (B,T,C)
   if (position_embedding_) {
     const int64_t B = ids.size(0), T = ids.size(1);
     std::vector<float> pos(size_t(B * T));
@@ -149,6 +169,7 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
       residual_->step(ctx, i, state);
     }
   }
+  if (!last_) return residual_->exit(ctx, state);
   ctx.params_needed(store_.all().size());
   return head(ctx, residual_->leave(ctx, state), ids, labels);
 }
@@ -164,27 +185,12 @@ Tensor HybridModel::head(StepContext& ctx, const Tensor& y, const Tensor& ids, c
   return losses;
 }
 
-void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
+Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
   Exec& ex = ctx.ex();
-  Tensor dy = output_->backward(ctx, dloss);  // d(final norm output)
   Saved& saved = ctx.saved<Saved>(this);
-  if (saved.mtp_active) {  // the depths in reverse: each returns d(its input hidden state)
-    Tensor dnext;
-    for (int64_t k = int64_t(mtp_.size()) - 1; k >= 0; --k) {
-      if (!saved.mtp_in.empty()) {  // full recompute: the depth's forward again
-        const MtpInput& in = saved.mtp_in[size_t(k)];
-        Tensor unused;
-        RerunScope rerun(ctx);
-        mtp_[size_t(k)]->forward(ctx, in.h, in.ids, in.labels, unused);
-      }
-      dnext = mtp_[size_t(k)]->backward(ctx, saved.mtp_dloss[size_t(k)], dnext);
-    }
-    ops::axpy(ex, dy, dnext, 1.0);
-  }
-  // The gradients complete as the backward passes (with delayed weight gradients: in backward_dw).
   const size_t n = store_.all().size();
   const bool ready = !ctx.delay_wgrad;
-  Tensor d = residual_->enter_backward(ctx, dy);  // the final norm's backward
+  Tensor d = last_ ? head_backward(ctx, grad, saved) : grad;
   if (ready) ctx.grads_ready(param_first_.back(), n);
   for (size_t u = units_.size(); u-- > 0;) {
     const RecomputePlan::Unit& unit = units_[u];
@@ -199,9 +205,31 @@ void HybridModel::backward(StepContext& ctx, const Tensor& dloss) {
     }
   }
   const Tensor dh = residual_->leave_backward(ctx, d);
+  if (!first_) return dh;
   if (position_embedding_) position_embedding_->backward(ctx, dh);
   embedding_->backward(ctx, dh);
   if (ready) ctx.grads_ready(0, n);
+  return Tensor();
+}
+
+Tensor HybridModel::head_backward(StepContext& ctx, const Tensor& dloss, Saved& saved) {
+  Exec& ex = ctx.ex();
+  Tensor dy = output_->backward(ctx, dloss);  // d(final norm output)
+  if (saved.mtp_active) {  // the depths in reverse: each returns d(its input hidden state)
+    Tensor dnext;
+    for (int64_t k = int64_t(mtp_.size()) - 1; k >= 0; --k) {
+      if (!saved.mtp_in.empty()) {  // full recompute: the depth's forward again
+        const MtpInput& in = saved.mtp_in[size_t(k)];
+        Tensor unused;
+        RerunScope rerun(ctx);
+        mtp_[size_t(k)]->forward(ctx, in.h, in.ids, in.labels, unused);
+      }
+      dnext = mtp_[size_t(k)]->backward(ctx, saved.mtp_dloss[size_t(k)], dnext);
+    }
+    ops::axpy(ex, dy, dnext, 1.0);
+  }
+  // The gradients complete as the backward passes (with delayed weight gradients: in backward_dw).
+  return residual_->enter_backward(ctx, dy);  // the final norm's backward
 }
 
 std::string HybridModel::graph_blocker() const {

@@ -40,9 +40,18 @@ class HybridModel {
 
   // Per-token losses (B,T) (fp32, fp64 for fp64 params) for token ids (B,T) and labels (B,T)
   // (int32, on the params' device; label < 0 = not a target, loss 0).
-  Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& labels);
-  // Backpropagates dloss (B,T), accumulating parameter gradients.
-  void backward(StepContext& ctx, const Tensor& dloss);
+  // A pipeline stage (docs/parallelism.md): one after the first starts from `input`, the hidden state (B,T,C)
+  // the stage before sent; one before the last returns the hidden state to send on instead of losses.
+  Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& labels, const Tensor& input = Tensor());
+  // Backpropagates `grad`, accumulating parameter gradients: dloss (B,T) on the last stage, else the gradient
+  // of the hidden state forward() returned. Returns the gradient of `input` (a stage after the first).
+  Tensor backward(StepContext& ctx, const Tensor& grad);
+  // The pipeline stage holds the embeddings (first) / the final norm, LM head and MTP depths (last).
+  bool first_stage() const { return first_; }
+  bool last_stage() const { return last_; }
+  // A later stage's copy of the word embedding (tied LM head or MTP depths; else null): its gradient is summed
+  // with the first stage's and it counts once in the gradient norm.
+  Param* embedding_copy() const { return embedding_copy_; }
   // Runs the weight-gradient work backward() queued under ctx.delay_wgrad, layer by layer from the
   // last (docs/spec/moe.md §7), then anything still queued (the output layer and embeddings never queue).
   void backward_dw(StepContext& ctx);
@@ -62,6 +71,8 @@ class HybridModel {
  private:
   ModelConfig cfg_;
   LayerPlan plan_;
+  bool first_ = true, last_ = true;
+  Param* embedding_copy_ = nullptr;
   LayerCounts counts_;
   ParamStore store_;
   std::unique_ptr<Embedding> embedding_;
@@ -86,6 +97,9 @@ class HybridModel {
     std::vector<Tensor> mtp_dloss;  // per MTP depth (B,T): the scaled loss gradient, fixed in forward
   };
   void forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
+  void build_head(const NormOptions& norm);  // the last stage's final norm, LM head and MTP depths
+  // Through the LM head and the MTP depths to d(the last sum of the stream).
+  Tensor head_backward(StepContext& ctx, const Tensor& dloss, Saved& saved);
   std::vector<MoeLayer*> moe_layers() const;  // main stack, then MTP depths
   Tensor head(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels);
   std::vector<RecomputePlan::Unit> units_;  // a partition of the sub-layers, in order (model/recompute_plan.h)

@@ -21,6 +21,7 @@ struct PipelineStage {
   std::vector<LayerItem> items;  // this stage's items (global numbering kept)
   int64_t physical_offset = 0;   // physical layers before the stage
   int64_t logical_offset = 0;    // logical layers before the stage
+  bool first = true, last = true;  // the first / last segment of the pipeline (embeddings / head and MTP)
 };
 
 struct LayerPlan {

@@ -10,7 +10,7 @@
 
 namespace hytra {
 
-LayerPlan plan_for(const ModelConfig& cfg) {
+LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeline_rank) {
   PlanOptions o;
   if (!cfg.hybrid_layer_pattern.empty()) {
     o.pattern = cfg.hybrid_layer_pattern;
@@ -28,6 +28,10 @@ LayerPlan plan_for(const ModelConfig& cfg) {
   if (cfg.mtp_num_layers > 0) o.mtp_num_layers = cfg.mtp_num_layers;
   o.hybrid_attention_ratio = cfg.hybrid_attention_ratio;
   o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio;
+  if (pipeline_size > 1) {
+    o.pipeline_size = pipeline_size;
+    o.pipeline_rank = pipeline_rank;
+  }
   return build_layer_plan(o);
 }
 

@@ -9,7 +9,8 @@
 
 namespace hytra {
 
-LayerPlan plan_for(const ModelConfig& cfg);
+// The configuration's layer plan; with pipeline_size > 1 also the stage of `pipeline_rank` (LayerPlan::stage).
+LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size = 1, int64_t pipeline_rank = 0);
 
 // The checks that need the plan, as "--flag: ..." messages (ModelConfig::validate calls it): every
 // symbol built and its kind's configuration needs (layer_kinds.h), MTP positions, the mHC keys of a

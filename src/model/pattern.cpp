@@ -139,6 +139,8 @@ PipelineStage select_stage(const LayerPlan& plan, const PlanOptions& opt) {
     }
     st.items = slice_physical(plan.items, offset, count);
     st.physical_offset = offset;
+    st.first = rank == 0;
+    st.last = rank == pp - 1;
     // Logical offset: the items before the slice (checking that its start does not cut a group).
     slice_physical(plan.items, 0, offset);
     for (const auto& item : plan.items)
@@ -152,6 +154,8 @@ PipelineStage select_stage(const LayerPlan& plan, const PlanOptions& opt) {
   HYTRA_CHECK(index < segments, "Pipeline segment index ", index, " (pp_rank=", rank, ", vp_stage=", vp,
               ") is out of range for ", segments, " segments. The pattern does not define enough pipe-delimited ",
               "segments for the current PP/VPP configuration.");
+  st.first = index == 0;
+  st.last = index == segments - 1;
   for (const auto& item : plan.items) {
     if (item.segment < index) {
       st.physical_offset += int64_t(item.symbols.size());

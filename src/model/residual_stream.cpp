@@ -8,7 +8,7 @@
 namespace hytra {
 
 ResidualStream::ResidualStream(const ModelConfig& cfg, std::vector<std::unique_ptr<Module>>& sublayers,
-                               Norm& final_norm, std::vector<bool> selective_body, std::vector<bool> mhc_block_start)
+                               Norm* final_norm, std::vector<bool> selective_body, std::vector<bool> mhc_block_start)
     : cfg_(cfg),
       sublayers_(sublayers),
       final_norm_(final_norm),
@@ -65,7 +65,7 @@ void ResidualStream::step(StepContext& ctx, size_t i, State& st) {
 Tensor ResidualStream::leave(StepContext& ctx, State& st) {
   if (!cfg_.enable_mhc) {
     Tensor sum;
-    return final_norm_.forward_add(ctx, st.h, st.f, sum);
+    return final_norm_->forward_add(ctx, st.h, st.f, sum);
   }
   const int64_t B = st.h.size(0), T = st.h.size(1), n = st.h.size(2), C = st.h.size(3), N = B * T;
   Saved& s = *st.saved;
@@ -74,11 +74,19 @@ Tensor ResidualStream::leave(StepContext& ctx, State& st) {
   ops::fill(ctx.ex(), s.mhc_mean, 1.0 / double(n));
   Tensor out = Tensor::empty({N, C}, st.h.dtype(), st.h.device());
   ops::mhc_aggregate_fwd(ctx.ex(), out, s.mhc_X, s.mhc_mean);
-  return final_norm_.forward(ctx, out.view({B, T, C}));
+  return final_norm_->forward(ctx, out.view({B, T, C}));
+}
+
+Tensor ResidualStream::exit(StepContext& ctx, State& st) {
+  HYTRA_ASSERT(!cfg_.enable_mhc, "ResidualStream::exit: the mHC streams do not cross pipeline stages yet");
+  if (!st.f.defined()) return st.h;
+  Tensor out = Tensor::empty(st.h.shape(), st.h.dtype(), st.h.device());
+  ops::add(ctx.ex(), out, st.h, st.f);
+  return out;
 }
 
 Tensor ResidualStream::enter_backward(StepContext& ctx, const Tensor& dy) {
-  const Tensor dout = final_norm_.backward(ctx, dy);  // plain: d(the last sum)
+  const Tensor dout = final_norm_->backward(ctx, dy);  // plain: d(the last sum)
   if (!cfg_.enable_mhc) return dout;
   Saved& s = ctx.saved<Saved>(this);
   const Tensor X = s.mhc_X, mean = s.mhc_mean;

@@ -35,13 +35,16 @@ class ResidualStream {
   };
 
   // selective_body[i]: sub-layer i's body is recomputed (plain); mhc_block_start[i]: sub-layer i
-  // starts a selective-"mhc" block (empty: no such blocks).
-  ResidualStream(const ModelConfig& cfg, std::vector<std::unique_ptr<Module>>& sublayers, Norm& final_norm,
+  // starts a selective-"mhc" block (empty: no such blocks). final_norm: null on a pipeline stage before the last.
+  ResidualStream(const ModelConfig& cfg, std::vector<std::unique_ptr<Module>>& sublayers, Norm* final_norm,
                  std::vector<bool> selective_body, std::vector<bool> mhc_block_start);
 
   State enter(StepContext& ctx, const Tensor& h);       // the embedding output (B,T,C)
   void step(StepContext& ctx, size_t i, State& state);  // sub-layer i
   Tensor leave(StepContext& ctx, State& state);         // the final-normed hidden state (B,T,C)
+  // A pipeline stage before the last (plain streams): the stream with the pending output added, the hidden
+  // state the next stage enters with (B,T,C). Its gradient is the `d` the stage's backward starts from.
+  Tensor exit(StepContext& ctx, State& state);
 
   Tensor enter_backward(StepContext& ctx, const Tensor& dy);          // from d(final-norm output)
   Tensor step_backward(StepContext& ctx, size_t i, const Tensor& d);  // through sub-layer i
@@ -50,7 +53,7 @@ class ResidualStream {
  private:
   const ModelConfig& cfg_;
   std::vector<std::unique_ptr<Module>>& sublayers_;
-  Norm& final_norm_;
+  Norm* final_norm_;
   std::vector<bool> selective_body_, mhc_block_start_;
 };
 
