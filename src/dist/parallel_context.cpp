@@ -24,6 +24,15 @@ ParallelContext make_parallel_context(const World& world, const ParallelSizes& s
   // place in it.
   const RankLayout::Membership m = c.dims.dense().membership(c.rank, "dp");
   c.dp = base->split(m.group, m.position);
+  if (c.dims.sizes.pp > 1) {
+    const RankLayout::Membership p = c.dims.dense().membership(c.rank, "pp");
+    c.pp = base->split(p.group, p.position);
+    // Every rank takes part in the split; the stages between form groups of their own, unused.
+    const bool ends = p.position == 0 || p.position == c.dims.sizes.pp - 1;
+    const int groups = int(c.dims.dense().groups("pp").size());
+    std::unique_ptr<Communicator> e = base->split(ends ? p.group : groups + p.group, p.position);
+    if (ends) c.embedding = std::move(e);
+  }
   return c;
 }
 

@@ -35,6 +35,7 @@ class HybridModel {
   HybridModel& operator=(const HybridModel&) = delete;
 
   ParamStore& params() { return store_; }
+  int64_t hidden_size() const { return cfg_.hidden_size; }
   const LayerPlan& plan() const { return plan_; }
   LayerCounts layer_counts() const { return counts_; }
 

@@ -1,5 +1,6 @@
 #include "train/distributed_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -94,27 +95,62 @@ void DataParallelOptimizer::grads_ready(size_t first, size_t end) {
   }
 }
 
+void DataParallelOptimizer::set_pipeline(dist::Communicator* pp, const Param* not_counted) {
+  pp_ = pp;
+  not_counted_ = not_counted ? FlatRange{not_counted->offset, not_counted->offset + shape_numel(not_counted->shape)}
+                             : FlatRange{};
+}
+
+namespace {
+// The parts of `r` outside `cut`.
+std::vector<FlatRange> outside(const FlatRange& r, const FlatRange& cut) {
+  if (cut.end <= r.begin || cut.begin >= r.end) return {r};
+  std::vector<FlatRange> out;
+  if (cut.begin > r.begin) out.push_back({r.begin, cut.begin});
+  if (cut.end < r.end) out.push_back({cut.end, r.end});
+  return out;
+}
+}  // namespace
+
 double DataParallelOptimizer::reduce_gradients(Exec& ex) {
-  if (dp_ == nullptr) return grad_global_norm(ex, params_);
-  if (reduced_.empty()) reduced_.assign(buckets_.size(), false);
-  for (size_t b = buckets_.size(); b-- > 0;)  // what the backward did not start, last bucket first
-    if (!reduced_[b]) reduce(b);
-  dp_->wait(last_reduce_);
-  armed_ = false;
-  param_ready_.clear();
-  reduced_.clear();
-  if (!sharded_) return grad_global_norm(ex, params_);
-  // The norm: each rank's sums of squares over its parts, summed over the ranks, then over the buckets in order.
-  const Tensor& grads = params_.flat_grads();
-  Tensor sq = Tensor::zeros({int64_t(buckets_.size())}, grads.dtype(), grads.device());
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const FlatRange part = part_of(buckets_[b]);
-    Tensor slot = sq.narrow(0, int64_t(b), 1);
-    if (part.size() > 0) ops::sum_squares(ex, slot, grads.narrow(0, part.begin, part.size()));
+  if (dp_ != nullptr) {
+    if (reduced_.empty()) reduced_.assign(buckets_.size(), false);
+    for (size_t b = buckets_.size(); b-- > 0;)  // what the backward did not start, last bucket first
+      if (!reduced_[b]) reduce(b);
+    dp_->wait(last_reduce_);
+    armed_ = false;
+    param_ready_.clear();
+    reduced_.clear();
   }
-  dp_->all_reduce_sum(sq);
+  if (!sharded_ && pp_ == nullptr) return grad_global_norm(ex, params_);
+  // The norm: each rank's sums of squares over what it counts (sharded: its parts, summed over the ranks), then
+  // over those ranges in order, then over the pipeline's stages.
+  const Tensor& grads = params_.flat_grads();
+  std::vector<FlatRange> ranges;
+  if (sharded_) {  // two ranges a part, before and after the uncounted elements (maybe empty): as many on every rank
+    for (const GradBucket& b : buckets_) {
+      const FlatRange part = part_of(b);
+      ranges.push_back({part.begin, std::max(part.begin, std::min(part.end, not_counted_.begin))});
+      ranges.push_back({std::min(part.end, std::max(part.begin, not_counted_.end)), part.end});
+    }
+  } else {
+    ranges = outside({0, grads.numel()}, not_counted_);
+  }
+  Tensor sq = Tensor::zeros({std::max<int64_t>(1, int64_t(ranges.size()))}, grads.dtype(), grads.device());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    Tensor slot = sq.narrow(0, int64_t(i), 1);
+    if (ranges[i].size() > 0) ops::sum_squares(ex, slot, grads.narrow(0, ranges[i].begin, ranges[i].size()));
+  }
+  if (sharded_) dp_->all_reduce_sum(sq);
   double total = 0;
   for (double s : sq.to_f64_vector()) total += s;
+  if (pp_ != nullptr) {
+    Tensor t = Tensor::empty({1}, DType::F64);
+    t.copy_from_f64({total});
+    Tensor d = t.to(pp_->device());
+    pp_->all_reduce_sum(d);
+    total = d.to(Device::CPU).to_f64_vector()[0];
+  }
   return std::sqrt(total);
 }
 

@@ -44,6 +44,9 @@ class DataParallelOptimizer final : public ParamHooks {
   std::string describe() const;
   // Whether the hooks communicate during the micro-batch (then it runs eagerly, not as a CUDA graph replay).
   bool communicates_in(bool first_in_step, bool last_in_step) const;
+  // A pipeline stage: the gradient norm sums over the pipeline's stages, leaving out `not_counted` (a later
+  // stage's copy of the word embedding, counted on the first stage; may be null).
+  void set_pipeline(dist::Communicator* pp, const Param* not_counted);
   // Before queuing each training micro-batch: its backward starts the reductions when it is the last.
   void begin_micro_batch(bool last_in_step) { armed_ = overlap_grad_ && last_in_step && dp_ != nullptr; }
   // Sums the gradients over the ranks (sharded: this rank's parts) and returns their global L2 norm.
@@ -71,6 +74,8 @@ class DataParallelOptimizer final : public ParamHooks {
 
   ParamStore& params_;
   dist::Communicator* dp_;
+  dist::Communicator* pp_ = nullptr;
+  FlatRange not_counted_;  // elements the norm leaves out (set_pipeline)
   bool sharded_, overlap_grad_, overlap_param_;
   std::vector<GradBucket> buckets_;
   // Per bucket (bf16 runs): it holds a parameter whose forward reads the master weights, so its fp32 masters are

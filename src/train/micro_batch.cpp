@@ -9,16 +9,6 @@
 namespace hytra {
 namespace {
 
-// d(loss)/d(per-token loss): 1 / (targets x micro-batches) for targets, 0 elsewhere.
-Tensor loss_grad_host(const Batch& b, double denom, int64_t num_micro, DType dtype) {
-  std::vector<double> d(size_t(b.labels.numel()));
-  const int32_t* labels = b.labels.data<int32_t>();
-  for (size_t i = 0; i < d.size(); ++i) d[i] = labels[i] >= 0 ? 1.0 / (denom * double(num_micro)) : 0.0;
-  Tensor t = Tensor::empty(b.labels.shape(), dtype);
-  t.copy_from_f64(d);
-  return t;
-}
-
 void copy_into(Exec& ex, Tensor& dst, const Tensor& host) {
   HYTRA_ASSERT(dst.shape() == host.shape() && dst.dtype() == host.dtype(), "micro-batch buffer ", dst.desc(),
                " cannot take ", host.desc());
@@ -26,6 +16,16 @@ void copy_into(Exec& ex, Tensor& dst, const Tensor& host) {
 }
 
 }  // namespace
+
+Tensor loss_gradient(const Batch& b, int64_t num_micro, DType dtype) {
+  const double denom = double(std::max<int64_t>(b.num_targets, 1));
+  std::vector<double> d(size_t(b.labels.numel()));
+  const int32_t* labels = b.labels.data<int32_t>();
+  for (size_t i = 0; i < d.size(); ++i) d[i] = labels[i] >= 0 ? 1.0 / (denom * double(num_micro)) : 0.0;
+  Tensor t = Tensor::empty(b.labels.shape(), dtype);
+  t.copy_from_f64(d);
+  return t;
+}
 
 MicroBatchRunner::MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ctx, bool use_graphs,
                                    std::ostream& log)
@@ -67,7 +67,7 @@ void MicroBatchRunner::queue(const Batch& b, int64_t num_micro, bool backward, b
   const double denom = double(std::max<int64_t>(b.num_targets, 1));
   denoms_.push_back(denom);
   const DType loss_dtype = stat_dtype(model_.params().flat_values().dtype());
-  Tensor grad_host = backward ? loss_grad_host(b, denom, num_micro, loss_dtype) : Tensor();
+  Tensor grad_host = backward ? loss_gradient(b, num_micro, loss_dtype) : Tensor();
   if (!graphs_ || !backward || eager) {
     totals_.push_back(queue_model(to_device(b.ids), to_device(b.labels), backward ? to_device(grad_host) : Tensor(),
                                   num_micro, backward));

@@ -28,6 +28,10 @@
 
 namespace hytra {
 
+// d(step loss)/d(per-token loss) of micro-batch `b` (B,T): 1 / (its targets x num_micro) at its targets, 0
+// elsewhere (host, `dtype`).
+Tensor loss_gradient(const Batch& b, int64_t num_micro, DType dtype);
+
 class MicroBatchRunner {
  public:
   // use_graphs: the caller's --no-cuda-graph negated; the runner also checks the device and model

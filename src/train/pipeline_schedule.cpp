@@ -20,7 +20,7 @@ std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int6
               " (global batch / (micro-batch x data-parallel size))");
   std::vector<PipelineAction> out;
   if (chunks == 1) {
-    const int64_t warmup = std::min(stages - rank - 1, micro_batches);
+    const int64_t warmup = pipeline_warmup(stages, rank, micro_batches);
     for (int64_t m = 0; m < warmup; ++m) out.push_back({true, m, 0});
     for (int64_t m = warmup; m < micro_batches; ++m) {
       out.push_back({true, m, 0});
@@ -43,6 +43,10 @@ std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int6
   }
   for (int64_t k = total - warmup; k < total; ++k) out.push_back(action(k, false));
   return out;
+}
+
+int64_t pipeline_warmup(int64_t stages, int64_t rank, int64_t micro_batches) {
+  return std::min(stages - rank - 1, micro_batches);
 }
 
 double pipeline_bubble_fraction(int64_t stages, int64_t micro_batches, int64_t chunks) {

@@ -28,6 +28,9 @@ struct PipelineAction {
 // (named errors for counts that cannot work).
 std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks);
 
+// The plain 1F1B's warm-up forwards on `rank`: min(stages - rank - 1, micro_batches).
+int64_t pipeline_warmup(int64_t stages, int64_t rank, int64_t micro_batches);
+
 // The fraction of a step a stage idles in the ideal 1F1B pipeline (equal stage times).
 double pipeline_bubble_fraction(int64_t stages, int64_t micro_batches, int64_t chunks);
 

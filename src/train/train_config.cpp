@@ -32,7 +32,6 @@ void TrainConfig::validate() const {
              ", got ", global_batch()));
   for (auto [flag, v, what] :
        {std::tuple<const char*, int, const char*>{"--tensor-model-parallel-size", tensor_model_parallel_size, "tensor"},
-        {"--pipeline-model-parallel-size", pipeline_model_parallel_size, "pipeline"},
         {"--context-parallel-size", context_parallel_size, "context"},
         {"--expert-model-parallel-size", expert_model_parallel_size, "expert"}})
     need(v == 1, str(flag, " ", v, ": ", what, " parallelism is not built yet (data parallelism only: launch more ",
@@ -43,6 +42,8 @@ void TrainConfig::validate() const {
   // As Megatron: the gathers overlap only what the sharded optimizer gathers, after overlapped reductions.
   need(!overlap_param_gather || (use_distributed_optimizer && overlap_grad_reduce),
        "--overlap-param-gather: needs --use-distributed-optimizer and --overlap-grad-reduce");
+  need(pipeline_model_parallel_size >= 1,
+       str("--pipeline-model-parallel-size: expected a positive integer, got ", pipeline_model_parallel_size));
   need(train_iters > 0, str("--train-iters: expected a positive integer, got ", train_iters));
   need(lr >= 0 && std::isfinite(lr), str("--lr: expected a finite non-negative number, got ", lr));
   need(min_lr >= 0 && min_lr <= lr, str("--min-lr: expected a value in [0, --lr], got ", min_lr));

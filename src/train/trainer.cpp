@@ -13,6 +13,7 @@
 #include "data/mock_dataset.h"
 #include "dist/parallel_context.h"
 #include "model/hybrid_model.h"
+#include "model/naming.h"
 #include "ops/ops.h"
 #include "train/adamw.h"
 #include "train/checkpointing.h"
@@ -22,6 +23,7 @@
 #include "train/metrics/log_line.h"
 #include "train/metrics/progress.h"
 #include "train/micro_batch.h"
+#include "train/pipeline_runner.h"
 
 namespace hytra {
 namespace {
@@ -162,12 +164,111 @@ class DataParallel {
   dist::Communicator* comm_;
 };
 
+// A host tensor through a communicator (NCCL: by way of the device).
+template <class Op>
+void on_comm_device(dist::Communicator& comm, Tensor& t, Op op) {
+  if (comm.device() == Device::CPU) {
+    op(t);
+    return;
+  }
+  Tensor d = t.to(comm.device());
+  op(d);
+  t = d.to(Device::CPU);
+}
+
+// The pipeline group's view of a run (docs/parallelism.md "Pipeline parallelism"): what the last stage computed
+// handed to every stage, the MoE layers of every stage gathered for the log, the word embedding's gradient
+// summed between the first and the last stage.
+class Pipeline {
+ public:
+  explicit Pipeline(const dist::ParallelContext* par) : pp_(par ? par->pp.get() : nullptr), par_(par) {}
+  bool active() const { return pp_ != nullptr; }
+  dist::Communicator* comm() const { return pp_; }
+  // The last stage's values (n of them) on every stage.
+  std::vector<double> from_last(std::vector<double> v, size_t n) const {
+    if (!pp_ || n == 0) return v;
+    v.resize(n, 0.0);
+    Tensor t = Tensor::empty({int64_t(n)}, DType::F64);
+    t.copy_from_f64(v);
+    on_comm_device(*pp_, t, [&](Tensor& x) { pp_->broadcast(x, pp_->size() - 1); });
+    return t.to_f64_vector();
+  }
+  int64_t sum(int64_t v) const {
+    if (!pp_) return v;
+    Tensor t = Tensor::empty({1}, DType::I64);
+    t.data<int64_t>()[0] = v;
+    on_comm_device(*pp_, t, [&](Tensor& x) { pp_->all_reduce_sum(x); });
+    return t.data<int64_t>()[0];
+  }
+  // Every stage's MoE statistics, in stage order (each stage broadcasts its own in turn).
+  std::vector<MoeStats> gather(const std::vector<MoeStats>& mine) const {
+    if (!pp_) return mine;
+    std::vector<MoeStats> all;
+    for (int s = 0; s < pp_->size(); ++s) {
+      std::vector<int64_t> n;
+      std::vector<double> f;
+      if (s == pp_->rank()) {
+        for (const MoeStats& m : mine) {
+          n.insert(n.end(), {m.layer_number, m.micro_batches, int64_t(m.tokens_per_expert.size())});
+          n.insert(n.end(), m.tokens_per_expert.begin(), m.tokens_per_expert.end());
+          f.insert(f.end(), {m.aux_loss, m.z_loss});
+        }
+      }
+      Tensor sizes = Tensor::empty({2}, DType::I64);
+      sizes.data<int64_t>()[0] = int64_t(n.size());
+      sizes.data<int64_t>()[1] = int64_t(f.size());
+      on_comm_device(*pp_, sizes, [&](Tensor& x) { pp_->broadcast(x, s); });
+      const int64_t nn = sizes.data<int64_t>()[0], nf = sizes.data<int64_t>()[1];
+      if (nf == 0) continue;
+      Tensor tn = Tensor::empty({nn}, DType::I64), tf = Tensor::empty({nf}, DType::F64);
+      if (s == pp_->rank()) {
+        std::copy(n.begin(), n.end(), tn.data<int64_t>());
+        tf.copy_from_f64(f);
+      }
+      on_comm_device(*pp_, tn, [&](Tensor& x) { pp_->broadcast(x, s); });
+      on_comm_device(*pp_, tf, [&](Tensor& x) { pp_->broadcast(x, s); });
+      const int64_t* pn = tn.data<int64_t>();
+      const std::vector<double> fv = tf.to_f64_vector();
+      for (size_t l = 0; l < fv.size() / 2; ++l) {
+        MoeStats m;
+        m.layer_number = *pn++;
+        m.micro_batches = *pn++;
+        m.tokens_per_expert.assign(size_t(*pn), 0);
+        ++pn;
+        for (int64_t& c : m.tokens_per_expert) c = *pn++;
+        m.aux_loss = fv[2 * l];
+        m.z_loss = fv[2 * l + 1];
+        all.push_back(std::move(m));
+      }
+    }
+    return all;
+  }
+  // The word embedding's gradient summed over the first and the last stage (both then hold the whole).
+  void sync_embedding(ParamStore& store) const {
+    if (!par_ || !par_->embedding) return;
+    Param* w = store.find(kWordEmbeddingKey);
+    HYTRA_ASSERT(w != nullptr, "the first or last pipeline stage without the word embedding");
+    Tensor g = w->grad;  // a view of the flat gradient buffer
+    par_->embedding->all_reduce_sum(g);
+  }
+
+ private:
+  dist::Communicator* pp_;
+  const dist::ParallelContext* par_;
+};
+
 // Megatron's evaluate(): eval_iters steps of a global batch each, continuing through the
 // validation samples from `first` (the next evaluation starts where this one stopped).
-double validate_loss(MicroBatchRunner& runner, const SampleSource& data, int64_t first, const TrainConfig& tc,
-                     const DataParallel& dp) {
+double validate_loss(MicroBatchRunner& runner, PipelineRunner* pipe, const SampleSource& data, int64_t first,
+                     const TrainConfig& tc, const DataParallel& dp) {
   const int64_t mbs = tc.micro_batch_size, steps = tc.eval_iters * tc.num_micro_batches();
-  for (int64_t i = 0; i < steps; ++i) runner.queue(load_batch(data, dp.sample(first, i, mbs), mbs), 1, false, false);
+  std::vector<Batch> batches;
+  for (int64_t i = 0; i < steps; ++i) batches.push_back(load_batch(data, dp.sample(first, i, mbs), mbs));
+  if (pipe != nullptr) {
+    pipe->evaluate(batches);
+    return dp.mean(pipe->mean_loss());
+  }
+  for (const Batch& b : batches) runner.queue(b, 1, false, false);
   return dp.mean(runner.mean_loss());
 }
 
@@ -208,7 +309,18 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   Exec& ex = Exec::for_device(dev);
   const LrScheduleConfig lr_cfg = lr_schedule_of(tc);
 
-  HybridModel model(mc, plan_for(mc));
+  const Pipeline pipeline(par);
+  const int pp_size = par != nullptr ? par->pp_size() : 1, pp_rank = par != nullptr ? par->pp_rank() : 0;
+  HybridModel model(mc, plan_for(mc, pp_size, pp_rank));
+  if (pipeline.active()) {
+    HYTRA_CHECK(!mc.enable_mhc, "--enable-hyper-connections: not built yet with pipeline parallelism (the n "
+                                "streams do not cross stages yet)");
+    HYTRA_CHECK(model.plan().num_segments <= pp_size, "the pattern's ", model.plan().num_segments,
+                " pipe-delimited segments give each of the ", pp_size,
+                " stages several model chunks: the interleaved pipeline schedule is not built yet");
+    HYTRA_CHECK(tc.save.empty() && tc.load.empty(), "--save/--load: not built yet with pipeline parallelism");
+    HYTRA_CHECK(!tc.overlap_grad_reduce, "--overlap-grad-reduce: not built yet with pipeline parallelism");
+  }
   ParamStore& store = model.params();
   store.finalize(tc.bf16 ? DType::BF16 : DType::F32, dev,
                  DataParallelOptimizer::param_align(dp.size(), tc.use_distributed_optimizer));
@@ -224,9 +336,13 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (!tc.load.empty()) opt.loaded(start.optimizer_loaded);
 
   TrainResult result;
-  result.num_params = store.num_elements();
+  // The whole model's parameters (a later stage's copy of the word embedding counted once).
+  const Param* copy = model.embedding_copy();
+  result.num_params = pipeline.sum(store.num_elements() - (copy ? shape_numel(copy->shape) : 0));
+  if (pipeline.active()) opt.set_pipeline(pipeline.comm(), copy);
   const int64_t mbs = tc.micro_batch_size, num_micro = tc.num_micro_batches(), gbs = tc.global_batch();
-  const double flops_token = flops_per_token(mc, model.layer_counts());
+  const double flops_token =
+      flops_per_token(mc, pipeline.active() ? HybridModel(mc, plan_for(mc)).layer_counts() : model.layer_counts());
   log << "hytra: training " << result.num_params << " parameters on " << device_name(dev)
       << (tc.bf16 ? " (bf16, fp32 master weights)" : " (fp32)") << ", pattern '" << model.plan().main.value_or("")
       << "', " << tc.train_iters << " iterations of " << gbs << " x " << mc.seq_length << " tokens (" << num_micro
@@ -250,7 +366,12 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
   if (par != nullptr && par->dp) ctx.param_hooks = &opt;  // the overlap of communication with the model's passes
-  MicroBatchRunner runner(ex, model, ctx, !tc.no_cuda_graph, log);
+  MicroBatchRunner runner(ex, model, ctx, !tc.no_cuda_graph && !pipeline.active(), log);
+  std::unique_ptr<PipelineRunner> pipe;
+  if (pipeline.active()) {
+    pipe = std::make_unique<PipelineRunner>(ex, model, *pipeline.comm(), ctx);
+    log << "hytra: pipeline: " << pp_size << " stages, 1F1B over " << num_micro << " micro-batches a step\n";
+  }
   MoeInterval moe_interval;
   std::vector<double> interval_mtp;  // per MTP depth, summed over the interval's steps
   ProgressBar progress("train", tc.train_iters, rank0 ? stderr : nullptr);
@@ -274,21 +395,29 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     store.zero_grad(/*lazy=*/true);           // the Linear weights' first wgrad GEMM overwrites instead
     // Each micro-batch's gradient is scaled by 1 / (micro-batches x data-parallel ranks): the sum over the
     // ranks is the mean over the global batch.
-    for (int64_t m = 0; m < num_micro; ++m) {
-      const bool last = m == num_micro - 1;
-      opt.begin_micro_batch(last);
-      runner.queue(load_batch(*train_data, dp.sample(consumed, m, mbs), mbs), num_micro * dp.size(), true, m == 0,
-                   opt.communicates_in(m == 0, last));
+    if (pipe) {
+      std::vector<Batch> batches;
+      for (int64_t m = 0; m < num_micro; ++m)
+        batches.push_back(load_batch(*train_data, dp.sample(consumed, m, mbs), mbs));
+      pipe->train_step(batches, num_micro * dp.size(), [&](bool last) { opt.begin_micro_batch(last); });
+    } else {
+      for (int64_t m = 0; m < num_micro; ++m) {
+        const bool last = m == num_micro - 1;
+        opt.begin_micro_batch(last);
+        runner.queue(load_batch(*train_data, dp.sample(consumed, m, mbs), mbs), num_micro * dp.size(), true, m == 0,
+                     opt.communicates_in(m == 0, last));
+      }
     }
-    const double loss = dp.mean(runner.mean_loss());
+    const double loss = dp.mean(pipe ? pipe->mean_loss() : runner.mean_loss());
     // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
     const std::vector<MoeStats> moe = dp.sum(model.moe_stats());
-    moe_interval.add(moe, mc);
-    const std::vector<double> mtp = dp.mean(model.mtp_losses());
+    moe_interval.add(pipeline.gather(moe), mc);
+    const std::vector<double> mtp = dp.mean(pipeline.from_last(model.mtp_losses(), size_t(model.plan().mtp_depths)));
     interval_mtp.resize(mtp.size(), 0.0);
     for (size_t k = 0; k < mtp.size(); ++k) interval_mtp[k] += mtp[k];
     model.finish_step(dp.size() > 1 ? &moe : nullptr);
     store.finish_grads();
+    pipeline.sync_embedding(store);
     const double gnorm = opt.reduce_gradients(ex);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
                 std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,
@@ -334,7 +463,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       t_interval = Clock::now();
     }
     if (tc.eval_interval > 0 && tc.eval_iters > 0 && (it % tc.eval_interval == 0 || it == tc.train_iters)) {
-      const double vl = validate_loss(runner, *valid_data, valid_consumed, tc, dp);
+      const double vl = validate_loss(runner, pipe.get(), *valid_data, valid_consumed, tc, dp);
       valid_consumed += tc.eval_iters * gbs;
       result.val_losses.push_back(vl);
       log << format_validation_block(it, {{"lm loss", vl}}) << std::flush;

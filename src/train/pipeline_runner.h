@@ -1,0 +1,57 @@
+// PipelineRunner: one pipeline stage's part of a step (docs/parallelism.md "Pipeline parallelism"), in
+// Megatron's 1F1B order (train/pipeline_schedule.h). Warm-up forwards, each receiving its hidden state from
+// the stage before and sending its output to the stage after. Then forward / backward pairs: a forward's
+// output goes out as the gradient for the oldest micro-batch comes in, and a backward's input gradient goes
+// back as the next forward's input comes in. These are one exchange each (Communicator::send_recv), so the
+// blocking transfers of two neighbours always match. Then the cool-down backwards.
+// Every micro-batch in flight keeps its saved tensors in a StepContext of its own. The last stage holds the
+// losses; mean_loss() hands their mean to every stage. Runs eagerly (no CUDA graphs).
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "data/loader.h"
+#include "dist/communicator.h"
+#include "model/hybrid_model.h"
+#include "nn/context.h"
+#include "ops/exec.h"
+
+namespace hytra {
+
+class PipelineRunner {
+ public:
+  // `settings`: what each micro-batch's StepContext copies (delayed weight gradients, the optimizer's hooks).
+  PipelineRunner(Exec& ex, HybridModel& model, dist::Communicator& pp, const StepContext& settings);
+
+  // Forward and backward of this data-parallel rank's micro-batches of a step (num_micro: the loss scale's
+  // micro-batch count, as MicroBatchRunner's). before_backward(m, last): called before micro-batch m's backward.
+  void train_step(const std::vector<Batch>& batches, int64_t num_micro,
+                  const std::function<void(bool last)>& before_backward);
+  // The forwards alone (validation).
+  void evaluate(const std::vector<Batch>& batches);
+  // The mean of the losses of the micro-batches run since the last call, on every stage (a collective).
+  double mean_loss();
+
+ private:
+  Tensor forward(int64_t slot, const Batch& b, const Tensor& input, int64_t num_micro, bool train);
+  Tensor backward(int64_t slot, const Tensor& output_grad);
+  Tensor hidden_buffer(const Batch& b) const;  // a fresh (B,T,C) tensor for a received hidden state or gradient
+  Tensor recv_forward(const Batch& b);
+  void send_forward(const Tensor& out);
+  Tensor send_forward_recv_backward(const Tensor& out, const Batch& b);
+  Tensor recv_backward(const Batch& b);
+  void send_backward(const Tensor& grad);
+  Tensor send_backward_recv_forward(const Tensor& grad, const Batch& b);
+
+  Exec& ex_;
+  HybridModel& model_;
+  dist::Communicator& pp_;
+  const StepContext& settings_;
+  bool first_, last_;
+  std::vector<std::unique_ptr<StepContext>> ctx_;  // per micro-batch of the step
+  std::vector<Tensor> totals_;                     // the last stage: per micro-batch, its loss sum (one element)
+  std::vector<double> denoms_;                     // ... and its target count
+};
+
+}  // namespace hytra
