@@ -29,21 +29,30 @@ void from_file(const SafetensorsFile& f, const std::string& name, const Tensor& 
 
 }  // namespace
 
-void save_training_state(const TrainConfig& tc, ParamStore& params, const OptimizerState& opt, const ResumePoint& at,
-                         const std::string& config_text, const std::vector<ArchitectureEntry>& arch) {
+std::vector<ParamState> param_states(ParamStore& params, const OptimizerState& opt) {
+  std::vector<ParamState> out;
+  size_t i = 0;
+  for (Param* p : params.all()) {
+    out.push_back({p->name, p->master, opt.exp_avg[i], opt.exp_avg_sq[i]});
+    ++i;
+  }
+  return out;
+}
+
+void save_training_state(const TrainConfig& tc, const std::vector<ParamState>& params, int64_t optimizer_step,
+                         const ResumePoint& at, const std::string& config_text,
+                         const std::vector<ArchitectureEntry>& arch) {
   CheckpointContents c;
   c.manifest.iteration = at.iteration;
   c.manifest.consumed_samples = at.consumed_samples;
   c.manifest.consumed_valid_samples = at.consumed_valid_samples;
-  c.manifest.optimizer_step = opt.step;
+  c.manifest.optimizer_step = optimizer_step;
   c.manifest.config = config_text;
   for (const ArchitectureEntry& e : arch) c.manifest.model.emplace_back(e.name, e.value);
-  size_t i = 0;
-  for (Param* p : params.all()) {
-    c.model.push_back(to_file(p->name, p->master));
-    c.optimizer.push_back(to_file(p->name + ".exp_avg", opt.exp_avg[i]));
-    c.optimizer.push_back(to_file(p->name + ".exp_avg_sq", opt.exp_avg_sq[i]));
-    ++i;
+  for (const ParamState& p : params) {
+    c.model.push_back(to_file(p.name, p.value));
+    c.optimizer.push_back(to_file(p.name + ".exp_avg", p.exp_avg));
+    c.optimizer.push_back(to_file(p.name + ".exp_avg_sq", p.exp_avg_sq));
   }
   save_checkpoint(tc.save, std::move(c), tc.ckpt_keep, tc.ckpt_allow_non_finite);
 }
@@ -55,7 +64,7 @@ void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::st
                          std::vector<std::string>& file_keys, const std::string& path);
 
 void load_tensors(const std::string& path, std::vector<std::pair<std::string, Tensor>> targets, Strictness strictness,
-                  bool allow_non_finite) {
+                  bool allow_non_finite, const std::set<std::string>& elsewhere) {
   SafetensorsFile f(path);
   for (const auto& e : f.entries())
     HYTRA_CHECK(allow_non_finite || e.dtype != "F32" || all_finite_f32(f.data(e), (e.end - e.begin) / 4), path,
@@ -68,9 +77,11 @@ void load_tensors(const std::string& path, std::vector<std::pair<std::string, Te
   std::set<std::string> expected;
   for (const auto& [k, t] : targets) expected.insert(k);
   // Names the file keys take in this model's layout (GPT layers into an ungrouped hybrid model).
-  const std::vector<std::string> renamed = gpt_keys_as_hybrid(file_keys, expected);
+  std::vector<std::string> renamed = gpt_keys_as_hybrid(file_keys, expected);
   std::map<std::string, std::string> original;
   for (size_t i = 0; i < renamed.size(); ++i) original[renamed[i]] = file_keys[i];
+  // Another pipeline stage's tensors are neither loaded here nor unexpected.
+  std::erase_if(renamed, [&](const std::string& k) { return elsewhere.count(k) > 0 && expected.count(k) == 0; });
   std::vector<std::string> warnings;
   const auto fill = match_keys(renamed, expected, strictness, path, warnings);
   for (const auto& w : warnings) log_warn(w);
@@ -224,19 +235,21 @@ void check_architecture(const CheckpointManifest& m, const std::vector<Architect
 }  // namespace
 
 ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, OptimizerState& opt,
-                                const std::vector<ArchitectureEntry>& arch) {
+                                const std::vector<ArchitectureEntry>& arch, const std::set<std::string>& elsewhere) {
   const std::string dir = resolve_checkpoint_dir(tc.load);
   const CheckpointManifest m = read_manifest(dir);
   const Strictness strictness = tc.ckpt_strictness;
   check_architecture(m, arch, strictness, tc.finetune, dir);
   std::vector<std::pair<std::string, Tensor>> weights;
   for (Param* p : params.all()) weights.emplace_back(p->name, p->master);
-  load_tensors(dir + "/model.safetensors", weights, strictness, tc.ckpt_allow_non_finite);
+  load_tensors(dir + "/model.safetensors", weights, strictness, tc.ckpt_allow_non_finite, elsewhere);
   params.sync_values_from_master();
   ResumePoint at;
   if (tc.finetune) return at;
   at = {m.iteration, m.consumed_samples, m.consumed_valid_samples};
   if (tc.no_load_optim) return at;
+  std::set<std::string> moments_elsewhere;
+  for (const std::string& k : elsewhere) moments_elsewhere.insert({k + ".exp_avg", k + ".exp_avg_sq"});
   std::vector<std::pair<std::string, Tensor>> moments;
   size_t i = 0;
   for (Param* p : params.all()) {
@@ -244,7 +257,7 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, Optim
     moments.emplace_back(p->name + ".exp_avg_sq", opt.exp_avg_sq[i]);
     ++i;
   }
-  load_tensors(dir + "/optimizer.safetensors", moments, strictness, tc.ckpt_allow_non_finite);
+  load_tensors(dir + "/optimizer.safetensors", moments, strictness, tc.ckpt_allow_non_finite, moments_elsewhere);
   opt.step = m.optimizer_step;
   at.optimizer_loaded = true;
   return at;

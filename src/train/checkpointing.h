@@ -2,7 +2,9 @@
 // AdamW moments, the optimizer step, the iteration and the data positions (consumed training and
 // validation samples), so a resumed run continues bit for bit.
 #pragma once
+#include <set>
 #include <string>
+#include <vector>
 
 #include "model/architecture.h"
 #include "nn/param.h"
@@ -18,10 +20,19 @@ struct ResumePoint {
   bool optimizer_loaded = false;       // load_training_state filled the optimizer state
 };
 
+// One parameter's part of a checkpoint: its canonical name, fp32 value and Adam moments.
+struct ParamState {
+  std::string name;
+  Tensor value, exp_avg, exp_avg_sq;
+};
+std::vector<ParamState> param_states(ParamStore& params, const OptimizerState& opt);
+
 // config_text: the run's configuration (the manifest's `config`, for people reading the checkpoint);
-// arch: the resolved model configuration the manifest records for --load to compare.
-void save_training_state(const TrainConfig& tc, ParamStore& params, const OptimizerState& opt, const ResumePoint& at,
-                         const std::string& config_text, const std::vector<ArchitectureEntry>& arch);
+// arch: the resolved model configuration the manifest records for --load to compare. `params`: the whole
+// model's, in its parameter order (a pipeline's stages gathered one after the other).
+void save_training_state(const TrainConfig& tc, const std::vector<ParamState>& params, int64_t optimizer_step,
+                         const ResumePoint& at, const std::string& config_text,
+                         const std::vector<ArchitectureEntry>& arch);
 // Loads --load per the flags (weights always; optimizer unless --no-load-optim or --finetune).
 // First compares the checkpoint's recorded model configuration with `arch` (Megatron's
 // check_checkpoint_args): a difference in an entry that defines the weights is an error; other
@@ -29,7 +40,8 @@ void save_training_state(const TrainConfig& tc, ParamStore& params, const Optimi
 // Every parameter must be present with its shape (per --ckpt-strictness), and tensors holding NaN
 // or Inf are refused unless --ckpt-allow-non-finite. The optimizer's moments are read into `opt`'s tensors
 // and its step count set (then ResumePoint::optimizer_loaded).
+// `elsewhere`: the canonical names of the other pipeline stages' parameters (in the file, not loaded here).
 ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, OptimizerState& opt,
-                                const std::vector<ArchitectureEntry>& arch);
+                                const std::vector<ArchitectureEntry>& arch, const std::set<std::string>& elsewhere = {});
 
 }  // namespace hytra

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 #include <ostream>
+#include <set>
 
 #include "core/error.h"
 #include "data/gpt_data.h"
@@ -243,6 +244,43 @@ class Pipeline {
     }
     return all;
   }
+  // The whole model's parameter states on the pipeline's first stage, for a save (a collective of the
+  // pipeline: each later stage sends its own, in its parameter order, the copy of the word embedding left out;
+  // the first stage knows their shapes from the stages' plans).
+  std::vector<ParamState> gather_states(std::vector<ParamState> mine, const ModelConfig& mc,
+                                        const Param* copy) const {
+    if (!pp_) return mine;
+    if (copy != nullptr) std::erase_if(mine, [&](const ParamState& p) { return p.name == copy->name; });
+    if (pp_->rank() > 0) {
+      for (ParamState& p : mine)
+        for (Tensor* t : {&p.value, &p.exp_avg, &p.exp_avg_sq}) pp_->send(*t, 0);
+      return {};
+    }
+    const Device dev = mine.empty() ? pp_->device() : mine[0].value.device();
+    for (int s = 1; s < pp_->size(); ++s) {
+      HybridModel stage(mc, plan_for(mc, pp_->size(), s));  // the names and shapes alone
+      for (Param* p : stage.params().all()) {
+        if (p == stage.embedding_copy()) continue;
+        ParamState st{p->name, Tensor::empty(p->shape, DType::F32, dev), Tensor::empty(p->shape, DType::F32, dev),
+                      Tensor::empty(p->shape, DType::F32, dev)};
+        for (Tensor* t : {&st.value, &st.exp_avg, &st.exp_avg_sq}) pp_->recv(*t, s);
+        mine.push_back(std::move(st));
+      }
+    }
+    return mine;
+  }
+  // The other stages' parameter names (a load reads this stage's alone).
+  std::set<std::string> names_elsewhere(const ModelConfig& mc, ParamStore& mine) const {
+    std::set<std::string> out;
+    if (!pp_) return out;
+    HybridModel whole(mc, plan_for(mc));
+    for (Param* p : whole.params().all())
+      if (mine.find(p->name) == nullptr) out.insert(p->name);
+    return out;
+  }
+  void barrier() const {
+    if (pp_) pp_->barrier();
+  }
   // The word embedding's gradient summed over the first and the last stage (both then hold the whole).
   void sync_embedding(ParamStore& store) const {
     if (!par_ || !par_->embedding) return;
@@ -318,7 +356,6 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     HYTRA_CHECK(model.plan().num_segments <= pp_size, "the pattern's ", model.plan().num_segments,
                 " pipe-delimited segments give each of the ", pp_size,
                 " stages several model chunks: the interleaved pipeline schedule is not built yet");
-    HYTRA_CHECK(tc.save.empty() && tc.load.empty(), "--save/--load: not built yet with pipeline parallelism");
     HYTRA_CHECK(!tc.overlap_grad_reduce, "--overlap-grad-reduce: not built yet with pipeline parallelism");
   }
   ParamStore& store = model.params();
@@ -332,7 +369,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       {tc.use_distributed_optimizer, tc.ddp_bucket_size, tc.overlap_grad_reduce, tc.overlap_param_gather});
   const std::vector<ArchitectureEntry> arch = architecture_record(mc, model.plan());
   ResumePoint start;
-  if (!tc.load.empty()) start = load_training_state(tc, store, opt.load_target(), arch);
+  if (!tc.load.empty())
+    start = load_training_state(tc, store, opt.load_target(), arch, pipeline.names_elsewhere(mc, store));
   if (!tc.load.empty()) opt.loaded(start.optimizer_loaded);
 
   TrainResult result;
@@ -473,8 +511,12 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     const bool exiting = tc.exit_interval > 0 && it % tc.exit_interval == 0;
     if (!tc.save.empty() && ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
       const OptimizerState state = opt.state_for_save();  // a collective under the distributed optimizer
-      if (rank0) save_training_state(tc, store, state, {it, consumed, valid_consumed}, config_text, arch);
-      dp.barrier();  // the checkpoint is complete before any rank goes on (or exits)
+      if (dp.rank() == 0) {  // the first pipeline's stages hand theirs to rank 0, which writes the checkpoint
+        const std::vector<ParamState> all = pipeline.gather_states(param_states(store, state), mc, copy);
+        if (rank0) save_training_state(tc, all, state.step, {it, consumed, valid_consumed}, config_text, arch);
+      }
+      pipeline.barrier();  // the checkpoint is complete before any rank goes on (or exits)
+      dp.barrier();
       t_interval = Clock::now();
     }
     if (exiting) {

@@ -137,10 +137,15 @@ grep -q "iteration " "$W/three.log" && fail "3 ranks trained an iteration before
 job=$!
 for _ in $(seq 600); do grep -q "iteration  *2/" "$W/kill.log" && break; sleep 0.1; done
 grep -q "iteration  *2/" "$W/kill.log" || { kill $job; fail "the 2-rank job did not start: $(tail -5 "$W/kill.log")"; }
-victim=""
-for p in $(pgrep -f "$W/killed"); do
-  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
-done
+find_rank() {  # find_rank PATTERN RANK: the pid of that rank's process (retried: a loaded machine is slow)
+  for _ in $(seq 100); do
+    for p in $(pgrep -f "$1"); do
+      tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return; }
+    done
+    sleep 0.1
+  done
+}
+victim=$(find_rank "$W/killed" 1)
 [ -n "$victim" ] || { kill $job; fail "no process of rank 1 found"; }
 start=$(date +%s)
 kill -9 "$victim"
@@ -156,10 +161,7 @@ echo "ok: rank 1 killed, the job ended after $(( $(date +%s) - start )) s naming
 job=$!
 for _ in $(seq 600); do [ -f "$W/cut/latest_checkpointed_iteration.txt" ] && grep -q "iteration  *3/" "$W/cut.log" &&
   break; sleep 0.05; done
-writer=""
-for p in $(pgrep -f "$W/cut"); do
-  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' && writer=$p
-done
+writer=$(find_rank "$W/cut" 0)
 [ -n "$writer" ] || { kill $job; fail "no process of rank 0 found"; }
 sleep 0.$((RANDOM % 10))
 kill -9 "$writer"
