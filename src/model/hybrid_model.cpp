@@ -160,7 +160,7 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
   // what its layers save), the residual stream's policy (plain or mHC) joining their outputs.
   Saved& saved = ctx.saved<Saved>(this);  // (a stable reference: slots never move)
   saved.unit_in.assign(units_.size(), {});
-  ResidualStream::State state = residual_->enter(ctx, h);
+  ResidualStream::State state = first_ ? residual_->enter(ctx, h) : residual_->resume(ctx, h);
   for (size_t u = 0; u < units_.size(); ++u) {
     if (units_[u].recompute) saved.unit_in[u] = state;
     DropScope keep(ctx, units_[u].recompute);
@@ -204,8 +204,8 @@ Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
       if (ready) ctx.grads_ready(param_first_[i], param_first_[i + 1]);
     }
   }
+  if (!first_) return d;
   const Tensor dh = residual_->leave_backward(ctx, d);
-  if (!first_) return dh;
   if (position_embedding_) position_embedding_->backward(ctx, dh);
   embedding_->backward(ctx, dh);
   if (ready) ctx.grads_ready(0, n);

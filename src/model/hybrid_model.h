@@ -35,7 +35,11 @@ class HybridModel {
   HybridModel& operator=(const HybridModel&) = delete;
 
   ParamStore& params() { return store_; }
-  int64_t hidden_size() const { return cfg_.hidden_size; }
+  // The shape of what passes between pipeline stages for micro-batches of B x T tokens: the hidden state
+  // (B,T,C), or with mHC the n streams (B,T,n,C).
+  Shape stage_boundary_shape(int64_t B, int64_t T) const {
+    return cfg_.enable_mhc ? Shape{B, T, cfg_.mhc_num_residual_streams, cfg_.hidden_size} : Shape{B, T, cfg_.hidden_size};
+  }
   const LayerPlan& plan() const { return plan_; }
   LayerCounts layer_counts() const { return counts_; }
 

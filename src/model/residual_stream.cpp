@@ -16,10 +16,9 @@ ResidualStream::ResidualStream(const ModelConfig& cfg, std::vector<std::unique_p
       mhc_block_start_(std::move(mhc_block_start)) {}
 
 ResidualStream::State ResidualStream::enter(StepContext& ctx, const Tensor& h) {
-  Saved& s = ctx.saved<Saved>(this);
-  s.body_in.assign(sublayers_.size(), Tensor());
-  s.mhc_block_in.assign(sublayers_.size(), Tensor());
-  if (!cfg_.enable_mhc) return {h, Tensor(), &s};
+  State st = resume(ctx, h);
+  if (!cfg_.enable_mhc) return st;
+  Saved& s = *st.saved;
   const int64_t n = cfg_.mhc_num_residual_streams, C = cfg_.hidden_size, B = h.size(0), T = h.size(1);
   Tensor X = Tensor::empty({B, T, n, C}, h.dtype(), h.device());
   Tensor X3 = X.view({B * T, n, C});
@@ -77,9 +76,15 @@ Tensor ResidualStream::leave(StepContext& ctx, State& st) {
   return final_norm_->forward(ctx, out.view({B, T, C}));
 }
 
+ResidualStream::State ResidualStream::resume(StepContext& ctx, const Tensor& x) {
+  Saved& s = ctx.saved<Saved>(this);
+  s.body_in.assign(sublayers_.size(), Tensor());
+  s.mhc_block_in.assign(sublayers_.size(), Tensor());
+  return {x, Tensor(), &s};
+}
+
 Tensor ResidualStream::exit(StepContext& ctx, State& st) {
-  HYTRA_ASSERT(!cfg_.enable_mhc, "ResidualStream::exit: the mHC streams do not cross pipeline stages yet");
-  if (!st.f.defined()) return st.h;
+  if (!st.f.defined()) return st.h;  // mHC: the streams (the wrappers add their outputs themselves)
   Tensor out = Tensor::empty(st.h.shape(), st.h.dtype(), st.h.device());
   ops::add(ctx.ex(), out, st.h, st.f);
   return out;

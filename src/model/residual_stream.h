@@ -40,10 +40,14 @@ class ResidualStream {
                  std::vector<bool> selective_body, std::vector<bool> mhc_block_start);
 
   State enter(StepContext& ctx, const Tensor& h);       // the embedding output (B,T,C)
+  // A pipeline stage after the first: the stream state exit() gave the stage before (plain: (B,T,C); mHC: the
+  // n streams (B,T,n,C)).
+  State resume(StepContext& ctx, const Tensor& x);
   void step(StepContext& ctx, size_t i, State& state);  // sub-layer i
   Tensor leave(StepContext& ctx, State& state);         // the final-normed hidden state (B,T,C)
-  // A pipeline stage before the last (plain streams): the stream with the pending output added, the hidden
-  // state the next stage enters with (B,T,C). Its gradient is the `d` the stage's backward starts from.
+  // A pipeline stage before the last: what the next stage resumes from (plain: the stream with the pending
+  // output added; mHC: the streams). Its gradient is the `d` the stage's backward starts from, and a stage
+  // after the first sends back the `d` of its first sub-layer's input without leave_backward.
   Tensor exit(StepContext& ctx, State& state);
 
   Tensor enter_backward(StepContext& ctx, const Tensor& dy);          // from d(final-norm output)

@@ -12,7 +12,7 @@ PipelineRunner::PipelineRunner(Exec& ex, HybridModel& model, dist::Communicator&
 
 Tensor PipelineRunner::hidden_buffer(const Batch& b) const {
   const Tensor& values = model_.params().flat_values();
-  return Tensor::empty({b.ids.size(0), b.ids.size(1), model_.hidden_size()}, values.dtype(), values.device());
+  return Tensor::empty(model_.stage_boundary_shape(b.ids.size(0), b.ids.size(1)), values.dtype(), values.device());
 }
 
 Tensor PipelineRunner::recv_forward(const Batch& b) {

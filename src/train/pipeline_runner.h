@@ -36,7 +36,8 @@ class PipelineRunner {
  private:
   Tensor forward(int64_t slot, const Batch& b, const Tensor& input, int64_t num_micro, bool train);
   Tensor backward(int64_t slot, const Tensor& output_grad);
-  Tensor hidden_buffer(const Batch& b) const;  // a fresh (B,T,C) tensor for a received hidden state or gradient
+  // A fresh tensor for a received hidden state (mHC: the streams) or its gradient.
+  Tensor hidden_buffer(const Batch& b) const;
   Tensor recv_forward(const Batch& b);
   void send_forward(const Tensor& out);
   Tensor send_forward_recv_backward(const Tensor& out, const Batch& b);

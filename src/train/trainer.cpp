@@ -351,8 +351,6 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const int pp_size = par != nullptr ? par->pp_size() : 1, pp_rank = par != nullptr ? par->pp_rank() : 0;
   HybridModel model(mc, plan_for(mc, pp_size, pp_rank));
   if (pipeline.active()) {
-    HYTRA_CHECK(!mc.enable_mhc, "--enable-hyper-connections: not built yet with pipeline parallelism (the n "
-                                "streams do not cross stages yet)");
     HYTRA_CHECK(model.plan().num_segments <= pp_size, "the pattern's ", model.plan().num_segments,
                 " pipe-delimited segments give each of the ", pp_size,
                 " stages several model chunks: the interleaved pipeline schedule is not built yet");

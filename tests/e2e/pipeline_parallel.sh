@@ -3,7 +3,8 @@
 # embeddings) trained 20 iterations (validation after 10 and 20) on a global batch of 8 as one process, at 2
 # stages (twice: bitwise equal; and once with the stages cut by the pattern's pipe), at 4 stages, at 2 stages
 # with full recompute, and at 2 data-parallel x 2 pipeline ranks with the distributed optimizer. Every logged
-# loss and grad norm and the final weights match the one process within 1e-5 relative.
+# loss and grad norm and the final weights match the one process within 1e-5 relative. With mHC (2 streams,
+# selective mhc recompute) at 2 stages against one mHC process: the losses within 1e-5.
 # Checkpoints across layouts: iteration 10 of the DP 2 x PP 2 run resumed in one process, at DP 4 and at DP 2 x
 # PP 2 again (bitwise); iteration 10 of the one process resumed at PP 2 under --ckpt-strictness raise_all.
 # Then the layouts that cannot work yet or at all, each a named error.
@@ -39,6 +40,9 @@ run pp2_recompute 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-
   --recompute-method uniform --recompute-num-layers 1
 run dp2pp2 4 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2 --use-distributed-optimizer \
   --save-interval 10
+MHC=(--hybrid-layer-pattern "$PATTERN" --enable-hyper-connections --num-residual-streams 2)
+run one_mhc 1 "${MHC[@]}"
+run pp2_mhc 2 "${MHC[@]}" --pipeline-model-parallel-size 2 --recompute-granularity selective --recompute-modules mhc
 at10() { mkdir -p "$W/$1@10" && cp -r "$W/$1/iter_0000010" "$W/$1@10/" && echo 10 > "$W/$1@10/latest_checkpointed_iteration.txt"; }
 at10 dp2pp2
 at10 one
@@ -85,6 +89,7 @@ for name in ("pp2", "pp2_pipe", "pp4", "pp2_recompute", "dp2pp2"):
     rel = (d2 / n2) ** 0.5
     assert rel <= 1e-5, f"{name}: the final weights differ from one process's by {rel:.2e} relative"
     print(f"{name}: final weights {rel:.2e} relative to one process's")
+close("pp2_mhc", "one_mhc")  # the n streams cross the stages
 assert losses("pp2") == losses("pp2_again"), "two runs at 2 stages differ"
 for name, base in (("resume_one", "dp2pp2"), ("resume_dp4", "dp2pp2"), ("resume_dp2pp2", "dp2pp2"),
                    ("reverse_pp2", "one")):
@@ -109,7 +114,5 @@ expect_error 2 "Number of layers (7) must be evenly divisible by pipeline-model-
   --hybrid-layer-pattern 'MGE*E*-/*-' --pipeline-model-parallel-size 2
 expect_error 2 "the interleaved pipeline schedule is not built yet" --hybrid-layer-pattern 'MG|E*|E*|-*/*-' \
   --pipeline-model-parallel-size 2
-expect_error 2 "--enable-hyper-connections: not built yet with pipeline parallelism" \
-  --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2 --enable-hyper-connections
 expect_error 3 "--pipeline-model-parallel-size" --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2
 echo "ok: the layouts that cannot run are named errors"
