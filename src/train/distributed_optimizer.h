@@ -42,6 +42,8 @@ class DataParallelOptimizer final : public ParamHooks {
 
   // What the log says: the buckets, the scheme and the overlap (a data-parallel run).
   std::string describe() const;
+  // The bytes of this rank's Adam moments (its parts under the distributed optimizer).
+  int64_t moment_bytes() const { return adam_->exp_avg_flat().nbytes() + adam_->exp_avg_sq_flat().nbytes(); }
   // Whether the hooks communicate during the micro-batch (then it runs eagerly, not as a CUDA graph replay).
   bool communicates_in(bool first_in_step, bool last_in_step) const;
   // A pipeline stage: the gradient norm sums over the pipeline's stages, leaving out `not_counted` (a later

@@ -3,6 +3,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <ostream>
 #include <set>
@@ -386,6 +387,14 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string()) << ")\n";
 
   if (dp.size() > 1) log << "hytra: data-parallel: " << opt.describe() << "\n";
+  if (dp.size() > 1 || pipeline.active()) {  // what one rank holds (rank 0: the log's)
+    const int64_t bytes = store.flat_values().nbytes() + store.flat_grads().nbytes() +
+                          (store.has_separate_master() ? store.flat_master().nbytes() : 0) + opt.moment_bytes();
+    char mib[32];
+    std::snprintf(mib, sizeof mib, "%.2f", double(bytes) / 1048576.0);
+    log << "hytra: rank 0 holds " << store.num_elements() << " parameters: " << mib
+        << " MiB with their gradients, master weights and Adam moments\n";
+  }
   // The first rank of the group builds the dataset index caches first, the others then read them (Megatron's
   // order: no two processes write one cache).
   if (dp.rank() != 0) dp.barrier();

@@ -90,6 +90,12 @@ for name in ("pp2", "pp2_pipe", "pp4", "pp2_recompute", "dp2pp2"):
     assert rel <= 1e-5, f"{name}: the final weights differ from one process's by {rel:.2e} relative"
     print(f"{name}: final weights {rel:.2e} relative to one process's")
 close("pp2_mhc", "one_mhc")  # the n streams cross the stages
+# What rank 0 holds at 2 stages: the embedding and layers 0-3 of the one process's checkpoint, to the element.
+import re
+stage0 = sum(len(a) for k, a in ref_w.items() if k.startswith("embedding.") or re.match(r"decoder\.layers\.[0-3]\.", k))
+held = int(re.search(r"rank 0 holds (\d+) parameters", open(f"{w}/pp2.log").read()).group(1))
+assert held == stage0, f"rank 0 holds {held} parameters at 2 stages, its stage has {stage0}"
+print(f"pp2: rank 0 holds {held} of {sum(len(a) for a in ref_w.values())} parameters, as its stage's tensors")
 assert losses("pp2") == losses("pp2_again"), "two runs at 2 stages differ"
 for name, base in (("resume_one", "dp2pp2"), ("resume_dp4", "dp2pp2"), ("resume_dp2pp2", "dp2pp2"),
                    ("reverse_pp2", "one")):
