@@ -6,9 +6,12 @@
 #     (within 1e-4 of one GPU) and in bf16 (the largest relative loss difference printed; two runs bitwise
 #     equal), replicated and with the distributed optimizer + both overlaps; a checkpoint of 2 GPUs resumed on 1;
 #  3. scaling: `hytra bench` of each config in SCALE (default llama3.2-1b and nemotron-h-1b) at 1, 2 (and 4)
-#     GPUs with the distributed optimizer, the global batch PER_GPU x GPUs, with and without the overlap.
+#     GPUs with the distributed optimizer, the global batch PER_GPU x GPUs, with and without the overlap;
+#  4. pipeline parallelism: a tiny hybrid with mHC and MTP at 2 stages against one GPU (fp32 and bf16, bf16
+#     twice: bitwise), DP 2 x PP 2 with the distributed optimizer (4 GPUs), and llama3.2-1b at 1, 2 and 4
+#     stages (global batch 8: 4 micro-batches of 2).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
-#   Usage: [PARTS="1 2 3"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN   (BIN: a folder with hytra)
+#   Usage: [PARTS="1 2 3 4"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN   (BIN: a folder with hytra)
 set -uo pipefail
 H=$(realpath "${1:-build}/hytra")
 OUT=${OUT:-/tmp/hytra_out}
@@ -28,7 +31,7 @@ launch() {  # launch NP CMD...: NP ranks under mpirun, one GPU each
     mpirun --allow-run-as-root --bind-to none -np "$np" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE "$@"; fi
 }
 
-part() { [[ " ${PARTS:-1 2 3} " == *" $1 "* ]]; }
+part() { [[ " ${PARTS:-1 2 3 4} " == *" $1 "* ]]; }
 if part 1; then
 echo "== 1. NCCL one-rank world"
 bash tests/e2e/nccl_one_rank.sh "$H"; echo "rc $?"
@@ -110,6 +113,49 @@ for cfg in ${SCALE:-llama3.2-1b examples/nemotron-h-1b/config.yaml}; do
       grep -E "^hytra config=|data-parallel:|rror" "$W/bench.log" | tail -3
     done
   done
+done
+}
+part 4 && {
+echo "== 4. pipeline parallelism on $N GPUs"
+P4=(train --hybrid-layer-pattern 'MGE*E*-*/*-' --enable-hyper-connections --num-residual-streams 2 --hidden-size 64
+    --num-attention-heads 4 --group-query-attention --num-query-groups 2 --ffn-hidden-size 128 --swiglu
+    --mamba-num-heads 4 --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 16 --mamba-chunk-size 32
+    --num-experts 4 --moe-ffn-hidden-size 64 --moe-router-topk 2 --moe-router-score-function sigmoid
+    --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3 --mtp-loss-scaling-factor 0.3 --normalization RMSNorm
+    --position-embedding-type rope --disable-bias-linear --seq-length 64 --vocab-size 512 --mock-data
+    --micro-batch-size 2 --global-batch-size 16 --lr 2e-3 --lr-warmup-iters 2 --train-iters 30 --eval-iters 0
+    --log-interval 1 --device cuda)
+prun() {  # prun NAME NP [flags]
+  local name=$1 np=$2
+  shift 2
+  launch "$np" "$H" "${P4[@]}" --log-jsonl "$W/$name.jsonl" "$@" > "$W/$name.log" 2>&1 ||
+    echo "FAIL $name: $(tail -3 "$W/$name.log")"
+}
+prun pf1 1
+prun pf2 2 --pipeline-model-parallel-size 2
+prun pb1 1 --bf16
+prun pb2 2 --bf16 --pipeline-model-parallel-size 2
+prun pb2_again 2 --bf16 --pipeline-model-parallel-size 2
+[ "$N" -ge 4 ] && prun pb4 4 --bf16 --pipeline-model-parallel-size 2 --use-distributed-optimizer
+python3 - "$W" <<'PY'
+import json, os, sys
+w = sys.argv[1]
+def losses(n):
+    return [(r["iteration"], k, v) for r in map(json.loads, open(f"{w}/{n}.jsonl"))
+            for k, v in sorted(r.items()) if "loss" in k and isinstance(v, float)]
+def worst(a, b):
+    return max(abs(x[2] - y[2]) / abs(x[2]) for x, y in zip(losses(a), losses(b)))
+print(f"fp32 PP 2: largest relative loss difference from one GPU {worst('pf1', 'pf2'):.2e}")
+print(f"bf16 PP 2: {worst('pb1', 'pb2'):.2e}; twice: {'bitwise equal' if losses('pb2') == losses('pb2_again') else 'DIFFERENT'}")
+if os.path.exists(f"{w}/pb4.jsonl"):
+    print(f"bf16 DP 2 x PP 2, distributed optimizer: {worst('pb1', 'pb4'):.2e}")
+PY
+for n in 1 2 4; do
+  [ "$n" -le "$N" ] || continue
+  echo "-- llama3.2-1b pipeline $n, global batch 8"
+  launch "$n" "$H" bench llama3.2-1b --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 --lr-warmup-iters 2 \
+    --pipeline-model-parallel-size "$n" > "$W/bench.log" 2>&1
+  grep -E "^hytra config=|holds|rror" "$W/bench.log" | tail -3
 done
 }
 cp "$W"/*.log "$OUT"/ 2>/dev/null
