@@ -186,7 +186,6 @@ Tensor HybridModel::head(StepContext& ctx, const Tensor& y, const Tensor& ids, c
 }
 
 Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
-  Exec& ex = ctx.ex();
   Saved& saved = ctx.saved<Saved>(this);
   const size_t n = store_.all().size();
   const bool ready = !ctx.delay_wgrad;

@@ -282,9 +282,10 @@ class Pipeline {
   void barrier() const {
     if (pp_) pp_->barrier();
   }
-  // The word embedding's gradient summed over the first and the last stage (both then hold the whole).
-  void sync_embedding(ParamStore& store) const {
-    if (!par_ || !par_->embedding) return;
+  // The word embedding's gradient summed over the first and the last stage (both then hold the whole) when the
+  // last stage shares it (`shared`: a tied LM head or MTP depths).
+  void sync_embedding(ParamStore& store, bool shared) const {
+    if (!par_ || !par_->embedding || !shared) return;
     Param* w = store.find(kWordEmbeddingKey);
     HYTRA_ASSERT(w != nullptr, "the first or last pipeline stage without the word embedding");
     Tensor g = w->grad;  // a view of the flat gradient buffer
@@ -462,7 +463,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     for (size_t k = 0; k < mtp.size(); ++k) interval_mtp[k] += mtp[k];
     model.finish_step(dp.size() > 1 ? &moe : nullptr);
     store.finish_grads();
-    pipeline.sync_embedding(store);
+    pipeline.sync_embedding(store, !mc.untie_embeddings_and_output_weights || model.plan().mtp_depths > 0);
     const double gnorm = opt.reduce_gradients(ex);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
                 std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,

@@ -4,7 +4,8 @@
 # stages (twice: bitwise equal; and once with the stages cut by the pattern's pipe), at 4 stages, at 2 stages
 # with full recompute, and at 2 data-parallel x 2 pipeline ranks with the distributed optimizer. Every logged
 # loss and grad norm and the final weights match the one process within 1e-5 relative. With mHC (2 streams,
-# selective mhc recompute) at 2 stages against one mHC process: the losses within 1e-5.
+# selective mhc recompute), and untied without MTP (the last stage holds no word embedding), at 2 stages against
+# one process of the same model: the losses within 1e-5.
 # Checkpoints across layouts: iteration 10 of the DP 2 x PP 2 run resumed in one process, at DP 4 and at DP 2 x
 # PP 2 again (bitwise); iteration 10 of the one process resumed at PP 2 under --ckpt-strictness raise_all.
 # Then the layouts that cannot work yet or at all, each a named error.
@@ -40,6 +41,8 @@ run pp2_recompute 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-
   --recompute-method uniform --recompute-num-layers 1
 run dp2pp2 4 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2 --use-distributed-optimizer \
   --save-interval 10
+run one_untied 1 --hybrid-layer-pattern 'MGE*E*-*' --untie-embeddings-and-output-weights
+run pp2_untied 2 --hybrid-layer-pattern 'MGE*E*-*' --untie-embeddings-and-output-weights --pipeline-model-parallel-size 2
 MHC=(--hybrid-layer-pattern "$PATTERN" --enable-hyper-connections --num-residual-streams 2)
 run one_mhc 1 "${MHC[@]}"
 run pp2_mhc 2 "${MHC[@]}" --pipeline-model-parallel-size 2 --recompute-granularity selective --recompute-modules mhc
@@ -90,6 +93,7 @@ for name in ("pp2", "pp2_pipe", "pp4", "pp2_recompute", "dp2pp2"):
     assert rel <= 1e-5, f"{name}: the final weights differ from one process's by {rel:.2e} relative"
     print(f"{name}: final weights {rel:.2e} relative to one process's")
 close("pp2_mhc", "one_mhc")  # the n streams cross the stages
+close("pp2_untied", "one_untied")  # no word embedding on the last stage
 # What rank 0 holds at 2 stages: the embedding and layers 0-3 of the one process's checkpoint, to the element.
 import re
 stage0 = sum(len(a) for k, a in ref_w.items() if k.startswith("embedding.") or re.match(r"decoder\.layers\.[0-3]\.", k))

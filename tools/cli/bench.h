@@ -22,7 +22,7 @@ inline constexpr double kPeakBf16Flops = 989e12;  // H100 SXM dense bf16 (datash
 struct BenchResult {
   std::string name;
   int64_t micro_batch = 0, global_batch = 0, seq_length = 0, steps = 0;
-  int gpus = 1;        // the data-parallel ranks (processes)
+  int gpus = 1;        // the ranks (processes): data-parallel x pipeline
   double step_ms = 0;  // median of the measured steps
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;  // model FLOPs (model/flops.h) per second / 1e12, per rank
