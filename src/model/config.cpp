@@ -77,6 +77,10 @@ void ModelConfig::validate() const {
   need(mtp_num_layers <= kMaxLayers, str("--mtp-num-layers: expected at most ", kMaxLayers, ", got ", mtp_num_layers));
   need(num_layers >= 0, str("--num-layers: expected a positive integer, got ", num_layers));
   need(mtp_num_layers >= 0, str("--mtp-num-layers: expected a non-negative integer, got ", mtp_num_layers));
+  for (auto [flag, v] : {std::pair<const char*, int64_t>{"--decoder-first-pipeline-num-layers",
+                                                         decoder_first_pipeline_num_layers},
+                         {"--decoder-last-pipeline-num-layers", decoder_last_pipeline_num_layers}})
+    need(v >= 0 && v <= kMaxLayers, str(flag, ": expected a positive number of layers, got ", v));
   need(kv_channels >= 0, str("--kv-channels: expected a positive integer, got ", kv_channels));
   for (auto [flag, v] : {std::pair<const char*, double>{"--hybrid-attention-ratio", hybrid_attention_ratio},
                          {"--hybrid-mlp-ratio", hybrid_mlp_ratio}})

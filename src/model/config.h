@@ -18,6 +18,9 @@ struct ModelConfig {
   double hybrid_mlp_ratio = 0.0;         // --hybrid-mlp-ratio
   int64_t num_layers = 0;                // --num-layers: physical layers (derived from the pattern)
   int64_t mtp_num_layers = 0;            // --mtp-num-layers: MTP depths (derived from '/' parts)
+  // --decoder-first/last-pipeline-num-layers: the physical layers of the first / last pipeline stage of a
+  // pattern without pipes (the others split the rest evenly); 0: unset.
+  int64_t decoder_first_pipeline_num_layers = 0, decoder_last_pipeline_num_layers = 0;
   double mtp_loss_scaling_factor = 0.1;  // --mtp-loss-scaling-factor: weight of the mean MTP loss
 
   int64_t hidden_size = 0;                       // --hidden-size: model width C

@@ -31,6 +31,8 @@ LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeli
   if (pipeline_size > 1) {
     o.pipeline_size = pipeline_size;
     o.pipeline_rank = pipeline_rank;
+    if (cfg.decoder_first_pipeline_num_layers > 0) o.first_stage_layers = cfg.decoder_first_pipeline_num_layers;
+    if (cfg.decoder_last_pipeline_num_layers > 0) o.last_stage_layers = cfg.decoder_last_pipeline_num_layers;
   }
   return build_layer_plan(o);
 }

@@ -9,7 +9,8 @@
 
 namespace hytra {
 
-// The configuration's layer plan; with pipeline_size > 1 also the stage of `pipeline_rank` (LayerPlan::stage).
+// The configuration's layer plan; with pipeline_size > 1 also the stage of `pipeline_rank` (LayerPlan::stage,
+// with --decoder-first/last-pipeline-num-layers).
 LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size = 1, int64_t pipeline_rank = 0);
 
 // The checks that need the plan, as "--flag: ..." messages (ModelConfig::validate calls it): every

@@ -351,6 +351,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
 
   const Pipeline pipeline(par);
   const int pp_size = par != nullptr ? par->pp_size() : 1, pp_rank = par != nullptr ? par->pp_rank() : 0;
+  HYTRA_CHECK(pp_size > 1 || (mc.decoder_first_pipeline_num_layers == 0 && mc.decoder_last_pipeline_num_layers == 0),
+              "--decoder-first/last-pipeline-num-layers: need --pipeline-model-parallel-size above 1");
   HybridModel model(mc, plan_for(mc, pp_size, pp_rank));
   if (pipeline.active()) {
     HYTRA_CHECK(model.plan().num_segments <= pp_size, "the pattern's ", model.plan().num_segments,

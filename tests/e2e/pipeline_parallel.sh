@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pipeline parallelism on CPUs under mpirun (docs/parallelism.md): a tiny hybrid (M, G, E, *, -, MTP, tied
 # embeddings) trained 20 iterations (validation after 10 and 20) on a global batch of 8 as one process, at 2
-# stages (twice: bitwise equal; and once with the stages cut by the pattern's pipe), at 4 stages, at 2 stages
+# stages (twice: bitwise equal; once with the stages cut by the pattern's pipe, once with 2 layers on the last
+# stage by --decoder-last-pipeline-num-layers), at 4 stages, at 2 stages
 # with full recompute, and at 2 data-parallel x 2 pipeline ranks with the distributed optimizer. Every logged
 # loss and grad norm and the final weights match the one process within 1e-5 relative. With mHC (2 streams,
 # selective mhc recompute), and untied without MTP (the last stage holds no word embedding), at 2 stages against
@@ -37,6 +38,7 @@ run pp2 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2
 run pp2_again 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2
 run pp2_pipe 2 --hybrid-layer-pattern 'MGE*E|*-*/*-' --pipeline-model-parallel-size 2
 run pp4 4 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 4
+run pp2_last2 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2 --decoder-last-pipeline-num-layers 2
 run pp2_recompute 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2 --recompute-granularity full \
   --recompute-method uniform --recompute-num-layers 1
 run dp2pp2 4 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2 --use-distributed-optimizer \
@@ -81,7 +83,7 @@ def close(name, ref, first=1):
         assert abs(a - b) <= 1e-5 * abs(a), f"{name}: iteration {i} {k}: {b} against {ref}'s {a}"
 ref_w = tensors("one")
 assert len(losses("one")) >= 80
-for name in ("pp2", "pp2_pipe", "pp4", "pp2_recompute", "dp2pp2"):
+for name in ("pp2", "pp2_pipe", "pp2_last2", "pp4", "pp2_recompute", "dp2pp2"):
     close(name, "one")
     gw = tensors(name)
     assert list(gw.keys()) == list(ref_w.keys()), f"{name}: the checkpoint's tensors differ from one process's"
@@ -125,4 +127,8 @@ expect_error 2 "Number of layers (7) must be evenly divisible by pipeline-model-
 expect_error 2 "the interleaved pipeline schedule is not built yet" --hybrid-layer-pattern 'MG|E*|E*|-*/*-' \
   --pipeline-model-parallel-size 2
 expect_error 3 "--pipeline-model-parallel-size" --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2
+expect_error 4 "Middle layers (5) must be evenly divisible by middle pipeline stages (3)." \
+  --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 3
+expect_error 1 "--decoder-first/last-pipeline-num-layers: need --pipeline-model-parallel-size above 1" \
+  --hybrid-layer-pattern "$PATTERN" --decoder-last-pipeline-num-layers 2
 echo "ok: the layouts that cannot run are named errors"
