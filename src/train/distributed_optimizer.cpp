@@ -91,12 +91,16 @@ void DataParallelOptimizer::grads_ready(size_t first, size_t end) {
     if (param_ready_[i]) continue;
     param_ready_[i] = true;
     const size_t b = bucket_of_[i];
-    if (--unready_[b] == 0) reduce(b);
+    if (--unready_[b] == 0 && b != deferred_) reduce(b);
   }
 }
 
-void DataParallelOptimizer::set_pipeline(dist::Communicator* pp, const Param* not_counted) {
+void DataParallelOptimizer::set_pipeline(dist::Communicator* pp, const Param* not_counted, const Param* shared) {
   pp_ = pp;
+  if (shared != nullptr) {
+    const auto& all = params_.all();
+    deferred_ = bucket_of_[size_t(std::find(all.begin(), all.end(), shared) - all.begin())];
+  }
   not_counted_ = not_counted ? FlatRange{not_counted->offset, not_counted->offset + shape_numel(not_counted->shape)}
                              : FlatRange{};
 }

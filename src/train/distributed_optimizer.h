@@ -15,6 +15,7 @@
 // same buckets without overlap, bit for bit.
 // One process (no group): the plain AdamW step, bitwise as before.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,8 +48,10 @@ class DataParallelOptimizer final : public ParamHooks {
   // Whether the hooks communicate during the micro-batch (then it runs eagerly, not as a CUDA graph replay).
   bool communicates_in(bool first_in_step, bool last_in_step) const;
   // A pipeline stage: the gradient norm sums over the pipeline's stages, leaving out `not_counted` (a later
-  // stage's copy of the word embedding, counted on the first stage; may be null).
-  void set_pipeline(dist::Communicator* pp, const Param* not_counted);
+  // stage's copy of the word embedding, counted on the first stage; may be null). `shared`: the word embedding
+  // whose gradient the trainer sums between the first and last stage after the pipeline's transfers (null
+  // elsewhere): its bucket is not reduced during the backward, but by reduce_gradients, after that sum.
+  void set_pipeline(dist::Communicator* pp, const Param* not_counted, const Param* shared);
   // Before queuing each training micro-batch: its backward starts the reductions when it is the last.
   void begin_micro_batch(bool last_in_step) { armed_ = overlap_grad_ && last_in_step && dp_ != nullptr; }
   // Sums the gradients over the ranks (sharded: this rank's parts) and returns their global L2 norm.
@@ -78,6 +81,7 @@ class DataParallelOptimizer final : public ParamHooks {
   dist::Communicator* dp_;
   dist::Communicator* pp_ = nullptr;
   FlatRange not_counted_;  // elements the norm leaves out (set_pipeline)
+  size_t deferred_ = SIZE_MAX;  // the bucket the backward does not reduce (set_pipeline)
   bool sharded_, overlap_grad_, overlap_param_;
   std::vector<GradBucket> buckets_;
   // Per bucket (bf16 runs): it holds a parameter whose forward reads the master weights, so its fp32 masters are

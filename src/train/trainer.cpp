@@ -358,7 +358,6 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     HYTRA_CHECK(model.plan().num_segments <= pp_size, "the pattern's ", model.plan().num_segments,
                 " pipe-delimited segments give each of the ", pp_size,
                 " stages several model chunks: the interleaved pipeline schedule is not built yet");
-    HYTRA_CHECK(!tc.overlap_grad_reduce, "--overlap-grad-reduce: not built yet with pipeline parallelism");
   }
   ParamStore& store = model.params();
   store.finalize(tc.bf16 ? DType::BF16 : DType::F32, dev,
@@ -379,7 +378,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   // The whole model's parameters (a later stage's copy of the word embedding counted once).
   const Param* copy = model.embedding_copy();
   result.num_params = pipeline.sum(store.num_elements() - (copy ? shape_numel(copy->shape) : 0));
-  if (pipeline.active()) opt.set_pipeline(pipeline.comm(), copy);
+  const bool shares_embedding = !mc.untie_embeddings_and_output_weights || model.plan().mtp_depths > 0;
+  if (pipeline.active())
+    opt.set_pipeline(pipeline.comm(), copy,
+                     par->embedding && shares_embedding ? store.find(kWordEmbeddingKey) : nullptr);
   const int64_t mbs = tc.micro_batch_size, num_micro = tc.num_micro_batches(), gbs = tc.global_batch();
   const double flops_token =
       flops_per_token(mc, pipeline.active() ? HybridModel(mc, plan_for(mc)).layer_counts() : model.layer_counts());
@@ -465,7 +467,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     for (size_t k = 0; k < mtp.size(); ++k) interval_mtp[k] += mtp[k];
     model.finish_step(dp.size() > 1 ? &moe : nullptr);
     store.finish_grads();
-    pipeline.sync_embedding(store, !mc.untie_embeddings_and_output_weights || model.plan().mtp_depths > 0);
+    pipeline.sync_embedding(store, shares_embedding);
     const double gnorm = opt.reduce_gradients(ex);
     HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
                 std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,

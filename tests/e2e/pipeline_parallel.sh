@@ -3,7 +3,8 @@
 # embeddings) trained 20 iterations (validation after 10 and 20) on a global batch of 8 as one process, at 2
 # stages (twice: bitwise equal; once with the stages cut by the pattern's pipe, once with 2 layers on the last
 # stage by --decoder-last-pipeline-num-layers), at 4 stages, at 2 stages
-# with full recompute, and at 2 data-parallel x 2 pipeline ranks with the distributed optimizer. Every logged
+# with full recompute, and at 2 data-parallel x 2 pipeline ranks with the distributed optimizer (also with both
+# overlaps in small buckets: the word embedding's bucket waits for the stages' sum). Every logged
 # loss and grad norm and the final weights match the one process within 1e-5 relative. With mHC (2 streams,
 # selective mhc recompute), and untied without MTP (the last stage holds no word embedding), at 2 stages against
 # one process of the same model: the losses within 1e-5.
@@ -48,6 +49,8 @@ run pp2_untied 2 --hybrid-layer-pattern 'MGE*E*-*' --untie-embeddings-and-output
 MHC=(--hybrid-layer-pattern "$PATTERN" --enable-hyper-connections --num-residual-streams 2)
 run one_mhc 1 "${MHC[@]}"
 run pp2_mhc 2 "${MHC[@]}" --pipeline-model-parallel-size 2 --recompute-granularity selective --recompute-modules mhc
+run dp2pp2_overlap 4 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2 --use-distributed-optimizer \
+  --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 3000
 at10() { mkdir -p "$W/$1@10" && cp -r "$W/$1/iter_0000010" "$W/$1@10/" && echo 10 > "$W/$1@10/latest_checkpointed_iteration.txt"; }
 at10 dp2pp2
 at10 one
@@ -83,7 +86,7 @@ def close(name, ref, first=1):
         assert abs(a - b) <= 1e-5 * abs(a), f"{name}: iteration {i} {k}: {b} against {ref}'s {a}"
 ref_w = tensors("one")
 assert len(losses("one")) >= 80
-for name in ("pp2", "pp2_pipe", "pp2_last2", "pp4", "pp2_recompute", "dp2pp2"):
+for name in ("pp2", "pp2_pipe", "pp2_last2", "pp4", "pp2_recompute", "dp2pp2", "dp2pp2_overlap"):
     close(name, "one")
     gw = tensors(name)
     assert list(gw.keys()) == list(ref_w.keys()), f"{name}: the checkpoint's tensors differ from one process's"
