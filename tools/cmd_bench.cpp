@@ -1,8 +1,9 @@
 // `hytra bench NAME|FILE [--warmup W] [--steps N] [--skew-routing] [training flags]`: trains a named config
 // (bench/configs/NAME.yaml, or a config file) on its data (mock tokens in the bundled configs) for
 // W warm-up and N measured steps, then prints the config's size and one record line
-// (cli/bench.h). Any training flag after the name overrides the file. Launched as several data-parallel ranks
-// (mpirun, srun, torchrun-style), every rank trains and rank 0 prints (gpus= the ranks; TFLOP/s and MFU per rank).
+// (cli/bench.h). Any training flag after the name overrides the file. Launched as several ranks (data-parallel
+// and pipeline; mpirun, srun, torchrun-style), every rank trains and rank 0 prints (gpus= the ranks; TFLOP/s and
+// MFU per rank).
 #include <filesystem>
 #include <iostream>
 #include <memory>

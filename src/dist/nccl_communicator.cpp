@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -42,7 +43,8 @@ class NcclCommunicator final : public Communicator {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     check(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     events_.resize(size_t(kEvents));
-    for (cudaEvent_t& e : events_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    for (cudaEvent_t& e : events_)
+      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     check(cudaMalloc(&token_, 4), "cudaMalloc");
   }
   ~NcclCommunicator() override {
@@ -115,23 +117,22 @@ class NcclCommunicator final : public Communicator {
                 total_s / std::max<int64_t>(w, 1), " sent and ", total_r / std::max<int64_t>(w, 1),
                 " received, the tensors have ", in.size(0), " and ", out.size(0), " rows");
     const size_t bytes = dtype_size(in.dtype());
-    run([&] {  // nothing in the group may throw: an open group would swallow every later NCCL call
+    run([&] {  // the group is ended before any error is raised: an open group would swallow every later call
       check(ncclGroupStart(), "ncclGroupStart");
-      int64_t s = 0, r = 0;
-      for (int p = 0; p < size_; ++p) {
+      ncclResult_t r = ncclSuccess;
+      int64_t s = 0, rr = 0;
+      for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
         const int64_t ns = send_rows[size_t(p)] * w, nr = recv_rows[size_t(p)] * w;
         if (ns > 0)
-          check(ncclSend(static_cast<const char*>(in.raw()) + size_t(s) * bytes, size_t(ns), nccl_type(in.dtype()), p,
-                         comm_, stream_),
-                "ncclSend");
-        if (nr > 0)
-          check(ncclRecv(static_cast<char*>(out.raw()) + size_t(r) * bytes, size_t(nr), nccl_type(in.dtype()), p, comm_,
-                         stream_),
-                "ncclRecv");
+          r = ncclSend(static_cast<const char*>(in.raw()) + size_t(s) * bytes, size_t(ns), nccl_type(in.dtype()), p,
+                       comm_, stream_);
+        if (nr > 0 && r == ncclSuccess)
+          r = ncclRecv(static_cast<char*>(out.raw()) + size_t(rr) * bytes, size_t(nr), nccl_type(in.dtype()), p,
+                       comm_, stream_);
         s += ns;
-        r += nr;
+        rr += nr;
       }
-      check(ncclGroupEnd(), "ncclGroupEnd");
+      end_group(r, "all_to_all_v: ncclSend/ncclRecv");
     });
   }
   void send(const Tensor& t, int peer) override {
@@ -147,9 +148,9 @@ class NcclCommunicator final : public Communicator {
     check_cuda(in, "send_recv");
     run([&] {  // one group: the two transfers progress together
       check(ncclGroupStart(), "ncclGroupStart");
-      check(ncclSend(out.raw(), size_t(out.numel()), nccl_type(out.dtype()), to, comm_, stream_), "ncclSend");
-      check(ncclRecv(in.raw(), size_t(in.numel()), nccl_type(in.dtype()), from, comm_, stream_), "ncclRecv");
-      check(ncclGroupEnd(), "ncclGroupEnd");
+      ncclResult_t r = ncclSend(out.raw(), size_t(out.numel()), nccl_type(out.dtype()), to, comm_, stream_);
+      if (r == ncclSuccess) r = ncclRecv(in.raw(), size_t(in.numel()), nccl_type(in.dtype()), from, comm_, stream_);
+      end_group(r, "ncclSend/ncclRecv");
     });
   }
   // An all-reduce of one element, waited for on the host.
@@ -158,9 +159,10 @@ class NcclCommunicator final : public Communicator {
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
   void wait(Ticket t) override {
-    HYTRA_ASSERT(t < next_ && t >= next_ - kEvents, "NCCL: ticket ", t, " is not among the last ", kEvents,
-                 " operations");
-    check(cudaStreamWaitEvent(compute_, events_[size_t(t % kEvents)], 0), "cudaStreamWaitEvent");
+    HYTRA_ASSERT(t >= 0 && t < next_, "NCCL: ticket ", t, " was not issued");
+    // A ticket whose event the ring has reused: the oldest event still held comes after it on the stream.
+    const Ticket held = std::max(t, next_ - kEvents);
+    check(cudaStreamWaitEvent(compute_, events_[size_t(held % kEvents)], 0), "cudaStreamWaitEvent");
   }
   std::unique_ptr<Communicator> split(int color, int key) override {
     ncclComm_t c = nullptr;
@@ -176,7 +178,13 @@ class NcclCommunicator final : public Communicator {
     wait(queue(op));
   }
   // The operation on this communicator's stream after the compute stream's queued work; its ticket names the
-  // event recorded after it (a ring of kEvents: at most that many may be outstanding).
+  // event recorded after it (a ring of kEvents; wait() on an older ticket waits for the oldest event held).
+  // Ends the open group, then raises the group's first error (`r`) or the end's.
+  void end_group(ncclResult_t r, const char* what) {
+    const ncclResult_t e = ncclGroupEnd();
+    check(r, what);
+    check(e, "ncclGroupEnd");
+  }
   template <class F>
   Ticket queue(F op) {
     check(cudaEventRecord(queued_, compute_), "cudaEventRecord");

@@ -80,7 +80,7 @@ void ModelConfig::validate() const {
   for (auto [flag, v] : {std::pair<const char*, int64_t>{"--decoder-first-pipeline-num-layers",
                                                          decoder_first_pipeline_num_layers},
                          {"--decoder-last-pipeline-num-layers", decoder_last_pipeline_num_layers}})
-    need(v >= 0 && v <= kMaxLayers, str(flag, ": expected a positive number of layers, got ", v));
+    need(v >= 0 && v <= kMaxLayers, str(flag, ": expected a number of layers (0: unset), got ", v));
   need(kv_channels >= 0, str("--kv-channels: expected a positive integer, got ", kv_channels));
   for (auto [flag, v] : {std::pair<const char*, double>{"--hybrid-attention-ratio", hybrid_attention_ratio},
                          {"--hybrid-mlp-ratio", hybrid_mlp_ratio}})

@@ -187,6 +187,7 @@ Tensor HybridModel::head(StepContext& ctx, const Tensor& y, const Tensor& ids, c
 
 Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
   Saved& saved = ctx.saved<Saved>(this);
+  // The gradients complete as the backward passes (with delayed weight gradients: in backward_dw).
   const size_t n = store_.all().size();
   const bool ready = !ctx.delay_wgrad;
   Tensor d = last_ ? head_backward(ctx, grad, saved) : grad;
@@ -227,7 +228,6 @@ Tensor HybridModel::head_backward(StepContext& ctx, const Tensor& dloss, Saved& 
     }
     ops::axpy(ex, dy, dnext, 1.0);
   }
-  // The gradients complete as the backward passes (with delayed weight gradients: in backward_dw).
   return residual_->enter_backward(ctx, dy);  // the final norm's backward
 }
 

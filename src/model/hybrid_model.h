@@ -38,15 +38,17 @@ class HybridModel {
   // The shape of what passes between pipeline stages for micro-batches of B x T tokens: the hidden state
   // (B,T,C), or with mHC the n streams (B,T,n,C).
   Shape stage_boundary_shape(int64_t B, int64_t T) const {
-    return cfg_.enable_mhc ? Shape{B, T, cfg_.mhc_num_residual_streams, cfg_.hidden_size} : Shape{B, T, cfg_.hidden_size};
+    return cfg_.enable_mhc ? Shape{B, T, cfg_.mhc_num_residual_streams, cfg_.hidden_size}
+                           : Shape{B, T, cfg_.hidden_size};
   }
   const LayerPlan& plan() const { return plan_; }
   LayerCounts layer_counts() const { return counts_; }
 
   // Per-token losses (B,T) (fp32, fp64 for fp64 params) for token ids (B,T) and labels (B,T)
   // (int32, on the params' device; label < 0 = not a target, loss 0).
-  // A pipeline stage (docs/parallelism.md): one after the first starts from `input`, the hidden state (B,T,C)
-  // the stage before sent; one before the last returns the hidden state to send on instead of losses.
+  // A pipeline stage (docs/parallelism.md): one after the first starts from `input`, what the stage before sent
+  // (stage_boundary_shape: the hidden state, or the mHC streams); one before the last returns that for the next
+  // stage instead of losses.
   Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& labels, const Tensor& input = Tensor());
   // Backpropagates `grad`, accumulating parameter gradients: dloss (B,T) on the last stage, else the gradient
   // of the hidden state forward() returned. Returns the gradient of `input` (a stage after the first).

@@ -47,8 +47,6 @@ class AdamW {
   // The moments of the parts, one after the other.
   Tensor& exp_avg_flat() { return m_flat_; }
   Tensor& exp_avg_sq_flat() { return v_flat_; }
-  const Tensor& exp_avg_flat() const { return m_flat_; }
-  const Tensor& exp_avg_sq_flat() const { return v_flat_; }
 
  private:
   ParamStore& params_;

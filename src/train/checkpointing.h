@@ -42,6 +42,7 @@ void save_training_state(const TrainConfig& tc, const std::vector<ParamState>& p
 // and its step count set (then ResumePoint::optimizer_loaded).
 // `elsewhere`: the canonical names of the other pipeline stages' parameters (in the file, not loaded here).
 ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, OptimizerState& opt,
-                                const std::vector<ArchitectureEntry>& arch, const std::set<std::string>& elsewhere = {});
+                                const std::vector<ArchitectureEntry>& arch,
+                                const std::set<std::string>& elsewhere = {});
 
 }  // namespace hytra

@@ -23,14 +23,16 @@ DataParallelOptimizer::DataParallelOptimizer(ParamStore& params, const AdamWConf
   // Megatron: one bucket unless the reduction overlaps the backward; there 40M elements (1M a rank at least)
   // unless --ddp-bucket-size says otherwise.
   const int ranks = dp != nullptr ? dp->size() : 1;
-  const int64_t bucket = !overlap_grad_ ? 0 : opt.bucket_elems > 0 ? opt.bucket_elems
-                                                                      : std::max<int64_t>(40000000, 1000000 * ranks);
+  const int64_t bucket = !overlap_grad_         ? 0
+                         : opt.bucket_elems > 0 ? opt.bucket_elems
+                                                : std::max<int64_t>(40000000, 1000000 * ranks);
   buckets_ = plan_grad_buckets(params, bucket);
   bucket_of_.assign(params.all().size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t i = buckets_[b].first_param; i < buckets_[b].end_param; ++i) bucket_of_[i] = b;
-    HYTRA_ASSERT(buckets_[b].range.size() % ranks == 0, "a data-parallel bucket of ", buckets_[b].range.size(),
-                 " elements does not divide into ", ranks, " parts (ParamStore::finalize's align)");
+    HYTRA_ASSERT(!sharded_ || buckets_[b].range.size() % ranks == 0, "a data-parallel bucket of ",
+                 buckets_[b].range.size(), " elements does not divide into ", ranks,
+                 " parts (ParamStore::finalize's align)");
   }
   if (!sharded_) {
     adam_ = std::make_unique<AdamW>(params, cfg);
@@ -55,10 +57,10 @@ FlatRange DataParallelOptimizer::part_of(const GradBucket& b) const {
 }
 
 std::string DataParallelOptimizer::describe() const {
-  return str("gradients ", sharded_ ? "reduce-scattered" : "all-reduced", " in ", buckets_.size(),
-             buckets_.size() == 1 ? " bucket" : " buckets", overlap_grad_ ? " as the backward completes them" : "",
-             sharded_ ? (overlap_param_ ? ", parameters gathered during the next forward" : ", parameters gathered")
-                      : "");
+  return str(
+      "gradients ", sharded_ ? "reduce-scattered" : "all-reduced", " in ", buckets_.size(),
+      buckets_.size() == 1 ? " bucket" : " buckets", overlap_grad_ ? " as the backward completes them" : "",
+      sharded_ ? (overlap_param_ ? ", parameters gathered during the next forward" : ", parameters gathered") : "");
 }
 
 bool DataParallelOptimizer::communicates_in(bool first_in_step, bool last_in_step) const {
@@ -99,10 +101,12 @@ void DataParallelOptimizer::set_pipeline(dist::Communicator* pp, const Param* no
   pp_ = pp;
   if (shared != nullptr) {
     const auto& all = params_.all();
-    deferred_ = bucket_of_[size_t(std::find(all.begin(), all.end(), shared) - all.begin())];
+    const auto it = std::find(all.begin(), all.end(), shared);
+    HYTRA_ASSERT(it != all.end(), "set_pipeline: the shared parameter is not in this store");
+    deferred_ = bucket_of_[size_t(it - all.begin())];
   }
-  not_counted_ = not_counted ? FlatRange{not_counted->offset, not_counted->offset + shape_numel(not_counted->shape)}
-                             : FlatRange{};
+  not_counted_ =
+      not_counted ? FlatRange{not_counted->offset, not_counted->offset + shape_numel(not_counted->shape)} : FlatRange{};
 }
 
 namespace {

@@ -52,7 +52,8 @@ class DataParallelOptimizer final : public ParamHooks {
   // whose gradient the trainer sums between the first and last stage after the pipeline's transfers (null
   // elsewhere): its bucket is not reduced during the backward, but by reduce_gradients, after that sum.
   void set_pipeline(dist::Communicator* pp, const Param* not_counted, const Param* shared);
-  // Before queuing each training micro-batch: its backward starts the reductions when it is the last.
+  // Before each training micro-batch (a pipeline: before each backward): its backward starts the reductions
+  // when it is the step's last.
   void begin_micro_batch(bool last_in_step) { armed_ = overlap_grad_ && last_in_step && dp_ != nullptr; }
   // Sums the gradients over the ranks (sharded: this rank's parts) and returns their global L2 norm.
   double reduce_gradients(Exec& ex);
@@ -80,21 +81,21 @@ class DataParallelOptimizer final : public ParamHooks {
   ParamStore& params_;
   dist::Communicator* dp_;
   dist::Communicator* pp_ = nullptr;
-  FlatRange not_counted_;  // elements the norm leaves out (set_pipeline)
+  FlatRange not_counted_;       // elements the norm leaves out (set_pipeline)
   size_t deferred_ = SIZE_MAX;  // the bucket the backward does not reduce (set_pipeline)
   bool sharded_, overlap_grad_, overlap_param_;
   std::vector<GradBucket> buckets_;
   // Per bucket (bf16 runs): it holds a parameter whose forward reads the master weights, so its fp32 masters are
   // gathered and its values rounded from them on each rank (the others gather their bf16 values alone).
   std::vector<bool> gather_master_;
-  void gathered(size_t bucket);  // after a bucket's gather: its values from the masters where needed
-  std::vector<size_t> bucket_of_;        // per parameter
-  std::vector<int64_t> unready_;         // per bucket: parameters whose gradients are not complete yet
-  std::vector<bool> param_ready_;        // per parameter, this step
-  std::vector<bool> reduced_;            // per bucket: its reduction started this step
+  void gathered(size_t bucket);    // after a bucket's gather: its values from the masters where needed
+  std::vector<size_t> bucket_of_;  // per parameter
+  std::vector<int64_t> unready_;   // per bucket: parameters whose gradients are not complete yet
+  std::vector<bool> param_ready_;  // per parameter, this step
+  std::vector<bool> reduced_;      // per bucket: its reduction started this step
   dist::Communicator::Ticket last_reduce_ = -1;
   std::vector<dist::Communicator::Ticket> gather_;  // per bucket: its gather's ticket (overlap)
-  size_t gathered_ = 0;                  // buckets [0, gathered_) need no wait
+  size_t gathered_ = 0;                             // buckets [0, gathered_) need no wait
   bool armed_ = false;
   std::unique_ptr<AdamW> adam_;
   OptimizerState load_;

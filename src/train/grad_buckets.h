@@ -14,7 +14,7 @@
 namespace hytra {
 
 struct GradBucket {
-  FlatRange range;                     // of the flat buffers
+  FlatRange range;                        // of the flat buffers
   size_t first_param = 0, end_param = 0;  // its parameters: [first, end) of ParamStore::all()
 };
 

@@ -88,8 +88,8 @@ void PipelineRunner::train_step(const std::vector<Batch>& batches, int64_t num_m
     before_backward(m == M - 1);
     return backward(m, output_grad);
   };
-  for (int64_t m = 0; m < warmup; ++m) send_forward(forward(m, batches[size_t(m)], recv_forward(batches[size_t(m)]),
-                                                            num_micro, true));
+  for (int64_t m = 0; m < warmup; ++m)
+    send_forward(forward(m, batches[size_t(m)], recv_forward(batches[size_t(m)]), num_micro, true));
   Tensor input = steady > 0 ? recv_forward(batches[size_t(warmup)]) : Tensor();
   for (int64_t i = 0; i < steady; ++i) {
     const int64_t m = warmup + i;  // the forward's micro-batch; the backward's is i

@@ -25,7 +25,8 @@ class PipelineRunner {
   PipelineRunner(Exec& ex, HybridModel& model, dist::Communicator& pp, const StepContext& settings);
 
   // Forward and backward of this data-parallel rank's micro-batches of a step (num_micro: the loss scale's
-  // micro-batch count, as MicroBatchRunner's). before_backward(m, last): called before micro-batch m's backward.
+  // micro-batch count, as MicroBatchRunner's). before_backward(last): called before each backward, `last` for the
+  // step's last one.
   void train_step(const std::vector<Batch>& batches, int64_t num_micro,
                   const std::function<void(bool last)>& before_backward);
   // The forwards alone (validation).

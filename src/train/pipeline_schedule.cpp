@@ -30,8 +30,8 @@ std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int6
     return out;
   }
   const int64_t total = micro_batches * chunks, group = stages * chunks;
-  const int64_t warmup = micro_batches == stages ? total
-                                                 : std::min(total, (stages - rank - 1) * 2 + (chunks - 1) * stages);
+  const int64_t warmup =
+      micro_batches == stages ? total : std::min(total, (stages - rank - 1) * 2 + (chunks - 1) * stages);
   auto action = [&](int64_t k, bool forward) {
     const int64_t chunk = (k % group) / stages;
     return PipelineAction{forward, (k / group) * stages + k % stages, forward ? chunk : chunks - 1 - chunk};

@@ -34,10 +34,11 @@ void TrainConfig::validate() const {
        {std::tuple<const char*, int, const char*>{"--tensor-model-parallel-size", tensor_model_parallel_size, "tensor"},
         {"--context-parallel-size", context_parallel_size, "context"},
         {"--expert-model-parallel-size", expert_model_parallel_size, "expert"}})
-    need(v == 1, str(flag, " ", v, ": ", what, " parallelism is not built yet (data parallelism only: launch more ",
-                     "processes with mpirun and leave this at 1)"));
-  need(expert_tensor_parallel_size <= 1, str("--expert-tensor-parallel-size ", expert_tensor_parallel_size,
-                                             ": expert tensor parallelism is not built yet (data parallelism only)"));
+    need(v == 1, str(flag, " ", v, ": ", what, " parallelism is not built yet (data and pipeline parallelism only: ",
+                     "launch more processes with mpirun and leave this at 1)"));
+  need(expert_tensor_parallel_size <= 1,
+       str("--expert-tensor-parallel-size ", expert_tensor_parallel_size,
+           ": expert tensor parallelism is not built yet (data and pipeline parallelism only)"));
   need(ddp_bucket_size >= 0, str("--ddp-bucket-size: expected a positive number of elements, got ", ddp_bucket_size));
   // As Megatron: the gathers overlap only what the sharded optimizer gathers, after overlapped reductions.
   need(!overlap_param_gather || (use_distributed_optimizer && overlap_grad_reduce),

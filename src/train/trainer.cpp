@@ -495,7 +495,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       rec.consumed_samples = consumed;
       rec.ms_per_iter = 1e3 * secs / double(interval_iters);
       rec.tokens_per_s = tokens / secs;
-      rec.tflops_per_gpu = flops_token * tokens / secs / 1e12 / double(dp.size());  // per rank, as Megatron
+      // Per rank (the world: data-parallel x pipeline ranks), as Megatron.
+      rec.tflops_per_gpu = flops_token * tokens / secs / 1e12 / double(dp.size() * pp_size);
       rec.lr = lr_at(lr_cfg, it);  // Megatron logs the rate after this iteration's scheduler step
       rec.global_batch_size = gbs;
       rec.losses = {{"lm loss", interval_loss / double(interval_iters)}};

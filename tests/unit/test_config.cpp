@@ -120,7 +120,8 @@ TEST(Config, MhcGroupsWithTwoMlpsOrTwoMixersAreRefused) {
 // split into micro-batches over the data-parallel ranks.
 TEST(Config, ParallelSizesAndTheDataParallelBatch) {
   expect_error({"--tensor-model-parallel-size", "2"}, "--tensor-model-parallel-size 2: tensor parallelism is not");
-  expect_error({"--pipeline-model-parallel-size", "2"}, "--pipeline-model-parallel-size 2: pipeline parallelism");
+  expect_error({"--pipeline-model-parallel-size", "0"},
+               "--pipeline-model-parallel-size: expected a positive integer, got 0");
   expect_error({"--context-parallel-size", "2"}, "--context-parallel-size 2: context parallelism");
   expect_error({"--expert-model-parallel-size", "4"}, "--expert-model-parallel-size 4: expert parallelism");
   expect_error({"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size 2: expert tensor parallelism");

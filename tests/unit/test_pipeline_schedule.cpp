@@ -54,9 +54,9 @@ bool runs_through(int64_t P, int64_t M, int64_t V) {
       while (next[size_t(r)] < plan[size_t(r)].size()) {
         const PipelineAction& a = plan[size_t(r)][next[size_t(r)]];
         const int64_t s = a.chunk * P + r;
-        const bool ready = a.forward ? (s == 0 || done.count({true, a.micro, s - 1}))
-                                     : (s == S - 1 ? done.count({true, a.micro, s}) > 0
-                                                   : done.count({false, a.micro, s + 1}) > 0);
+        const bool ready =
+            a.forward ? (s == 0 || done.count({true, a.micro, s - 1}))
+                      : (s == S - 1 ? done.count({true, a.micro, s}) > 0 : done.count({false, a.micro, s + 1}) > 0);
         if (!ready) break;
         done.insert({a.forward, a.micro, s});
         ++next[size_t(r)];
@@ -79,8 +79,8 @@ TEST(PipelineSchedule, EveryPassOnceForwardFirstAndNoDeadlock) {
           int64_t live = 0, peak = 0;
           for (const PipelineAction& a : pipeline_schedule(P, r, M, V)) {
             int& st = state[{a.micro, a.chunk}];
-            ASSERT_EQ(st, a.forward ? 0 : 1) << "P " << P << " V " << V << " M " << M << " rank " << r << " "
-                                             << a.text(V > 1);
+            ASSERT_EQ(st, a.forward ? 0 : 1)
+                << "P " << P << " V " << V << " M " << M << " rank " << r << " " << a.text(V > 1);
             st = a.forward ? 1 : 2;
             live += a.forward ? 1 : -1;
             peak = std::max(peak, live);

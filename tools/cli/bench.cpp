@@ -80,8 +80,8 @@ std::string format_bench_record(const BenchResult& r) {
   std::snprintf(buf, sizeof(buf),
                 "hytra config=%s gpus=%d mbs=%lld gbs=%lld seq=%lld step_ms=%.2f tokens_per_s=%.0f tflops_per_gpu=%.1f "
                 "mfu=%.1f%% peak_mem_gib=%.2f loss=%.4f",
-                r.name.c_str(), r.gpus, (long long)r.micro_batch, (long long)r.global_batch, (long long)r.seq_length, r.step_ms,
-                r.tokens_per_s, r.tflops_per_gpu, 100.0 * r.mfu, r.peak_mem_gib, r.last_loss);
+                r.name.c_str(), r.gpus, (long long)r.micro_batch, (long long)r.global_batch, (long long)r.seq_length,
+                r.step_ms, r.tokens_per_s, r.tflops_per_gpu, 100.0 * r.mfu, r.peak_mem_gib, r.last_loss);
   return buf;
 }
 

@@ -54,7 +54,8 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
         "physical layers of the first pipeline stage (a pattern without pipes)",
         store(c.decoder_first_pipeline_num_layers));
   t.add("--decoder-last-pipeline-num-layers", K::Int, "None",
-        "physical layers of the last pipeline stage (a pattern without pipes)", store(c.decoder_last_pipeline_num_layers));
+        "physical layers of the last pipeline stage (a pattern without pipes)",
+        store(c.decoder_last_pipeline_num_layers));
   t.add("--enable-mhc-connections", K::Bool, "",
         "mHC: n residual streams mixed by Sinkhorn-projected doubly stochastic matrices", store(c.enable_mhc));
   t.alias("--enable-mhc-connections", "--enable-hyper-connections");
