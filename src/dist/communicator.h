@@ -51,7 +51,7 @@ class Communicator {
   virtual Ticket all_gather_async(Tensor& out, const Tensor& in) = 0;
   virtual void wait(Ticket t) = 0;
   // The communicator of the ranks that pass the same `color`, ordered by `key` (every rank of this
-  // communicator calls it).
+  // communicator calls it). A negative color joins no group: nullptr.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 };
 

@@ -188,7 +188,8 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm c;
-    check(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split");
+    check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &c), "MPI_Comm_split");
+    if (c == MPI_COMM_NULL) return nullptr;
     return std::make_unique<MpiCommunicator>(c);
   }
 

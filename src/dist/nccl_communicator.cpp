@@ -166,7 +166,8 @@ class NcclCommunicator final : public Communicator {
   }
   std::unique_ptr<Communicator> split(int color, int key) override {
     ncclComm_t c = nullptr;
-    check(ncclCommSplit(comm_, color, key, &c, nullptr), "ncclCommSplit");
+    check(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &c, nullptr), "ncclCommSplit");
+    if (c == nullptr) return nullptr;
     return std::make_unique<NcclCommunicator>(c, compute_);
   }
 

@@ -27,11 +27,9 @@ ParallelContext make_parallel_context(const World& world, const ParallelSizes& s
   if (c.dims.sizes.pp > 1) {
     const RankLayout::Membership p = c.dims.dense().membership(c.rank, "pp");
     c.pp = base->split(p.group, p.position);
-    // Every rank takes part in the split; the stages between form groups of their own, unused.
+    // Every rank takes part in the split; the stages between join no group.
     const bool ends = p.position == 0 || p.position == c.dims.sizes.pp - 1;
-    const int groups = int(c.dims.dense().groups("pp").size());
-    std::unique_ptr<Communicator> e = base->split(ends ? p.group : groups + p.group, p.position);
-    if (ends) c.embedding = std::move(e);
+    c.embedding = base->split(ends ? p.group : -1, p.position);
   }
   return c;
 }

@@ -137,6 +137,12 @@ TEST(MpiCommunicator, SplitGroupsAndSendRecvAroundARing) {
   int64_t want = 0;
   for (int r = me % 2; r < g_comm->size(); r += 2) want += r;
   EXPECT_EQ(t.data<int64_t>()[0], want);
+  // A negative color: those ranks join no group (every rank still calls split).
+  std::unique_ptr<Communicator> evens = g_comm->split(me % 2 == 0 ? 0 : -1, me);
+  EXPECT_EQ(evens != nullptr, me % 2 == 0);
+  if (evens) {
+    EXPECT_EQ(evens->size(), (g_comm->size() + 1) / 2);
+  }
   // A ring: even ranks send first, odd ranks receive first (no deadlock for any size).
   const int S = g_comm->size(), next = (me + 1) % S, prev = (me + S - 1) % S;
   Tensor out = Tensor::empty({2}, DType::F32), in = Tensor::empty({2}, DType::F32);
