@@ -33,6 +33,22 @@ launch() {  # launch NP CMD...: NP ranks under mpirun, one GPU each
 
 part() { [[ " ${PARTS:-1 2 3 4} " == *" $1 "* ]]; }
 if part 1; then
+# The tiny hybrid of parts 2 and 4 (M, G, E, *, -, mHC, MTP); each part sets M: its pattern and length.
+TINY=(--enable-hyper-connections --num-residual-streams 2 --hidden-size 64 --num-attention-heads 4
+      --group-query-attention --num-query-groups 2 --ffn-hidden-size 128 --swiglu --mamba-num-heads 4
+      --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 16 --mamba-chunk-size 32 --num-experts 4
+      --moe-ffn-hidden-size 64 --moe-router-topk 2 --moe-router-score-function sigmoid
+      --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3 --mtp-loss-scaling-factor 0.3
+      --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --seq-length 64
+      --vocab-size 512 --mock-data --micro-batch-size 2 --global-batch-size 16 --lr 2e-3 --lr-warmup-iters 2
+      --eval-iters 0 --log-interval 1 --device cuda)
+run() {  # run NAME NP [flags]
+  local name=$1 np=$2
+  shift 2
+  launch "$np" "$H" "${M[@]}" --log-jsonl "$W/$name.jsonl" "$@" > "$W/$name.log" 2>&1 ||
+    echo "FAIL $name: $(tail -3 "$W/$name.log")"
+}
+
 echo "== 1. NCCL one-rank world"
 bash tests/e2e/nccl_one_rank.sh "$H"; echo "rc $?"
 for world in plain nccl plain nccl; do  # twice, interleaved: the clocks drift
@@ -44,21 +60,8 @@ fi
 
 if part 2; then
 echo "== 2. correctness on $N GPUs"
-M=(train --hybrid-layer-pattern 'MGE*E/*-' --enable-mhc-connections --mhc-num-residual-streams 2 --hidden-size 64
-   --num-attention-heads 4 --group-query-attention --num-query-groups 2 --ffn-hidden-size 128 --swiglu
-   --mamba-num-heads 4 --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 16 --mamba-chunk-size 32
-   --num-experts 4 --moe-ffn-hidden-size 64 --moe-router-topk 2 --moe-router-score-function sigmoid
-   --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3 --mtp-loss-scaling-factor 0.3 --normalization RMSNorm
-   --position-embedding-type rope --disable-bias-linear --seq-length 64 --vocab-size 512 --mock-data
-   --micro-batch-size 2 --global-batch-size 16 --lr 2e-3 --lr-warmup-iters 2 --train-iters 50 --eval-iters 0
-   --log-interval 1 --device cuda)
+M=(train --hybrid-layer-pattern 'MGE*E/*-' "${TINY[@]}" --train-iters 50)
 OV=(--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 20000)
-run() {  # run NAME NP [flags]
-  local name=$1 np=$2
-  shift 2
-  launch "$np" "$H" "${M[@]}" --log-jsonl "$W/$name.jsonl" "$@" > "$W/$name.log" 2>&1 ||
-    echo "FAIL $name: $(tail -3 "$W/$name.log")"
-}
 big=$([ "$N" -ge 4 ] && echo 4 || echo 2)
 run f1 1
 run f2 2
@@ -117,26 +120,13 @@ done
 }
 part 4 && {
 echo "== 4. pipeline parallelism on $N GPUs"
-P4=(train --hybrid-layer-pattern 'MGE*E*-*/*-' --enable-hyper-connections --num-residual-streams 2 --hidden-size 64
-    --num-attention-heads 4 --group-query-attention --num-query-groups 2 --ffn-hidden-size 128 --swiglu
-    --mamba-num-heads 4 --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 16 --mamba-chunk-size 32
-    --num-experts 4 --moe-ffn-hidden-size 64 --moe-router-topk 2 --moe-router-score-function sigmoid
-    --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3 --mtp-loss-scaling-factor 0.3 --normalization RMSNorm
-    --position-embedding-type rope --disable-bias-linear --seq-length 64 --vocab-size 512 --mock-data
-    --micro-batch-size 2 --global-batch-size 16 --lr 2e-3 --lr-warmup-iters 2 --train-iters 30 --eval-iters 0
-    --log-interval 1 --device cuda)
-prun() {  # prun NAME NP [flags]
-  local name=$1 np=$2
-  shift 2
-  launch "$np" "$H" "${P4[@]}" --log-jsonl "$W/$name.jsonl" "$@" > "$W/$name.log" 2>&1 ||
-    echo "FAIL $name: $(tail -3 "$W/$name.log")"
-}
-prun pf1 1
-prun pf2 2 --pipeline-model-parallel-size 2
-prun pb1 1 --bf16
-prun pb2 2 --bf16 --pipeline-model-parallel-size 2
-prun pb2_again 2 --bf16 --pipeline-model-parallel-size 2
-[ "$N" -ge 4 ] && prun pb4 4 --bf16 --pipeline-model-parallel-size 2 --use-distributed-optimizer
+M=(train --hybrid-layer-pattern 'MGE*E*-*/*-' "${TINY[@]}" --train-iters 30)
+run pf1 1
+run pf2 2 --pipeline-model-parallel-size 2
+run pb1 1 --bf16
+run pb2 2 --bf16 --pipeline-model-parallel-size 2
+run pb2_again 2 --bf16 --pipeline-model-parallel-size 2
+[ "$N" -ge 4 ] && run pb4 4 --bf16 --pipeline-model-parallel-size 2 --use-distributed-optimizer
 python3 - "$W" <<'PY'
 import json, os, sys
 w = sys.argv[1]

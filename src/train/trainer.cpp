@@ -100,6 +100,18 @@ class MoeInterval {
   int64_t iterations_ = 0;
 };
 
+// A host tensor through a communicator (NCCL: by way of the device).
+template <class Op>
+void on_comm_device(dist::Communicator& comm, Tensor& t, Op op) {
+  if (comm.device() == Device::CPU) {
+    op(t);
+    return;
+  }
+  Tensor d = t.to(comm.device());
+  op(d);
+  t = d.to(Device::CPU);
+}
+
 // The data-parallel group's view of a run: this rank's place in it and the sums over it (one process: rank 0
 // of 1, sums of one).
 class DataParallel {
@@ -154,29 +166,11 @@ class DataParallel {
  private:
   // A host tensor summed over the ranks (through the device for NCCL).
   void sum_host(Tensor& t) const {
-    if (comm_->device() == Device::CPU) {
-      comm_->all_reduce_sum(t);
-      return;
-    }
-    Tensor d = t.to(comm_->device());
-    comm_->all_reduce_sum(d);
-    t = d.to(Device::CPU);
+    on_comm_device(*comm_, t, [&](Tensor& x) { comm_->all_reduce_sum(x); });
   }
 
   dist::Communicator* comm_;
 };
-
-// A host tensor through a communicator (NCCL: by way of the device).
-template <class Op>
-void on_comm_device(dist::Communicator& comm, Tensor& t, Op op) {
-  if (comm.device() == Device::CPU) {
-    op(t);
-    return;
-  }
-  Tensor d = t.to(comm.device());
-  op(d);
-  t = d.to(Device::CPU);
-}
 
 // The pipeline group's view of a run (docs/parallelism.md "Pipeline parallelism"): what the last stage computed
 // handed to every stage, the MoE layers of every stage gathered for the log, the word embedding's gradient

@@ -62,30 +62,15 @@ grep -q "on each of 2 data-parallel ranks" "$W/two.log" || fail "the 2-rank run 
 grep -qE "reduce-scattered in [0-9]{2} buckets as the backward completes them, parameters gathered during" \
   "$W/four_ov.log" || fail "the overlapped run does not log ten buckets or more: $(grep data-parallel: "$W/four_ov.log")"
 [ "$(grep -c 'iteration .*/ *20 |' "$W/four.log")" = 20 ] || fail "the 4-rank run logged other than 20 iteration lines (rank 0 logs)"
-python3 - "$W" <<'PY' || exit 1
-import array, json, struct, sys
+python3 - "$W" "$(dirname "$0")" <<'PY' || exit 1
+import sys
+sys.path.insert(0, sys.argv[2])
+import run_records
 w = sys.argv[1]
 def losses(name):
-    out = []
-    for line in open(f"{w}/{name}.jsonl"):
-        r = json.loads(line)
-        it, tag = (r["iteration"], "") if "iteration" in r else (r["validation_iteration"], "validation ")
-        out += [(it, tag + k, v) for k, v in sorted(r.items()) if ("loss" in k or k == "grad_norm")
-                and isinstance(v, float)]
-    return out
+    return run_records.losses(w, name)
 def tensors(name):
-    path = f"{w}/{name}/iter_0000020/model.safetensors"
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for k, v in head.items():
-        if k == "__metadata__":
-            continue
-        assert v["dtype"] == "F32", (k, v["dtype"])
-        out[k] = array.array("f", data[v["data_offsets"][0]:v["data_offsets"][1]])
-    return out
+    return run_records.tensors(w, name)
 ref, ref_w = losses("one"), tensors("one")
 worst = (0.0, "")  # the tensor farthest from one process's, relatively
 for name in ("two", "four", "two_do", "four_do", "two_ov", "four_ov"):

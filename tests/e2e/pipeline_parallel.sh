@@ -61,24 +61,15 @@ run resume_dp2pp2 4 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-
 run reverse_pp2 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2 --load "$W/one@10" \
   --ckpt-strictness raise_all
 grep -q "hytra: pipeline: 4 stages, 1F1B over 4 micro-batches a step" "$W/pp4.log" || fail "the 4-stage run does not say so"
-python3 - "$W" <<'PY' || exit 1
-import array, json, struct, sys
+python3 - "$W" "$(dirname "$0")" <<'PY' || exit 1
+import sys
+sys.path.insert(0, sys.argv[2])
+import run_records
 w = sys.argv[1]
 def losses(name):
-    out = []
-    for line in open(f"{w}/{name}.jsonl"):
-        r = json.loads(line)
-        it, tag = (r["iteration"], "") if "iteration" in r else (r["validation_iteration"], "validation ")
-        out += [(it, tag + k, v) for k, v in sorted(r.items()) if ("loss" in k or k == "grad_norm")
-                and isinstance(v, float)]
-    return out
+    return run_records.losses(w, name)
 def tensors(name):
-    with open(f"{w}/{name}/iter_0000020/model.safetensors", "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        data = f.read()
-    return {k: array.array("f", data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()
-            if k != "__metadata__"}
+    return run_records.tensors(w, name)
 def close(name, ref, first=1):
     got, want = losses(name), [x for x in losses(ref) if x[0] >= first]
     assert [x[:2] for x in got] == [x[:2] for x in want], (name, got[:3], want[:3])
