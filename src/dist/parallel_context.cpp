@@ -24,6 +24,10 @@ ParallelContext make_parallel_context(const World& world, const ParallelSizes& s
   // place in it.
   const RankLayout::Membership m = c.dims.dense().membership(c.rank, "dp");
   c.dp = base->split(m.group, m.position);
+  if (c.dims.sizes.tp > 1) {
+    const RankLayout::Membership t = c.dims.dense().membership(c.rank, "tp");
+    c.tp = base->split(t.group, t.position);
+  }
   if (c.dims.sizes.pp > 1) {
     const RankLayout::Membership p = c.dims.dense().membership(c.rank, "pp");
     c.pp = base->split(p.group, p.position);

@@ -17,7 +17,8 @@
 
 namespace hytra {
 
-HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(cfg), plan_(plan) {
+HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const TensorParallel& tp)
+    : cfg_(cfg), tp_(tp), plan_(plan) {
   cfg_.num_layers = plan_.num_layers;  // the pattern decides (docs/spec/pattern.md §6)
   if (plan_.stage) {
     first_ = plan_.stage->first;
@@ -25,7 +26,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   }
   const std::vector<LayerItem>& items = plan_.stage ? plan_.stage->items : plan_.items;
   const int64_t V = cfg_.padded_vocab_size(), C = cfg_.hidden_size;
-  if (first_) embedding_ = std::make_unique<Embedding>(kWordEmbeddingKey, V, C, cfg_.init_method_std, store_);
+  if (first_) embedding_ = std::make_unique<Embedding>(kWordEmbeddingKey, V, C, cfg_.init_method_std, store_, tp_);
   if (first_ && cfg_.position_embedding_type == PositionEmbedding::LearnedAbsolute)
     position_embedding_ =
         std::make_unique<Embedding>(kPositionEmbeddingKey, cfg_.max_positions(), C, cfg_.init_method_std, store_);
@@ -38,7 +39,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan) : cfg_(c
   hc.variant = cfg_.mhc_variant;
   for (const LayerItem& item : items) {
     for (size_t j = 0; j < item.symbols.size(); ++j) {
-      SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j]};
+      SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j], tp_};
       param_first_.push_back(store_.all().size());
       std::unique_ptr<Module> layer = build_sublayer(cfg_, spec, store_);
       if (cfg_.enable_mhc) {  // docs/spec/README.md decision 3: one hyper-connection per physical sub-layer
@@ -70,10 +71,13 @@ void HybridModel::build_head(const NormOptions& norm) {
   Param* word = nullptr;
   if (first_)
     word = &embedding_->weight();
-  else if (!cfg_.untie_embeddings_and_output_weights || plan_.mtp_depths > 0)
-    word = embedding_copy_ = &store_.create(kWordEmbeddingKey, {V, C}, InitKind::Normal, cfg_.init_method_std, false);
+  else if (!cfg_.untie_embeddings_and_output_weights || plan_.mtp_depths > 0) {
+    word = embedding_copy_ =
+        &store_.create(kWordEmbeddingKey, {tp_.local(V), C}, InitKind::Normal, cfg_.init_method_std, false);
+    shard_param(*word, tp_, 0, {tp_.local(V)});
+  }
   Param* tied = cfg_.untie_embeddings_and_output_weights ? nullptr : word;
-  output_ = std::make_unique<OutputLayer>(kOutputLayerKey, V, C, cfg_.init_method_std, tied, store_);
+  output_ = std::make_unique<OutputLayer>(kOutputLayerKey, V, C, cfg_.init_method_std, tied, store_, tp_);
   for (int64_t d = 0; d < plan_.mtp_depths; ++d) {
     const std::string prefix = "mtp.layers." + std::to_string(d) + ".";
     auto build = [&](ParamStore& store) {
@@ -81,14 +85,14 @@ void HybridModel::build_head(const NormOptions& norm) {
       for (size_t j = 0; j < plan_.mtp_items.size(); ++j) {
         const LayerItem& item = plan_.mtp_items[j];
         const SubLayerSpec spec{item.symbols[0], prefix + "mtp_model_layer.layers." + std::to_string(j) + ".",
-                                plan_.num_layers + d * int64_t(plan_.mtp_items.size()) + item.physical[0]};
+                                plan_.num_layers + d * int64_t(plan_.mtp_items.size()) + item.physical[0], tp_};
         ++counts_.sublayers[spec.symbol];
         layers.push_back(build_sublayer(cfg_, spec, store));
       }
       return layers;
     };
     mtp_.push_back(
-        std::make_unique<MtpDepth>(prefix, norm, cfg_.init_method_std, *word, output_->weight(), build, store_));
+        std::make_unique<MtpDepth>(prefix, norm, cfg_.init_method_std, *word, output_->weight(), build, store_, tp_));
   }
   counts_.mtp_depths = plan_.mtp_depths;
   mtp_pending_.assign(size_t(plan_.mtp_depths), {});

@@ -29,8 +29,10 @@ class MoeLayer;
 
 class HybridModel {
  public:
-  // Builds the modules and registers their parameters; call params().finalize(...) and init next.
-  HybridModel(const ModelConfig& cfg, const LayerPlan& plan);
+  // Builds the modules and registers their parameters; call params().finalize(...) and init next. `tp`: the
+  // tensor-parallel group the weights are split over (docs/parallelism.md "Tensor parallelism"; a one-rank one:
+  // the whole model, e.g. to know the canonical shapes).
+  HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const TensorParallel& tp = {});
   HybridModel(const HybridModel&) = delete;  // residual_ refers to members
   HybridModel& operator=(const HybridModel&) = delete;
 
@@ -77,6 +79,7 @@ class HybridModel {
 
  private:
   ModelConfig cfg_;
+  TensorParallel tp_;
   LayerPlan plan_;
   bool first_ = true, last_ = true;
   Param* embedding_copy_ = nullptr;

@@ -16,8 +16,9 @@ namespace {
 double output_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2.0 * double(c.num_layers)); }
 
 // The options every pre-norm sub-layer shares (nn/pre_norm.h).
-PreNormOptions pre_norm(const ModelConfig& c) {
+PreNormOptions pre_norm(const ModelConfig& c, const SubLayerSpec& s) {
   PreNormOptions o;
+  o.tp = s.tp;
   o.norm = c.normalization;
   o.norm_eps = c.norm_epsilon;
   o.init_std = c.init_method_std;
@@ -50,7 +51,7 @@ void check_moe(const ModelConfig& c, std::vector<std::string>& errors) {
 
 std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
   AttentionOptions o;
-  static_cast<PreNormOptions&>(o) = pre_norm(c);
+  static_cast<PreNormOptions&>(o) = pre_norm(c, s);
   o.hidden = c.hidden_size;
   o.num_heads = c.num_attention_heads;
   o.num_kv_heads = c.kv_heads();
@@ -67,7 +68,7 @@ std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec&
 
 std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
   MlpOptions o;
-  static_cast<PreNormOptions&>(o) = pre_norm(c);
+  static_cast<PreNormOptions&>(o) = pre_norm(c, s);
   o.hidden = c.hidden_size;
   o.ffn = c.ffn_size();
   o.activation = c.activation;
@@ -78,7 +79,7 @@ std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, Pa
 
 std::unique_ptr<Module> make_mamba2(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
   Mamba2Options o;
-  static_cast<PreNormOptions&>(o) = pre_norm(c);
+  static_cast<PreNormOptions&>(o) = pre_norm(c, s);
   o.hidden = c.hidden_size;
   o.num_heads = c.mamba_heads();
   o.head_dim = c.mamba_head_dim;
@@ -90,7 +91,7 @@ std::unique_ptr<Module> make_mamba2(const ModelConfig& c, const SubLayerSpec& s,
 
 std::unique_ptr<Module> make_gdn(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
   GatedDeltaNetOptions o;
-  static_cast<PreNormOptions&>(o) = pre_norm(c);
+  static_cast<PreNormOptions&>(o) = pre_norm(c, s);
   o.hidden = c.hidden_size;
   o.key_heads = c.linear_num_key_heads;
   o.value_heads = c.linear_num_value_heads;
@@ -148,6 +149,7 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   e.linear_offset = c.glu_linear_offset;
   e.clamp = c.activation_func_clamp_value;
   e.bias = c.add_bias_linear;
+  e.tp = s.tp;
   e.weight_layout = c.moe_single_grouped_weight ? ExpertLayout::Grouped : ExpertLayout::Indexed;
   e.bias_layout = c.moe_single_grouped_bias ? ExpertLayout::Grouped : ExpertLayout::Indexed;
   e.init_std = c.init_method_std;
@@ -235,6 +237,34 @@ std::unique_ptr<Module> build_sublayer(const ModelConfig& cfg, const SubLayerSpe
 bool selective_body(const ModelConfig& cfg, char symbol) {
   const std::optional<RecomputeModule> module = layer_kind(symbol).recompute_module;
   return module && cfg.recomputes(*module);
+}
+
+std::vector<std::string> tensor_parallel_errors(const ModelConfig& c, const LayerCounts& counts, int tp) {
+  std::vector<std::string> errors;
+  if (tp <= 1) return errors;
+  auto need = [&](bool used, int64_t n, const std::string& what) {
+    if (used && n % tp != 0)
+      errors.push_back(str(what, " (", n, ") must be divisible by --tensor-model-parallel-size (", tp, ")"));
+  };
+  need(true, c.padded_vocab_size(),
+       "--make-vocab-size-divisible-by: the padded vocabulary (--vocab-size rounded up to it)");
+  const bool attention = counts.of('*') > 0, mamba = counts.of('M') > 0, gdn = counts.of('G') > 0;
+  need(attention, c.num_attention_heads, "--num-attention-heads");
+  need(attention, c.kv_heads(), "--num-query-groups: the KV groups");
+  need(mamba, c.mamba_heads(), "--mamba-num-heads: the Mamba heads");
+  need(mamba, c.mamba_num_groups, "--mamba-num-groups");
+  need(gdn, c.linear_num_key_heads, "--linear-num-key-heads");
+  need(gdn, c.linear_num_value_heads, "--linear-num-value-heads");
+  need(counts.of('-') > 0, c.ffn_size(), "--ffn-hidden-size");
+  if (counts.of('E') > 0) {
+    need(true, c.moe_ffn_size(), "--moe-ffn-hidden-size: each expert's FFN width");
+    need(c.moe_shared_expert_intermediate_size > 0, c.moe_shared_expert_intermediate_size,
+         "--moe-shared-expert-intermediate-size");
+    if (c.moe_mlp_glu_interleave_size > 0 && (c.moe_ffn_size() / tp) % c.moe_mlp_glu_interleave_size != 0)
+      errors.push_back(str("--moe-mlp-glu-interleave-size (", c.moe_mlp_glu_interleave_size,
+                           ") must divide each tensor-parallel rank's expert FFN width (", c.moe_ffn_size() / tp, ")"));
+  }
+  return errors;
 }
 
 }  // namespace hytra

@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "nn/module.h"
 #include "nn/param.h"
+#include "nn/tensor_parallel.h"
 
 namespace hytra {
 
@@ -19,6 +20,7 @@ struct SubLayerSpec {
   char symbol;           // '*', '-', ...
   std::string prefix;    // canonical key prefix, e.g. "decoder.layers.3."
   int64_t layer_number;  // physical layer number, 1-based
+  TensorParallel tp;     // the tensor-parallel group its weights are split over (nn/tensor_parallel.h)
 };
 
 struct LayerKind {
@@ -54,5 +56,10 @@ struct LayerCounts {
     return it == sublayers.end() ? 0 : it->second;
   }
 };
+
+// What a tensor-parallel size of `tp` cannot split in this model (its layer kinds per `counts`), as "--flag: ..."
+// messages: the heads, KV groups, Mamba heads and groups, gated-delta-net heads, FFN and expert widths and the padded
+// vocabulary must divide by tp (docs/parallelism.md "Tensor parallelism").
+std::vector<std::string> tensor_parallel_errors(const ModelConfig& cfg, const LayerCounts& counts, int tp);
 
 }  // namespace hytra

@@ -7,21 +7,28 @@
 
 namespace hytra {
 
-SelfAttention::SelfAttention(const AttentionOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
+SelfAttention::SelfAttention(const AttentionOptions& whole, const std::string& prefix, ParamStore& store)
+    : opt_(whole) {
   // Options from a validated configuration (ModelConfig::validate) satisfy these.
-  HYTRA_ASSERT(o.hidden > 0 && o.num_heads > 0 && o.num_kv_heads > 0 && o.head_dim > 0, prefix);
-  HYTRA_ASSERT(o.num_heads % o.num_kv_heads == 0, prefix);
+  HYTRA_ASSERT(whole.hidden > 0 && whole.num_heads > 0 && whole.num_kv_heads > 0 && whole.head_dim > 0, prefix);
+  HYTRA_ASSERT(whole.num_heads % whole.num_kv_heads == 0 && whole.num_kv_heads % whole.tp.size == 0, prefix);
+  // Tensor parallelism: this rank's KV groups, each with its query heads (the QKV rows are grouped per KV group).
+  opt_.num_heads = whole.tp.local(whole.num_heads);
+  opt_.num_kv_heads = whole.tp.local(whole.num_kv_heads);
+  const AttentionOptions& o = opt_;
   HYTRA_ASSERT(!o.use_rope || (rotary_dim() > 0 && rotary_dim() % 2 == 0), prefix);
   const std::string p = prefix + "self_attention.";
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "linear_qkv.", store, "layer_norm_");
   qkv_ = std::make_unique<Linear>(p + "linear_qkv.", o.hidden, (o.num_heads + 2 * o.num_kv_heads) * o.head_dim, o.bias,
-                                  o.init_std, store);
+                                  o.init_std, store, LinearSplit{LinearSplit::Column, o.tp, {}});
   if (o.qk_norm) {
     q_norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.head_dim, o.norm_eps}, p + "q_layernorm.", store);
     k_norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.head_dim, o.norm_eps}, p + "k_layernorm.", store);
+    q_norm_->partial_grads(o.tp);
+    k_norm_->partial_grads(o.tp);
   }
   proj_ = std::make_unique<Linear>(p + "linear_proj.", o.num_heads * o.head_dim, o.hidden, o.bias, o.output_init_std,
-                                   store);
+                                   store, LinearSplit{LinearSplit::Row, o.tp, {}});
 }
 
 int64_t SelfAttention::rotary_dim() const { return int64_t(double(opt_.head_dim) * opt_.rotary_percent); }

@@ -8,22 +8,30 @@
 
 namespace hytra {
 
-GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
+GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& whole, const std::string& prefix, ParamStore& store)
+    : opt_(whole) {
   // Options from a validated configuration (ModelConfig::validate) satisfy these.
-  HYTRA_ASSERT(o.hidden > 0 && o.key_heads > 0 && o.value_heads > 0 && o.key_head_dim > 0 && o.value_head_dim > 0 &&
-                   o.conv_kernel > 0,
+  HYTRA_ASSERT(whole.hidden > 0 && whole.key_heads > 0 && whole.value_heads > 0 && whole.key_head_dim > 0 &&
+                   whole.value_head_dim > 0 && whole.conv_kernel > 0 && whole.key_heads % whole.tp.size == 0,
                prefix);
-  HYTRA_ASSERT(o.value_heads % o.key_heads == 0, prefix);
+  HYTRA_ASSERT(whole.value_heads % whole.key_heads == 0, prefix);
+  // Tensor parallelism: this rank's key heads with their value heads; every per-channel tensor split alike.
+  opt_.key_heads = whole.tp.local(whole.key_heads);
+  opt_.value_heads = whole.tp.local(whole.value_heads);
+  const GatedDeltaNetOptions& o = opt_;
   const std::string p = prefix + "self_attention.";
   const int64_t Hv = o.value_heads, K = o.conv_kernel;
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "in_proj.", store, "layer_norm_");
-  in_proj_ = std::make_unique<Linear>(p + "in_proj.", o.hidden, proj_dim(), o.bias, o.init_std, store);
+  in_proj_ = std::make_unique<Linear>(
+      p + "in_proj.", o.hidden, proj_dim(), o.bias, o.init_std, store,
+      LinearSplit{LinearSplit::Column, o.tp, {qk_dim(), qk_dim(), v_dim(), v_dim(), Hv, Hv}});  // q k v z beta alpha
   const double conv_bound = 1.0 / std::sqrt(double(K));  // nn.Conv1d's default init for fan-in K
   conv_w_ = &store.create(p + "conv1d.weight", {conv_dim(), 1, K}, InitKind::Uniform, 0.0, false);
   conv_b_ = &store.create(p + "conv1d.bias", {conv_dim()}, InitKind::Uniform, 0.0, true);
   for (Param* c : {conv_w_, conv_b_}) {
     c->init_lo = -conv_bound;
     c->init_hi = conv_bound;
+    shard_param(*c, o.tp, 0, {qk_dim(), qk_dim(), v_dim()});
   }
   a_log_ = &store.create(p + "A_log", {Hv}, InitKind::LogUniform, 0.0, true);
   a_log_->master_in_forward = true;
@@ -31,8 +39,11 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& o, const std::string& p
   a_log_->init_hi = 16.0;
   dt_bias_ = &store.create(p + "dt_bias", {Hv}, InitKind::Ones, 0.0, true);
   dt_bias_->master_in_forward = true;
+  for (Param* h : {a_log_, dt_bias_}) shard_param(*h, o.tp, 0, {Hv});
   out_norm_w_ = &store.create(p + "out_norm.weight", {o.value_head_dim}, InitKind::Ones, 0.0, true);
-  out_proj_ = std::make_unique<Linear>(p + "out_proj.", v_dim(), o.hidden, o.bias, o.output_init_std, store);
+  partial_grad_param(*out_norm_w_, o.tp);  // one weight over every value head, the heads split over the ranks
+  out_proj_ = std::make_unique<Linear>(p + "out_proj.", v_dim(), o.hidden, o.bias, o.output_init_std, store,
+                                       LinearSplit{LinearSplit::Row, o.tp, {}});
 }
 
 Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {

@@ -16,13 +16,21 @@ Tensor zeros_on(Exec& ex, const Shape& shape, DType t, Device device) {
   return z;
 }
 
-Linear::Linear(const std::string& prefix, int64_t in, int64_t out, bool bias, double init_std, ParamStore& store)
-    : in_(in), out_(out) {
+Linear::Linear(const std::string& prefix, int64_t in, int64_t out, bool bias, double init_std, ParamStore& store,
+               const LinearSplit& split)
+    : in_(in), out_(out), split_(split) {
   w_ = &store.create(prefix + "weight", {out, in}, InitKind::Normal, init_std, false);
   w_->grad_by_overwrite = true;  // backward's GEMMs take beta from grad_beta()
   if (bias) {
     b_ = &store.create(prefix + "bias", {out}, InitKind::Zeros, 0.0, true);
     b_->grad_by_overwrite = true;
+  }
+  const std::vector<int64_t> parts = split.parts.empty() ? std::vector<int64_t>{out} : split.parts;
+  if (split.kind == LinearSplit::Column) {
+    shard_param(*w_, split.tp, 0, parts);
+    if (b_) shard_param(*b_, split.tp, 0, parts);
+  } else if (split.kind == LinearSplit::Row) {
+    shard_param(*w_, split.tp, 1, {in});
   }
 }
 
@@ -32,6 +40,7 @@ Tensor Linear::forward(StepContext& ctx, const Tensor& x) {
   Tensor x2 = x.view({N, in_});
   Tensor y = Tensor::empty({N, out_}, x.dtype(), x.device());  // (N, out)
   ops::gemm(ex, y, x2, w_->value, false, true, 1.0f, 0.0f);
+  if (split_.kind == LinearSplit::Row) tp_all_reduce(split_.tp, y);
   if (b_) ops::gemm(ex, y, ones_column(ex, N, x.dtype(), x.device()), b_->value.view({1, out_}), false, false, 1, 1);
 
   ctx.saved<Saved>(this).x = x2;
@@ -61,6 +70,7 @@ Tensor Linear::backward(StepContext& ctx, const Tensor& dy) {
     ctx.push_wgrad(this, wgrad);
   else
     wgrad();
+  if (split_.kind == LinearSplit::Column) tp_all_reduce(split_.tp, dx);
   Shape in_shape = dy.shape();
   in_shape.back() = in_;
   return dx.view(in_shape);

@@ -1,17 +1,30 @@
 // Linear: y = x W^T (+ b) over the last dim; W (out, in), b (out). Key `<prefix>weight` / `<prefix>bias`.
 // backward: dx = dy W (=); dW += dy^T x and db += column sums of dy, at once or, under
 // ctx.delay_wgrad, as a queued task (same GEMMs, same order: bitwise-identical gradients).
+// Tensor parallelism (nn/tensor_parallel.h), `in` and `out` being this rank's sizes:
+//   Column: W holds this rank's output rows (of each part of the output, e.g. a GLU's two halves) and b its
+//           entries; the input is whole, so dx is summed over the ranks.
+//   Row:    W holds this rank's input columns; y = the sum over the ranks of x W^T, then + b (b whole).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "nn/module.h"
 #include "nn/param.h"
+#include "nn/tensor_parallel.h"
 
 namespace hytra {
 
+struct LinearSplit {
+  enum Kind { None, Column, Row } kind = None;
+  TensorParallel tp;
+  std::vector<int64_t> parts;  // Column: the output's parts (local sizes; empty: one part)
+};
+
 class Linear : public Module {
  public:
-  Linear(const std::string& prefix, int64_t in, int64_t out, bool bias, double init_std, ParamStore& store);
+  Linear(const std::string& prefix, int64_t in, int64_t out, bool bias, double init_std, ParamStore& store,
+         const LinearSplit& split = {});
 
   Tensor forward(StepContext& ctx, const Tensor& x) override;    // x (..., in) -> (..., out)
   Tensor backward(StepContext& ctx, const Tensor& dy) override;  // dy (..., out) -> dx (..., in)
@@ -26,6 +39,7 @@ class Linear : public Module {
     Tensor x;  // (N, in)
   };
   int64_t in_, out_;
+  LinearSplit split_;
   Param* w_;
   Param* b_ = nullptr;
 };

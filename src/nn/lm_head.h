@@ -1,10 +1,15 @@
 // OutputLayer: the LM head and vocabulary cross-entropy in one step (ops::lm_head_ce_*, which never
 // stores the full logits). Weight `output_layer.weight` (V, C), or the word-embedding Param when tied
 // (then no output_layer key exists and the gradient lands in the embedding's).
+// Vocabulary-parallel (tensor parallelism, nn/tensor_parallel.h): each rank holds rows [r V/tp, (r+1) V/tp) of the
+// weight and computes their logits alone; the log-sum-exp over the whole vocabulary comes from the ranks' (gathered,
+// then combined in rank order) and the label's logit from the rank holding it (a sum), so no rank holds the whole
+// logits. Then the gradients come from a backward pass (no fused forward-backward), and dh is summed over the ranks.
 #pragma once
 #include <string>
 
 #include "nn/param.h"
+#include "nn/tensor_parallel.h"
 #include "nn/context.h"
 
 namespace hytra {
@@ -12,7 +17,9 @@ namespace hytra {
 class OutputLayer {
  public:
   // tied: the embedding's Param, or null for an own weight.
-  OutputLayer(const std::string& key, int64_t vocab, int64_t hidden, double init_std, Param* tied, ParamStore& store);
+  // vocab: the whole vocabulary (this rank holds tp.local(vocab) rows of the weight).
+  OutputLayer(const std::string& key, int64_t vocab, int64_t hidden, double init_std, Param* tied, ParamStore& store,
+              const TensorParallel& tp = {});
 
   // Per-token losses (B,T) for hidden (B,T,C) and labels (B,T) int32 (label < 0: loss 0). With
   // `dloss` (B,T) defined — the gradient the backward will bring, known up front in training — the
@@ -39,6 +46,7 @@ class OutputLayer {
     Tensor dh;      // (N, C), likewise
   };
   int64_t hidden_;
+  TensorParallel tp_;
   Param* w_;
 };
 

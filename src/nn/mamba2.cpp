@@ -8,21 +8,29 @@
 
 namespace hytra {
 
-Mamba2Mixer::Mamba2Mixer(const Mamba2Options& o, const std::string& prefix, ParamStore& store) : opt_(o) {
+Mamba2Mixer::Mamba2Mixer(const Mamba2Options& whole, const std::string& prefix, ParamStore& store) : opt_(whole) {
   // Options from a validated configuration (ModelConfig::validate) satisfy these.
-  HYTRA_ASSERT(o.hidden > 0 && o.num_heads > 0 && o.head_dim > 0 && o.state_dim > 0 && o.num_groups > 0, prefix);
-  HYTRA_ASSERT(o.num_heads % o.num_groups == 0, prefix);
+  HYTRA_ASSERT(whole.hidden > 0 && whole.num_heads > 0 && whole.head_dim > 0 && whole.state_dim > 0 &&
+                   whole.num_groups > 0 && whole.num_groups % whole.tp.size == 0,
+               prefix);
+  HYTRA_ASSERT(whole.num_heads % whole.num_groups == 0, prefix);
+  // Tensor parallelism (Megatron's MambaMixer): this rank's heads and groups; every per-channel tensor split alike.
+  opt_.num_heads = whole.tp.local(whole.num_heads);
+  opt_.num_groups = whole.tp.local(whole.num_groups);
+  const Mamba2Options& o = opt_;
+  const int64_t GN = o.num_groups * o.state_dim;
   const std::string p = prefix + "mixer.";
   const int64_t H = o.num_heads, K = o.conv_kernel;
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "in_proj.", store, "layer_norm_");
-  in_proj_ = std::make_unique<Linear>(p + "in_proj.", o.hidden, 2 * d_inner() + 2 * o.num_groups * o.state_dim + H,
-                                      false, o.init_std, store);
+  in_proj_ = std::make_unique<Linear>(p + "in_proj.", o.hidden, 2 * d_inner() + 2 * GN + H, false, o.init_std, store,
+                                      LinearSplit{LinearSplit::Column, o.tp, {d_inner(), d_inner(), GN, GN, H}});
   const double conv_bound = 1.0 / std::sqrt(double(K));  // kaiming-uniform(a=sqrt 5) bound for fan-in K
   conv_w_ = &store.create(p + "conv1d.weight", {conv_dim(), 1, K}, InitKind::Uniform, 0.0, false);
   conv_b_ = &store.create(p + "conv1d.bias", {conv_dim()}, InitKind::Uniform, 0.0, true);
   for (Param* c : {conv_w_, conv_b_}) {
     c->init_lo = -conv_bound;
     c->init_hi = conv_bound;
+    shard_param(*c, o.tp, 0, {d_inner(), GN, GN});  // the x, B and C channels
   }
   a_log_ = &store.create(p + "A_log", {H}, InitKind::LogUniform, 0.0, true);
   a_log_->master_in_forward = true;
@@ -35,7 +43,9 @@ Mamba2Mixer::Mamba2Mixer(const Mamba2Options& o, const std::string& prefix, Para
   dt_bias_->init_lo = 1e-3;  // dt_min
   dt_bias_->init_hi = 0.1;   // dt_max
   norm_w_ = &store.create(p + "norm.weight", {d_inner()}, InitKind::Ones, 0.0, true);
-  out_proj_ = std::make_unique<Linear>(p + "out_proj.", d_inner(), o.hidden, false, o.output_init_std, store);
+  for (Param* h : {a_log_, d_, dt_bias_, norm_w_}) shard_param(*h, o.tp, 0, {h->shape[0]});
+  out_proj_ = std::make_unique<Linear>(p + "out_proj.", d_inner(), o.hidden, false, o.output_init_std, store,
+                                       LinearSplit{LinearSplit::Row, o.tp, {}});
 }
 
 Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {

@@ -5,10 +5,15 @@
 
 namespace hytra {
 
-FeedForward::FeedForward(const MlpOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
-  fc1_ = std::make_unique<Linear>(prefix + "linear_fc1.", o.hidden, is_glu(o.activation) ? 2 * o.ffn : o.ffn, o.bias,
-                                  o.init_std, store);
-  fc2_ = std::make_unique<Linear>(prefix + "linear_fc2.", o.ffn, o.hidden, o.bias, o.output_init_std, store);
+FeedForward::FeedForward(const MlpOptions& whole, const std::string& prefix, ParamStore& store) : opt_(whole) {
+  opt_.ffn = whole.tp.local(whole.ffn);  // tensor parallelism: this rank's channels (of each GLU half)
+  const MlpOptions& o = opt_;
+  const bool glu = is_glu(o.activation);
+  fc1_ = std::make_unique<Linear>(prefix + "linear_fc1.", o.hidden, glu ? 2 * o.ffn : o.ffn, o.bias, o.init_std, store,
+                                  LinearSplit{LinearSplit::Column, o.tp,
+                                              glu ? std::vector<int64_t>{o.ffn, o.ffn} : std::vector<int64_t>{}});
+  fc2_ = std::make_unique<Linear>(prefix + "linear_fc2.", o.ffn, o.hidden, o.bias, o.output_init_std, store,
+                                  LinearSplit{LinearSplit::Row, o.tp, {}});
 }
 
 namespace {

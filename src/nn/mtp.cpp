@@ -6,16 +6,16 @@
 namespace hytra {
 
 MtpDepth::MtpDepth(const std::string& prefix, const NormOptions& norm, double init_std, Param& embedding,
-                   Param& output, const LayerFactory& build_layers, ParamStore& store)
+                   Param& output, const LayerFactory& build_layers, ParamStore& store, const TensorParallel& tp)
     : hidden_(norm.dim) {
   const int64_t C = norm.dim;
-  embedding_ = std::make_unique<Embedding>(embedding);
+  embedding_ = std::make_unique<Embedding>(embedding, tp);
   enorm_ = std::make_unique<Norm>(norm, prefix + "enorm.", store);
   hnorm_ = std::make_unique<Norm>(norm, prefix + "hnorm.", store);
   eh_proj_ = std::make_unique<Linear>(prefix + "eh_proj.", 2 * C, C, false, init_std, store);
   layers_ = build_layers(store);
   final_norm_ = std::make_unique<Norm>(norm, prefix + "final_layernorm.", store);
-  output_ = std::make_unique<OutputLayer>("", output.shape.at(0), C, init_std, &output, store);
+  output_ = std::make_unique<OutputLayer>("", output.shape.at(0), C, init_std, &output, store, tp);
 }
 
 Tensor MtpDepth::forward(StepContext& ctx, const Tensor& h, const Tensor& ids, const Tensor& labels, Tensor& h_out) {

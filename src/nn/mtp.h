@@ -26,8 +26,9 @@ class MtpDepth {
   // prefix "mtp.layers.<k-1>."; build_layers creates the inner sub-layers (registering their
   // Params after eh_proj's, in Megatron's order); embedding/output: the main model's Params.
   using LayerFactory = std::function<std::vector<std::unique_ptr<Module>>(ParamStore&)>;
+  // tp: the tensor-parallel group of the shared embedding and LM head (eh_proj is held whole on every rank).
   MtpDepth(const std::string& prefix, const NormOptions& norm, double init_std, Param& embedding, Param& output,
-           const LayerFactory& build_layers, ParamStore& store);
+           const LayerFactory& build_layers, ParamStore& store, const TensorParallel& tp = {});
 
   // h (B,T,C), ids and labels (B,T) int32 already rolled for this depth -> per-token losses (B,T);
   // h_out receives h_k (B,T,C) for the next depth.

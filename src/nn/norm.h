@@ -7,6 +7,7 @@
 
 #include "nn/module.h"
 #include "nn/param.h"
+#include "nn/tensor_parallel.h"
 
 namespace hytra {
 
@@ -33,6 +34,11 @@ class Norm : public Module {
   // recompute): the same op on the same input, so the same bits (add_rmsnorm_fwd equals add then
   // rmsnorm_fwd bitwise).
   Tensor recompute_output(StepContext& ctx);
+  // A norm whose input rows are split over the tensor-parallel ranks (heads): its gradients are summed over them.
+  void partial_grads(const TensorParallel& tp) {
+    partial_grad_param(*w_, tp);
+    if (b_) partial_grad_param(*b_, tp);
+  }
 
  private:
   struct Saved {

@@ -32,6 +32,52 @@ Param& ParamStore::create(const std::string& name, const Shape& shape, InitKind 
   return *raw;
 }
 
+Shape Param::full_shape() const {
+  Shape s = shape;
+  if (shard.split()) {
+    s[size_t(shard.dim)] = 0;
+    for (int64_t part : shard.parts) s[size_t(shard.dim)] += part;
+  }
+  return s;
+}
+
+namespace {
+// Visits each part of a shard: its slice's offset along the dim in the whole tensor and in the shard, and its size.
+template <class F>
+void each_part(const ParamShard& s, F&& f) {
+  int64_t whole = 0, mine = 0;
+  for (int64_t part : s.parts) {
+    const int64_t n = part / s.count;
+    f(whole + s.index * n, mine, n);
+    whole += part;
+    mine += n;
+  }
+}
+Shape with_dim(Shape s, int dim, int64_t n) {
+  s[size_t(dim)] = n;
+  return s;
+}
+}  // namespace
+
+void copy_shard(Exec& ex, Tensor& local, const Tensor& full, const ParamShard& s) {
+  if (!s.split()) return ops::copy(ex, local, full);
+  if (s.parts.size() == 1) return ops::slice_copy(ex, local, full, s.dim, s.index * (s.parts[0] / s.count));
+  each_part(s, [&](int64_t at_whole, int64_t at_mine, int64_t n) {
+    Tensor piece = Tensor::empty(with_dim(local.shape(), s.dim, n), local.dtype(), local.device());
+    ops::slice_copy(ex, piece, full, s.dim, at_whole);
+    ops::slice_scatter(ex, local, piece, s.dim, at_mine);
+  });
+}
+
+void place_shard(Exec& ex, Tensor& full, const Tensor& local, const ParamShard& s) {
+  if (!s.split()) return ops::copy(ex, full, local);
+  each_part(s, [&](int64_t at_whole, int64_t at_mine, int64_t n) {
+    Tensor piece = Tensor::empty(with_dim(local.shape(), s.dim, n), local.dtype(), local.device());
+    ops::slice_copy(ex, piece, local, s.dim, at_mine);
+    ops::slice_scatter(ex, full, piece, s.dim, at_whole);
+  });
+}
+
 Param* ParamStore::find(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;
@@ -110,9 +156,9 @@ void ParamStore::finish_grads(size_t first, size_t end) {
 
 namespace {
 // The uniform kinds, element by element in double (then rounded once to the master's dtype).
-void init_uniform_kind(const Param& p, uint64_t seed) {
+void init_uniform_kind(const Param& p, Tensor& master, uint64_t seed) {
   const uint64_t stream = stream_id(p.name.c_str());
-  std::vector<double> v(size_t(shape_numel(p.shape)));
+  std::vector<double> v(size_t(master.numel()));
   for (size_t i = 0; i < v.size(); ++i) {
     const double u = double(philox_uniform01(seed, stream, uint64_t(i)));
     switch (p.init) {
@@ -127,9 +173,8 @@ void init_uniform_kind(const Param& p, uint64_t seed) {
       default: HYTRA_ASSERT(false, "not a uniform init kind");
     }
   }
-  Tensor host = Tensor::empty(p.shape, p.master.dtype());
+  Tensor host = Tensor::empty(master.shape(), master.dtype());
   host.copy_from_f64(v);
-  Tensor master = p.master;  // a handle on the same storage
   ops::copy(Exec::for_device(master.device()), master, host.to(master.device()));
 }
 }  // namespace
@@ -137,23 +182,26 @@ void init_uniform_kind(const Param& p, uint64_t seed) {
 void init_params(ParamStore& store, uint64_t seed) {
   for (Param* p : store.all()) {
     Exec& ex = Exec::for_device(p->master.device());
+    // A shard: the whole tensor's values, then its slices.
+    Tensor master = p->shard.split() ? Tensor::empty(p->full_shape(), p->master.dtype(), p->master.device()) : p->master;
     switch (p->init) {
       case InitKind::Normal:
         if (p->init_groups == 1) {
-          ops::random_normal(ex, p->master, seed, stream_id(p->name.c_str()), 0.0, p->init_std);
+          ops::random_normal(ex, master, seed, stream_id(p->name.c_str()), 0.0, p->init_std);
         } else {
           for (int64_t g = 0; g < p->init_groups; ++g) {
-            Tensor slice = p->master.narrow(0, g, 1);
+            Tensor slice = master.narrow(0, g, 1);
             ops::random_normal(ex, slice, seed, stream_id((p->name + std::to_string(g)).c_str()), 0.0, p->init_std);
           }
         }
         break;
-      case InitKind::Zeros: ops::fill(ex, p->master, 0.0); break;
-      case InitKind::Ones: ops::fill(ex, p->master, 1.0); break;
+      case InitKind::Zeros: ops::fill(ex, master, 0.0); break;
+      case InitKind::Ones: ops::fill(ex, master, 1.0); break;
       case InitKind::Uniform:
       case InitKind::LogUniform:
-      case InitKind::MambaDtBias: init_uniform_kind(*p, seed); break;
+      case InitKind::MambaDtBias: init_uniform_kind(*p, master, seed); break;
     }
+    if (p->shard.split()) copy_shard(ex, p->master, master, p->shard);
   }
   store.sync_values_from_master();
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace hytra {
 
@@ -24,6 +25,16 @@ enum class InitKind {
   Uniform,      // U(lo, hi)
   LogUniform,   // ln U(lo, hi): Mamba/GDN A_log (docs/spec/mamba_gdn.md)
   MambaDtBias,  // dt = exp(U(ln lo, ln hi)) clamped >= 1e-4, then softplus^-1(dt) (docs/spec/mamba_gdn.md §1)
+};
+
+// Tensor parallelism (nn/tensor_parallel.h): the slice of a whole tensor one tensor-parallel rank holds. The whole
+// tensor's dim `dim` is made of consecutive parts (e.g. a GLU's gate and linear halves, Mamba's z, x, B, C, dt);
+// each part is cut into `count` equal slices and the rank holds slice `index` of every part, one after the other.
+struct ParamShard {
+  int dim = -1;                // -1: the whole tensor (the same on every tensor-parallel rank)
+  std::vector<int64_t> parts;  // the whole tensor's parts along dim (their sizes)
+  int count = 1, index = 0;
+  bool split() const { return dim >= 0 && count > 1; }
 };
 
 struct Param {
@@ -47,6 +58,13 @@ struct Param {
   // The forward reads `master`, not `value` (small parameters used in fp32: Mamba/GDN decays and biases, the mHC
   // mappings, router biases): the distributed optimizer then gathers the master weights, not only the values.
   bool master_in_forward = false;
+  ParamShard shard;  // tensor parallelism: which slice of the canonical tensor `shape` is
+  // A parameter held whole on every tensor-parallel rank whose gradient each rank computes from a part of the work
+  // (a norm over heads split across the ranks; anything under sequence parallelism): its gradient is summed over the
+  // tensor-parallel ranks before the optimizer step.
+  bool tp_partial_grad = false;
+  // The canonical (whole) tensor's shape: `shape` with the split dim's parts restored.
+  Shape full_shape() const;
 
   // Set by a layer whose every write of this gradient is a GEMM taking its beta from grad_beta()
   // (Linear): ParamStore::zero_grad(lazy) then skips its memset and the first write overwrites.
@@ -100,8 +118,14 @@ class ParamStore {
   Tensor values_, master_, grads_;  // (total elements)
 };
 
+// The slices of `full` (a whole tensor) that make the shard `s`, copied into `local`; and the reverse, `local` placed
+// into its slices of `full` (the rest of `full` left as it is). Same dtype and device.
+void copy_shard(Exec& ex, Tensor& local, const Tensor& full, const ParamShard& s);
+void place_shard(Exec& ex, Tensor& full, const Tensor& local, const ParamShard& s);
+
 // Fills every parameter's master from its init: Normal(0, std) from Philox keyed by (seed, the
-// parameter's name, element index), so values do not depend on creation order or device; Zeros;
+// parameter's name, element index), so values do not depend on creation order or device (a tensor-parallel shard
+// takes its slices of the whole tensor's values: the same as one process's); Zeros;
 // Ones; the uniform kinds from philox_uniform01 with the same key (drawn on the host: they are
 // small tensors). Then refreshes the (bf16) values from the masters.
 void init_params(ParamStore& store, uint64_t seed);

@@ -6,6 +6,7 @@
 #pragma once
 #include "nn/module.h"
 #include "nn/norm.h"
+#include "nn/tensor_parallel.h"
 
 namespace hytra {
 
@@ -17,6 +18,7 @@ struct PreNormOptions {
   double norm_eps = 1e-5;             // --norm-epsilon
   double init_std = 0.02;             // input projections (--init-method-std)
   double output_init_std = 0.02;      // output projections (Megatron: init_std / sqrt(2 x layers))
+  TensorParallel tp;                  // the layer's tensor-parallel group (nn/tensor_parallel.h)
 };
 
 class PreNormModule : public Module {

@@ -1131,6 +1131,47 @@ void mtp_shift(Exec& ex, Tensor& ids_next, Tensor& labels_next, Tensor& dloss, T
   ex.backend().mtp_shift(ex, ids_next, labels_next, dloss, targets, ids, labels, scale, grad_scale);
 }
 
+void vocab_shard_ids(Exec& ex, Tensor& out, const Tensor& ids, int64_t start, int64_t count, int64_t outside) {
+  const char* op = "vocab_shard_ids";
+  check_arg(ex, op, "out", out);
+  check_arg(ex, op, "ids", ids);
+  check_ids(op, "ids", ids, ids.numel());
+  check_ids(op, "out", out, ids.numel());
+  HYTRA_CHECK(start >= 0 && count > 0, op, ": the shard [", start, ", +", count, ") is empty or negative");
+  ex.backend().vocab_shard_ids(ex, out, ids, start, count, outside);
+}
+
+void ce_shard_target(Exec& ex, Tensor& target, const Tensor& loss, const Tensor& lse, const Tensor& shard_labels) {
+  const char* op = "ce_shard_target";
+  for (auto [n, t] : {Arg{"target", &target}, {"loss", &loss}, {"lse", &lse}, {"shard_labels", &shard_labels}})
+    check_arg(ex, op, n, *t);
+  const int64_t N = loss.numel();
+  check_ids(op, "shard_labels", shard_labels, N);
+  check_float(op, "loss", loss);
+  check_stat(op, "loss", loss, loss, {N});
+  check_stat(op, "lse", lse, loss, {N});
+  check_stat(op, "target", target, loss, {N});
+  ex.backend().ce_shard_target(ex, target, loss, lse, shard_labels);
+}
+
+void ce_shard_combine(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& lse_parts, const Tensor& target,
+                      const Tensor& labels) {
+  const char* op = "ce_shard_combine";
+  for (auto [n, t] : {Arg{"loss", &loss}, {"lse", &lse}, {"lse_parts", &lse_parts}, {"target", &target},
+                      {"labels", &labels}})
+    check_arg(ex, op, n, *t);
+  const int64_t N = labels.numel();
+  check_ids(op, "labels", labels, N);
+  check_float(op, "target", target);
+  HYTRA_CHECK(lse_parts.dim() == 2 && lse_parts.size(1) == N && lse_parts.size(0) >= 1, op,
+              ": argument 'lse_parts' must be (S,", N, "), got ", lse_parts.desc());
+  check_stat(op, "lse_parts", lse_parts, target, lse_parts.shape());
+  check_stat(op, "target", target, target, {N});
+  check_stat(op, "loss", loss, target, {N});
+  check_stat(op, "lse", lse, target, {N});
+  ex.backend().ce_shard_combine(ex, loss, lse, lse_parts, target, labels);
+}
+
 void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std) {
   check_arg(ex, "random_normal", "y", y);
   check_float("random_normal", "y", y);

@@ -8,6 +8,7 @@
 #include "checkpoint/key_map.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "ops/exec.h"
 
 namespace hytra {
 namespace {
@@ -240,9 +241,26 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, Optim
   const CheckpointManifest m = read_manifest(dir);
   const Strictness strictness = tc.ckpt_strictness;
   check_architecture(m, arch, strictness, tc.finetune, dir);
+  // A tensor-parallel shard reads the whole tensor, then takes its slices (train/tensor_parallel_state.h).
+  std::vector<std::pair<const Param*, Tensor*>> shards;  // (parameter, its tensor to fill) for each whole tensor read
+  std::vector<Tensor> wholes;
+  auto target = [&](const Param* p, Tensor& t) {
+    if (!p->shard.split()) return t;
+    wholes.push_back(Tensor::empty(p->full_shape(), t.dtype(), t.device()));
+    place_shard(Exec::for_device(t.device()), wholes.back(), t, p->shard);  // kept where the file has no tensor
+    shards.emplace_back(p, &t);
+    return wholes.back();
+  };
+  auto take_shards = [&] {
+    for (size_t i = 0; i < shards.size(); ++i)
+      copy_shard(Exec::for_device(shards[i].second->device()), *shards[i].second, wholes[i], shards[i].first->shard);
+    shards.clear();
+    wholes.clear();
+  };
   std::vector<std::pair<std::string, Tensor>> weights;
-  for (Param* p : params.all()) weights.emplace_back(p->name, p->master);
+  for (Param* p : params.all()) weights.emplace_back(p->name, target(p, p->master));
   load_tensors(dir + "/model.safetensors", weights, strictness, tc.ckpt_allow_non_finite, elsewhere);
+  take_shards();
   params.sync_values_from_master();
   ResumePoint at;
   if (tc.finetune) return at;
@@ -253,11 +271,12 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, Optim
   std::vector<std::pair<std::string, Tensor>> moments;
   size_t i = 0;
   for (Param* p : params.all()) {
-    moments.emplace_back(p->name + ".exp_avg", opt.exp_avg[i]);
-    moments.emplace_back(p->name + ".exp_avg_sq", opt.exp_avg_sq[i]);
+    moments.emplace_back(p->name + ".exp_avg", target(p, opt.exp_avg[i]));
+    moments.emplace_back(p->name + ".exp_avg_sq", target(p, opt.exp_avg_sq[i]));
     ++i;
   }
   load_tensors(dir + "/optimizer.safetensors", moments, strictness, tc.ckpt_allow_non_finite, moments_elsewhere);
+  take_shards();
   opt.step = m.optimizer_step;
   at.optimizer_loaded = true;
   return at;

@@ -105,17 +105,44 @@ void DataParallelOptimizer::set_pipeline(dist::Communicator* pp, const Param* no
     HYTRA_ASSERT(it != all.end(), "set_pipeline: the shared parameter is not in this store");
     deferred_ = bucket_of_[size_t(it - all.begin())];
   }
-  not_counted_ =
-      not_counted ? FlatRange{not_counted->offset, not_counted->offset + shape_numel(not_counted->shape)} : FlatRange{};
+  if (not_counted) leave_out(not_counted);
+}
+
+void DataParallelOptimizer::set_tensor_parallel(dist::Communicator* tp) {
+  tp_ = tp;
+  if (tp->rank() == 0) return;
+  for (const Param* p : params_.all())
+    if (!p->shard.split()) leave_out(p);
+}
+
+void DataParallelOptimizer::leave_out(const Param* p) {
+  const std::vector<Param*>& all = params_.all();
+  if (counted_.empty()) counted_.assign(all.size(), true);
+  counted_[size_t(std::find(all.begin(), all.end(), p) - all.begin())] = false;
+  // Runs of uncounted parameters, each with the zero padding up to the next parameter: fewer ranges to sum.
+  not_counted_.clear();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (counted_[i]) continue;
+    const int64_t end = i + 1 < all.size() ? all[i + 1]->offset : params_.flat_grads().numel();
+    if (!not_counted_.empty() && not_counted_.back().end == all[i]->offset)
+      not_counted_.back().end = end;
+    else
+      not_counted_.push_back({all[i]->offset, end});
+  }
 }
 
 namespace {
-// The parts of `r` outside `cut`.
-std::vector<FlatRange> outside(const FlatRange& r, const FlatRange& cut) {
-  if (cut.end <= r.begin || cut.begin >= r.end) return {r};
+// The parts of `r` outside every range of `cut` (sorted, disjoint): as many as `cut` has ranges plus one, some
+// maybe empty, so every rank has the same count.
+std::vector<FlatRange> outside(const FlatRange& r, const std::vector<FlatRange>& cut) {
   std::vector<FlatRange> out;
-  if (cut.begin > r.begin) out.push_back({r.begin, cut.begin});
-  if (cut.end < r.end) out.push_back({cut.end, r.end});
+  int64_t at = r.begin;
+  for (const FlatRange& c : cut) {
+    const int64_t end = std::clamp(c.begin, at, r.end);
+    out.push_back({at, end});
+    at = std::clamp(c.end, at, r.end);
+  }
+  out.push_back({at, r.end});
   return out;
 }
 }  // namespace
@@ -130,16 +157,19 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
     param_ready_.clear();
     reduced_.clear();
   }
-  if (!sharded_ && pp_ == nullptr) return grad_global_norm(ex, params_);
+  if (tp_ != nullptr) {  // the parts of the gradients of parameters held whole on every tensor-parallel rank
+    for (Param* p : params_.all())
+      if (p->tp_partial_grad) tp_->all_reduce_sum(p->grad);
+  }
+  if (!sharded_ && pp_ == nullptr && tp_ == nullptr) return grad_global_norm(ex, params_);
   // The norm: each rank's sums of squares over what it counts (sharded: its parts, summed over the ranks), then
-  // over those ranges in order, then over the pipeline's stages.
+  // over those ranges in order, then over the tensor-parallel ranks and the pipeline's stages.
   const Tensor& grads = params_.flat_grads();
   std::vector<FlatRange> ranges;
-  if (sharded_) {  // two ranges a part, before and after the uncounted elements (maybe empty): as many on every rank
+  if (sharded_) {  // each part's pieces outside the uncounted elements (maybe empty): as many on every rank
     for (const GradBucket& b : buckets_) {
-      const FlatRange part = part_of(b);
-      ranges.push_back({part.begin, std::max(part.begin, std::min(part.end, not_counted_.begin))});
-      ranges.push_back({std::min(part.end, std::max(part.begin, not_counted_.end)), part.end});
+      const std::vector<FlatRange> pieces = outside(part_of(b), not_counted_);
+      ranges.insert(ranges.end(), pieces.begin(), pieces.end());
     }
   } else {
     ranges = outside({0, grads.numel()}, not_counted_);
@@ -152,11 +182,12 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
   if (sharded_) dp_->all_reduce_sum(sq);
   double total = 0;
   for (double s : sq.to_f64_vector()) total += s;
-  if (pp_ != nullptr) {
+  for (dist::Communicator* c : {tp_, pp_}) {
+    if (c == nullptr) continue;
     Tensor t = Tensor::empty({1}, DType::F64);
     t.copy_from_f64({total});
-    Tensor d = t.to(pp_->device());
-    pp_->all_reduce_sum(d);
+    Tensor d = t.to(c->device());
+    c->all_reduce_sum(d);
     total = d.to(Device::CPU).to_f64_vector()[0];
   }
   return std::sqrt(total);

@@ -52,6 +52,10 @@ class DataParallelOptimizer final : public ParamHooks {
   // whose gradient the trainer sums between the first and last stage after the pipeline's transfers (null
   // elsewhere): its bucket is not reduced during the backward, but by reduce_gradients, after that sum.
   void set_pipeline(dist::Communicator* pp, const Param* not_counted, const Param* shared);
+  // A tensor-parallel rank (docs/parallelism.md "Tensor parallelism"): the gradients of the parameters marked
+  // Param::tp_partial_grad are summed over the group, and the norm sums over it, the parameters held whole on every
+  // rank counted on its first rank alone.
+  void set_tensor_parallel(dist::Communicator* tp);
   // Before each training micro-batch (a pipeline: before each backward): its backward starts the reductions
   // when it is the step's last.
   void begin_micro_batch(bool last_in_step) { armed_ = overlap_grad_ && last_in_step && dp_ != nullptr; }
@@ -81,7 +85,10 @@ class DataParallelOptimizer final : public ParamHooks {
   ParamStore& params_;
   dist::Communicator* dp_;
   dist::Communicator* pp_ = nullptr;
-  FlatRange not_counted_;       // elements the norm leaves out (set_pipeline)
+  dist::Communicator* tp_ = nullptr;
+  std::vector<FlatRange> not_counted_;  // elements the norm leaves out (set_pipeline, set_tensor_parallel), in order
+  std::vector<bool> counted_;           // per parameter
+  void leave_out(const Param* p);
   size_t deferred_ = SIZE_MAX;  // the bucket the backward does not reduce (set_pipeline)
   bool sharded_, overlap_grad_, overlap_param_;
   std::vector<GradBucket> buckets_;

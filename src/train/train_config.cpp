@@ -30,15 +30,20 @@ void TrainConfig::validate() const {
          str("--global-batch-size: expected a multiple of --micro-batch-size (", micro_batch_size,
              ") x the data-parallel size (", data_parallel_size, ") = ", micro_batch_size * data_parallel_size,
              ", got ", global_batch()));
-  for (auto [flag, v, what] :
-       {std::tuple<const char*, int, const char*>{"--tensor-model-parallel-size", tensor_model_parallel_size, "tensor"},
-        {"--context-parallel-size", context_parallel_size, "context"},
-        {"--expert-model-parallel-size", expert_model_parallel_size, "expert"}})
-    need(v == 1, str(flag, " ", v, ": ", what, " parallelism is not built yet (data and pipeline parallelism only: ",
-                     "launch more processes with mpirun and leave this at 1)"));
-  need(expert_tensor_parallel_size <= 1,
+  need(tensor_model_parallel_size >= 1,
+       str("--tensor-model-parallel-size: expected a positive integer, got ", tensor_model_parallel_size));
+  for (auto [flag, v, what] : {std::tuple<const char*, int, const char*>{"--context-parallel-size", context_parallel_size,
+                                                                         "context"},
+                               {"--expert-model-parallel-size", expert_model_parallel_size, "expert"}})
+    need(v == 1, str(flag, " ", v, ": ", what, " parallelism is not built yet (data, tensor and pipeline parallelism ",
+                     "only: launch more processes with mpirun and leave this at 1)"));
+  // The routed experts split over the tensor-parallel ranks like the dense layers (Megatron's default); other expert
+  // tensor-parallel sizes are not built.
+  need(expert_tensor_parallel_size == 0 || expert_tensor_parallel_size == tensor_model_parallel_size,
        str("--expert-tensor-parallel-size ", expert_tensor_parallel_size,
-           ": expert tensor parallelism is not built yet (data and pipeline parallelism only)"));
+           ": the experts split over the tensor-parallel ranks alone (leave it unset or equal to "
+           "--tensor-model-parallel-size, ",
+           tensor_model_parallel_size, ")"));
   need(ddp_bucket_size >= 0, str("--ddp-bucket-size: expected a positive number of elements, got ", ddp_bucket_size));
   // As Megatron: the gathers overlap only what the sharded optimizer gathers, after overlapped reductions.
   need(!overlap_param_gather || (use_distributed_optimizer && overlap_grad_reduce),

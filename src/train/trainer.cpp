@@ -15,6 +15,7 @@
 #include "data/mock_dataset.h"
 #include "dist/parallel_context.h"
 #include "model/hybrid_model.h"
+#include "model/layer_kinds.h"
 #include "model/naming.h"
 #include "ops/ops.h"
 #include "train/adamw.h"
@@ -26,6 +27,7 @@
 #include "train/metrics/progress.h"
 #include "train/micro_batch.h"
 #include "train/pipeline_runner.h"
+#include "train/tensor_parallel_state.h"
 
 namespace hytra {
 namespace {
@@ -347,7 +349,16 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const int pp_size = par != nullptr ? par->pp_size() : 1, pp_rank = par != nullptr ? par->pp_rank() : 0;
   HYTRA_CHECK(pp_size > 1 || (mc.decoder_first_pipeline_num_layers == 0 && mc.decoder_last_pipeline_num_layers == 0),
               "--decoder-first/last-pipeline-num-layers: need --pipeline-model-parallel-size above 1");
-  HybridModel model(mc, plan_for(mc, pp_size, pp_rank));
+  TensorParallel tp;
+  if (par != nullptr && par->tp) tp = {par->tp.get(), par->tp_size(), par->tp_rank()};
+  HybridModel whole(mc, plan_for(mc));  // the whole model's layers and parameter count
+  {
+    const std::vector<std::string> errors = tensor_parallel_errors(mc, whole.layer_counts(), tp.size);
+    std::string text;
+    for (const std::string& e : errors) text += "\n  " + e;
+    HYTRA_CHECK(errors.empty(), "--tensor-model-parallel-size ", tp.size, ": the model does not split:", text);
+  }
+  HybridModel model(mc, plan_for(mc, pp_size, pp_rank), tp);
   if (pipeline.active()) {
     HYTRA_CHECK(model.plan().num_segments <= pp_size, "the pattern's ", model.plan().num_segments,
                 " pipe-delimited segments give each of the ", pp_size,
@@ -367,26 +378,26 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (!tc.load.empty())
     start = load_training_state(tc, store, opt.load_target(), arch, pipeline.names_elsewhere(mc, store));
   if (!tc.load.empty()) opt.loaded(start.optimizer_loaded);
+  if (tp.on()) opt.set_tensor_parallel(tp.comm);
 
   TrainResult result;
-  // The whole model's parameters (a later stage's copy of the word embedding counted once).
-  const Param* copy = model.embedding_copy();
-  result.num_params = pipeline.sum(store.num_elements() - (copy ? shape_numel(copy->shape) : 0));
+  const Param* copy = model.embedding_copy();  // a later stage's copy of the word embedding
+  result.num_params = whole.params().num_elements();
   const bool shares_embedding = !mc.untie_embeddings_and_output_weights || model.plan().mtp_depths > 0;
   if (pipeline.active())
     opt.set_pipeline(pipeline.comm(), copy,
                      par->embedding && shares_embedding ? store.find(kWordEmbeddingKey) : nullptr);
   const int64_t mbs = tc.micro_batch_size, num_micro = tc.num_micro_batches(), gbs = tc.global_batch();
-  const double flops_token =
-      flops_per_token(mc, pipeline.active() ? HybridModel(mc, plan_for(mc)).layer_counts() : model.layer_counts());
+  const double flops_token = flops_per_token(mc, whole.layer_counts());
   log << "hytra: training " << result.num_params << " parameters on " << device_name(dev)
       << (tc.bf16 ? " (bf16, fp32 master weights)" : " (fp32)") << ", pattern '" << model.plan().main.value_or("")
       << "', " << tc.train_iters << " iterations of " << gbs << " x " << mc.seq_length << " tokens (" << num_micro
       << " micro-batches of " << mbs
       << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string()) << ")\n";
+  if (tp.on()) log << "hytra: tensor-parallel: " << tp.size << " ranks split each layer's weights\n";
 
   if (dp.size() > 1) log << "hytra: data-parallel: " << opt.describe() << "\n";
-  if (dp.size() > 1 || pipeline.active()) {  // what one rank holds (rank 0: the log's)
+  if (dp.size() > 1 || pipeline.active() || tp.on()) {  // what one rank holds (rank 0: the log's)
     const int64_t bytes = store.flat_values().nbytes() + store.flat_grads().nbytes() +
                           (store.has_separate_master() ? store.flat_master().nbytes() : 0) + opt.moment_bytes();
     char mib[32];
@@ -410,7 +421,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
   if (par != nullptr && par->dp) ctx.param_hooks = &opt;  // the overlap of communication with the model's passes
-  MicroBatchRunner runner(ex, model, ctx, !tc.no_cuda_graph && !pipeline.active(), log);
+  MicroBatchRunner runner(ex, model, ctx, !tc.no_cuda_graph && !pipeline.active() && !tp.on(), log);
   std::unique_ptr<PipelineRunner> pipe;
   if (pipeline.active()) {
     pipe = std::make_unique<PipelineRunner>(ex, model, *pipeline.comm(), ctx);
@@ -489,8 +500,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       rec.consumed_samples = consumed;
       rec.ms_per_iter = 1e3 * secs / double(interval_iters);
       rec.tokens_per_s = tokens / secs;
-      // Per rank (the world: data-parallel x pipeline ranks), as Megatron.
-      rec.tflops_per_gpu = flops_token * tokens / secs / 1e12 / double(dp.size() * pp_size);
+      // Per rank (the world: data-parallel x tensor-parallel x pipeline ranks), as Megatron.
+      rec.tflops_per_gpu = flops_token * tokens / secs / 1e12 / double(dp.size() * pp_size * tp.size);
       rec.lr = lr_at(lr_cfg, it);  // Megatron logs the rate after this iteration's scheduler step
       rec.global_batch_size = gbs;
       rec.losses = {{"lm loss", interval_loss / double(interval_iters)}};
@@ -518,10 +529,16 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     const bool exiting = tc.exit_interval > 0 && it % tc.exit_interval == 0;
     if (!tc.save.empty() && ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
       const OptimizerState state = opt.state_for_save();  // a collective under the distributed optimizer
-      if (dp.rank() == 0) {  // the first pipeline's stages hand theirs to rank 0, which writes the checkpoint
-        const std::vector<ParamState> all = pipeline.gather_states(param_states(store, state), mc, copy);
-        if (rank0) save_training_state(tc, all, state.step, {it, consumed, valid_consumed}, config_text, arch);
+      // The first data-parallel replica's tensor-parallel shards are joined, its first tensor-parallel rank's
+      // pipeline stages hand theirs to rank 0, which writes the checkpoint.
+      if (dp.rank() == 0) {
+        std::vector<ParamState> mine = join_shards(param_states(store, state), store, tp.comm);
+        if (tp.rank == 0) {
+          const std::vector<ParamState> all = pipeline.gather_states(std::move(mine), mc, copy);
+          if (rank0) save_training_state(tc, all, state.step, {it, consumed, valid_consumed}, config_text, arch);
+        }
       }
+      if (tp.on()) tp.comm->barrier();
       pipeline.barrier();  // the checkpoint is complete before any rank goes on (or exits)
       dp.barrier();
       t_interval = Clock::now();

@@ -119,12 +119,13 @@ TEST(Config, MhcGroupsWithTwoMlpsOrTwoMixersAreRefused) {
 // Only data parallelism runs: a larger model-parallel size is refused naming its flag; the global batch must
 // split into micro-batches over the data-parallel ranks.
 TEST(Config, ParallelSizesAndTheDataParallelBatch) {
-  expect_error({"--tensor-model-parallel-size", "2"}, "--tensor-model-parallel-size 2: tensor parallelism is not");
+  expect_error({"--tensor-model-parallel-size", "0"}, "--tensor-model-parallel-size: expected a positive integer, got 0");
   expect_error({"--pipeline-model-parallel-size", "0"},
                "--pipeline-model-parallel-size: expected a positive integer, got 0");
   expect_error({"--context-parallel-size", "2"}, "--context-parallel-size 2: context parallelism");
   expect_error({"--expert-model-parallel-size", "4"}, "--expert-model-parallel-size 4: expert parallelism");
-  expect_error({"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size 2: expert tensor parallelism");
+  expect_error({"--expert-tensor-parallel-size", "2"},
+               "--expert-tensor-parallel-size 2: the experts split over the tensor-parallel ranks alone");
   expect_error({"--overlap-param-gather", "--overlap-grad-reduce"},
                "--overlap-param-gather: needs --use-distributed-optimizer and --overlap-grad-reduce");
   expect_error({"--overlap-param-gather", "--use-distributed-optimizer"},

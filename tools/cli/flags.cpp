@@ -236,7 +236,7 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         store(c.finetune));
   t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE", store(c.log_jsonl));
   // The parallel layout: the data-parallel size is what the launcher's world leaves (docs/parallelism.md).
-  t.add("--tensor-model-parallel-size", K::Int, "", "tensor-parallel ranks (only 1 runs yet)",
+  t.add("--tensor-model-parallel-size", K::Int, "", "tensor-parallel ranks: each layer's weights split over them (docs/parallelism.md)",
         store(c.tensor_model_parallel_size));
   t.add("--pipeline-model-parallel-size", K::Int, "", "pipeline stages (1F1B; the pattern's pipes or an even split)",
         store(c.pipeline_model_parallel_size));
@@ -256,7 +256,7 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--ddp-bucket-size", K::Int, "max(40M, 1M x data-parallel size)",
         "elements a gradient bucket holds under --overlap-grad-reduce", store(c.ddp_bucket_size));
   t.add("--expert-tensor-parallel-size", K::Int, "tensor-model-parallel-size",
-        "tensor-parallel ranks of the experts (only 1 runs yet)", store(c.expert_tensor_parallel_size));
+        "tensor-parallel ranks of the experts (the tensor-parallel size only)", store(c.expert_tensor_parallel_size));
 }
 
 bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,

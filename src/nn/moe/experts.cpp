@@ -116,7 +116,10 @@ Tensor GroupedExperts::Proj::biases(bool grad) const {
   return stacked(b, {t.size(0), 1}, grad);
 }
 
-GroupedExperts::GroupedExperts(const ExpertsOptions& o, const std::string& prefix, ParamStore& store) : opt_(o) {
+GroupedExperts::GroupedExperts(const ExpertsOptions& whole, const std::string& prefix, ParamStore& store)
+    : opt_(whole) {
+  opt_.ffn = whole.tp.local(whole.ffn);
+  const ExpertsOptions& o = opt_;
   HYTRA_CHECK(o.num_experts >= 1 && o.hidden > 0 && o.ffn > 0, prefix, ": experts, hidden and ffn must be positive");
   HYTRA_CHECK(o.weight_layout != ExpertLayout::Single || o.num_experts == 1, prefix,
               ": the plain (shared-expert) layout holds one expert");
@@ -126,6 +129,15 @@ GroupedExperts::GroupedExperts(const ExpertsOptions& o, const std::string& prefi
               o.weight_layout, o.bias_layout, store);
   for (Param* p : fc1_.w) p->grad_by_overwrite = true;  // every write is expert_wgrad with weights_beta()
   for (Param* p : fc2_.w) p->grad_by_overwrite = true;
+  // Tensor parallelism: the out dim of fc1 (per GLU half; an interleaved layout splits into whole blocks) and the in
+  // dim of fc2; a tensor with the experts first has them one dim further.
+  const std::vector<int64_t> fc1_parts =
+      glu() && o.glu_interleave == 0 ? std::vector<int64_t>{o.ffn, o.ffn} : std::vector<int64_t>{fc1_out()};
+  for (Param* p : fc1_.w) shard_param(*p, o.tp, p->shape.size() == 3 ? 1 : 0, fc1_parts);
+  for (Param* p : fc1_.b) shard_param(*p, o.tp, p->shape.size() == 2 ? 1 : 0, fc1_parts);
+  for (Param* p : fc2_.w) shard_param(*p, o.tp, p->shape.size() == 3 ? 2 : 1, {o.ffn});
+  for (Param* p : fc2_.b) partial_grad_param(*p, o.tp);
+  fc2_bias_here_ = o.bias && o.tp.rank == 0;
 }
 
 bool GroupedExperts::glu() const {
@@ -164,7 +176,8 @@ Tensor GroupedExperts::forward(StepContext& ctx, const Tensor& x, const Tensor& 
     ops::moe_act_fwd(ex, s.a, s.h, probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset, opt_.clamp);
   }
   expert_gemm(ex, y, s.a, w2, offsets, true, add_to != nullptr ? 1.0f : 0.0f);
-  if (opt_.bias) add_expert_gemm(ex, y, offsets.defined() ? probs.view({R, 1}) : s.p, fc2_.biases(false), offsets, true);
+  if (fc2_bias_here_)
+    add_expert_gemm(ex, y, offsets.defined() ? probs.view({R, 1}) : s.p, fc2_.biases(false), offsets, true);
   if (opt_.recompute_act) s.a = Tensor();
   return y;
 }
@@ -190,7 +203,7 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
   Tensor da = Tensor::empty({R, F}, dt, dev);
   expert_gemm(ex, da, dy, fc2_.weights(false), offsets, false);
   {
-    Tensor dw = fc2_.weights(true), a = s.a, p = s.p, db = opt_.bias ? fc2_.biases(true) : Tensor();
+    Tensor dw = fc2_.weights(true), a = s.a, p = s.p, db = fc2_bias_here_ ? fc2_.biases(true) : Tensor();
     const float beta = weights_beta(fc2_.w);
     wgrad([&ex, dw, dy, a, p, db, offsets, beta]() mutable {
       expert_wgrad(ex, dw, dy, a, offsets, beta);
@@ -200,7 +213,7 @@ Tensor GroupedExperts::backward(StepContext& ctx, const Tensor& dy, Tensor& dpro
   Tensor dh = Tensor::empty({R, F1}, dt, dev);
   ops::moe_act_bwd(ex, dh, dprobs, da, s.h, s.probs, opt_.activation, opt_.glu_interleave, opt_.linear_offset,
                    opt_.clamp);
-  if (opt_.bias) {  // dprobs += dy . b2 per row (fc2's bias term)
+  if (fc2_bias_here_) {  // dprobs += dy . b2 per row (fc2's bias term)
     Tensor dpb = Tensor::empty({R, 1}, dprobs.dtype(), dev);
     if (offsets.defined())  // in the statistics dtype, as the plain GEMM below accumulates and stores
       ops::grouped_gemm(ex, dpb, in_stat_dtype(ex, dy), in_stat_dtype(ex, fc2_.biases(false)), offsets, false);

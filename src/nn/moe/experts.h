@@ -16,6 +16,9 @@
 // (Param::init_groups). fc1 ~ N(0, std), fc2 ~ N(0, std / sqrt(2 L)) as Megatron.
 // Weight gradients accumulate at once or, under ctx.delay_wgrad, as queued tasks run by
 // backward_dw() (fc2 then fc1, docs/spec/moe.md §7): the same GEMMs, identical gradients.
+// Tensor parallelism (nn/tensor_parallel.h): each rank holds its channels of every expert's FFN (fc1's rows of each
+// GLU half, or whole interleave blocks; fc2's columns), so y and dprobs are this rank's parts of sums over the ranks
+// (the MoE layer sums them); fc2's biases are whole, their term added on the first rank alone.
 #pragma once
 #include <functional>
 #include <string>
@@ -23,6 +26,7 @@
 
 #include "nn/context.h"
 #include "nn/param.h"
+#include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -38,6 +42,7 @@ struct ExpertsOptions {
   ExpertLayout weight_layout = ExpertLayout::Indexed, bias_layout = ExpertLayout::Indexed;
   double init_std = 0.02, output_init_std = 0.02;
   bool recompute_act = false;  // selective recompute "moe_act": act(h) * p rebuilt in backward
+  TensorParallel tp;           // the experts' tensor-parallel group (--expert-tensor-parallel-size)
 };
 
 class GroupedExperts {
@@ -75,6 +80,7 @@ class GroupedExperts {
     Tensor offsets;
   };
   ExpertsOptions opt_;
+  bool fc2_bias_here_ = false;  // this rank adds fc2's bias term (tensor parallelism: the first rank alone)
   Proj fc1_, fc2_;
 };
 

@@ -82,6 +82,7 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
     DropScope keep(ctx, drop);
     shared_->forward(ctx, y2, g, Tensor(), &out);  // out += the shared experts' output
   }
+  tp_all_reduce(opt_.experts.tp, out);  // tensor parallelism: each rank's channels' part
   if (opt_.recompute_norm && !ctx.recomputing) {  // the norm output is rebuilt in backward
     router_->forget_input(ctx);
     if (gate_) gate_->forget_input(ctx);
@@ -114,15 +115,27 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
   ops::scatter_add_rows(ex, dy, dx_perm, s.plan.token_offsets, s.plan.token_rows);
   Tensor dprobs = Tensor::empty({N * K, 1}, sd, dev);
   ops::scatter_add_rows(ex, dprobs, dp_perm.view({R, 1}), s.plan.prob_offsets, s.plan.prob_rows);
-  router_->backward_add(ctx, dprobs.view({N, K}), dy);
+  // Tensor parallelism: the experts' parts of the input and probability gradients are summed over the ranks before
+  // the routers (whole on every rank) add theirs; one rank adds the router's at once.
+  const TensorParallel& tp = opt_.experts.tp;
+  if (!tp.on()) router_->backward_add(ctx, dprobs.view({N, K}), dy);
+  Tensor dg;
   if (shared_) {
     if (s.shared_rerun) {
       RerunScope rerun(ctx);
       shared_->forward(ctx, s.shared_in, s.shared_gate, Tensor());
     }
-    Tensor dg = Tensor::empty({N}, sd, dev);
+    dg = Tensor::empty({N}, sd, dev);
     shared_->backward(ctx, df2, dg, &dy);
-    if (gate_) gate_->backward_add(ctx, dg.view({N, 1}), dy);
+  }
+  if (tp.on()) {
+    tp_all_reduce(tp, dy);
+    tp_all_reduce(tp, dprobs);
+    router_->backward_add(ctx, dprobs.view({N, K}), dy);
+  }
+  if (gate_) {
+    tp_all_reduce(tp, dg);
+    gate_->backward_add(ctx, dg.view({N, 1}), dy);
   }
   s = Saved{};
   return dy.view(df.shape());

@@ -4,7 +4,8 @@
 //   forward   online log-sum-exp over the vocabulary chunks of each row:
 //             m' = max(m, max_v z_v), l' = l*exp(m - m') + sum_v exp(z_v - m'), lse = m + log(l);
 //             loss = lse - z[label], or 0 when label < 0
-//   backward  dz = (exp(z - lse) - [v == label]) * dloss, rebuilt block by block (0 when label < 0);
+//   backward  dz = (exp(z - lse) - [v == label]) * dloss, rebuilt block by block (0 when label < 0; a label >= V,
+//             another vocabulary shard's, has no one-hot term);
 //             dx_block = sum over chunks of dz @ w_chunk, dw_chunk += dz^T @ x_block.
 // Blocks run in a fixed order (row blocks outer, chunks inner) and each product is the
 // thread-count-independent CPU GEMM, so results do not depend on the thread count.
@@ -131,7 +132,6 @@ void lm_head_ce_fwd(Exec&, Tensor& loss, Tensor& lse, const Tensor& x, const Ten
 
 void lm_head_ce_bwd(Exec&, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w,
                     const Tensor& labels, const Tensor& lse, int64_t vocab_chunk) {
-  check_labels("lm_head_ce_bwd", labels, w.size(0));
   with_compute_type(x.dtype(),
                     [&](auto t) { ce_bwd_impl<decltype(t)>(dx, dw, dloss, x, w, labels, lse, vocab_chunk); });
 }

@@ -1,4 +1,5 @@
-// CPU token embedding (ops.h "embedding"): y[n,:] = table[ids[n],:] and dtable[ids[n],:] += dy[n,:].
+// CPU token embedding (ops.h "embedding"): y[n,:] = table[ids[n],:] and dtable[ids[n],:] += dy[n,:]; an id of -1
+// (another rank's vocabulary shard) reads a zero row and adds nothing.
 // The backward pass is deterministic: rows of dtable are bucketed by token (a stable counting sort
 // keeps n order), one parallel_for task owns each touched row, accumulates its dy rows in n order
 // in fp32 (fp64 if dtable or dy is fp64) starting from the current dtable row, and rounds once.
@@ -35,7 +36,7 @@ void visit_float(DType t, F&& f) {
 
 void check_ids(const char* op, const int32_t* ids, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n)
-    HYTRA_CHECK(ids[n] >= 0 && ids[n] < V, op, ": token id ", ids[n], " at position ", n,
+    HYTRA_CHECK(ids[n] >= -1 && ids[n] < V, op, ": token id ", ids[n], " at position ", n,
                 " is out of range [0, V=", V, ")");
 }
 
@@ -44,13 +45,15 @@ template <class TT, class TY>
 void scatter_add(TT* dtable, const TY* dy, const int32_t* ids, int64_t N, int64_t V, int64_t C) {
   using Acc = std::conditional_t<std::is_same_v<TT, double> || std::is_same_v<TY, double>, double, float>;
   std::vector<int64_t> start(size_t(V) + 1, 0), order(static_cast<size_t>(N)), rows;  // order: n grouped by id
-  for (int64_t n = 0; n < N; ++n) ++start[size_t(ids[n]) + 1];
+  for (int64_t n = 0; n < N; ++n)
+    if (ids[n] >= 0) ++start[size_t(ids[n]) + 1];
   for (int64_t v = 0; v < V; ++v) {
     if (start[size_t(v) + 1] > 0) rows.push_back(v);
     start[size_t(v) + 1] += start[size_t(v)];
   }
   std::vector<int64_t> next(start.begin(), start.end() - 1);
-  for (int64_t n = 0; n < N; ++n) order[size_t(next[size_t(ids[n])]++)] = n;
+  for (int64_t n = 0; n < N; ++n)
+    if (ids[n] >= 0) order[size_t(next[size_t(ids[n])]++)] = n;
 
   parallel_for(int64_t(rows.size()), 1, [&](int64_t r0, int64_t r1) {
     std::vector<Acc> acc(static_cast<size_t>(C));  // (C)
@@ -77,7 +80,12 @@ void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) 
   const char* src = static_cast<const char*>(table.raw());
   char* dst = static_cast<char*>(y.raw());
   parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) std::memcpy(dst + size_t(n) * row_bytes, src + size_t(id[n]) * row_bytes, row_bytes);
+    for (int64_t n = n0; n < n1; ++n) {
+      if (id[n] < 0)
+        std::memset(dst + size_t(n) * row_bytes, 0, row_bytes);
+      else
+        std::memcpy(dst + size_t(n) * row_bytes, src + size_t(id[n]) * row_bytes, row_bytes);
+    }
   });
 }
 

@@ -1,6 +1,6 @@
 // Embedding lookup and its gradient (ops.h "embedding").
 // Forward: y[n,:] = table[ids[n],:], one thread per output element, or per 8 with 16-byte vectors
-// when C % 8 == 0 (an id outside [0,V) gives NaN).
+// when C % 8 == 0 (an id of -1 gives a zero row, any other outside [0,V) NaN).
 // Backward, deterministic without atomics: a stable CUB radix sort of (id, position) groups the
 // rows of each id in position order; warp (k, channel tile) with k the first sorted slot of an id
 // owns dtable[id, tile] (256 channels, 8 per lane) and adds that id's dy rows in position order in
@@ -25,7 +25,7 @@ __global__ void embedding_fwd_kernel(void* y, const int32_t* ids, const void* ta
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i % C;
     const int64_t id = ids[n];
-    store_f(y, t, i, (id >= 0 && id < V) ? load_f(table, t, id * C + c) : __int_as_float(0x7fc00000));
+    store_f(y, t, i, (id >= 0 && id < V) ? load_f(table, t, id * C + c) : id == -1 ? 0.0f : __int_as_float(0x7fc00000));
   }
 }
 
@@ -49,7 +49,7 @@ __global__ void embedding_fwd_vec_kernel(D* y, const int32_t* ids, const D* tabl
       load_n<8>(table + id * C + c, v);
     } else {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = __int_as_float(0x7fc00000);
+      for (int e = 0; e < 8; ++e) v[e] = id == -1 ? 0.0f : __int_as_float(0x7fc00000);
     }
     store_n<8>(y + n * C + c, v);
   }

@@ -3,7 +3,8 @@
 // own forward (the pairing training uses). bf16 backward tolerance is 1e-2: the GPU keeps bf16 logits
 // (the GEMM's output, as Megatron) and bf16 dlogits. A logit's rounding error grows with its size, so
 // x is drawn in +-0.5 (logits of std ~2-3 here, the scale of a language model's). lm_head_ce_fwd_bwd:
-// the `chunk` of a spec is its token chunk there (ragged last chunk, one chunk, chunk > N).
+// the `chunk` of a spec is its token chunk there (ragged last chunk, one chunk, chunk > N). The backward also runs
+// with labels of another vocabulary shard (V: no one-hot term, tensor parallelism).
 #include "ops/ops.h"
 #include "parity/harness.h"
 
@@ -13,10 +14,12 @@ namespace {
 struct CeSpec {
   int64_t N, C, V, chunk;
   DType dt;
+  bool shard = false;  // backward: every 5th label is V (another shard's)
 };
 
 std::string shape_of(const CeSpec& s) {
-  return "N=" + dims({s.N}) + " C=" + dims({s.C}) + " V=" + dims({s.V}) + " chunk=" + dims({s.chunk});
+  return "N=" + dims({s.N}) + " C=" + dims({s.C}) + " V=" + dims({s.V}) + " chunk=" + dims({s.chunk}) +
+         (s.shard ? " shard labels" : "");
 }
 
 // Labels in [0, V), every 7th row ignored (-1).
@@ -43,12 +46,17 @@ void add_fwd(CeSpec s) {
 void add_bwd(CeSpec s) {
   Case c = make_case("lm_head_ce_bwd", shape_of(s), s.dt, [s](uint64_t seed) {
     Tensor x = rand({s.N, s.C}, s.dt, seed, -0.5, 0.5), w = rand({s.V, s.C}, s.dt, seed + 1);
-    Tensor labels = labels_for(s, seed + 2);
+    Tensor labels = labels_for(s, seed + 2), fwd_labels = labels_for(s, seed + 2);  // lse does not read labels
+    if (s.shard)
+      for (int64_t n = 3; n < s.N; n += 5) {
+        labels.data<int32_t>()[n] = int32_t(s.V);
+        fwd_labels.data<int32_t>()[n] = -1;
+      }
     Tensor dloss = rand({s.N}, DType::F32, seed + 3, 0.0, 1.0), dw = rand({s.V, s.C}, DType::F32, seed + 4);
     Tensor loss = cpu_empty({s.N}), lse = cpu_empty({s.N});
-    ops::lm_head_ce_fwd(cpu(), loss, lse, ref(x), ref(w), labels, s.chunk);
+    ops::lm_head_ce_fwd(cpu(), loss, lse, ref(x), ref(w), fwd_labels, s.chunk);
     Tensor lossg = dev_empty({s.N}, DType::F32), lseg = dev_empty({s.N}, DType::F32);
-    ops::lm_head_ce_fwd(gpu(), lossg, lseg, dev(x), dev(w), dev(labels), s.chunk);
+    ops::lm_head_ce_fwd(gpu(), lossg, lseg, dev(x), dev(w), dev(fwd_labels), s.chunk);
     Tensor dxg = dev_empty({s.N, s.C}, s.dt), dwg = dev(dw);
     Tensor dxc = cpu_empty({s.N, s.C}), dwc = ref(dw);
     ops::lm_head_ce_bwd(gpu(), dxg, dwg, dev(dloss), dev(x), dev(w), dev(labels), lseg, s.chunk);
@@ -88,6 +96,8 @@ HYTRA_PARITY_CASES(cross_entropy) {
     add_fwd(s);
     add_bwd(s);
   }
+  add_bwd({64, 96, 1000, 256, DType::F32, true});
+  add_bwd({40, 64, 1001, 256, DType::BF16, true});
   const CeSpec fused[] = {
       {64, 96, 1000, 24, DType::F32},
       {50, 128, 3000, 64, DType::F32},

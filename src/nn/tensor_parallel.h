@@ -1,0 +1,37 @@
+// Tensor parallelism (docs/parallelism.md "Tensor parallelism"), as Megatron-Core's tensor_parallel layers: each
+// rank of a tensor-parallel group holds a slice of every large weight and computes the matching part of each layer.
+// A layer's region starts with column-parallel projections (their output features split: this rank's heads, its
+// channels of an FFN or a Mamba mixer) and ends with a row-parallel projection (its input features split), whose
+// partial outputs are summed over the ranks. The input of a region is whole on every rank, so the gradient flowing
+// back out of its column-parallel projections is summed over the ranks too. Everything else (norms, residuals, the
+// routers, mHC) is computed whole, the same on every rank.
+// Layers get a TensorParallel at construction (a one-rank one by default) and build their local shapes from it;
+// `shard` records on each split Param which slice of the canonical tensor it holds (nn/param.h), so
+// initialisation and checkpoints see the whole tensors.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "dist/communicator.h"
+#include "nn/param.h"
+
+namespace hytra {
+
+struct TensorParallel {
+  dist::Communicator* comm = nullptr;  // the tensor-parallel group; null with one rank
+  int size = 1, rank = 0;
+  bool on() const { return size > 1; }
+  // The part of n (heads, channels, vocabulary rows) this rank holds; n divides (ModelConfig checks).
+  int64_t local(int64_t n) const { return n / size; }
+};
+
+// Records on p (created with its local shape) that it is this rank's shard along `dim` of a whole tensor made of
+// parts whose local sizes are `local_parts` (one part: the whole dim). No-op with one rank.
+void shard_param(Param& p, const TensorParallel& tp, int dim, const std::vector<int64_t>& local_parts);
+// Marks a parameter held whole whose gradient is a part per rank (Param::tp_partial_grad). No-op with one rank.
+void partial_grad_param(Param& p, const TensorParallel& tp);
+// t = the sum of t over the tensor-parallel ranks (in place). No-op with one rank.
+void tp_all_reduce(const TensorParallel& tp, Tensor& t);
+
+}  // namespace hytra
