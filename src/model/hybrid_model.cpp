@@ -44,6 +44,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const Te
       std::unique_ptr<Module> layer = build_sublayer(cfg_, spec, store_);
       if (cfg_.enable_mhc) {  // docs/spec/README.md decision 3: one hyper-connection per physical sub-layer
         HyperConnectionOptions o = hc;
+        o.tp = tp_;
         o.recompute_layer = selective_body(cfg_, spec.symbol);
         layer = std::make_unique<HyperConnection>(o, spec.prefix + layer_kind(spec.symbol).hyper_connection,
                                                   std::move(layer), store_);
@@ -66,6 +67,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const Te
 void HybridModel::build_head(const NormOptions& norm) {
   const int64_t V = cfg_.padded_vocab_size(), C = cfg_.hidden_size;
   final_norm_ = std::make_unique<Norm>(norm, final_norm_prefix(plan_.main.value_or("")), store_);
+  final_norm_->sequence_parallel_grads(tp_);
   // The word embedding on this stage: the first stage's, or (a later stage whose LM head is tied to it or whose
   // MTP depths read it) a copy under the same name, initialised alike and kept equal (docs/parallelism.md).
   Param* word = nullptr;
@@ -158,6 +160,7 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
     Tensor pos_ids = Tensor::empty({B, T}, DType::I32);
     pos_ids.copy_from(pos);
     Tensor p = position_embedding_->forward(ctx, pos_ids.to(ids.device()));
+    if (tp_.seq()) p = seq_part(ex, tp_, p);  // this rank's tokens
     ops::add(ex, h, h, p);
   }
   // The one stack loop: units of sub-layers (a full-recompute unit keeps its input state and drops
@@ -210,7 +213,8 @@ Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
   }
   if (!first_) return d;
   const Tensor dh = residual_->leave_backward(ctx, d);
-  if (position_embedding_) position_embedding_->backward(ctx, dh);
+  if (position_embedding_)  // (whole on every rank: under sequence parallelism, the whole sequence's gradient)
+    position_embedding_->backward(ctx, tp_.seq() ? seq_gather(ctx.ex(), tp_, dh) : dh);
   embedding_->backward(ctx, dh);
   if (ready) ctx.grads_ready(0, n);
   return Tensor();

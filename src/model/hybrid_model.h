@@ -39,9 +39,11 @@ class HybridModel {
   ParamStore& params() { return store_; }
   // The shape of what passes between pipeline stages for micro-batches of B x T tokens: the hidden state
   // (B,T,C), or with mHC the n streams (B,T,n,C).
+  // Under sequence parallelism: this rank's T / tp tokens.
   Shape stage_boundary_shape(int64_t B, int64_t T) const {
-    return cfg_.enable_mhc ? Shape{B, T, cfg_.mhc_num_residual_streams, cfg_.hidden_size}
-                           : Shape{B, T, cfg_.hidden_size};
+    const int64_t t = tp_.seq() ? T / tp_.size : T;
+    return cfg_.enable_mhc ? Shape{B, t, cfg_.mhc_num_residual_streams, cfg_.hidden_size}
+                           : Shape{B, t, cfg_.hidden_size};
   }
   const LayerPlan& plan() const { return plan_; }
   LayerCounts layer_counts() const { return counts_; }

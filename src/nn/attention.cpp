@@ -19,6 +19,7 @@ SelfAttention::SelfAttention(const AttentionOptions& whole, const std::string& p
   HYTRA_ASSERT(!o.use_rope || (rotary_dim() > 0 && rotary_dim() % 2 == 0), prefix);
   const std::string p = prefix + "self_attention.";
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "linear_qkv.", store, "layer_norm_");
+  norm_->sequence_parallel_grads(o.tp);
   qkv_ = std::make_unique<Linear>(p + "linear_qkv.", o.hidden, (o.num_heads + 2 * o.num_kv_heads) * o.head_dim, o.bias,
                                   o.init_std, store, LinearSplit{LinearSplit::Column, o.tp, {}});
   if (o.qk_norm) {
@@ -37,9 +38,9 @@ Tensor SelfAttention::forward_body(StepContext& ctx, const Tensor& x) {
   Exec& ex = ctx.ex();
   HYTRA_CHECK(x.dim() == 3 && x.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden, "), got ",
               x.desc());
-  const int64_t B = x.size(0), T = x.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
-  const int64_t R = H / G;             // query heads per KV group
-  Tensor qkv = qkv_->forward(ctx, x);  // (B,T,G*(R+2)*D)
+  Tensor qkv = qkv_->forward(ctx, x);  // (B,T,G*(R+2)*D): the whole sequence (sequence parallelism: gathered)
+  const int64_t B = qkv.size(0), T = qkv.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
+  const int64_t R = H / G;  // query heads per KV group
   Saved& s = ctx.saved<Saved>(this);
   s.q = Tensor::empty({B, T, H, D}, x.dtype(), x.device());
   s.k = Tensor::empty({B, T, G, D}, x.dtype(), x.device());

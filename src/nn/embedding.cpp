@@ -23,15 +23,18 @@ Tensor Embedding::forward(StepContext& ctx, const Tensor& ids) {
   ctx.saved<Saved>(this).ids = flat;
   Tensor y = Tensor::empty({N, dim_}, w_->value.dtype(), w_->value.device());
   ops::embedding_fwd(ctx.ex(), y, flat, w_->value);
-  tp_all_reduce(tp_, y);
   Shape s = ids.shape();
   s.push_back(dim_);
-  return y.view(s);
+  y = y.view(s);
+  if (tp_.seq()) return seq_reduce_scatter(ctx.ex(), tp_, y);  // this rank's tokens of the sum
+  tp_all_reduce(tp_, y);
+  return y;
 }
 
 Tensor Embedding::backward(StepContext& ctx, const Tensor& dy) {
   Saved& s = ctx.saved<Saved>(this);
-  ops::embedding_bwd(ctx.ex(), w_->grad, dy.view({s.ids.numel(), dim_}), s.ids);
+  const Tensor d = tp_.seq() ? seq_gather(ctx.ex(), tp_, dy) : dy;  // the whole sequence's
+  ops::embedding_bwd(ctx.ex(), w_->grad, d.view({s.ids.numel(), dim_}), s.ids);
   return Tensor();
 }
 

@@ -2,7 +2,8 @@
 // ("embedding.word_embeddings.weight", or the learned position table). backward accumulates the
 // table gradient and returns an undefined tensor (ids have no gradient).
 // Vocabulary-parallel (tensor parallelism, nn/tensor_parallel.h): each rank holds rows [r V/tp, (r+1) V/tp), looks up
-// the ids inside them (zero rows for the others), and the lookups are summed over the ranks.
+// the ids inside them (zero rows for the others), and the lookups are summed over the ranks (under sequence
+// parallelism: reduce-scattered, each rank keeping its tokens; the backward gathers the sequence's gradient).
 #pragma once
 #include <string>
 

@@ -22,6 +22,7 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& whole, const std::strin
   const std::string p = prefix + "self_attention.";
   const int64_t Hv = o.value_heads, K = o.conv_kernel;
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "in_proj.", store, "layer_norm_");
+  norm_->sequence_parallel_grads(o.tp);
   in_proj_ = std::make_unique<Linear>(
       p + "in_proj.", o.hidden, proj_dim(), o.bias, o.init_std, store,
       LinearSplit{LinearSplit::Column, o.tp, {qk_dim(), qk_dim(), v_dim(), v_dim(), Hv, Hv}});  // q k v z beta alpha
@@ -50,12 +51,12 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
   Exec& ex = ctx.ex();
   HYTRA_CHECK(in.dim() == 3 && in.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden, "), got ",
               in.desc());
-  const int64_t B = in.size(0), T = in.size(1), Hk = opt_.key_heads, Hv = opt_.value_heads, dk = opt_.key_head_dim,
-                dv = opt_.value_head_dim, V = v_dim();
   const DType dt = in.dtype();
   const Device dev = in.device();
   Saved& s = ctx.saved<Saved>(this);
-  s.proj = in_proj_->forward(ctx, in);  // (B,T,proj_dim): [q k v | z | beta | alpha]
+  s.proj = in_proj_->forward(ctx, in);  // (B,T,proj_dim): [q k v | z | beta | alpha], the whole sequence
+  const int64_t B = s.proj.size(0), T = s.proj.size(1), Hk = opt_.key_heads, Hv = opt_.value_heads,
+                dk = opt_.key_head_dim, dv = opt_.value_head_dim, V = v_dim();
   s.beta = Tensor::empty({B, T, Hv}, dt, dev);
   s.alpha = Tensor::empty({B, T, Hv}, dt, dev);
   ops::slice_copy(ex, s.beta, s.proj, 2, conv_dim() + V);
@@ -81,7 +82,7 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
 Tensor GatedDeltaNet::backward_body(StepContext& ctx, const Tensor& df) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
-  const int64_t B = df.size(0), T = df.size(1), Hv = opt_.value_heads, V = v_dim();
+  const int64_t B = s.proj.size(0), T = s.proj.size(1), Hv = opt_.value_heads, V = v_dim();
   const DType dt = df.dtype();
   const Device dev = df.device();
   Tensor dgated = out_proj_->backward(ctx, df).view({B * T, V});

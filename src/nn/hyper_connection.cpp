@@ -25,6 +25,7 @@ HyperConnection::HyperConnection(const HyperConnectionOptions& o, const std::str
   }
   bias_ = &store.create(prefix + "bias", {P}, InitKind::Zeros, 0.0, true);
   bias_->master_in_forward = true;
+  for (Param* p : {w_, alpha_[0], alpha_[1], alpha_[2], bias_}) sequence_parallel_grad(*p, o.tp);
 }
 
 Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {

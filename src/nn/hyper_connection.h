@@ -13,6 +13,7 @@
 
 #include "nn/module.h"
 #include "nn/param.h"
+#include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -23,6 +24,9 @@ struct HyperConnectionOptions {
   double init_gating = 0.01;
   ops::MhcVariant variant = ops::MhcVariant::Main;
   bool recompute_layer = false;  // selective recompute of the wrapped sub-layer (mlp, moe, mamba)
+  // The mappings are held whole on every tensor-parallel rank (as Megatron); under sequence parallelism they see
+  // this rank's tokens alone (nn/tensor_parallel.h).
+  TensorParallel tp;
 };
 
 class HyperConnection : public Module {

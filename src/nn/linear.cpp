@@ -34,24 +34,39 @@ Linear::Linear(const std::string& prefix, int64_t in, int64_t out, bool bias, do
   }
 }
 
-Tensor Linear::forward(StepContext& ctx, const Tensor& x) {
+Tensor Linear::forward(StepContext& ctx, const Tensor& input) {
   Exec& ex = ctx.ex();
+  const TensorParallel& tp = split_.tp;
+  // Sequence parallelism: a column-parallel projection reads the whole sequence.
+  const Tensor x = split_.kind == LinearSplit::Column && tp.seq() ? seq_gather(ex, tp, input) : input;
   const int64_t N = x.numel() / in_;
   Tensor x2 = x.view({N, in_});
   Tensor y = Tensor::empty({N, out_}, x.dtype(), x.device());  // (N, out)
   ops::gemm(ex, y, x2, w_->value, false, true, 1.0f, 0.0f);
-  if (split_.kind == LinearSplit::Row) tp_all_reduce(split_.tp, y);
-  if (b_) ops::gemm(ex, y, ones_column(ex, N, x.dtype(), x.device()), b_->value.view({1, out_}), false, false, 1, 1);
-
-  ctx.saved<Saved>(this).x = x2;
   Shape out_shape = x.shape();
   out_shape.back() = out_;
-  return y.view(out_shape);
+  y = y.view(out_shape);
+  if (split_.kind == LinearSplit::Row) {  // the ranks' partial sums: whole, or this rank's part of the sequence
+    if (tp.seq())
+      y = seq_reduce_scatter(ex, tp, y);
+    else
+      tp_all_reduce(tp, y);
+  }
+  if (b_) {
+    const int64_t rows = y.numel() / out_;
+    Tensor y2 = y.view({rows, out_});
+    ops::gemm(ex, y2, ones_column(ex, rows, x.dtype(), x.device()), b_->value.view({1, out_}), false, false, 1, 1);
+  }
+  ctx.saved<Saved>(this).x = x2;
+  return y;
 }
 
-Tensor Linear::backward(StepContext& ctx, const Tensor& dy) {
+Tensor Linear::backward(StepContext& ctx, const Tensor& grad) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
+  const TensorParallel& tp = split_.tp;
+  // Sequence parallelism: a row-parallel projection's output gradient for the whole sequence.
+  const Tensor dy = split_.kind == LinearSplit::Row && tp.seq() ? seq_gather(ex, tp, grad) : grad;
   const int64_t N = s.x.size(0);
   Tensor dy2 = dy.view({N, out_});
   Tensor dx = Tensor::empty({N, in_}, dy.dtype(), dy.device());  // (N, in)
@@ -70,10 +85,16 @@ Tensor Linear::backward(StepContext& ctx, const Tensor& dy) {
     ctx.push_wgrad(this, wgrad);
   else
     wgrad();
-  if (split_.kind == LinearSplit::Column) tp_all_reduce(split_.tp, dx);
   Shape in_shape = dy.shape();
   in_shape.back() = in_;
-  return dx.view(in_shape);
+  dx = dx.view(in_shape);
+  if (split_.kind == LinearSplit::Column) {  // the input was whole (or gathered) on every rank
+    if (tp.seq())
+      dx = seq_reduce_scatter(ex, tp, dx);
+    else
+      tp_all_reduce(tp, dx);
+  }
+  return dx;
 }
 
 }  // namespace hytra

@@ -5,6 +5,9 @@
 //   Column: W holds this rank's output rows (of each part of the output, e.g. a GLU's two halves) and b its
 //           entries; the input is whole, so dx is summed over the ranks.
 //   Row:    W holds this rank's input columns; y = the sum over the ranks of x W^T, then + b (b whole).
+// Under sequence parallelism a column-parallel projection gathers its input's sequence first (backward: dx
+// reduce-scattered), and a row-parallel one reduce-scatters its sums (backward: dy gathered first), both on
+// (B, T, features) activations.
 #pragma once
 #include <string>
 #include <vector>

@@ -25,9 +25,10 @@ Tensor shard_labels(Exec& ex, const Tensor& labels, int64_t start, int64_t rows,
 }
 }  // namespace
 
-Tensor OutputLayer::forward(StepContext& ctx, const Tensor& h, const Tensor& labels, const Tensor& dloss) {
+Tensor OutputLayer::forward(StepContext& ctx, const Tensor& input, const Tensor& labels, const Tensor& dloss) {
   const int64_t N = labels.numel();
   Saved& s = ctx.saved<Saved>(this);
+  const Tensor h = tp_.seq() ? seq_gather(ctx.ex(), tp_, input) : input;  // every token's hidden state
   s.h = h.view({N, hidden_});
   s.labels = labels.view({N});
   Tensor loss = Tensor::empty({N}, stat_dtype(h.dtype()), h.device());
@@ -74,6 +75,7 @@ Tensor OutputLayer::backward(StepContext& ctx, const Tensor& dloss) {
   const int64_t rows = w_->value.size(0);
   const Tensor labels = tp_.on() ? shard_labels(ctx.ex(), s.labels, tp_.rank * rows, rows, rows) : s.labels;
   ops::lm_head_ce_bwd(ctx.ex(), dh, w_->grad, dloss.view({s.h.size(0)}), s.h, w_->value, labels, s.lse, kVocabChunk);
+  if (tp_.seq()) return seq_reduce_scatter(ctx.ex(), tp_, dh.view(shape));
   tp_all_reduce(tp_, dh);
   return dh.view(shape);
 }

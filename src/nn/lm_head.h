@@ -5,6 +5,8 @@
 // weight and computes their logits alone; the log-sum-exp over the whole vocabulary comes from the ranks' (gathered,
 // then combined in rank order) and the label's logit from the rank holding it (a sum), so no rank holds the whole
 // logits. Then the gradients come from a backward pass (no fused forward-backward), and dh is summed over the ranks.
+// Under sequence parallelism the head first gathers the sequence (h is this rank's tokens) and dh is
+// reduce-scattered back to them.
 #pragma once
 #include <string>
 

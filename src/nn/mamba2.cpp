@@ -22,6 +22,7 @@ Mamba2Mixer::Mamba2Mixer(const Mamba2Options& whole, const std::string& prefix, 
   const std::string p = prefix + "mixer.";
   const int64_t H = o.num_heads, K = o.conv_kernel;
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "in_proj.", store, "layer_norm_");
+  norm_->sequence_parallel_grads(o.tp);
   in_proj_ = std::make_unique<Linear>(p + "in_proj.", o.hidden, 2 * d_inner() + 2 * GN + H, false, o.init_std, store,
                                       LinearSplit{LinearSplit::Column, o.tp, {d_inner(), d_inner(), GN, GN, H}});
   const double conv_bound = 1.0 / std::sqrt(double(K));  // kaiming-uniform(a=sqrt 5) bound for fan-in K
@@ -52,12 +53,13 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
   Exec& ex = ctx.ex();
   HYTRA_CHECK(in.dim() == 3 && in.size(2) == opt_.hidden, "mixer: input must be (B,T,", opt_.hidden, "), got ",
               in.desc());
-  const int64_t B = in.size(0), T = in.size(1), H = opt_.num_heads, P = opt_.head_dim, G = opt_.num_groups,
-                N = opt_.state_dim, Di = d_inner();
   const DType dt = in.dtype();
   const Device dev = in.device();
   Saved& s = ctx.saved<Saved>(this);
-  s.zxbcdt = in_proj_->forward(ctx, in);  // (B,T,2 Di + 2GN + H); the conv and the norm read it in place
+  // (B,T,2 Di + 2GN + H), the whole sequence (sequence parallelism: gathered); the conv and the norm read it in place
+  s.zxbcdt = in_proj_->forward(ctx, in);
+  const int64_t B = s.zxbcdt.size(0), T = s.zxbcdt.size(1), H = opt_.num_heads, P = opt_.head_dim,
+                G = opt_.num_groups, N = opt_.state_dim, Di = d_inner();
 
   // conv + SiLU straight into x, B and C (nn/channel_conv.h).
   s.x = Tensor::empty({B, T, H, P}, dt, dev);
@@ -80,7 +82,7 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
 Tensor Mamba2Mixer::backward_body(StepContext& ctx, const Tensor& df) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
-  const int64_t B = df.size(0), T = df.size(1), G = opt_.num_groups, Di = d_inner();
+  const int64_t B = s.zxbcdt.size(0), T = s.zxbcdt.size(1), G = opt_.num_groups, Di = d_inner();
   const DType dt = df.dtype();
   const Device dev = df.device();
   Tensor dgated = out_proj_->backward(ctx, df).view({B * T, Di});

@@ -34,8 +34,10 @@ bool FeedForward::offset_glu() const {
 
 Tensor FeedForward::forward(StepContext& ctx, const Tensor& x) {
   Exec& ex = ctx.ex();
-  const int64_t N = x.numel() / opt_.hidden;
-  Tensor h = fc1_->forward(ctx, x);
+  Tensor h = fc1_->forward(ctx, x);  // the whole sequence (sequence parallelism: gathered)
+  Shape shape = h.shape();
+  shape.back() = opt_.ffn;
+  const int64_t N = h.numel() / h.size(-1);
   h = h.view({N, h.size(-1)});
   ctx.saved<Saved>(this).h = h;
   Tensor a = Tensor::empty({N, opt_.ffn}, x.dtype(), x.device());  // (N, F)
@@ -49,15 +51,15 @@ Tensor FeedForward::forward(StepContext& ctx, const Tensor& x) {
       case Activation::QuickGeGLU: break;  // offset_glu()
     }
   }
-  Shape shape = x.shape();
-  shape.back() = opt_.ffn;
   return fc2_->forward(ctx, a.view(shape));
 }
 
 Tensor FeedForward::backward(StepContext& ctx, const Tensor& dy) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
-  Tensor da = fc2_->backward(ctx, dy);
+  Tensor da = fc2_->backward(ctx, dy);  // the whole sequence's (sequence parallelism: dy gathered)
+  Shape hs = da.shape();
+  hs.back() = s.h.size(1);
   da = da.view({s.h.size(0), opt_.ffn});
   Tensor dh = Tensor::empty(s.h.shape(), dy.dtype(), dy.device());
   if (offset_glu()) {
@@ -73,8 +75,6 @@ Tensor FeedForward::backward(StepContext& ctx, const Tensor& dy) {
       case Activation::QuickGeGLU: break;  // offset_glu()
     }
   }
-  Shape hs = dy.shape();
-  hs.back() = s.h.size(1);
   return fc1_->backward(ctx, dh.view(hs));
 }
 
@@ -86,6 +86,7 @@ void FeedForward::backward_dw(StepContext& ctx) {
 Mlp::Mlp(const MlpOptions& o, const std::string& prefix, ParamStore& store) {
   const std::string p = prefix + "mlp.";
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, p + "linear_fc1.", store, "layer_norm_");
+  norm_->sequence_parallel_grads(o.tp);
   ff_ = std::make_unique<FeedForward>(o, p, store);
 }
 

@@ -15,6 +15,9 @@ MtpDepth::MtpDepth(const std::string& prefix, const NormOptions& norm, double in
   eh_proj_ = std::make_unique<Linear>(prefix + "eh_proj.", 2 * C, C, false, init_std, store);
   layers_ = build_layers(store);
   final_norm_ = std::make_unique<Norm>(norm, prefix + "final_layernorm.", store);
+  // Under sequence parallelism the norms and eh_proj (whole on every rank) see this rank's tokens alone.
+  for (Norm* n : {enorm_.get(), hnorm_.get(), final_norm_.get()}) n->sequence_parallel_grads(tp);
+  sequence_parallel_grad(eh_proj_->weight(), tp);
   output_ = std::make_unique<OutputLayer>("", output.shape.at(0), C, init_std, &output, store, tp);
 }
 

@@ -39,6 +39,11 @@ class Norm : public Module {
     partial_grad_param(*w_, tp);
     if (b_) partial_grad_param(*b_, tp);
   }
+  // A norm of the residual stream: under sequence parallelism it sees this rank's tokens alone.
+  void sequence_parallel_grads(const TensorParallel& tp) {
+    sequence_parallel_grad(*w_, tp);
+    if (b_) sequence_parallel_grad(*b_, tp);
+  }
 
  private:
   struct Saved {

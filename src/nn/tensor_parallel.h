@@ -5,6 +5,12 @@
 // partial outputs are summed over the ranks. The input of a region is whole on every rank, so the gradient flowing
 // back out of its column-parallel projections is summed over the ranks too. Everything else (norms, residuals, the
 // routers, mHC) is computed whole, the same on every rank.
+// Sequence parallelism (--sequence-parallel): between the regions, the activations (the residual stream, its norms,
+// the mHC streams) are split along the sequence instead of held whole: each rank holds tokens
+// [r T/tp, (r+1) T/tp) of every sequence. A region then starts by gathering the sequence (the column-parallel
+// projection's input; backward: a reduce-scatter of its gradient) and ends by reduce-scattering the row-parallel
+// sums (backward: a gather). The parameters that see only this rank's tokens (norms, mHC, MTP's eh_proj) have their
+// gradients summed over the ranks.
 // Layers get a TensorParallel at construction (a one-rank one by default) and build their local shapes from it;
 // `shard` records on each split Param which slice of the canonical tensor it holds (nn/param.h), so
 // initialisation and checkpoints see the whole tensors.
@@ -21,7 +27,9 @@ namespace hytra {
 struct TensorParallel {
   dist::Communicator* comm = nullptr;  // the tensor-parallel group; null with one rank
   int size = 1, rank = 0;
+  bool sequence_parallel = false;  // --sequence-parallel
   bool on() const { return size > 1; }
+  bool seq() const { return size > 1 && sequence_parallel; }
   // The part of n (heads, channels, vocabulary rows) this rank holds; n divides (ModelConfig checks).
   int64_t local(int64_t n) const { return n / size; }
 };
@@ -31,7 +39,17 @@ struct TensorParallel {
 void shard_param(Param& p, const TensorParallel& tp, int dim, const std::vector<int64_t>& local_parts);
 // Marks a parameter held whole whose gradient is a part per rank (Param::tp_partial_grad). No-op with one rank.
 void partial_grad_param(Param& p, const TensorParallel& tp);
+// Marks a parameter whose gradient, under sequence parallelism, comes from this rank's tokens alone.
+void sequence_parallel_grad(Param& p, const TensorParallel& tp);
 // t = the sum of t over the tensor-parallel ranks (in place). No-op with one rank.
 void tp_all_reduce(const TensorParallel& tp, Tensor& t);
+
+// Sequence parallelism, on (B, t, ...) activations, batch first (the sequence is dim 1):
+// the ranks' sequence parts one after the other: (B, t, ...) -> (B, t x tp, ...);
+Tensor seq_gather(Exec& ex, const TensorParallel& tp, const Tensor& x);
+// this rank's part of the sum over the ranks: (B, T, ...) -> (B, T / tp, ...);
+Tensor seq_reduce_scatter(Exec& ex, const TensorParallel& tp, const Tensor& x);
+// this rank's part (no communication): (B, T, ...) -> (B, T / tp, ...).
+Tensor seq_part(Exec& ex, const TensorParallel& tp, const Tensor& x);
 
 }  // namespace hytra

@@ -32,6 +32,9 @@ void TrainConfig::validate() const {
              ", got ", global_batch()));
   need(tensor_model_parallel_size >= 1,
        str("--tensor-model-parallel-size: expected a positive integer, got ", tensor_model_parallel_size));
+  need(!sequence_parallel || tensor_model_parallel_size > 1,
+       "--sequence-parallel: needs --tensor-model-parallel-size above 1 (it splits the activations between the "
+       "tensor-parallel regions)");
   for (auto [flag, v, what] : {std::tuple<const char*, int, const char*>{"--context-parallel-size", context_parallel_size,
                                                                          "context"},
                                {"--expert-model-parallel-size", expert_model_parallel_size, "expert"}})

@@ -89,6 +89,7 @@ struct TrainConfig {
 
   // The parallel layout (docs/parallelism.md). Only data parallelism runs yet: the other sizes must be 1.
   int tensor_model_parallel_size = 1;      // --tensor-model-parallel-size
+  bool sequence_parallel = false;          // --sequence-parallel
   int pipeline_model_parallel_size = 1;    // --pipeline-model-parallel-size
   int context_parallel_size = 1;           // --context-parallel-size
   int expert_model_parallel_size = 1;      // --expert-model-parallel-size

@@ -350,7 +350,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   HYTRA_CHECK(pp_size > 1 || (mc.decoder_first_pipeline_num_layers == 0 && mc.decoder_last_pipeline_num_layers == 0),
               "--decoder-first/last-pipeline-num-layers: need --pipeline-model-parallel-size above 1");
   TensorParallel tp;
-  if (par != nullptr && par->tp) tp = {par->tp.get(), par->tp_size(), par->tp_rank()};
+  if (par != nullptr && par->tp) tp = {par->tp.get(), par->tp_size(), par->tp_rank(), tc.sequence_parallel};
+  HYTRA_CHECK(!tp.seq() || mc.seq_length % tp.size == 0, "--sequence-parallel: --seq-length (", mc.seq_length,
+              ") must be divisible by --tensor-model-parallel-size (", tp.size, ")");
   HybridModel whole(mc, plan_for(mc));  // the whole model's layers and parameter count
   {
     const std::vector<std::string> errors = tensor_parallel_errors(mc, whole.layer_counts(), tp.size);
@@ -394,7 +396,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       << "', " << tc.train_iters << " iterations of " << gbs << " x " << mc.seq_length << " tokens (" << num_micro
       << " micro-batches of " << mbs
       << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string()) << ")\n";
-  if (tp.on()) log << "hytra: tensor-parallel: " << tp.size << " ranks split each layer's weights\n";
+  if (tp.on())
+    log << "hytra: tensor-parallel: " << tp.size << " ranks split each layer's weights"
+        << (tp.seq() ? ", the activations between them split along the sequence" : "") << "\n";
 
   if (dp.size() > 1) log << "hytra: data-parallel: " << opt.describe() << "\n";
   if (dp.size() > 1 || pipeline.active() || tp.on()) {  // what one rank holds (rank 0: the log's)

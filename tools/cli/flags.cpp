@@ -238,6 +238,9 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   // The parallel layout: the data-parallel size is what the launcher's world leaves (docs/parallelism.md).
   t.add("--tensor-model-parallel-size", K::Int, "", "tensor-parallel ranks: each layer's weights split over them (docs/parallelism.md)",
         store(c.tensor_model_parallel_size));
+  t.add("--sequence-parallel", K::Bool, "",
+        "split the activations between the tensor-parallel regions along the sequence (needs tensor parallelism)",
+        store(c.sequence_parallel));
   t.add("--pipeline-model-parallel-size", K::Int, "", "pipeline stages (1F1B; the pattern's pipes or an even split)",
         store(c.pipeline_model_parallel_size));
   t.add("--context-parallel-size", K::Int, "", "context-parallel ranks (only 1 runs yet)",

@@ -9,6 +9,7 @@ namespace hytra {
 
 MoeLayer::MoeLayer(const MoeOptions& o, const std::string& prefix, int64_t layer_number, ParamStore& store) : opt_(o) {
   norm_ = std::make_unique<Norm>(NormOptions{o.norm, o.hidden, o.norm_eps}, prefix + "pre_mlp_layernorm.", store);
+  norm_->sequence_parallel_grads(o.experts.tp);
   router_ = std::make_unique<TopKRouter>(o.router, prefix, store);
   router_->set_layer_number(layer_number);
   experts_ = std::make_unique<GroupedExperts>(o.experts, prefix + "mlp.experts.", store);
@@ -36,8 +37,11 @@ MoeLayer::MoeLayer(const MoeOptions& o, const std::string& prefix, int64_t layer
   }
 }
 
-Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
+Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& input) {
   Exec& ex = ctx.ex();
+  const TensorParallel& tp = opt_.experts.tp;
+  // Sequence parallelism: the routers and experts see the whole sequence (the same routing on every rank).
+  const Tensor y = tp.seq() ? seq_gather(ex, tp, input) : input;
   HYTRA_CHECK(y.dim() == 3 && y.size(2) == opt_.hidden, "mlp: input must be (B,T,", opt_.hidden, "), got ", y.desc());
   const int64_t B = y.size(0), N = y.numel() / opt_.hidden, C = opt_.hidden, K = opt_.router.topk;
   const Device dev = y.device();
@@ -82,7 +86,9 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
     DropScope keep(ctx, drop);
     shared_->forward(ctx, y2, g, Tensor(), &out);  // out += the shared experts' output
   }
-  tp_all_reduce(opt_.experts.tp, out);  // tensor parallelism: each rank's channels' part
+  // Tensor parallelism: each rank's channels' part, summed (sequence parallelism: this rank's tokens of the sum).
+  if (tp.seq()) return seq_reduce_scatter(ex, tp, out.view(y.shape()));
+  tp_all_reduce(tp, out);
   if (opt_.recompute_norm && !ctx.recomputing) {  // the norm output is rebuilt in backward
     router_->forget_input(ctx);
     if (gate_) gate_->forget_input(ctx);
@@ -93,12 +99,15 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& y) {
   return out.view(y.shape());
 }
 
-Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
+Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& grad) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
+  const TensorParallel& tp = opt_.experts.tp;
+  const Tensor df = tp.seq() ? seq_gather(ex, tp, grad) : grad;  // the whole sequence's
   const int64_t N = s.tokens, C = opt_.hidden, K = opt_.router.topk, R = s.plan.rows;
   if (s.norm_dropped) {  // selective "layernorm": pre_mlp_layernorm's output again
-    const Tensor y = norm_->recompute_output(ctx);
+    Tensor y = norm_->recompute_output(ctx);
+    if (tp.seq()) y = seq_gather(ex, tp, y.view(grad.shape())).view({N, C});
     router_->restore_input(ctx, y);
     if (gate_) gate_->restore_input(ctx, y);
     if (shared_ && !s.shared_rerun) shared_->restore_input(ctx, y);
@@ -117,7 +126,6 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
   ops::scatter_add_rows(ex, dprobs, dp_perm.view({R, 1}), s.plan.prob_offsets, s.plan.prob_rows);
   // Tensor parallelism: the experts' parts of the input and probability gradients are summed over the ranks before
   // the routers (whole on every rank) add theirs; one rank adds the router's at once.
-  const TensorParallel& tp = opt_.experts.tp;
   if (!tp.on()) router_->backward_add(ctx, dprobs.view({N, K}), dy);
   Tensor dg;
   if (shared_) {
@@ -138,6 +146,7 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& df) {
     gate_->backward_add(ctx, dg.view({N, 1}), dy);
   }
   s = Saved{};
+  if (tp.seq()) return seq_part(ex, tp, dy.view(df.shape()));  // this rank's tokens of the whole gradient
   return dy.view(df.shape());
 }
 
