@@ -57,7 +57,8 @@ Tensor Linear::forward(StepContext& ctx, const Tensor& input) {
     Tensor y2 = y.view({rows, out_});
     ops::gemm(ex, y2, ones_column(ex, rows, x.dtype(), x.device()), b_->value.view({1, out_}), false, false, 1, 1);
   }
-  ctx.saved<Saved>(this).x = x2;
+  // Sequence parallelism keeps this rank's tokens alone (as Megatron): the backward gathers them again.
+  ctx.saved<Saved>(this).x = x.raw() == input.raw() ? x2 : input;
   return y;
 }
 
@@ -67,11 +68,11 @@ Tensor Linear::backward(StepContext& ctx, const Tensor& grad) {
   const TensorParallel& tp = split_.tp;
   // Sequence parallelism: a row-parallel projection's output gradient for the whole sequence.
   const Tensor dy = split_.kind == LinearSplit::Row && tp.seq() ? seq_gather(ex, tp, grad) : grad;
-  const int64_t N = s.x.size(0);
+  const int64_t N = dy.numel() / out_;
   Tensor dy2 = dy.view({N, out_});
   Tensor dx = Tensor::empty({N, in_}, dy.dtype(), dy.device());  // (N, in)
   ops::gemm(ex, dx, dy2, w_->value, false, false, 1.0f, 0.0f);
-  Tensor x = s.x;
+  Tensor x = s.x.dim() == 2 ? s.x : seq_gather(ex, tp, s.x).view({N, in_});
   Param* w = w_;
   Param* b = b_;
   auto wgrad = [&ex, dy2, x, w, b, N]() {

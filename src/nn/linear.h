@@ -39,7 +39,7 @@ class Linear : public Module {
 
  private:
   struct Saved {
-    Tensor x;  // (N, in)
+    Tensor x;  // (N, in); sequence parallelism, column-parallel: (B, T / tp, in), this rank's tokens
   };
   int64_t in_, out_;
   LinearSplit split_;

@@ -448,6 +448,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
         << ": nothing to train\n";
   Allocator& device_alloc = allocator_for(dev);
   device_alloc.reset_peak();
+  const int64_t held_before = device_alloc.stats().in_use;  // the parameters, gradients, optimizer state, data
   for (int64_t it = start.iteration + 1; it <= tc.train_iters; ++it) {
     const auto t_iter = Clock::now();
     const double lr = lr_at(lr_cfg, it - 1);  // iteration 1 trains at the warmup init lr
@@ -555,6 +556,14 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   opt.finish_gather();  // the last step's parameters complete on every rank
   progress.finish();
   result.peak_memory_bytes = device_alloc.stats().peak;
+  {  // rank 0's in a multi-process run
+    char line[160];
+    std::snprintf(line, sizeof line, "hytra: rank 0 memory: %.2f MiB before the first step, peak %.2f MiB (%.2f MiB of "
+                  "activations and workspace)\n", double(held_before) / 1048576.0,
+                  double(result.peak_memory_bytes) / 1048576.0,
+                  double(result.peak_memory_bytes - held_before) / 1048576.0);
+    log << line;
+  }
   result.flops_per_token = flops_token;
   result.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   result.graph_replays = runner.replays();
