@@ -18,7 +18,8 @@ class Communicator {
   virtual int size() const = 0;
   virtual Device device() const = 0;  // where the tensors live
 
-  // t = sum over the ranks of t (in place; fp32, fp64, int32, int64).
+  // t = sum over the ranks of t (in place; fp32, fp64, int32, int64; NCCL also bf16: the tensor-parallel
+  // activations of bf16 runs).
   virtual void all_reduce_sum(Tensor& t) = 0;
   // out = this rank's part of the sum over the ranks of `in`: in has size() x out.numel() elements, part r
   // being elements [r n, (r + 1) n).
@@ -38,6 +39,19 @@ class Communicator {
   // Sends `out` to `to` and receives `in` from `from` as one exchange (the pipeline's send-forward /
   // receive-backward pairs, which would deadlock as two blocking calls).
   virtual void send_recv(const Tensor& out, int to, Tensor& in, int from) = 0;
+  // One batch of transfers that progress together and have all completed on return (the interleaved pipeline's
+  // step, as Megatron's batched isend/irecv): each send to its peer, each receive from its peer. A stream of
+  // messages is told apart from another between the same two ranks by `tag` (MPI); NCCL matches the transfers of
+  // two ranks in the order they are listed, so both list a pair's streams in the same order.
+  struct Send {
+    const Tensor* t;
+    int peer, tag;
+  };
+  struct Recv {
+    Tensor* t;
+    int peer, tag;
+  };
+  virtual void exchange(const std::vector<Send>& sends, const std::vector<Recv>& recvs) = 0;
   virtual void barrier() = 0;
 
   // Asynchronous forms (the data-parallel overlap, docs/parallelism.md): the operation is ordered after the work

@@ -169,6 +169,24 @@ class MpiCommunicator final : public Communicator {
                        count_of(in.numel(), "send_recv"), mpi_type(in.dtype()), from, 0, comm_, MPI_STATUS_IGNORE),
           "MPI_Sendrecv");
   }
+  void exchange(const std::vector<Send>& sends, const std::vector<Recv>& recvs) override {
+    std::vector<MPI_Request> req;
+    for (const Recv& r : recvs) {
+      check_cpu(*r.t, "exchange");
+      req.emplace_back();
+      check(MPI_Irecv(r.t->raw(), count_of(r.t->numel(), "exchange"), mpi_type(r.t->dtype()), r.peer, r.tag, comm_,
+                      &req.back()),
+            "MPI_Irecv");
+    }
+    for (const Send& s : sends) {
+      check_cpu(*s.t, "exchange");
+      req.emplace_back();
+      check(MPI_Isend(s.t->raw(), count_of(s.t->numel(), "exchange"), mpi_type(s.t->dtype()), s.peer, s.tag, comm_,
+                      &req.back()),
+            "MPI_Isend");
+    }
+    if (!req.empty()) check(MPI_Waitall(int(req.size()), req.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  }
   // Blocking calls: each has completed when it returns.
   Ticket all_reduce_sum_async(Tensor& t) override {
     all_reduce_sum(t);

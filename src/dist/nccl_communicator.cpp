@@ -64,7 +64,6 @@ class NcclCommunicator final : public Communicator {
 
   Ticket all_reduce_sum_async(Tensor& t) override {
     check_cuda(t, "all_reduce_sum");
-    HYTRA_CHECK(t.dtype() != DType::BF16, "all_reduce_sum: bf16 tensors are not summed (fp32, fp64, int32, int64)");
     return queue([&] {
       check(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_),
             "ncclAllReduce");
@@ -73,9 +72,8 @@ class NcclCommunicator final : public Communicator {
   Ticket reduce_scatter_sum_async(Tensor& out, const Tensor& in) override {
     check_cuda(out, "reduce_scatter_sum");
     check_cuda(in, "reduce_scatter_sum");
-    HYTRA_CHECK(in.numel() == out.numel() * size_ && in.dtype() == out.dtype() && in.dtype() != DType::BF16,
-                "reduce_scatter_sum: the input has ", in.numel(), " elements, expected ", size_, " x ", out.numel(),
-                " of the output's dtype (not bf16)");
+    HYTRA_CHECK(in.numel() == out.numel() * size_ && in.dtype() == out.dtype(), "reduce_scatter_sum: the input has ",
+                in.numel(), " elements, expected ", size_, " x ", out.numel(), " of the output's dtype");
     return queue([&] {
       check(ncclReduceScatter(in.raw(), out.raw(), size_t(out.numel()), nccl_type(in.dtype()), ncclSum, comm_, stream_),
             "ncclReduceScatter");
@@ -151,6 +149,20 @@ class NcclCommunicator final : public Communicator {
       ncclResult_t r = ncclSend(out.raw(), size_t(out.numel()), nccl_type(out.dtype()), to, comm_, stream_);
       if (r == ncclSuccess) r = ncclRecv(in.raw(), size_t(in.numel()), nccl_type(in.dtype()), from, comm_, stream_);
       end_group(r, "ncclSend/ncclRecv");
+    });
+  }
+  void exchange(const std::vector<Send>& sends, const std::vector<Recv>& recvs) override {
+    if (sends.empty() && recvs.empty()) return;
+    for (const Send& s : sends) check_cuda(*s.t, "exchange");
+    for (const Recv& r : recvs) check_cuda(*r.t, "exchange");
+    run([&] {  // one group, in the listed order (the tags are MPI's)
+      check(ncclGroupStart(), "ncclGroupStart");
+      ncclResult_t e = ncclSuccess;
+      for (const Send& s : sends)
+        if (e == ncclSuccess) e = ncclSend(s.t->raw(), size_t(s.t->numel()), nccl_type(s.t->dtype()), s.peer, comm_, stream_);
+      for (const Recv& r : recvs)
+        if (e == ncclSuccess) e = ncclRecv(r.t->raw(), size_t(r.t->numel()), nccl_type(r.t->dtype()), r.peer, comm_, stream_);
+      end_group(e, "ncclSend/ncclRecv");
     });
   }
   // An all-reduce of one element, waited for on the host.

@@ -17,8 +17,12 @@
 
 namespace hytra {
 
-HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const TensorParallel& tp)
-    : cfg_(cfg), tp_(tp), plan_(plan) {
+HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const TensorParallel& tp, ParamStore* store)
+    : cfg_(cfg),
+      tp_(tp),
+      plan_(plan),
+      own_store_(store ? nullptr : std::make_unique<ParamStore>()),
+      store_(store ? *store : *own_store_) {
   cfg_.num_layers = plan_.num_layers;  // the pattern decides (docs/spec/pattern.md §6)
   if (plan_.stage) {
     first_ = plan_.stage->first;

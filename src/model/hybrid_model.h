@@ -31,8 +31,10 @@ class HybridModel {
  public:
   // Builds the modules and registers their parameters; call params().finalize(...) and init next. `tp`: the
   // tensor-parallel group the weights are split over (docs/parallelism.md "Tensor parallelism"; a one-rank one:
-  // the whole model, e.g. to know the canonical shapes).
-  HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const TensorParallel& tp = {});
+  // the whole model, e.g. to know the canonical shapes). `store`: the parameter store of an interleaved pipeline
+  // rank's model chunks, shared by them in chunk order (null: the model's own).
+  HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const TensorParallel& tp = {},
+              ParamStore* store = nullptr);
   HybridModel(const HybridModel&) = delete;  // residual_ refers to members
   HybridModel& operator=(const HybridModel&) = delete;
 
@@ -86,7 +88,8 @@ class HybridModel {
   bool first_ = true, last_ = true;
   Param* embedding_copy_ = nullptr;
   LayerCounts counts_;
-  ParamStore store_;
+  std::unique_ptr<ParamStore> own_store_;  // unless the model is a chunk of a rank's shared store
+  ParamStore& store_;
   std::unique_ptr<Embedding> embedding_;
   std::unique_ptr<Embedding> position_embedding_;   // learned_absolute only
   std::vector<std::unique_ptr<Module>> sublayers_;  // physical order

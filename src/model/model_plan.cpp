@@ -10,7 +10,7 @@
 
 namespace hytra {
 
-LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeline_rank) {
+LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeline_rank, int64_t virtual_stage) {
   PlanOptions o;
   if (!cfg.hybrid_layer_pattern.empty()) {
     o.pattern = cfg.hybrid_layer_pattern;
@@ -31,6 +31,7 @@ LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeli
   if (pipeline_size > 1) {
     o.pipeline_size = pipeline_size;
     o.pipeline_rank = pipeline_rank;
+    if (virtual_stage > 0) o.virtual_stage = virtual_stage;
     if (cfg.decoder_first_pipeline_num_layers > 0) o.first_stage_layers = cfg.decoder_first_pipeline_num_layers;
     if (cfg.decoder_last_pipeline_num_layers > 0) o.last_stage_layers = cfg.decoder_last_pipeline_num_layers;
   }

@@ -10,8 +10,10 @@
 namespace hytra {
 
 // The configuration's layer plan; with pipeline_size > 1 also the stage of `pipeline_rank` (LayerPlan::stage,
-// with --decoder-first/last-pipeline-num-layers).
-LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size = 1, int64_t pipeline_rank = 0);
+// with --decoder-first/last-pipeline-num-layers), or of its model chunk `virtual_stage` when the pattern's pipes give
+// each rank several (segment virtual_stage x pipeline_size + pipeline_rank).
+LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size = 1, int64_t pipeline_rank = 0,
+                   int64_t virtual_stage = 0);
 
 // The checks that need the plan, as "--flag: ..." messages (ModelConfig::validate calls it): every
 // symbol built and its kind's configuration needs (layer_kinds.h), MTP positions, the mHC keys of a

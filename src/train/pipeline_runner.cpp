@@ -1,5 +1,7 @@
 #include "train/pipeline_runner.h"
 
+#include <utility>
+
 #include "core/error.h"
 #include "ops/ops.h"
 #include "train/micro_batch.h"
@@ -7,8 +9,15 @@
 
 namespace hytra {
 
-PipelineRunner::PipelineRunner(Exec& ex, HybridModel& model, dist::Communicator& pp, const StepContext& settings)
-    : ex_(ex), model_(model), pp_(pp), settings_(settings), first_(model.first_stage()), last_(model.last_stage()) {}
+PipelineRunner::PipelineRunner(Exec& ex, std::vector<HybridModel*> chunks, dist::Communicator& pp,
+                               const StepContext& settings)
+    : ex_(ex),
+      chunks_(std::move(chunks)),
+      model_(*chunks_.at(0)),
+      pp_(pp),
+      settings_(settings),
+      first_(model_.first_stage()),
+      last_(chunks_.back()->last_stage()) {}
 
 Tensor PipelineRunner::hidden_buffer(const Batch& b) const {
   const Tensor& values = model_.params().flat_values();
@@ -51,7 +60,10 @@ Tensor PipelineRunner::send_backward_recv_forward(const Tensor& grad, const Batc
   return in;
 }
 
-Tensor PipelineRunner::forward(int64_t slot, const Batch& b, const Tensor& input, int64_t num_micro, bool train) {
+Tensor PipelineRunner::forward(int64_t slot, const Batch& b, const Tensor& input, int64_t num_micro, bool train,
+                               size_t chunk) {
+  HybridModel& model = *chunks_[chunk];
+  const bool last = model.last_stage();
   if (int64_t(ctx_.size()) <= slot) ctx_.resize(size_t(slot + 1));
   auto& c = ctx_[size_t(slot)];
   if (!c) c = std::make_unique<StepContext>(ex_);
@@ -62,9 +74,9 @@ Tensor PipelineRunner::forward(int64_t slot, const Batch& b, const Tensor& input
   c->aux_loss_scale = 1.0 / double(num_micro);
   const Device dev = ex_.device();
   const DType loss_dtype = stat_dtype(model_.params().flat_values().dtype());
-  c->loss_grad = train && last_ ? loss_gradient(b, num_micro, loss_dtype).to(dev) : Tensor();
-  Tensor out = model_.forward(*c, b.ids.to(dev), b.labels.to(dev), input);
-  if (!last_) return out;
+  c->loss_grad = train && last ? loss_gradient(b, num_micro, loss_dtype).to(dev) : Tensor();
+  Tensor out = model.forward(*c, b.ids.to(dev), b.labels.to(dev), input);
+  if (!last) return out;
   Tensor total = Tensor::empty({1}, out.dtype(), out.device());
   ops::sum(ex_, total, out);
   totals_.push_back(total);
@@ -72,16 +84,18 @@ Tensor PipelineRunner::forward(int64_t slot, const Batch& b, const Tensor& input
   return Tensor();
 }
 
-Tensor PipelineRunner::backward(int64_t slot, const Tensor& output_grad) {
+Tensor PipelineRunner::backward(int64_t slot, const Tensor& output_grad, size_t chunk) {
+  HybridModel& model = *chunks_[chunk];
   StepContext& c = *ctx_[size_t(slot)];
-  Tensor input_grad = model_.backward(c, last_ ? c.loss_grad : output_grad);
-  if (c.delay_wgrad) model_.backward_dw(c);
+  Tensor input_grad = model.backward(c, model.last_stage() ? c.loss_grad : output_grad);
+  if (c.delay_wgrad) model.backward_dw(c);
   c.clear();  // this micro-batch's saved tensors are done with
   return input_grad;
 }
 
 void PipelineRunner::train_step(const std::vector<Batch>& batches, int64_t num_micro,
                                 const std::function<void(bool last)>& before_backward) {
+  if (chunks_.size() > 1) return train_interleaved(batches, num_micro, before_backward);
   const int64_t M = int64_t(batches.size());
   const int64_t warmup = pipeline_warmup(pp_.size(), pp_.rank(), M), steady = M - warmup;
   auto run_backward = [&](int64_t m, const Tensor& output_grad) {
@@ -107,9 +121,106 @@ void PipelineRunner::train_step(const std::vector<Batch>& batches, int64_t num_m
 }
 
 void PipelineRunner::evaluate(const std::vector<Batch>& batches) {
+  if (chunks_.size() > 1) return evaluate_interleaved(batches);
   for (size_t m = 0; m < batches.size(); ++m) {
     send_forward(forward(0, batches[m], recv_forward(batches[m]), 1, false));
     ctx_[0]->clear();
+  }
+}
+
+namespace {
+constexpr int kForwardTag = 1, kBackwardTag = 2;  // the two streams of messages between neighbours
+}  // namespace
+
+// The interleaved schedule's transfers (Megatron's forward_backward_pipelining_with_interleaving): every step one
+// exchange, its sends and receives in the same order on every rank (forward stream, then backward stream).
+class InterleavedTransfers {
+ public:
+  InterleavedTransfers(dist::Communicator& pp, const std::vector<HybridModel*>& chunks, const std::vector<Batch>& batches,
+                       std::function<Tensor(const Batch&)> buffer)
+      : pp_(pp), chunks_(chunks), batches_(batches), buffer_(std::move(buffer)),
+        total_(int64_t(batches.size() * chunks.size())), inputs_(size_t(total_)), grads_(size_t(total_)) {}
+  PipelineAction forward(int64_t k) const {
+    return interleaved_action(pp_.size(), int64_t(chunks_.size()), k, true);
+  }
+  PipelineAction backward(int64_t k) const {
+    return interleaved_action(pp_.size(), int64_t(chunks_.size()), k, false);
+  }
+  Tensor take_input(int64_t k) { return std::exchange(inputs_[size_t(k)], Tensor()); }
+  Tensor take_grad(int64_t k) { return std::exchange(grads_[size_t(k)], Tensor()); }
+  // Sends `out` (undefined: nothing) forward and `dgrad` back; receives the input of virtual forward `next_fwd` and
+  // the output gradient of virtual backward `next_bwd` where their chunks are not the pipeline's ends (an index
+  // outside [0, total): none).
+  void step(const Tensor& out, const Tensor& dgrad, int64_t next_fwd, int64_t next_bwd) {
+    const int P = pp_.size(), r = pp_.rank(), next = (r + 1) % P, prev = (r + P - 1) % P;
+    std::vector<dist::Communicator::Send> sends;
+    std::vector<dist::Communicator::Recv> recvs;
+    if (out.defined()) sends.push_back({&out, next, kForwardTag});
+    if (dgrad.defined()) sends.push_back({&dgrad, prev, kBackwardTag});
+    if (next_fwd >= 0 && next_fwd < total_) {
+      const PipelineAction a = forward(next_fwd);
+      if (!chunks_[size_t(a.chunk)]->first_stage()) {
+        inputs_[size_t(next_fwd)] = buffer_(batches_[size_t(a.micro)]);
+        recvs.push_back({&inputs_[size_t(next_fwd)], prev, kForwardTag});
+      }
+    }
+    if (next_bwd >= 0 && next_bwd < total_) {
+      const PipelineAction a = backward(next_bwd);
+      if (!chunks_[size_t(a.chunk)]->last_stage()) {
+        grads_[size_t(next_bwd)] = buffer_(batches_[size_t(a.micro)]);
+        recvs.push_back({&grads_[size_t(next_bwd)], next, kBackwardTag});
+      }
+    }
+    pp_.exchange(sends, recvs);
+  }
+  int64_t total() const { return total_; }
+
+ private:
+  dist::Communicator& pp_;
+  const std::vector<HybridModel*>& chunks_;
+  const std::vector<Batch>& batches_;
+  std::function<Tensor(const Batch&)> buffer_;
+  int64_t total_;
+  std::vector<Tensor> inputs_, grads_;  // by virtual micro-batch, in the forward / backward order
+};
+
+void PipelineRunner::train_interleaved(const std::vector<Batch>& batches, int64_t num_micro,
+                                       const std::function<void(bool last)>& before_backward) {
+  const int64_t M = int64_t(batches.size()), V = int64_t(chunks_.size());
+  pipeline_schedule(pp_.size(), pp_.rank(), M, V);  // the counts' named errors
+  InterleavedTransfers t(pp_, chunks_, batches, [this](const Batch& b) { return hidden_buffer(b); });
+  const int64_t total = t.total(), warmup = interleaved_warmup(pp_.size(), pp_.rank(), M, V), steady = total - warmup;
+  auto run_forward = [&](int64_t k) {
+    const PipelineAction a = t.forward(k);
+    return forward(a.chunk * M + a.micro, batches[size_t(a.micro)], t.take_input(k), num_micro, true,
+                   size_t(a.chunk));
+  };
+  auto run_backward = [&](int64_t k) {
+    const PipelineAction a = t.backward(k);
+    before_backward(k == total - 1);
+    return backward(a.chunk * M + a.micro, t.take_grad(k), size_t(a.chunk));
+  };
+  t.step(Tensor(), Tensor(), 0, -1);
+  for (int64_t k = 0; k < warmup; ++k)  // the last warm-up step also receives the first backward's gradient
+    t.step(run_forward(k), Tensor(), k + 1, k == warmup - 1 && steady > 0 ? 0 : -1);
+  if (steady == 0) t.step(Tensor(), Tensor(), -1, 0);
+  for (int64_t i = 0; i < steady; ++i) {
+    const Tensor out = run_forward(warmup + i);
+    t.step(out, run_backward(i), warmup + i + 1, i + 1);
+  }
+  for (int64_t k = steady; k < total; ++k) t.step(Tensor(), run_backward(k), -1, k + 1);
+}
+
+void PipelineRunner::evaluate_interleaved(const std::vector<Batch>& batches) {
+  const int64_t M = int64_t(batches.size());
+  InterleavedTransfers t(pp_, chunks_, batches, [this](const Batch& b) { return hidden_buffer(b); });
+  t.step(Tensor(), Tensor(), 0, -1);
+  for (int64_t k = 0; k < t.total(); ++k) {
+    const PipelineAction a = t.forward(k);
+    const Tensor out = forward(a.chunk * M + a.micro, batches[size_t(a.micro)], t.take_input(k), 1, false,
+                               size_t(a.chunk));
+    ctx_[size_t(a.chunk * M + a.micro)]->clear();
+    t.step(out, Tensor(), k + 1, -1);
   }
 }
 

@@ -4,8 +4,13 @@
 // output goes out as the gradient for the oldest micro-batch comes in, and a backward's input gradient goes
 // back as the next forward's input comes in. These are one exchange each (Communicator::send_recv), so the
 // blocking transfers of two neighbours always match. Then the cool-down backwards.
-// Every micro-batch in flight keeps its saved tensors in a StepContext of its own. The last stage holds the
-// losses; mean_loss() hands their mean to every stage. Runs eagerly (no CUDA graphs).
+// Interleaved (the pattern's pipes give each rank V > 1 model chunks, virtual stage chunk x P + rank): Megatron's
+// interleaved 1F1B order of the M x V virtual micro-batches, each step's transfers one batch
+// (Communicator::exchange): the forward's output to the next rank (the last rank's to the first, for its next
+// chunk) with the next forward's input from the previous one, and the backward's input gradient to the previous
+// rank with the next backward's output gradient from the next one, as Megatron's send_forward_backward_recv_...
+// Every micro-batch in flight (of each chunk) keeps its saved tensors in a StepContext of its own. The last stage
+// holds the losses; mean_loss() hands their mean to every stage. Runs eagerly (no CUDA graphs).
 #pragma once
 #include <functional>
 #include <memory>
@@ -21,12 +26,13 @@ namespace hytra {
 
 class PipelineRunner {
  public:
-  // `settings`: what each micro-batch's StepContext copies (delayed weight gradients, the optimizer's hooks).
-  PipelineRunner(Exec& ex, HybridModel& model, dist::Communicator& pp, const StepContext& settings);
+  // `chunks`: this rank's model chunks, in chunk order (one without interleaving). `settings`: what each micro-batch's
+  // StepContext copies (delayed weight gradients, the optimizer's hooks).
+  PipelineRunner(Exec& ex, std::vector<HybridModel*> chunks, dist::Communicator& pp, const StepContext& settings);
 
   // Forward and backward of this data-parallel rank's micro-batches of a step (num_micro: the loss scale's
   // micro-batch count, as MicroBatchRunner's). before_backward(last): called before each backward, `last` for the
-  // step's last one.
+  // step's last one (interleaved: the first chunk's last, after every other chunk's).
   void train_step(const std::vector<Batch>& batches, int64_t num_micro,
                   const std::function<void(bool last)>& before_backward);
   // The forwards alone (validation).
@@ -35,8 +41,11 @@ class PipelineRunner {
   double mean_loss();
 
  private:
-  Tensor forward(int64_t slot, const Batch& b, const Tensor& input, int64_t num_micro, bool train);
-  Tensor backward(int64_t slot, const Tensor& output_grad);
+  Tensor forward(int64_t slot, const Batch& b, const Tensor& input, int64_t num_micro, bool train, size_t chunk = 0);
+  Tensor backward(int64_t slot, const Tensor& output_grad, size_t chunk = 0);
+  void train_interleaved(const std::vector<Batch>& batches, int64_t num_micro,
+                         const std::function<void(bool last)>& before_backward);
+  void evaluate_interleaved(const std::vector<Batch>& batches);
   // A fresh tensor for a received hidden state (mHC: the streams) or its gradient.
   Tensor hidden_buffer(const Batch& b) const;
   Tensor recv_forward(const Batch& b);
@@ -47,7 +56,8 @@ class PipelineRunner {
   Tensor send_backward_recv_forward(const Tensor& grad, const Batch& b);
 
   Exec& ex_;
-  HybridModel& model_;
+  std::vector<HybridModel*> chunks_;
+  HybridModel& model_;  // the first chunk
   dist::Communicator& pp_;
   const StepContext& settings_;
   bool first_, last_;

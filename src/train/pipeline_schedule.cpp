@@ -29,13 +29,9 @@ std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int6
     for (int64_t m = micro_batches - warmup; m < micro_batches; ++m) out.push_back({false, m, 0});
     return out;
   }
-  const int64_t total = micro_batches * chunks, group = stages * chunks;
-  const int64_t warmup =
-      micro_batches == stages ? total : std::min(total, (stages - rank - 1) * 2 + (chunks - 1) * stages);
-  auto action = [&](int64_t k, bool forward) {
-    const int64_t chunk = (k % group) / stages;
-    return PipelineAction{forward, (k / group) * stages + k % stages, forward ? chunk : chunks - 1 - chunk};
-  };
+  const int64_t total = micro_batches * chunks;
+  const int64_t warmup = interleaved_warmup(stages, rank, micro_batches, chunks);
+  auto action = [&](int64_t k, bool forward) { return interleaved_action(stages, chunks, k, forward); };
   for (int64_t k = 0; k < warmup; ++k) out.push_back(action(k, true));
   for (int64_t k = 0; k < total - warmup; ++k) {
     out.push_back(action(warmup + k, true));
@@ -47,6 +43,16 @@ std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int6
 
 int64_t pipeline_warmup(int64_t stages, int64_t rank, int64_t micro_batches) {
   return std::min(stages - rank - 1, micro_batches);
+}
+
+int64_t interleaved_warmup(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks) {
+  const int64_t total = micro_batches * chunks;
+  return micro_batches == stages ? total : std::min(total, (stages - rank - 1) * 2 + (chunks - 1) * stages);
+}
+
+PipelineAction interleaved_action(int64_t stages, int64_t chunks, int64_t k, bool forward) {
+  const int64_t group = stages * chunks, chunk = (k % group) / stages;
+  return PipelineAction{forward, (k / group) * stages + k % stages, forward ? chunk : chunks - 1 - chunk};
 }
 
 double pipeline_bubble_fraction(int64_t stages, int64_t micro_batches, int64_t chunks) {

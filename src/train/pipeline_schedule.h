@@ -30,6 +30,10 @@ std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int6
 
 // The plain 1F1B's warm-up forwards on `rank`: min(stages - rank - 1, micro_batches).
 int64_t pipeline_warmup(int64_t stages, int64_t rank, int64_t micro_batches);
+// Interleaved 1F1B: the warm-up's virtual micro-batches on `rank`, and virtual micro-batch k's micro-batch and chunk in
+// the forward order (`forward`) or the backward order.
+int64_t interleaved_warmup(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks);
+PipelineAction interleaved_action(int64_t stages, int64_t chunks, int64_t k, bool forward);
 
 // The fraction of a step a stage idles in the ideal 1F1B pipeline (equal stage times).
 double pipeline_bubble_fraction(int64_t stages, int64_t micro_batches, int64_t chunks);

@@ -1,9 +1,11 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <set>
@@ -27,6 +29,7 @@
 #include "train/metrics/progress.h"
 #include "train/micro_batch.h"
 #include "train/pipeline_runner.h"
+#include "train/pipeline_schedule.h"
 #include "train/tensor_parallel_state.h"
 
 namespace hytra {
@@ -174,6 +177,18 @@ class DataParallel {
   dist::Communicator* comm_;
 };
 
+// A pipeline rank's model chunks: one, or under the interleaved schedule (the pattern's pipes give each rank several
+// segments) one a virtual stage, the later ones sharing the first one's parameter store, in chunk order.
+std::vector<std::unique_ptr<HybridModel>> stage_chunks(const ModelConfig& mc, int64_t stages, int64_t rank,
+                                                       const TensorParallel& tp = {}) {
+  std::vector<std::unique_ptr<HybridModel>> out;
+  out.push_back(std::make_unique<HybridModel>(mc, plan_for(mc, stages, rank), tp));
+  const int64_t segments = out[0]->plan().num_segments;
+  for (int64_t v = 1; stages > 1 && segments > stages && v < segments / stages; ++v)
+    out.push_back(std::make_unique<HybridModel>(mc, plan_for(mc, stages, rank, v), tp, &out[0]->params()));
+  return out;
+}
+
 // The pipeline group's view of a run (docs/parallelism.md "Pipeline parallelism"): what the last stage computed
 // handed to every stage, the MoE layers of every stage gathered for the log, the word embedding's gradient
 // summed between the first and the last stage.
@@ -198,7 +213,7 @@ class Pipeline {
     on_comm_device(*pp_, t, [&](Tensor& x) { pp_->all_reduce_sum(x); });
     return t.data<int64_t>()[0];
   }
-  // Every stage's MoE statistics, in stage order (each stage broadcasts its own in turn).
+  // Every stage's MoE statistics, in layer order (each stage broadcasts its own in turn).
   std::vector<MoeStats> gather(const std::vector<MoeStats>& mine) const {
     if (!pp_) return mine;
     std::vector<MoeStats> all;
@@ -239,6 +254,9 @@ class Pipeline {
         all.push_back(std::move(m));
       }
     }
+    // In layer order (an interleaved pipeline's stages hold every P-th segment).
+    std::stable_sort(all.begin(), all.end(),
+                     [](const MoeStats& a, const MoeStats& b) { return a.layer_number < b.layer_number; });
     return all;
   }
   // The whole model's parameter states on the pipeline's first stage, for a save (a collective of the
@@ -255,15 +273,21 @@ class Pipeline {
     }
     const Device dev = mine.empty() ? pp_->device() : mine[0].value.device();
     for (int s = 1; s < pp_->size(); ++s) {
-      HybridModel stage(mc, plan_for(mc, pp_->size(), s));  // the names and shapes alone
-      for (Param* p : stage.params().all()) {
-        if (p == stage.embedding_copy()) continue;
+      const std::vector<std::unique_ptr<HybridModel>> stage = stage_chunks(mc, pp_->size(), s);  // names and shapes
+      for (Param* p : stage[0]->params().all()) {
+        if (p == stage.back()->embedding_copy()) continue;
         ParamState st{p->name, Tensor::empty(p->shape, DType::F32, dev), Tensor::empty(p->shape, DType::F32, dev),
                       Tensor::empty(p->shape, DType::F32, dev)};
         for (Tensor* t : {&st.value, &st.exp_avg, &st.exp_avg_sq}) pp_->recv(*t, s);
         mine.push_back(std::move(st));
       }
     }
+    // In the whole model's order (an interleaved pipeline's stages hold every P-th segment).
+    HybridModel whole(mc, plan_for(mc));
+    std::map<std::string, size_t> order;
+    for (const Param* p : whole.params().all()) order.emplace(p->name, order.size());
+    std::stable_sort(mine.begin(), mine.end(),
+                     [&](const ParamState& a, const ParamState& b) { return order.at(a.name) < order.at(b.name); });
     return mine;
   }
   // The other stages' parameter names (a load reads this stage's alone).
@@ -360,12 +384,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     for (const std::string& e : errors) text += "\n  " + e;
     HYTRA_CHECK(errors.empty(), "--tensor-model-parallel-size ", tp.size, ": the model does not split:", text);
   }
-  HybridModel model(mc, plan_for(mc, pp_size, pp_rank), tp);
-  if (pipeline.active()) {
-    HYTRA_CHECK(model.plan().num_segments <= pp_size, "the pattern's ", model.plan().num_segments,
-                " pipe-delimited segments give each of the ", pp_size,
-                " stages several model chunks: the interleaved pipeline schedule is not built yet");
-  }
+  const std::vector<std::unique_ptr<HybridModel>> chunk_models = stage_chunks(mc, pp_size, pp_rank, tp);
+  std::vector<HybridModel*> chunks;
+  for (const auto& c : chunk_models) chunks.push_back(c.get());
+  HybridModel& model = *chunks[0];
   ParamStore& store = model.params();
   store.finalize(tc.bf16 ? DType::BF16 : DType::F32, dev,
                  DataParallelOptimizer::param_align(dp.size(), tc.use_distributed_optimizer));
@@ -383,7 +405,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (tp.on()) opt.set_tensor_parallel(tp.comm);
 
   TrainResult result;
-  const Param* copy = model.embedding_copy();  // a later stage's copy of the word embedding
+  const Param* copy = chunks.back()->embedding_copy();  // a later stage's copy of the word embedding
   result.num_params = whole.params().num_elements();
   const bool shares_embedding = !mc.untie_embeddings_and_output_weights || model.plan().mtp_depths > 0;
   if (pipeline.active())
@@ -428,8 +450,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   MicroBatchRunner runner(ex, model, ctx, !tc.no_cuda_graph && !pipeline.active() && !tp.on(), log);
   std::unique_ptr<PipelineRunner> pipe;
   if (pipeline.active()) {
-    pipe = std::make_unique<PipelineRunner>(ex, model, *pipeline.comm(), ctx);
-    log << "hytra: pipeline: " << pp_size << " stages, 1F1B over " << num_micro << " micro-batches a step\n";
+    pipeline_schedule(pp_size, pp_rank, num_micro, int64_t(chunks.size()));  // the counts' named errors, up front
+    pipe = std::make_unique<PipelineRunner>(ex, chunks, *pipeline.comm(), ctx);
+    log << "hytra: pipeline: " << pp_size << " stages, "
+        << (chunks.size() > 1 ? str("interleaved 1F1B (", chunks.size(), " model chunks a rank)") : std::string("1F1B"))
+        << " over " << num_micro << " micro-batches a step\n";
   }
   MoeInterval moe_interval;
   std::vector<double> interval_mtp;  // per MTP depth, summed over the interval's steps
@@ -470,12 +495,23 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     }
     const double loss = dp.mean(pipe ? pipe->mean_loss() : runner.mean_loss());
     // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
-    const std::vector<MoeStats> moe = dp.sum(model.moe_stats());
+    std::vector<MoeStats> mine;  // this rank's MoE layers, chunk by chunk
+    for (HybridModel* c : chunks) {
+      const std::vector<MoeStats> s = c->moe_stats();
+      mine.insert(mine.end(), s.begin(), s.end());
+    }
+    const std::vector<MoeStats> moe = dp.sum(mine);
     moe_interval.add(pipeline.gather(moe), mc);
-    const std::vector<double> mtp = dp.mean(pipeline.from_last(model.mtp_losses(), size_t(model.plan().mtp_depths)));
+    const std::vector<double> mtp =
+        dp.mean(pipeline.from_last(chunks.back()->mtp_losses(), size_t(model.plan().mtp_depths)));
     interval_mtp.resize(mtp.size(), 0.0);
     for (size_t k = 0; k < mtp.size(); ++k) interval_mtp[k] += mtp[k];
-    model.finish_step(dp.size() > 1 ? &moe : nullptr);
+    for (size_t c = 0, at = 0; c < chunks.size(); ++c) {  // each chunk's part of the reduced statistics
+      const size_t n = chunks[c]->moe_stats().size();
+      const std::vector<MoeStats> part(moe.begin() + std::ptrdiff_t(at), moe.begin() + std::ptrdiff_t(at + n));
+      chunks[c]->finish_step(dp.size() > 1 ? &part : nullptr);
+      at += n;
+    }
     store.finish_grads();
     pipeline.sync_embedding(store, shares_embedding);
     const double gnorm = opt.reduce_gradients(ex);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tensor and sequence parallelism on CPUs under mpirun (docs/parallelism.md "Tensor parallelism"): a tiny hybrid
 # (M, G, E, *, -, MTP, tied embeddings) trained 20 iterations (validation after 10 and 20) on a global batch of 8 as
-# one process, at TP 2 (twice: bitwise equal), at TP 2 with sequence parallelism, at TP 2 x PP 2, and at
-# DP 2 x TP 2 with sequence parallelism, the distributed optimizer and both overlaps. Every logged loss and grad norm
+# one process, at TP 2 (twice: bitwise equal), at TP 2 with sequence parallelism, at TP 2 x PP 2 (plain, and
+# interleaved with sequence parallelism), and at DP 2 x TP 2 with sequence parallelism, the distributed optimizer and
+# both overlaps. Every logged loss and grad norm
 # and the final weights match the one process within 1e-5 relative. With mHC (2 streams, selective recompute; the
 # losses) and a variant with LayerNorm, linear biases, QK-norm, learned positions and gated shared experts in the
 # grouped layout (no MTP: it needs RoPE), each at TP 2 with sequence parallelism against one process of that model.
@@ -44,6 +45,8 @@ run tp2_sp 2 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}"
 run tp2pp2 4 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${TP[@]}" --pipeline-model-parallel-size 2 --save-interval 10
 run dp2tp2_sp 4 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}" --use-distributed-optimizer \
   --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 3000
+run tp2_sp_pp2_interleaved 4 "${BASE[@]}" --hybrid-layer-pattern 'MG|E*|E*|-*/*-' "${SP[@]}" \
+  --pipeline-model-parallel-size 2
 MHC=("${BASE[@]}" --hybrid-layer-pattern "$PATTERN" --enable-hyper-connections --num-residual-streams 2
      --recompute-granularity selective --recompute-modules mhc core_attn moe_act layernorm)
 run one_mhc 1 "${MHC[@]}"
@@ -89,7 +92,7 @@ def weights_close(name, ref):
     assert rel <= 1e-5, f"{name}: the final weights differ from {ref}'s by {rel:.2e} relative"
     print(f"{name}: final weights {rel:.2e} relative to {ref}'s")
 assert len(losses("one")) >= 80
-for name in ("tp2", "tp2_sp", "tp2pp2", "dp2tp2_sp"):
+for name in ("tp2", "tp2_sp", "tp2pp2", "dp2tp2_sp", "tp2_sp_pp2_interleaved"):
     close(name, "one")
     weights_close(name, "one")
 # mHC: the losses (its alpha_res gradients are rounding noise that Adam turns into full steps, docs/parallelism.md).
