@@ -168,6 +168,25 @@ TEST(MpiCommunicator, SplitGroupsAndSendRecvAroundARing) {
   g_comm->barrier();
 }
 
+// One batched exchange a rank (the interleaved pipeline's step): a large message to the next rank and a small one to
+// the previous, received from the previous and the next, every rank at once. With two ranks next and previous are
+// one rank: the tags keep the two streams apart.
+TEST(Dist, ExchangeSendsBothWaysAtOnce) {
+  const int me = g_comm->rank(), n_ranks = g_comm->size();
+  const int next = (me + 1) % n_ranks, prev = (me + n_ranks - 1) % n_ranks;
+  const int64_t n = 1 << 20;
+  Tensor fwd_out = Tensor::empty({n}, DType::F32), fwd_in = Tensor::zeros({n}, DType::F32);
+  Tensor bwd_out = Tensor::empty({3}, DType::F32), bwd_in = Tensor::zeros({3}, DType::F32);
+  for (int64_t i = 0; i < n; ++i) fwd_out.data<float>()[i] = float(me) + float(i % 7);
+  for (int64_t i = 0; i < 3; ++i) bwd_out.data<float>()[i] = -1.0f - float(me);
+  g_comm->exchange({{&fwd_out, next, 1}, {&bwd_out, prev, 2}}, {{&fwd_in, prev, 1}, {&bwd_in, next, 2}});
+  EXPECT_EQ(fwd_in.data<float>()[0], float(prev));
+  EXPECT_EQ(fwd_in.data<float>()[n - 1], float(prev) + float((n - 1) % 7));
+  EXPECT_EQ(bwd_in.data<float>()[2], -1.0f - float(next));
+  g_comm->exchange({}, {});  // nothing to move: returns
+  g_comm->barrier();
+}
+
 }  // namespace
 }  // namespace hytra::dist
 
