@@ -159,9 +159,11 @@ class NcclCommunicator final : public Communicator {
       check(ncclGroupStart(), "ncclGroupStart");
       ncclResult_t e = ncclSuccess;
       for (const Send& s : sends)
-        if (e == ncclSuccess) e = ncclSend(s.t->raw(), size_t(s.t->numel()), nccl_type(s.t->dtype()), s.peer, comm_, stream_);
+        if (e == ncclSuccess)
+          e = ncclSend(s.t->raw(), size_t(s.t->numel()), nccl_type(s.t->dtype()), s.peer, comm_, stream_);
       for (const Recv& r : recvs)
-        if (e == ncclSuccess) e = ncclRecv(r.t->raw(), size_t(r.t->numel()), nccl_type(r.t->dtype()), r.peer, comm_, stream_);
+        if (e == ncclSuccess)
+          e = ncclRecv(r.t->raw(), size_t(r.t->numel()), nccl_type(r.t->dtype()), r.peer, comm_, stream_);
       end_group(e, "ncclSend/ncclRecv");
     });
   }

@@ -10,9 +10,9 @@
 #pragma once
 #include <string>
 
+#include "nn/context.h"
 #include "nn/param.h"
 #include "nn/tensor_parallel.h"
-#include "nn/context.h"
 
 namespace hytra {
 

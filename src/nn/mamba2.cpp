@@ -58,8 +58,8 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
   Saved& s = ctx.saved<Saved>(this);
   // (B,T,2 Di + 2GN + H), the whole sequence (sequence parallelism: gathered); the conv and the norm read it in place
   s.zxbcdt = in_proj_->forward(ctx, in);
-  const int64_t B = s.zxbcdt.size(0), T = s.zxbcdt.size(1), H = opt_.num_heads, P = opt_.head_dim,
-                G = opt_.num_groups, N = opt_.state_dim, Di = d_inner();
+  const int64_t B = s.zxbcdt.size(0), T = s.zxbcdt.size(1), H = opt_.num_heads, P = opt_.head_dim, G = opt_.num_groups,
+                N = opt_.state_dim, Di = d_inner();
 
   // conv + SiLU straight into x, B and C (nn/channel_conv.h).
   s.x = Tensor::empty({B, T, H, P}, dt, dev);

@@ -9,9 +9,9 @@ FeedForward::FeedForward(const MlpOptions& whole, const std::string& prefix, Par
   opt_.ffn = whole.tp.local(whole.ffn);  // tensor parallelism: this rank's channels (of each GLU half)
   const MlpOptions& o = opt_;
   const bool glu = is_glu(o.activation);
-  fc1_ = std::make_unique<Linear>(prefix + "linear_fc1.", o.hidden, glu ? 2 * o.ffn : o.ffn, o.bias, o.init_std, store,
-                                  LinearSplit{LinearSplit::Column, o.tp,
-                                              glu ? std::vector<int64_t>{o.ffn, o.ffn} : std::vector<int64_t>{}});
+  fc1_ = std::make_unique<Linear>(
+      prefix + "linear_fc1.", o.hidden, glu ? 2 * o.ffn : o.ffn, o.bias, o.init_std, store,
+      LinearSplit{LinearSplit::Column, o.tp, glu ? std::vector<int64_t>{o.ffn, o.ffn} : std::vector<int64_t>{}});
   fc2_ = std::make_unique<Linear>(prefix + "linear_fc2.", o.ffn, o.hidden, o.bias, o.output_init_std, store,
                                   LinearSplit{LinearSplit::Row, o.tp, {}});
 }

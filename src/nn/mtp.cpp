@@ -5,8 +5,8 @@
 
 namespace hytra {
 
-MtpDepth::MtpDepth(const std::string& prefix, const NormOptions& norm, double init_std, Param& embedding,
-                   Param& output, const LayerFactory& build_layers, ParamStore& store, const TensorParallel& tp)
+MtpDepth::MtpDepth(const std::string& prefix, const NormOptions& norm, double init_std, Param& embedding, Param& output,
+                   const LayerFactory& build_layers, ParamStore& store, const TensorParallel& tp)
     : hidden_(norm.dim) {
   const int64_t C = norm.dim;
   embedding_ = std::make_unique<Embedding>(embedding, tp);

@@ -183,7 +183,8 @@ void init_params(ParamStore& store, uint64_t seed) {
   for (Param* p : store.all()) {
     Exec& ex = Exec::for_device(p->master.device());
     // A shard: the whole tensor's values, then its slices.
-    Tensor master = p->shard.split() ? Tensor::empty(p->full_shape(), p->master.dtype(), p->master.device()) : p->master;
+    Tensor master =
+        p->shard.split() ? Tensor::empty(p->full_shape(), p->master.dtype(), p->master.device()) : p->master;
     switch (p->init) {
       case InitKind::Normal:
         if (p->init_groups == 1) {

@@ -1157,8 +1157,8 @@ void ce_shard_target(Exec& ex, Tensor& target, const Tensor& loss, const Tensor&
 void ce_shard_combine(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& lse_parts, const Tensor& target,
                       const Tensor& labels) {
   const char* op = "ce_shard_combine";
-  for (auto [n, t] : {Arg{"loss", &loss}, {"lse", &lse}, {"lse_parts", &lse_parts}, {"target", &target},
-                      {"labels", &labels}})
+  for (auto [n, t] :
+       {Arg{"loss", &loss}, {"lse", &lse}, {"lse_parts", &lse_parts}, {"target", &target}, {"labels", &labels}})
     check_arg(ex, op, n, *t);
   const int64_t N = labels.numel();
   check_ids(op, "labels", labels, N);

@@ -136,16 +136,17 @@ constexpr int kForwardTag = 1, kBackwardTag = 2;  // the two streams of messages
 // exchange, its sends and receives in the same order on every rank (forward stream, then backward stream).
 class InterleavedTransfers {
  public:
-  InterleavedTransfers(dist::Communicator& pp, const std::vector<HybridModel*>& chunks, const std::vector<Batch>& batches,
-                       std::function<Tensor(const Batch&)> buffer)
-      : pp_(pp), chunks_(chunks), batches_(batches), buffer_(std::move(buffer)),
-        total_(int64_t(batches.size() * chunks.size())), inputs_(size_t(total_)), grads_(size_t(total_)) {}
-  PipelineAction forward(int64_t k) const {
-    return interleaved_action(pp_.size(), int64_t(chunks_.size()), k, true);
-  }
-  PipelineAction backward(int64_t k) const {
-    return interleaved_action(pp_.size(), int64_t(chunks_.size()), k, false);
-  }
+  InterleavedTransfers(dist::Communicator& pp, const std::vector<HybridModel*>& chunks,
+                       const std::vector<Batch>& batches, std::function<Tensor(const Batch&)> buffer)
+      : pp_(pp),
+        chunks_(chunks),
+        batches_(batches),
+        buffer_(std::move(buffer)),
+        total_(int64_t(batches.size() * chunks.size())),
+        inputs_(size_t(total_)),
+        grads_(size_t(total_)) {}
+  PipelineAction forward(int64_t k) const { return interleaved_action(pp_.size(), int64_t(chunks_.size()), k, true); }
+  PipelineAction backward(int64_t k) const { return interleaved_action(pp_.size(), int64_t(chunks_.size()), k, false); }
   Tensor take_input(int64_t k) { return std::exchange(inputs_[size_t(k)], Tensor()); }
   Tensor take_grad(int64_t k) { return std::exchange(grads_[size_t(k)], Tensor()); }
   // Sends `out` (undefined: nothing) forward and `dgrad` back; receives the input of virtual forward `next_fwd` and
@@ -192,8 +193,7 @@ void PipelineRunner::train_interleaved(const std::vector<Batch>& batches, int64_
   const int64_t total = t.total(), warmup = interleaved_warmup(pp_.size(), pp_.rank(), M, V), steady = total - warmup;
   auto run_forward = [&](int64_t k) {
     const PipelineAction a = t.forward(k);
-    return forward(a.chunk * M + a.micro, batches[size_t(a.micro)], t.take_input(k), num_micro, true,
-                   size_t(a.chunk));
+    return forward(a.chunk * M + a.micro, batches[size_t(a.micro)], t.take_input(k), num_micro, true, size_t(a.chunk));
   };
   auto run_backward = [&](int64_t k) {
     const PipelineAction a = t.backward(k);
@@ -217,8 +217,8 @@ void PipelineRunner::evaluate_interleaved(const std::vector<Batch>& batches) {
   t.step(Tensor(), Tensor(), 0, -1);
   for (int64_t k = 0; k < t.total(); ++k) {
     const PipelineAction a = t.forward(k);
-    const Tensor out = forward(a.chunk * M + a.micro, batches[size_t(a.micro)], t.take_input(k), 1, false,
-                               size_t(a.chunk));
+    const Tensor out =
+        forward(a.chunk * M + a.micro, batches[size_t(a.micro)], t.take_input(k), 1, false, size_t(a.chunk));
     ctx_[size_t(a.chunk * M + a.micro)]->clear();
     t.step(out, Tensor(), k + 1, -1);
   }

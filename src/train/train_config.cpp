@@ -35,9 +35,9 @@ void TrainConfig::validate() const {
   need(!sequence_parallel || tensor_model_parallel_size > 1,
        "--sequence-parallel: needs --tensor-model-parallel-size above 1 (it splits the activations between the "
        "tensor-parallel regions)");
-  for (auto [flag, v, what] : {std::tuple<const char*, int, const char*>{"--context-parallel-size", context_parallel_size,
-                                                                         "context"},
-                               {"--expert-model-parallel-size", expert_model_parallel_size, "expert"}})
+  for (auto [flag, v, what] :
+       {std::tuple<const char*, int, const char*>{"--context-parallel-size", context_parallel_size, "context"},
+        {"--expert-model-parallel-size", expert_model_parallel_size, "expert"}})
     need(v == 1, str(flag, " ", v, ": ", what, " parallelism is not built yet (data, tensor and pipeline parallelism ",
                      "only: launch more processes with mpirun and leave this at 1)"));
   // The routed experts split over the tensor-parallel ranks like the dense layers (Megatron's default); other expert

@@ -594,9 +594,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   result.peak_memory_bytes = device_alloc.stats().peak;
   {  // rank 0's in a multi-process run
     char line[160];
-    std::snprintf(line, sizeof line, "hytra: rank 0 memory: %.2f MiB before the first step, peak %.2f MiB (%.2f MiB of "
-                  "activations and workspace)\n", double(held_before) / 1048576.0,
-                  double(result.peak_memory_bytes) / 1048576.0,
+    std::snprintf(line, sizeof line,
+                  "hytra: rank 0 memory: %.2f MiB before the first step, peak %.2f MiB (%.2f MiB of "
+                  "activations and workspace)\n",
+                  double(held_before) / 1048576.0, double(result.peak_memory_bytes) / 1048576.0,
                   double(result.peak_memory_bytes - held_before) / 1048576.0);
     log << line;
   }

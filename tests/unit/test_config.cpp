@@ -119,7 +119,8 @@ TEST(Config, MhcGroupsWithTwoMlpsOrTwoMixersAreRefused) {
 // Only data parallelism runs: a larger model-parallel size is refused naming its flag; the global batch must
 // split into micro-batches over the data-parallel ranks.
 TEST(Config, ParallelSizesAndTheDataParallelBatch) {
-  expect_error({"--tensor-model-parallel-size", "0"}, "--tensor-model-parallel-size: expected a positive integer, got 0");
+  expect_error({"--tensor-model-parallel-size", "0"},
+               "--tensor-model-parallel-size: expected a positive integer, got 0");
   expect_error({"--pipeline-model-parallel-size", "0"},
                "--pipeline-model-parallel-size: expected a positive integer, got 0");
   expect_error({"--context-parallel-size", "2"}, "--context-parallel-size 2: context parallelism");

@@ -46,7 +46,7 @@ BenchResult run_bench(const std::string& name, const ModelConfig& model, TrainCo
   r.steps = steps;
   r.step_ms = median * 1e3;
   r.tokens_per_s = double(r.global_batch * r.seq_length) / median;
-  r.gpus = int(train.data_parallel_size * train.pipeline_model_parallel_size);  // the ranks
+  r.gpus = int(train.data_parallel_size * train.tensor_model_parallel_size * train.pipeline_model_parallel_size);  // ranks
   r.tflops_per_gpu = t.flops_per_token * r.tokens_per_s / 1e12 / double(r.gpus);
   r.mfu = r.tflops_per_gpu * 1e12 / kPeakBf16Flops;
   r.peak_mem_gib = double(t.peak_memory_bytes) / double(1ll << 30);

@@ -236,7 +236,8 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         store(c.finetune));
   t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE", store(c.log_jsonl));
   // The parallel layout: the data-parallel size is what the launcher's world leaves (docs/parallelism.md).
-  t.add("--tensor-model-parallel-size", K::Int, "", "tensor-parallel ranks: each layer's weights split over them (docs/parallelism.md)",
+  t.add("--tensor-model-parallel-size", K::Int, "",
+        "tensor-parallel ranks: each layer's weights split over them (docs/parallelism.md)",
         store(c.tensor_model_parallel_size));
   t.add("--sequence-parallel", K::Bool, "",
         "split the activations between the tensor-parallel regions along the sequence (needs tensor parallelism)",

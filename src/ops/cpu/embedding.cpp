@@ -36,8 +36,8 @@ void visit_float(DType t, F&& f) {
 
 void check_ids(const char* op, const int32_t* ids, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n)
-    HYTRA_CHECK(ids[n] >= -1 && ids[n] < V, op, ": token id ", ids[n], " at position ", n,
-                " is out of range [0, V=", V, ")");
+    HYTRA_CHECK(ids[n] >= -1 && ids[n] < V, op, ": token id ", ids[n], " at position ", n, " is out of range [0, V=", V,
+                ")");
 }
 
 // dtable (V,C) += dy (N,C) scattered by ids (N), grouped as described in the file header.

@@ -27,10 +27,11 @@ void add_fwd(int64_t N, int64_t V, int64_t C, DType dt, bool shard = false) {
 }
 
 void add_bwd(int64_t N, int64_t V, int64_t C, DType table_t, DType dy_t, bool shard = false) {
-  std::string shape = "N=" + dims({N}) + " V=" + dims({V}) + " C=" + dims({C}) + " dy=" + dtype_name(dy_t) +
-                      (shard ? " ids -1" : "");
+  std::string shape =
+      "N=" + dims({N}) + " V=" + dims({V}) + " C=" + dims({C}) + " dy=" + dtype_name(dy_t) + (shard ? " ids -1" : "");
   register_case(make_case("embedding_bwd", shape, table_t, [=](uint64_t seed) {
-    Tensor ids = ids_for(N, V, seed, shard), dy = rand({N, C}, dy_t, seed + 1), dtable = rand({V, C}, table_t, seed + 2);
+    Tensor ids = ids_for(N, V, seed, shard), dy = rand({N, C}, dy_t, seed + 1),
+           dtable = rand({V, C}, table_t, seed + 2);
     Tensor dg = dev(dtable), dc = ref(dtable);
     ops::embedding_bwd(gpu(), dg, dev(dy), dev(ids));
     ops::embedding_bwd(cpu(), dc, ref(dy), ids);

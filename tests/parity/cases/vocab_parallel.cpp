@@ -14,14 +14,14 @@ Tensor ids_with_ignored(int64_t N, int64_t V, uint64_t seed) {
 }
 
 void add_ids(int64_t N, int64_t V, int64_t start, int64_t count, int64_t outside) {
-  Case c = make_case("vocab_shard_ids", "N=" + dims({N}) + " shard " + dims({start, count}), DType::F32,
-                     [=](uint64_t seed) {
-                       Tensor ids = ids_with_ignored(N, V, seed);
-                       Tensor og = dev_empty({N}, DType::I32), oc = Tensor::empty({N}, DType::I32);
-                       ops::vocab_shard_ids(gpu(), og, dev(ids), start, count, outside);
-                       ops::vocab_shard_ids(cpu(), oc, ids, start, count, outside);
-                       return std::vector<Output>{{"out", og, oc}};
-                     });
+  Case c =
+      make_case("vocab_shard_ids", "N=" + dims({N}) + " shard " + dims({start, count}), DType::F32, [=](uint64_t seed) {
+        Tensor ids = ids_with_ignored(N, V, seed);
+        Tensor og = dev_empty({N}, DType::I32), oc = Tensor::empty({N}, DType::I32);
+        ops::vocab_shard_ids(gpu(), og, dev(ids), start, count, outside);
+        ops::vocab_shard_ids(cpu(), oc, ids, start, count, outside);
+        return std::vector<Output>{{"out", og, oc}};
+      });
   c.criterion = Criterion::Exact;
   register_case(c);
 }
