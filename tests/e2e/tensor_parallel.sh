@@ -3,7 +3,7 @@
 # (M, G, E, *, -, MTP, tied embeddings) trained 20 iterations (validation after 10 and 20) on a global batch of 8 as
 # one process, at TP 2 (twice: bitwise equal), at TP 2 with sequence parallelism, at TP 2 x PP 2 (plain, and
 # interleaved with sequence parallelism), and at DP 2 x TP 2 with sequence parallelism, the distributed optimizer and
-# both overlaps. Every logged loss and grad norm
+# both overlaps (and at TP 2 with sequence parallelism, one sequence a micro-batch). Every logged loss and grad norm
 # and the final weights match the one process within 1e-5 relative. With mHC (2 streams, selective recompute; the
 # losses) and a variant with LayerNorm, linear biases, QK-norm, learned positions and gated shared experts in the
 # grouped layout (no MTP: it needs RoPE), each at TP 2 with sequence parallelism against one process of that model.
@@ -45,6 +45,9 @@ run tp2_sp 2 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}"
 run tp2pp2 4 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${TP[@]}" --pipeline-model-parallel-size 2 --save-interval 10
 run dp2tp2_sp 4 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}" --use-distributed-optimizer \
   --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 3000
+# One sequence a micro-batch: the sequence gathers and scatters without the batch's reordering.
+run one_mbs1 1 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" --micro-batch-size 1
+run tp2_sp_mbs1 2 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}" --micro-batch-size 1
 run tp2_sp_pp2_interleaved 4 "${BASE[@]}" --hybrid-layer-pattern 'MG|E*|E*|-*/*-' "${SP[@]}" \
   --pipeline-model-parallel-size 2
 MHC=("${BASE[@]}" --hybrid-layer-pattern "$PATTERN" --enable-hyper-connections --num-residual-streams 2
@@ -98,6 +101,7 @@ for name in ("tp2", "tp2_sp", "tp2pp2", "dp2tp2_sp", "tp2_sp_pp2_interleaved"):
 # mHC: the losses (its alpha_res gradients are rounding noise that Adam turns into full steps, docs/parallelism.md).
 close("tp2_sp_mhc", "one_mhc")
 close("tp2_sp_variant", "one_variant")
+close("tp2_sp_mbs1", "one_mbs1")
 weights_close("tp2_sp_variant", "one_variant")
 assert losses("tp2") == losses("tp2_again"), "two runs at TP 2 differ"
 for name, base in (("resume_one", "tp2pp2"), ("resume_dp4", "tp2pp2"), ("reverse_tp2pp2", "one")):

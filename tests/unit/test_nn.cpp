@@ -13,6 +13,7 @@
 #include "nn/linear.h"
 #include "nn/lm_head.h"
 #include "nn/mlp.h"
+#include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -104,6 +105,33 @@ TEST(ParamStore, NormalInitIsPhiloxKeyedByName) {
     ASSERT_EQ(v[i], float(0.01 * double(philox_normal(123, stream, uint64_t(i))))) << "element " << i;
   for (double x : b.value.to_f64_vector()) EXPECT_EQ(x, 0.0);
   EXPECT_EQ(s.flat_grads().dtype(), DType::F32);
+}
+
+// A tensor-parallel shard of a tensor made of two parts along dim 1 (a GLU's halves, say: 2 and 4 columns of a
+// (3, 6) tensor) over 2 ranks: rank r holds column r of the first part and columns 2 + 2r, 3 + 2r of the second.
+// Its init is its slices of the whole tensor's Philox values, and placing both ranks' shards rebuilds the tensor.
+TEST(ParamStore, TensorParallelShardsAreSlicesOfTheWholeTensor) {
+  const uint64_t stream = stream_id("w");
+  const auto whole = [&](int64_t row, int64_t col) {
+    return float(0.5 * double(philox_normal(7, stream, uint64_t(row * 6 + col))));
+  };
+  Tensor rebuilt = Tensor::zeros({3, 6}, DType::F32);
+  for (int rank = 0; rank < 2; ++rank) {
+    ParamStore s;
+    Param& w = s.create("w", {3, 3}, InitKind::Normal, 0.5, false);
+    shard_param(w, TensorParallel{nullptr, 2, rank}, 1, {1, 2});
+    EXPECT_EQ(w.full_shape(), (Shape{3, 6}));
+    s.finalize(DType::F32, Device::CPU);
+    init_params(s, 7);
+    const int64_t cols[3] = {rank, 2 + 2 * rank, 3 + 2 * rank};
+    for (int64_t row = 0; row < 3; ++row)
+      for (int64_t j = 0; j < 3; ++j)
+        EXPECT_EQ(w.value.data<float>()[row * 3 + j], whole(row, cols[j]))
+            << "rank " << rank << " (" << row << ", " << j << ")";
+    place_shard(Exec::cpu(), rebuilt, w.value, w.shard);
+  }
+  for (int64_t row = 0; row < 3; ++row)
+    for (int64_t col = 0; col < 6; ++col) EXPECT_EQ(rebuilt.data<float>()[row * 6 + col], whole(row, col));
 }
 
 TEST(ParamStore, GradsAreFp64ForFp64Values) {
