@@ -3,7 +3,7 @@
 # (M, G, E, *, -, MTP, tied embeddings) trained 20 iterations (validation after 10 and 20) on a global batch of 8 as
 # one process, at TP 2 (twice: bitwise equal), at TP 2 with sequence parallelism, at TP 2 x PP 2 (plain, and
 # interleaved with sequence parallelism), and at DP 2 x TP 2 with sequence parallelism, the distributed optimizer and
-# both overlaps (and at TP 2 with sequence parallelism, one sequence a micro-batch). Every logged loss and grad norm
+# both overlaps, at DP 2 x TP 2 x PP 2 (and at TP 2 with sequence parallelism, one sequence a micro-batch). Every logged loss and grad norm
 # and the final weights match the one process within 1e-5 relative. With mHC (2 streams, selective recompute; the
 # losses) and a variant with LayerNorm, linear biases, QK-norm, learned positions and gated shared experts in the
 # grouped layout (no MTP: it needs RoPE), each at TP 2 with sequence parallelism against one process of that model.
@@ -45,6 +45,8 @@ run tp2_sp 2 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}"
 run tp2pp2 4 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${TP[@]}" --pipeline-model-parallel-size 2 --save-interval 10
 run dp2tp2_sp 4 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}" --use-distributed-optimizer \
   --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 3000
+run dp2tp2pp2 8 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}" --pipeline-model-parallel-size 2 \
+  --use-distributed-optimizer
 # One sequence a micro-batch: the sequence gathers and scatters without the batch's reordering.
 run one_mbs1 1 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" --micro-batch-size 1
 run tp2_sp_mbs1 2 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}" --micro-batch-size 1
@@ -95,7 +97,7 @@ def weights_close(name, ref):
     assert rel <= 1e-5, f"{name}: the final weights differ from {ref}'s by {rel:.2e} relative"
     print(f"{name}: final weights {rel:.2e} relative to {ref}'s")
 assert len(losses("one")) >= 80
-for name in ("tp2", "tp2_sp", "tp2pp2", "dp2tp2_sp", "tp2_sp_pp2_interleaved"):
+for name in ("tp2", "tp2_sp", "tp2pp2", "dp2tp2_sp", "tp2_sp_pp2_interleaved", "dp2tp2pp2"):
     close(name, "one")
     weights_close(name, "one")
 # mHC: the losses (its alpha_res gradients are rounding noise that Adam turns into full steps, docs/parallelism.md).
