@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Tensor and sequence parallelism on CPUs under mpirun (docs/parallelism.md "Tensor parallelism"): a tiny hybrid
 # (M, G, E, *, -, MTP, tied embeddings) trained 20 iterations (validation after 10 and 20) on a global batch of 8 as
-# one process, at TP 2 (twice: bitwise equal), at TP 2 with sequence parallelism, at TP 2 x PP 2 (plain, and
-# interleaved with sequence parallelism), and at DP 2 x TP 2 with sequence parallelism, the distributed optimizer and
-# both overlaps, at DP 2 x TP 2 x PP 2 (and at TP 2 with sequence parallelism, one sequence a micro-batch). Every logged loss and grad norm
-# and the final weights match the one process within 1e-5 relative. With mHC (2 streams, selective recompute; the
+# one process, at TP 2 (twice: bitwise equal), at TP 2 with sequence parallelism (also one sequence a micro-batch),
+# at TP 2 x PP 2 (plain, and interleaved with sequence parallelism), at DP 2 x TP 2 with sequence parallelism, the
+# distributed optimizer and both overlaps, and at DP 2 x TP 2 x PP 2 (8 ranks). Every logged loss and grad norm and
+# the final weights match the one process within 1e-5 relative. With mHC (2 streams, selective recompute; the
 # losses) and a variant with LayerNorm, linear biases, QK-norm, learned positions and gated shared experts in the
 # grouped layout (no MTP: it needs RoPE), each at TP 2 with sequence parallelism against one process of that model.
 # Checkpoints across layouts: iteration 10 of TP 2 x PP 2 resumed in one process and at DP 4, and iteration 10 of the
