@@ -9,9 +9,14 @@
 #     GPUs with the distributed optimizer, the global batch PER_GPU x GPUs, with and without the overlap;
 #  4. pipeline parallelism: a tiny hybrid with mHC and MTP at 2 stages against one GPU (fp32 and bf16, bf16
 #     twice: bitwise), DP 2 x PP 2 with the distributed optimizer (4 GPUs), and llama3.2-1b at 1, 2 and 4
-#     stages (global batch 8: 4 micro-batches of 2).
+#     stages (global batch 8: 4 micro-batches of 2);
+#  5. tensor parallelism and the interleaved schedule: the tiny hybrid at TP 2 (fp32; bf16 twice: bitwise), TP 2
+#     with sequence parallelism, PP 2 interleaved (2 chunks a rank) and on 4 GPUs TP 2 + SP x interleaved PP 2
+#     (saved at iteration 15 and resumed on one GPU) and DP 2 x TP 2 with the distributed optimizer, against one
+#     GPU; then `hytra bench` of nemotron-h-1b and llama3.2-1b at TP 1 and 2 (with and without sequence
+#     parallelism) and nemotron-h-1b at PP 2 (13 + 12 layers), global batch 8.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
-#   Usage: [PARTS="1 2 3 4"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN   (BIN: a folder with hytra)
+#   Usage: [PARTS="1 2 3 4 5"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN   (BIN: a folder with hytra)
 set -uo pipefail
 H=$(realpath "${1:-build}/hytra")
 OUT=${OUT:-/tmp/hytra_out}
@@ -31,9 +36,8 @@ launch() {  # launch NP CMD...: NP ranks under mpirun, one GPU each
     mpirun --allow-run-as-root --bind-to none -np "$np" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE "$@"; fi
 }
 
-part() { [[ " ${PARTS:-1 2 3 4} " == *" $1 "* ]]; }
-if part 1; then
-# The tiny hybrid of parts 2 and 4 (M, G, E, *, -, mHC, MTP); each part sets M: its pattern and length.
+part() { [[ " ${PARTS:-1 2 3 4 5} " == *" $1 "* ]]; }
+# The tiny hybrid of parts 2, 4 and 5 (M, G, E, *, -, mHC, MTP); each part sets M: its pattern and length.
 TINY=(--enable-hyper-connections --num-residual-streams 2 --hidden-size 64 --num-attention-heads 4
       --group-query-attention --num-query-groups 2 --ffn-hidden-size 128 --swiglu --mamba-num-heads 4
       --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 16 --mamba-chunk-size 32 --num-experts 4
@@ -49,6 +53,7 @@ run() {  # run NAME NP [flags]
     echo "FAIL $name: $(tail -3 "$W/$name.log")"
 }
 
+if part 1; then
 echo "== 1. NCCL one-rank world"
 bash tests/e2e/nccl_one_rank.sh "$H"; echo "rc $?"
 for world in plain nccl plain nccl; do  # twice, interleaved: the clocks drift
@@ -147,6 +152,59 @@ for n in 1 2 4; do
     --pipeline-model-parallel-size "$n" > "$W/bench.log" 2>&1
   grep -E "^hytra config=|holds|rror" "$W/bench.log" | tail -3
 done
+}
+part 5 && {
+echo "== 5. tensor parallelism and the interleaved schedule on $N GPUs"
+M=(train --hybrid-layer-pattern 'MGE*E*-*/*-' "${TINY[@]}" --train-iters 30)
+SP=(--tensor-model-parallel-size 2 --sequence-parallel)
+run tf1 1
+run tf2 2 --tensor-model-parallel-size 2
+run tf2_sp 2 "${SP[@]}"
+run tb1 1 --bf16
+run tb2 2 --bf16 --tensor-model-parallel-size 2
+run tb2_again 2 --bf16 --tensor-model-parallel-size 2
+run tb2_sp 2 --bf16 "${SP[@]}"
+run tb_ipp 2 --bf16 --hybrid-layer-pattern 'MG|E*|E*|-*/*-' --pipeline-model-parallel-size 2
+if [ "$N" -ge 4 ]; then
+  run tb_sp_ipp 4 --bf16 --hybrid-layer-pattern 'MG|E*|E*|-*/*-' "${SP[@]}" --pipeline-model-parallel-size 2 \
+    --save "$W/tck" --save-interval 15
+  run tb_dp_tp 4 --bf16 --tensor-model-parallel-size 2 --use-distributed-optimizer
+  mkdir -p "$W/tck15" && cp -r "$W/tck/iter_0000015" "$W/tck15/" && echo 15 > "$W/tck15/latest_checkpointed_iteration.txt"
+  run tb_resume1 1 --bf16 --load "$W/tck15"
+fi
+grep -h "holds\|memory:" "$W"/tb2_sp.log "$W"/tb1.log
+python3 - "$W" <<'PY'
+import json, os, sys
+w = sys.argv[1]
+def losses(n):
+    return [(r["iteration"], k, v) for r in map(json.loads, open(f"{w}/{n}.jsonl"))
+            for k, v in sorted(r.items()) if "loss" in k and isinstance(v, float)]
+def worst(a, b, first=1):
+    a = [x for x in losses(a) if x[0] >= first]
+    return max(abs(x[2] - y[2]) / abs(x[2]) for x, y in zip(a, losses(b)))
+print(f"fp32 TP 2: largest relative loss difference from one GPU {worst('tf1', 'tf2'):.2e}; with SP "
+      f"{worst('tf1', 'tf2_sp'):.2e}")
+print(f"bf16 TP 2: {worst('tb1', 'tb2'):.2e}; twice: {'bitwise equal' if losses('tb2') == losses('tb2_again') else 'DIFFERENT'}"
+      f"; with SP {worst('tb1', 'tb2_sp'):.2e}; PP 2 interleaved {worst('tb1', 'tb_ipp'):.2e}")
+if os.path.exists(f"{w}/tb_sp_ipp.jsonl"):
+    print(f"bf16 TP 2 + SP x PP 2 interleaved: {worst('tb1', 'tb_sp_ipp'):.2e}; DP 2 x TP 2: {worst('tb1', 'tb_dp_tp'):.2e}; "
+          f"its iteration 15 resumed on one GPU: {worst('tb_sp_ipp', 'tb_resume1', 16):.2e}")
+PY
+for cfg in examples/nemotron-h-1b/config.yaml llama3.2-1b; do
+  for layout in "1" "2 --tensor-model-parallel-size 2" "2 --tensor-model-parallel-size 2 --sequence-parallel"; do
+    set -- $layout
+    n=$1; shift
+    [ "$n" -le "$N" ] || continue
+    echo "-- $cfg gpus $n $*, global batch 8"
+    launch "$n" "$H" bench "$cfg" --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 --lr-warmup-iters 2 "$@" \
+      > "$W/bench.log" 2>&1
+    grep -E "^hytra config=|holds|memory:|rror" "$W/bench.log" | tail -4
+  done
+done
+echo "-- nemotron-h-1b pipeline 2 (13 + 12 layers), global batch 8"
+launch 2 "$H" bench examples/nemotron-h-1b/config.yaml --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 \
+  --lr-warmup-iters 2 --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 13 > "$W/bench.log" 2>&1
+grep -E "^hytra config=|holds|memory:|rror" "$W/bench.log" | tail -4
 }
 cp "$W"/*.log "$OUT"/ 2>/dev/null
 rm -rf "$W"
