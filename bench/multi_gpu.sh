@@ -16,7 +16,8 @@
 #     GPU; then `hytra bench` of nemotron-h-1b and llama3.2-1b at TP 1 and 2 (with and without sequence
 #     parallelism) and nemotron-h-1b at PP 2 (13 + 12 layers), global batch 8.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
-#   Usage: [PARTS="1 2 3 4 5"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN   (BIN: a folder with hytra)
+#   Usage: [PARTS="1 2 3 4 5"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN
+#   (BIN: a folder with hytra)
 set -uo pipefail
 H=$(realpath "${1:-build}/hytra")
 OUT=${OUT:-/tmp/hytra_out}
@@ -169,7 +170,8 @@ if [ "$N" -ge 4 ]; then
   run tb_sp_ipp 4 --bf16 --hybrid-layer-pattern 'MG|E*|E*|-*/*-' "${SP[@]}" --pipeline-model-parallel-size 2 \
     --save "$W/tck" --save-interval 15
   run tb_dp_tp 4 --bf16 --tensor-model-parallel-size 2 --use-distributed-optimizer
-  mkdir -p "$W/tck15" && cp -r "$W/tck/iter_0000015" "$W/tck15/" && echo 15 > "$W/tck15/latest_checkpointed_iteration.txt"
+  mkdir -p "$W/tck15" && cp -r "$W/tck/iter_0000015" "$W/tck15/" &&
+    echo 15 > "$W/tck15/latest_checkpointed_iteration.txt"
   run tb_resume1 1 --bf16 --load "$W/tck15"
 fi
 grep -h "holds\|memory:" "$W"/tb2_sp.log "$W"/tb1.log
@@ -184,10 +186,12 @@ def worst(a, b, first=1):
     return max(abs(x[2] - y[2]) / abs(x[2]) for x, y in zip(a, losses(b)))
 print(f"fp32 TP 2: largest relative loss difference from one GPU {worst('tf1', 'tf2'):.2e}; with SP "
       f"{worst('tf1', 'tf2_sp'):.2e}")
-print(f"bf16 TP 2: {worst('tb1', 'tb2'):.2e}; twice: {'bitwise equal' if losses('tb2') == losses('tb2_again') else 'DIFFERENT'}"
-      f"; with SP {worst('tb1', 'tb2_sp'):.2e}; PP 2 interleaved {worst('tb1', 'tb_ipp'):.2e}")
+same = "bitwise equal" if losses("tb2") == losses("tb2_again") else "DIFFERENT"
+print(f"bf16 TP 2: {worst('tb1', 'tb2'):.2e}; twice: {same}; with SP {worst('tb1', 'tb2_sp'):.2e}; "
+      f"PP 2 interleaved {worst('tb1', 'tb_ipp'):.2e}")
 if os.path.exists(f"{w}/tb_sp_ipp.jsonl"):
-    print(f"bf16 TP 2 + SP x PP 2 interleaved: {worst('tb1', 'tb_sp_ipp'):.2e}; DP 2 x TP 2: {worst('tb1', 'tb_dp_tp'):.2e}; "
+    print(f"bf16 TP 2 + SP x PP 2 interleaved: {worst('tb1', 'tb_sp_ipp'):.2e}; "
+          f"DP 2 x TP 2: {worst('tb1', 'tb_dp_tp'):.2e}; "
           f"its iteration 15 resumed on one GPU: {worst('tb_sp_ipp', 'tb_resume1', 16):.2e}")
 PY
 for cfg in examples/nemotron-h-1b/config.yaml llama3.2-1b; do

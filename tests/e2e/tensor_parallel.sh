@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Tensor and sequence parallelism on CPUs under mpirun (docs/parallelism.md "Tensor parallelism"): a tiny hybrid
 # (M, G, E, *, -, MTP, tied embeddings) trained 20 iterations (validation after 10 and 20) on a global batch of 8 as
-# one process, at TP 2 (twice: bitwise equal), at TP 2 with sequence parallelism (also one sequence a micro-batch),
-# at TP 2 x PP 2 (plain, and interleaved with sequence parallelism), at DP 2 x TP 2 with sequence parallelism, the
-# distributed optimizer and both overlaps, and at DP 2 x TP 2 x PP 2 (8 ranks). Every logged loss and grad norm and
-# the final weights match the one process within 1e-5 relative. With mHC (2 streams, selective recompute; the
-# losses) and a variant with LayerNorm, linear biases, QK-norm, learned positions and gated shared experts in the
-# grouped layout (no MTP: it needs RoPE), each at TP 2 with sequence parallelism against one process of that model.
+# one process, at TP 2 and at TP 2 with sequence parallelism (each twice: bitwise equal; also one sequence a
+# micro-batch), at TP 2 x PP 2 (plain, and interleaved with sequence parallelism), at DP 2 x TP 2 with sequence
+# parallelism, the distributed optimizer and both overlaps, and at DP 2 x TP 2 x PP 2 (8 ranks). Every logged loss
+# and grad norm and the final weights match the one process within 1e-5 relative. With mHC (2 streams, selective
+# recompute; the losses) and a variant with LayerNorm, linear biases, QK-norm, learned positions and gated shared
+# experts in the grouped layout (no MTP: it needs RoPE), each at TP 2 with sequence parallelism against one process
+# of that model.
 # Checkpoints across layouts: iteration 10 of TP 2 x PP 2 resumed in one process and at DP 4, and iteration 10 of the
 # one process resumed at TP 2 x PP 2 under --ckpt-strictness raise_all.
 # Memory: rank 0 at TP 2 holds exactly the parameters the rule below gives (the split tensors halved), and at
@@ -42,7 +43,9 @@ run one 1 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" --save-interval 10
 run tp2 2 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${TP[@]}"
 run tp2_again 2 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${TP[@]}"
 run tp2_sp 2 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}"
-run tp2pp2 4 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${TP[@]}" --pipeline-model-parallel-size 2 --save-interval 10
+run tp2_sp_again 2 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}"
+run tp2pp2 4 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${TP[@]}" --pipeline-model-parallel-size 2 \
+  --save-interval 10
 run dp2tp2_sp 4 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}" --use-distributed-optimizer \
   --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 3000
 run dp2tp2pp2 8 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" "${SP[@]}" --pipeline-model-parallel-size 2 \
@@ -106,6 +109,7 @@ close("tp2_sp_variant", "one_variant")
 close("tp2_sp_mbs1", "one_mbs1")
 weights_close("tp2_sp_variant", "one_variant")
 assert losses("tp2") == losses("tp2_again"), "two runs at TP 2 differ"
+assert losses("tp2_sp") == losses("tp2_sp_again"), "two runs at TP 2 with sequence parallelism differ"
 for name, base in (("resume_one", "tp2pp2"), ("resume_dp4", "tp2pp2"), ("reverse_tp2pp2", "one")):
     close(name, base, first=11)
 # What one tensor-parallel rank holds: the tensors Megatron splits, halved; the rest whole (norms, routers, the MTP
