@@ -28,6 +28,12 @@ ParallelContext make_parallel_context(const World& world, const ParallelSizes& s
     const RankLayout::Membership t = c.dims.dense().membership(c.rank, "tp");
     c.tp = base->split(t.group, t.position);
   }
+  if (c.dims.sizes.ep > 1) {
+    const RankLayout::Membership e = c.dims.expert().membership(c.rank, "ep");
+    c.ep = base->split(e.group, e.position);
+    const RankLayout::Membership d = c.dims.expert().membership(c.rank, "dp");
+    c.edp = base->split(d.group, d.position);
+  }
   if (c.dims.sizes.pp > 1) {
     const RankLayout::Membership p = c.dims.dense().membership(c.rank, "pp");
     c.pp = base->split(p.group, p.position);

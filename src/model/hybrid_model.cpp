@@ -17,9 +17,11 @@
 
 namespace hytra {
 
-HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const TensorParallel& tp, ParamStore* store)
+HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const TensorParallel& tp, ParamStore* store,
+                         const ExpertParallel& ep)
     : cfg_(cfg),
       tp_(tp),
+      ep_(ep),
       plan_(plan),
       own_store_(store ? nullptr : std::make_unique<ParamStore>()),
       store_(store ? *store : *own_store_) {
@@ -43,7 +45,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const Te
   hc.variant = cfg_.mhc_variant;
   for (const LayerItem& item : items) {
     for (size_t j = 0; j < item.symbols.size(); ++j) {
-      SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j], tp_};
+      SubLayerSpec spec{item.symbols[j], layer_prefix(item.logical), item.physical[j], tp_, ep_};
       param_first_.push_back(store_.all().size());
       std::unique_ptr<Module> layer = build_sublayer(cfg_, spec, store_);
       if (cfg_.enable_mhc) {  // docs/spec/README.md decision 3: one hyper-connection per physical sub-layer
@@ -91,7 +93,8 @@ void HybridModel::build_head(const NormOptions& norm) {
       for (size_t j = 0; j < plan_.mtp_items.size(); ++j) {
         const LayerItem& item = plan_.mtp_items[j];
         const SubLayerSpec spec{item.symbols[0], prefix + "mtp_model_layer.layers." + std::to_string(j) + ".",
-                                plan_.num_layers + d * int64_t(plan_.mtp_items.size()) + item.physical[0], tp_};
+                                plan_.num_layers + d * int64_t(plan_.mtp_items.size()) + item.physical[0], tp_,
+                                ep_};
         ++counts_.sublayers[spec.symbol];
         layers.push_back(build_sublayer(cfg_, spec, store));
       }

@@ -32,9 +32,10 @@ class HybridModel {
   // Builds the modules and registers their parameters; call params().finalize(...) and init next. `tp`: the
   // tensor-parallel group the weights are split over (docs/parallelism.md "Tensor parallelism"; a one-rank one:
   // the whole model, e.g. to know the canonical shapes). `store`: the parameter store of an interleaved pipeline
-  // rank's model chunks, shared by them in chunk order (null: the model's own).
+  // rank's model chunks, shared by them in chunk order (null: the model's own). `ep`: the expert-parallel group the
+  // routed experts are divided among.
   HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const TensorParallel& tp = {},
-              ParamStore* store = nullptr);
+              ParamStore* store = nullptr, const ExpertParallel& ep = {});
   HybridModel(const HybridModel&) = delete;  // residual_ refers to members
   HybridModel& operator=(const HybridModel&) = delete;
 
@@ -84,6 +85,7 @@ class HybridModel {
  private:
   ModelConfig cfg_;
   TensorParallel tp_;
+  ExpertParallel ep_;
   LayerPlan plan_;
   bool first_ = true, last_ = true;
   Param* embedding_copy_ = nullptr;

@@ -150,6 +150,7 @@ std::unique_ptr<Module> make_moe(const ModelConfig& c, const SubLayerSpec& s, Pa
   e.clamp = c.activation_func_clamp_value;
   e.bias = c.add_bias_linear;
   e.tp = s.tp;
+  e.ep = s.ep;
   e.weight_layout = c.moe_single_grouped_weight ? ExpertLayout::Grouped : ExpertLayout::Indexed;
   e.bias_layout = c.moe_single_grouped_bias ? ExpertLayout::Grouped : ExpertLayout::Indexed;
   e.init_std = c.init_method_std;

@@ -21,6 +21,7 @@ struct SubLayerSpec {
   std::string prefix;    // canonical key prefix, e.g. "decoder.layers.3."
   int64_t layer_number;  // physical layer number, 1-based
   TensorParallel tp;     // the tensor-parallel group its weights are split over (nn/tensor_parallel.h)
+  ExpertParallel ep;     // the expert-parallel group its routed experts are divided among
 };
 
 struct LayerKind {

@@ -63,6 +63,11 @@ struct Param {
   // (a norm over heads split across the ranks; anything under sequence parallelism): its gradient is summed over the
   // tensor-parallel ranks before the optimizer step.
   bool tp_partial_grad = false;
+  // A routed expert's weight under expert parallelism (nn/tensor_parallel.h ExpertParallel): this rank's experts
+  // alone. Its gradient sums over the expert-data-parallel group (not the data-parallel one), the gradient norm
+  // counts it on every expert-parallel rank, and a save gathers it from them (a grouped tensor's `shard` is then
+  // along the experts, over the expert-parallel group).
+  bool expert_parallel = false;
   // The canonical (whole) tensor's shape: `shape` with the split dim's parts restored.
   Shape full_shape() const;
 

@@ -34,6 +34,15 @@ struct TensorParallel {
   int64_t local(int64_t n) const { return n / size; }
 };
 
+// Expert parallelism (docs/parallelism.md "Expert parallelism"): the routed experts are divided among the ranks of
+// an expert-parallel group, each holding E / size of them (rank r: experts [r E/size, (r+1) E/size)); the tokens
+// routed to an expert travel to its rank and back (nn/moe/expert_dispatch.h).
+struct ExpertParallel {
+  dist::Communicator* comm = nullptr;  // the expert-parallel group; null with one rank
+  int size = 1, rank = 0;
+  bool on() const { return size > 1; }
+};
+
 // Records on p (created with its local shape) that it is this rank's shard along `dim` of a whole tensor made of
 // parts whose local sizes are `local_parts` (one part: the whole dim). No-op with one rank.
 void shard_param(Param& p, const TensorParallel& tp, int dim, const std::vector<int64_t>& local_parts);

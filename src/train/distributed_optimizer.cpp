@@ -9,6 +9,38 @@
 
 namespace hytra {
 
+namespace {
+// The parts of `r` outside every range of `cut` (sorted, disjoint): as many as `cut` has ranges plus one, some
+// maybe empty, so every rank has the same count.
+std::vector<FlatRange> outside(const FlatRange& r, const std::vector<FlatRange>& cut) {
+  std::vector<FlatRange> out;
+  int64_t at = r.begin;
+  for (const FlatRange& c : cut) {
+    const int64_t end = std::clamp(c.begin, at, r.end);
+    out.push_back({at, end});
+    at = std::clamp(c.end, at, r.end);
+  }
+  out.push_back({at, r.end});
+  return out;
+}
+
+// Runs of the parameters `pick` selects, each with the zero padding up to the next parameter.
+template <class Pick>
+std::vector<FlatRange> runs_of(ParamStore& params, Pick pick) {
+  const std::vector<Param*>& all = params.all();
+  std::vector<FlatRange> out;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!pick(i, *all[i])) continue;
+    const int64_t end = i + 1 < all.size() ? all[i + 1]->offset : params.flat_grads().numel();
+    if (!out.empty() && out.back().end == all[i]->offset)
+      out.back().end = end;
+    else
+      out.push_back({all[i]->offset, end});
+  }
+  return out;
+}
+}  // namespace
+
 int64_t DataParallelOptimizer::param_align(int ranks, bool sharded) {
   return sharded && ranks > 1 ? std::lcm(ParamStore::kAlign, int64_t(ranks)) : ParamStore::kAlign;
 }
@@ -72,6 +104,20 @@ void DataParallelOptimizer::reduce(size_t b) {
   const GradBucket& bucket = buckets_[b];
   params_.finish_grads(bucket.first_param, bucket.end_param);  // gradients no write reached count as zero
   Tensor whole = params_.flat_grads().narrow(0, bucket.range.begin, bucket.range.size());
+  if (ep_ != nullptr) {  // the dense pieces over the data-parallel group, the experts' over theirs
+    for (const FlatRange& piece : outside(bucket.range, expert_ranges_)) {
+      if (piece.size() == 0) continue;
+      Tensor g = params_.flat_grads().narrow(0, piece.begin, piece.size());  // a view of the flat buffer
+      last_reduce_ = dp_->all_reduce_sum_async(g);
+    }
+    for (const FlatRange& r : expert_ranges_) {
+      const FlatRange piece{std::max(r.begin, bucket.range.begin), std::min(r.end, bucket.range.end)};
+      if (piece.size() <= 0 || edp_ == nullptr || edp_->size() == 1) continue;
+      Tensor g = params_.flat_grads().narrow(0, piece.begin, piece.size());
+      edp_->all_reduce_sum(g);
+    }
+    return;
+  }
   if (!sharded_) {
     last_reduce_ = dp_->all_reduce_sum_async(whole);
     return;
@@ -115,37 +161,20 @@ void DataParallelOptimizer::set_tensor_parallel(dist::Communicator* tp) {
     if (!p->shard.split()) leave_out(p);
 }
 
+void DataParallelOptimizer::set_expert_parallel(dist::Communicator* ep, dist::Communicator* edp) {
+  HYTRA_ASSERT(!sharded_ && !overlap_grad_, "expert parallelism with the distributed optimizer or overlap");
+  ep_ = ep;
+  edp_ = edp;
+  expert_ranges_ = runs_of(params_, [](size_t, const Param& p) { return p.expert_parallel; });
+}
+
 void DataParallelOptimizer::leave_out(const Param* p) {
   const std::vector<Param*>& all = params_.all();
   if (counted_.empty()) counted_.assign(all.size(), true);
   counted_[size_t(std::find(all.begin(), all.end(), p) - all.begin())] = false;
   // Runs of uncounted parameters, each with the zero padding up to the next parameter: fewer ranges to sum.
-  not_counted_.clear();
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (counted_[i]) continue;
-    const int64_t end = i + 1 < all.size() ? all[i + 1]->offset : params_.flat_grads().numel();
-    if (!not_counted_.empty() && not_counted_.back().end == all[i]->offset)
-      not_counted_.back().end = end;
-    else
-      not_counted_.push_back({all[i]->offset, end});
-  }
+  not_counted_ = runs_of(params_, [this](size_t i, const Param&) { return !counted_[i]; });
 }
-
-namespace {
-// The parts of `r` outside every range of `cut` (sorted, disjoint): as many as `cut` has ranges plus one, some
-// maybe empty, so every rank has the same count.
-std::vector<FlatRange> outside(const FlatRange& r, const std::vector<FlatRange>& cut) {
-  std::vector<FlatRange> out;
-  int64_t at = r.begin;
-  for (const FlatRange& c : cut) {
-    const int64_t end = std::clamp(c.begin, at, r.end);
-    out.push_back({at, end});
-    at = std::clamp(c.end, at, r.end);
-  }
-  out.push_back({at, r.end});
-  return out;
-}
-}  // namespace
 
 double DataParallelOptimizer::reduce_gradients(Exec& ex) {
   if (dp_ != nullptr) {
@@ -161,18 +190,37 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
     for (Param* p : params_.all())
       if (p->tp_partial_grad) tp_->all_reduce_sum(p->grad);
   }
-  if (!sharded_ && pp_ == nullptr && tp_ == nullptr) return grad_global_norm(ex, params_);
+  if (!sharded_ && pp_ == nullptr && tp_ == nullptr && ep_ == nullptr) return grad_global_norm(ex, params_);
   // The norm: each rank's sums of squares over what it counts (sharded: its parts, summed over the ranks), then
-  // over those ranges in order, then over the tensor-parallel ranks and the pipeline's stages.
+  // over those ranges in order, then over the tensor-parallel ranks and the pipeline's stages. The experts of an
+  // expert-parallel rank are summed apart, then over the expert-parallel group.
   const Tensor& grads = params_.flat_grads();
+  std::vector<FlatRange> cut = not_counted_;
+  cut.insert(cut.end(), expert_ranges_.begin(), expert_ranges_.end());
+  std::sort(cut.begin(), cut.end(), [](const FlatRange& a, const FlatRange& b) { return a.begin < b.begin; });
   std::vector<FlatRange> ranges;
   if (sharded_) {  // each part's pieces outside the uncounted elements (maybe empty): as many on every rank
     for (const GradBucket& b : buckets_) {
-      const std::vector<FlatRange> pieces = outside(part_of(b), not_counted_);
+      const std::vector<FlatRange> pieces = outside(part_of(b), cut);
       ranges.insert(ranges.end(), pieces.begin(), pieces.end());
     }
   } else {
-    ranges = outside({0, grads.numel()}, not_counted_);
+    ranges = outside({0, grads.numel()}, cut);
+  }
+  double experts = 0;
+  if (ep_ != nullptr) {
+    Tensor esq = Tensor::zeros({std::max<int64_t>(1, int64_t(expert_ranges_.size()))}, grads.dtype(), grads.device());
+    for (size_t i = 0; i < expert_ranges_.size(); ++i) {
+      Tensor slot = esq.narrow(0, int64_t(i), 1);
+      ops::sum_squares(ex, slot, grads.narrow(0, expert_ranges_[i].begin, expert_ranges_[i].size()));
+    }
+    Tensor t = Tensor::empty({1}, DType::F64);
+    double mine = 0;
+    for (double s : esq.to_f64_vector()) mine += s;
+    t.copy_from_f64({mine});
+    Tensor d = t.to(ep_->device());
+    ep_->all_reduce_sum(d);
+    experts = d.to(Device::CPU).to_f64_vector()[0];
   }
   Tensor sq = Tensor::zeros({std::max<int64_t>(1, int64_t(ranges.size()))}, grads.dtype(), grads.device());
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -182,6 +230,7 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
   if (sharded_) dp_->all_reduce_sum(sq);
   double total = 0;
   for (double s : sq.to_f64_vector()) total += s;
+  total += experts;
   for (dist::Communicator* c : {tp_, pp_}) {
     if (c == nullptr) continue;
     Tensor t = Tensor::empty({1}, DType::F64);

@@ -56,6 +56,10 @@ class DataParallelOptimizer final : public ParamHooks {
   // Param::tp_partial_grad are summed over the group, and the norm sums over it, the parameters held whole on every
   // rank counted on its first rank alone.
   void set_tensor_parallel(dist::Communicator* tp);
+  // An expert-parallel rank (replicated optimizer, no overlap; docs/parallelism.md "Expert parallelism"): the
+  // gradients of the routed experts' weights (Param::expert_parallel) are summed over `edp`, the ranks holding the same
+  // experts, instead of the data-parallel group, and their squares in the norm over `ep`, the ranks holding the others.
+  void set_expert_parallel(dist::Communicator* ep, dist::Communicator* edp);
   // Before each training micro-batch (a pipeline: before each backward): its backward starts the reductions
   // when it is the step's last.
   void begin_micro_batch(bool last_in_step) { armed_ = overlap_grad_ && last_in_step && dp_ != nullptr; }
@@ -86,6 +90,8 @@ class DataParallelOptimizer final : public ParamHooks {
   dist::Communicator* dp_;
   dist::Communicator* pp_ = nullptr;
   dist::Communicator* tp_ = nullptr;
+  dist::Communicator *ep_ = nullptr, *edp_ = nullptr;
+  std::vector<FlatRange> expert_ranges_;  // runs of expert-parallel parameters (set_expert_parallel), in order
   std::vector<FlatRange> not_counted_;  // elements the norm leaves out (set_pipeline, set_tensor_parallel), in order
   std::vector<bool> counted_;           // per parameter
   void leave_out(const Param* p);

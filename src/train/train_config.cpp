@@ -35,11 +35,17 @@ void TrainConfig::validate() const {
   need(!sequence_parallel || tensor_model_parallel_size > 1,
        "--sequence-parallel: needs --tensor-model-parallel-size above 1 (it splits the activations between the "
        "tensor-parallel regions)");
-  for (auto [flag, v, what] :
-       {std::tuple<const char*, int, const char*>{"--context-parallel-size", context_parallel_size, "context"},
-        {"--expert-model-parallel-size", expert_model_parallel_size, "expert"}})
-    need(v == 1, str(flag, " ", v, ": ", what, " parallelism is not built yet (data, tensor and pipeline parallelism ",
-                     "only: launch more processes with mpirun and leave this at 1)"));
+  need(context_parallel_size == 1, str("--context-parallel-size ", context_parallel_size,
+                                      ": context parallelism is not built yet (leave it at 1)"));
+  need(expert_model_parallel_size >= 1,
+       str("--expert-model-parallel-size: expected a positive integer, got ", expert_model_parallel_size));
+  if (expert_model_parallel_size > 1) {  // what expert parallelism runs with so far (docs/parallelism.md)
+    need(tensor_model_parallel_size == 1,
+         "--expert-model-parallel-size: with --tensor-model-parallel-size above 1 is not built yet");
+    need(!use_distributed_optimizer && !overlap_grad_reduce,
+         "--expert-model-parallel-size: with --use-distributed-optimizer or --overlap-grad-reduce is not built yet "
+         "(the expert weights reduce over their own data-parallel group)");
+  }
   // The routed experts split over the tensor-parallel ranks like the dense layers (Megatron's default); other expert
   // tensor-parallel sizes are not built.
   need(expert_tensor_parallel_size == 0 || expert_tensor_parallel_size == tensor_model_parallel_size,

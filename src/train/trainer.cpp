@@ -180,12 +180,38 @@ class DataParallel {
 // A pipeline rank's model chunks: one, or under the interleaved schedule (the pattern's pipes give each rank several
 // segments) one a virtual stage, the later ones sharing the first one's parameter store, in chunk order.
 std::vector<std::unique_ptr<HybridModel>> stage_chunks(const ModelConfig& mc, int64_t stages, int64_t rank,
-                                                       const TensorParallel& tp = {}) {
+                                                       const TensorParallel& tp = {}, const ExpertParallel& ep = {}) {
   std::vector<std::unique_ptr<HybridModel>> out;
-  out.push_back(std::make_unique<HybridModel>(mc, plan_for(mc, stages, rank), tp));
+  out.push_back(std::make_unique<HybridModel>(mc, plan_for(mc, stages, rank), tp, nullptr, ep));
   const int64_t segments = out[0]->plan().num_segments;
   for (int64_t v = 1; stages > 1 && segments > stages && v < segments / stages; ++v)
-    out.push_back(std::make_unique<HybridModel>(mc, plan_for(mc, stages, rank, v), tp, &out[0]->params()));
+    out.push_back(std::make_unique<HybridModel>(mc, plan_for(mc, stages, rank, v), tp, &out[0]->params(), ep));
+  return out;
+}
+
+// The parameters (names, shapes, flags) of pipeline rank `rank`'s chunks on expert-parallel rank ep.rank.
+std::vector<Param> expert_params_of(const ModelConfig& mc, int64_t stages, int64_t rank, const ExpertParallel& ep) {
+  const std::vector<std::unique_ptr<HybridModel>> chunks = stage_chunks(mc, stages, rank, {}, ep);
+  std::vector<Param> out;
+  for (const Param* p : chunks[0]->params().all()) out.push_back(*p);
+  return out;
+}
+
+// `states` in the whole model's parameter order (a checkpoint's order; every name one of the whole model's).
+std::vector<ParamState> in_order_of(HybridModel& whole, std::vector<ParamState> states) {
+  std::map<std::string, size_t> order;
+  for (const Param* p : whole.params().all()) order.emplace(p->name, order.size());
+  std::stable_sort(states.begin(), states.end(),
+                   [&](const ParamState& a, const ParamState& b) { return order.at(a.name) < order.at(b.name); });
+  return states;
+}
+
+// The parameter names of the whole model that `mine` does not hold (other pipeline stages', other expert-parallel
+// ranks' experts): a load leaves them to their ranks.
+std::set<std::string> names_elsewhere(HybridModel& whole, ParamStore& mine) {
+  std::set<std::string> out;
+  for (Param* p : whole.params().all())
+    if (mine.find(p->name) == nullptr) out.insert(p->name);
   return out;
 }
 
@@ -284,20 +310,7 @@ class Pipeline {
     }
     // In the whole model's order (an interleaved pipeline's stages hold every P-th segment).
     HybridModel whole(mc, plan_for(mc));
-    std::map<std::string, size_t> order;
-    for (const Param* p : whole.params().all()) order.emplace(p->name, order.size());
-    std::stable_sort(mine.begin(), mine.end(),
-                     [&](const ParamState& a, const ParamState& b) { return order.at(a.name) < order.at(b.name); });
-    return mine;
-  }
-  // The other stages' parameter names (a load reads this stage's alone).
-  std::set<std::string> names_elsewhere(const ModelConfig& mc, ParamStore& mine) const {
-    std::set<std::string> out;
-    if (!pp_) return out;
-    HybridModel whole(mc, plan_for(mc));
-    for (Param* p : whole.params().all())
-      if (mine.find(p->name) == nullptr) out.insert(p->name);
-    return out;
+    return in_order_of(whole, std::move(mine));
   }
   void barrier() const {
     if (pp_) pp_->barrier();
@@ -377,6 +390,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (par != nullptr && par->tp) tp = {par->tp.get(), par->tp_size(), par->tp_rank(), tc.sequence_parallel};
   HYTRA_CHECK(!tp.seq() || mc.seq_length % tp.size == 0, "--sequence-parallel: --seq-length (", mc.seq_length,
               ") must be divisible by --tensor-model-parallel-size (", tp.size, ")");
+  ExpertParallel ep;
+  if (par != nullptr && par->ep) ep = {par->ep.get(), par->ep_size(), par->ep_rank()};
+  HYTRA_CHECK(!ep.on() || (mc.num_experts > 0 && mc.num_experts % ep.size == 0),
+              "--expert-model-parallel-size ", ep.size, ": --num-experts (", mc.num_experts,
+              ") must be a positive multiple of it");
   HybridModel whole(mc, plan_for(mc));  // the whole model's layers and parameter count
   {
     const std::vector<std::string> errors = tensor_parallel_errors(mc, whole.layer_counts(), tp.size);
@@ -384,7 +402,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     for (const std::string& e : errors) text += "\n  " + e;
     HYTRA_CHECK(errors.empty(), "--tensor-model-parallel-size ", tp.size, ": the model does not split:", text);
   }
-  const std::vector<std::unique_ptr<HybridModel>> chunk_models = stage_chunks(mc, pp_size, pp_rank, tp);
+  const std::vector<std::unique_ptr<HybridModel>> chunk_models = stage_chunks(mc, pp_size, pp_rank, tp, ep);
   std::vector<HybridModel*> chunks;
   for (const auto& c : chunk_models) chunks.push_back(c.get());
   HybridModel& model = *chunks[0];
@@ -400,9 +418,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const std::vector<ArchitectureEntry> arch = architecture_record(mc, model.plan());
   ResumePoint start;
   if (!tc.load.empty())
-    start = load_training_state(tc, store, opt.load_target(), arch, pipeline.names_elsewhere(mc, store));
+    start = load_training_state(tc, store, opt.load_target(), arch,
+                                pipeline.active() || ep.on() ? names_elsewhere(whole, store) : std::set<std::string>{});
   if (!tc.load.empty()) opt.loaded(start.optimizer_loaded);
   if (tp.on()) opt.set_tensor_parallel(tp.comm);
+  if (ep.on()) opt.set_expert_parallel(ep.comm, par->edp.get());
 
   TrainResult result;
   const Param* copy = chunks.back()->embedding_copy();  // a later stage's copy of the word embedding
@@ -572,8 +592,17 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       const OptimizerState state = opt.state_for_save();  // a collective under the distributed optimizer
       // The first data-parallel replica's tensor-parallel shards are joined, its first tensor-parallel rank's
       // pipeline stages hand theirs to rank 0, which writes the checkpoint.
+      std::vector<ParamState> states = param_states(store, state);
+      if (ep.on()) {  // the first expert-data-parallel replica's experts joined on its first expert-parallel rank
+        if (par->edp->rank() == 0)
+          states = in_order_of(whole, join_experts(std::move(states), store, ep.comm, [&](int s) {
+            return expert_params_of(mc, pp_size, pp_rank, ExpertParallel{nullptr, ep.size, s});
+          }));
+        else
+          states.clear();
+      }
       if (dp.rank() == 0) {
-        std::vector<ParamState> mine = join_shards(param_states(store, state), store, tp.comm);
+        std::vector<ParamState> mine = join_shards(std::move(states), store, tp.comm);
         if (tp.rank == 0) {
           const std::vector<ParamState> all = pipeline.gather_states(std::move(mine), mc, copy);
           if (rank0) save_training_state(tc, all, state.step, {it, consumed, valid_consumed}, config_text, arch);

@@ -7,17 +7,25 @@
 namespace hytra {
 
 namespace {
-// Creates one projection's weights (out, in) and biases (out) in `layout`.
+// Creates one projection's weights (out, in) and biases (out) in `layout`, for this rank's E experts of ep.size x E
+// (expert parallelism: experts [ep.rank E, (ep.rank + 1) E), named by their global index; a grouped tensor is this
+// rank's slice of the whole one).
 void create_proj(std::vector<Param*>& w, std::vector<Param*>& b, const std::string& name, int64_t E, int64_t out,
-                 int64_t in, double std, bool bias, ExpertLayout wl, ExpertLayout bl, ParamStore& store) {
+                 int64_t in, double std, bool bias, ExpertLayout wl, ExpertLayout bl, const ExpertParallel& ep,
+                 ParamStore& store) {
+  const int64_t first = ep.rank * E;
+  auto expert_slice = [&](Param& p) {
+    if (ep.on()) p.shard = ParamShard{0, {E * ep.size}, ep.size, ep.rank};
+  };
   if (wl == ExpertLayout::Indexed) {
     for (int64_t e = 0; e < E; ++e) {
-      w.push_back(&store.create(name + "weight" + std::to_string(e), {out, in}, InitKind::Normal, std, false));
+      w.push_back(&store.create(name + "weight" + std::to_string(first + e), {out, in}, InitKind::Normal, std, false));
       w.back()->follows_previous = e > 0;  // the list is read as one (E, out, in) tensor
     }
   } else if (wl == ExpertLayout::Grouped) {
     Param& p = store.create(name + "weight", {E, out, in}, InitKind::Normal, std, false);
-    p.init_groups = E;
+    p.init_groups = E * ep.size;  // of the whole tensor, which the init draws
+    expert_slice(p);
     w.push_back(&p);
   } else {
     w.push_back(&store.create(name + "weight", {out, in}, InitKind::Normal, std, false));
@@ -25,11 +33,12 @@ void create_proj(std::vector<Param*>& w, std::vector<Param*>& b, const std::stri
   if (!bias) return;
   if (bl == ExpertLayout::Indexed) {
     for (int64_t e = 0; e < E; ++e) {
-      b.push_back(&store.create(name + "bias" + std::to_string(e), {out}, InitKind::Zeros, 0.0, true));
+      b.push_back(&store.create(name + "bias" + std::to_string(first + e), {out}, InitKind::Zeros, 0.0, true));
       b.back()->follows_previous = e > 0;
     }
   } else if (bl == ExpertLayout::Grouped) {
     b.push_back(&store.create(name + "bias", {E, out}, InitKind::Zeros, 0.0, true));
+    expert_slice(*b.back());
   } else {
     b.push_back(&store.create(name + "bias", {out}, InitKind::Zeros, 0.0, true));
   }
@@ -118,15 +127,19 @@ Tensor GroupedExperts::Proj::biases(bool grad) const {
 
 GroupedExperts::GroupedExperts(const ExpertsOptions& whole, const std::string& prefix, ParamStore& store)
     : opt_(whole) {
+  HYTRA_ASSERT(!whole.ep.on() || (!whole.tp.on() && whole.num_experts % whole.ep.size == 0), prefix);
   opt_.ffn = whole.tp.local(whole.ffn);
+  opt_.num_experts = whole.num_experts / whole.ep.size;  // expert parallelism: this rank's experts
   const ExpertsOptions& o = opt_;
   HYTRA_CHECK(o.num_experts >= 1 && o.hidden > 0 && o.ffn > 0, prefix, ": experts, hidden and ffn must be positive");
   HYTRA_CHECK(o.weight_layout != ExpertLayout::Single || o.num_experts == 1, prefix,
               ": the plain (shared-expert) layout holds one expert");
   create_proj(fc1_.w, fc1_.b, prefix + "linear_fc1.", o.num_experts, fc1_out(), o.hidden, o.init_std, o.bias,
-              o.weight_layout, o.bias_layout, store);
+              o.weight_layout, o.bias_layout, o.ep, store);
   create_proj(fc2_.w, fc2_.b, prefix + "linear_fc2.", o.num_experts, o.hidden, o.ffn, o.output_init_std, o.bias,
-              o.weight_layout, o.bias_layout, store);
+              o.weight_layout, o.bias_layout, o.ep, store);
+  for (auto* ps : {&fc1_.w, &fc1_.b, &fc2_.w, &fc2_.b})
+    for (Param* p : *ps) p->expert_parallel = o.ep.on();
   for (Param* p : fc1_.w) p->grad_by_overwrite = true;  // every write is expert_wgrad with weights_beta()
   for (Param* p : fc2_.w) p->grad_by_overwrite = true;
   // Tensor parallelism: the out dim of fc1 (per GLU half; an interleaved layout splits into whole blocks) and the in

@@ -43,6 +43,7 @@ struct ExpertsOptions {
   double init_std = 0.02, output_init_std = 0.02;
   bool recompute_act = false;  // selective recompute "moe_act": act(h) * p rebuilt in backward
   TensorParallel tp;           // the experts' tensor-parallel group (--expert-tensor-parallel-size)
+  ExpertParallel ep;           // the expert-parallel group: num_experts is the whole count, this rank holds its share
 };
 
 class GroupedExperts {

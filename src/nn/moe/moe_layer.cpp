@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "nn/linear.h"
+#include "nn/moe/expert_dispatch.h"
 #include "nn/module.h"
 #include "nn/recompute.h"
 
@@ -15,6 +16,7 @@ MoeLayer::MoeLayer(const MoeOptions& o, const std::string& prefix, int64_t layer
   experts_ = std::make_unique<GroupedExperts>(o.experts, prefix + "mlp.experts.", store);
   if (o.shared_ffn > 0) {
     ExpertsOptions s = o.experts;
+    s.ep = {};  // the shared experts are whole on every rank
     s.ffn = o.shared_ffn;
     s.num_experts = 1;
     s.activation = o.shared_activation;
@@ -66,7 +68,18 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& input) {
   ops::slice_scatter(ex, table, r.probs.view({N * K, 1}), 0, 0);
   Tensor p_perm = Tensor::empty({R, 1}, r.probs.dtype(), dev);
   ops::gather_rows(ex, p_perm, table, s.plan.row_prob);
-  Tensor out_perm = experts_->forward(ctx, x_perm, p_perm.view({R}), s.plan.expert_offsets);
+  Tensor out_perm;
+  const ExpertParallel& ep = opt_.experts.ep;
+  if (ep.on()) {  // each expert's rows to its rank and back (nn/moe/expert_dispatch.h)
+    s.exchange = plan_exchange(ep, s.plan.expert_offsets);
+    const ExpertExchange& xc = s.exchange;
+    Tensor x_local = to_experts(ex, ep, xc, x_perm), p_local = to_experts(ex, ep, xc, p_perm);
+    Tensor y_local = xc.rows > 0 ? experts_->forward(ctx, x_local, p_local.view({xc.rows}), xc.local_offsets)
+                                 : Tensor::empty({0, C}, y.dtype(), dev);
+    out_perm = from_experts(ex, ep, xc, y_local, R);
+  } else {
+    out_perm = experts_->forward(ctx, x_perm, p_perm.view({R}), s.plan.expert_offsets);
+  }
   Tensor out = Tensor::empty({N, C}, y.dtype(), dev);
   ops::scatter_add_rows(ex, out, out_perm, s.plan.token_offsets, s.plan.token_rows);
   if (shared_) {
@@ -119,7 +132,17 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& grad) {
   Tensor dout_perm = Tensor::empty({R, C}, df.dtype(), dev);
   ops::gather_rows(ex, dout_perm, df2, s.plan.row_token);
   Tensor dp_perm = Tensor::empty({R}, sd, dev);
-  Tensor dx_perm = experts_->backward(ctx, dout_perm, dp_perm);
+  Tensor dx_perm;
+  const ExpertParallel& ep = opt_.experts.ep;
+  if (ep.on()) {
+    const ExpertExchange& xc = s.exchange;
+    Tensor dp_local = Tensor::empty({xc.rows}, sd, dev), dx_local = Tensor::empty({0, C}, df.dtype(), dev);
+    if (xc.rows > 0) dx_local = experts_->backward(ctx, to_experts(ex, ep, xc, dout_perm), dp_local);
+    dx_perm = from_experts(ex, ep, xc, dx_local, R);
+    dp_perm = from_experts(ex, ep, xc, dp_local.view({xc.rows, 1}), R).view({R});
+  } else {
+    dx_perm = experts_->backward(ctx, dout_perm, dp_perm);
+  }
   Tensor dy = Tensor::empty({N, C}, df.dtype(), dev);
   ops::scatter_add_rows(ex, dy, dx_perm, s.plan.token_offsets, s.plan.token_rows);
   Tensor dprobs = Tensor::empty({N * K, 1}, sd, dev);
@@ -156,6 +179,7 @@ void MoeLayer::backward_dw(StepContext& ctx) {
 }
 
 std::string MoeLayer::graph_blocker() const {
+  if (opt_.experts.ep.on()) return "expert parallelism exchanges each micro-batch's token counts through the host";
   if (opt_.router.balancing == LoadBalancing::GlobalAuxLoss && opt_.router.aux_coeff > 0)
     return "global_aux_loss reads each micro-batch's token counts on the host";
   return "";

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "nn/moe/expert_dispatch.h"
 #include "nn/moe/experts.h"
 #include "nn/moe/router.h"
 #include "nn/moe/token_dispatcher.h"
@@ -52,6 +53,7 @@ class MoeLayer : public PreNormModule {
  private:
   struct Saved {
     DispatchPlan plan;
+    ExpertExchange exchange;        // expert parallelism: the rows' trip to the experts' ranks
     int64_t tokens = 0;             // N
     Tensor shared_in, shared_gate;  // (N,C), (N): the shared experts' inputs (recompute_shared)
     bool shared_rerun = false;      // recompute_shared: the shared experts run again in backward

@@ -1,0 +1,72 @@
+#include "nn/moe/expert_dispatch.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/int_tensor.h"
+#include "nn/linear.h"
+#include "ops/ops.h"
+
+namespace hytra {
+
+ExpertExchange plan_exchange(const ExpertParallel& ep, const Tensor& expert_offsets) {
+  const int64_t E = expert_offsets.numel() - 1, P = ep.size, El = E / P;
+  const std::vector<double> off = expert_offsets.to(Device::CPU).to_f64_vector();  // the host synchronisation
+  Tensor counts = Tensor::empty({E}, DType::I64);
+  for (int64_t e = 0; e < E; ++e) counts.data<int64_t>()[e] = int64_t(off[size_t(e + 1)] - off[size_t(e)]);
+  Tensor mine = counts.to(ep.comm->device()), all = Tensor::empty({P, E}, DType::I64, ep.comm->device());
+  ep.comm->all_gather(all, mine);
+  const Tensor host = all.to(Device::CPU);
+  auto c = [&](int64_t s, int64_t e) { return host.data<int64_t>()[s * E + e]; };  // rank s's rows for expert e
+  ExpertExchange xc;
+  xc.send_rows.assign(size_t(P), 0);
+  xc.recv_rows.assign(size_t(P), 0);
+  for (int64_t r = 0; r < P; ++r)
+    for (int64_t f = 0; f < El; ++f) {
+      xc.send_rows[size_t(r)] += c(ep.rank, r * El + f);  // to rank r: its experts' rows
+      xc.recv_rows[size_t(r)] += c(r, ep.rank * El + f);  // from rank r: its rows for this rank's experts
+    }
+  xc.used = int64_t(off[size_t(E)]);
+  // Received rows: source-major, each source's rows by local expert. Local rows: expert-major, then source.
+  std::vector<int64_t> source_start(size_t(P), 0);
+  for (int64_t s = 1; s < P; ++s) source_start[size_t(s)] = source_start[size_t(s - 1)] + xc.recv_rows[size_t(s - 1)];
+  std::vector<int32_t> to_local, to_received, local_offsets(size_t(El + 1), 0);
+  for (int64_t e = 0; e < El; ++e) {
+    for (int64_t s = 0; s < P; ++s) {
+      int64_t at = source_start[size_t(s)];
+      for (int64_t f = 0; f < e; ++f) at += c(s, ep.rank * El + f);
+      for (int64_t i = 0; i < c(s, ep.rank * El + e); ++i) to_local.push_back(int32_t(at + i));
+    }
+    local_offsets[size_t(e + 1)] = int32_t(to_local.size());
+  }
+  xc.rows = int64_t(to_local.size());
+  to_received.assign(to_local.size(), 0);
+  for (size_t j = 0; j < to_local.size(); ++j) to_received[size_t(to_local[j])] = int32_t(j);
+  const Device dev = expert_offsets.device();
+  xc.to_local = int32_tensor(to_local, {xc.rows}, dev);
+  xc.to_received = int32_tensor(to_received, {xc.rows}, dev);
+  xc.local_offsets = int32_tensor(local_offsets, {El + 1}, dev);
+  return xc;
+}
+
+Tensor to_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows) {
+  const int64_t w = rows.numel() / std::max<int64_t>(1, rows.size(0));
+  Tensor received = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
+  Tensor sent = rows.view({rows.size(0), w}).narrow(0, 0, xc.used);
+  ep.comm->all_to_all_v(received, sent, xc.send_rows, xc.recv_rows);
+  Tensor local = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
+  if (xc.rows > 0) ops::gather_rows(ex, local, received, xc.to_local);
+  return local;
+}
+
+Tensor from_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows, int64_t R) {
+  const int64_t w = rows.numel() / std::max<int64_t>(1, rows.size(0));
+  Tensor received = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
+  if (xc.rows > 0) ops::gather_rows(ex, received, rows.view({xc.rows, w}), xc.to_received);
+  Tensor out = zeros_on(ex, {R, w}, rows.dtype(), rows.device());
+  Tensor back = out.narrow(0, 0, xc.used);
+  ep.comm->all_to_all_v(back, received, xc.recv_rows, xc.send_rows);
+  return out;
+}
+
+}  // namespace hytra

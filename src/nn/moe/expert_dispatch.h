@@ -1,0 +1,33 @@
+// Expert parallelism's token exchange (docs/parallelism.md "Expert parallelism"; Megatron's all-to-all dispatcher,
+// docs/spec/moe.md): after the local permutation (rows grouped by global expert), each expert's rows travel to the
+// rank holding it (an all-to-all of rows, the counts exchanged first), are reordered from (source rank, local
+// expert) to (local expert, source rank) for the experts' grouped GEMMs, and come back the same way. The counts go
+// through the host (one synchronisation a layer and micro-batch), so expert-parallel steps run eagerly.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/tensor_parallel.h"
+#include "ops/exec.h"
+
+namespace hytra {
+
+struct ExpertExchange {
+  std::vector<int64_t> send_rows, recv_rows;  // per expert-parallel rank
+  int64_t used = 0;                           // rows of the local permutation sent (its experts' rows)
+  int64_t rows = 0;                           // rows this rank's experts receive
+  Tensor to_local;                            // (rows) int32: the received row each local row reads
+  Tensor to_received;                         // (rows) int32: the local row each received row reads
+  Tensor local_offsets;                       // (E/ep + 1) int32: the local experts' rows
+};
+
+// The exchange of a dispatch plan whose expert_offsets (E + 1, int32, on the device) group its rows by expert
+// (a collective of the expert-parallel group).
+ExpertExchange plan_exchange(const ExpertParallel& ep, const Tensor& expert_offsets);
+// rows (R, w), grouped by global expert -> (exchange.rows, w) for this rank's experts, in local expert order.
+Tensor to_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows);
+// The reverse: (exchange.rows, w) in local expert order -> (R, w) back in the plan's order (unused rows zero).
+Tensor from_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows, int64_t R);
+
+}  // namespace hytra
