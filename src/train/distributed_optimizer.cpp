@@ -49,6 +49,8 @@ DataParallelOptimizer::DataParallelOptimizer(ParamStore& params, const AdamWConf
                                              const DataParallelOptions& opt)
     : params_(params),
       dp_(dp),
+      ep_(opt.expert_ep),
+      edp_(opt.expert_dp),
       sharded_(opt.sharded && dp != nullptr && dp->size() > 1),
       overlap_grad_(opt.overlap_grad_reduce),
       overlap_param_(opt.overlap_param_gather && sharded_) {
@@ -62,6 +64,7 @@ DataParallelOptimizer::DataParallelOptimizer(ParamStore& params, const AdamWConf
   bucket_of_.assign(params.all().size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t i = buckets_[b].first_param; i < buckets_[b].end_param; ++i) bucket_of_[i] = b;
+    HYTRA_ASSERT(!buckets_[b].expert || edp_ != nullptr, "an expert-parallel bucket without its group");
     HYTRA_ASSERT(!sharded_ || buckets_[b].range.size() % ranks == 0, "a data-parallel bucket of ",
                  buckets_[b].range.size(), " elements does not divide into ", ranks,
                  " parts (ParamStore::finalize's align)");
@@ -81,10 +84,12 @@ DataParallelOptimizer::DataParallelOptimizer(ParamStore& params, const AdamWConf
   }
   gather_.assign(buckets_.size(), -1);
   gathered_ = buckets_.size();
+  if (ep_ != nullptr) expert_ranges_ = runs_of(params_, [](size_t, const Param& p) { return p.expert_parallel; });
 }
 
 FlatRange DataParallelOptimizer::part_of(const GradBucket& b) const {
-  const int64_t len = b.range.size() / dp_->size(), begin = b.range.begin + dp_->rank() * len;
+  const dist::Communicator* c = comm_of(b);
+  const int64_t len = b.range.size() / c->size(), begin = b.range.begin + c->rank() * len;
   return {begin, begin + len};
 }
 
@@ -104,27 +109,15 @@ void DataParallelOptimizer::reduce(size_t b) {
   const GradBucket& bucket = buckets_[b];
   params_.finish_grads(bucket.first_param, bucket.end_param);  // gradients no write reached count as zero
   Tensor whole = params_.flat_grads().narrow(0, bucket.range.begin, bucket.range.size());
-  if (ep_ != nullptr) {  // the dense pieces over the data-parallel group, the experts' over theirs
-    for (const FlatRange& piece : outside(bucket.range, expert_ranges_)) {
-      if (piece.size() == 0) continue;
-      Tensor g = params_.flat_grads().narrow(0, piece.begin, piece.size());  // a view of the flat buffer
-      last_reduce_ = dp_->all_reduce_sum_async(g);
-    }
-    for (const FlatRange& r : expert_ranges_) {
-      const FlatRange piece{std::max(r.begin, bucket.range.begin), std::min(r.end, bucket.range.end)};
-      if (piece.size() <= 0 || edp_ == nullptr || edp_->size() == 1) continue;
-      Tensor g = params_.flat_grads().narrow(0, piece.begin, piece.size());
-      edp_->all_reduce_sum(g);
-    }
-    return;
-  }
+  dist::Communicator* c = comm_of(bucket);  // an expert bucket: over the ranks holding the same experts
+  dist::Communicator::Ticket& last = bucket.expert ? last_expert_reduce_ : last_reduce_;
   if (!sharded_) {
-    last_reduce_ = dp_->all_reduce_sum_async(whole);
+    last = c->all_reduce_sum_async(whole);
     return;
   }
   const FlatRange part = part_of(bucket);
   Tensor mine = params_.flat_grads().narrow(0, part.begin, part.size());  // in place
-  last_reduce_ = dp_->reduce_scatter_sum_async(mine, whole);
+  last = c->reduce_scatter_sum_async(mine, whole);
 }
 
 void DataParallelOptimizer::grads_ready(size_t first, size_t end) {
@@ -161,13 +154,6 @@ void DataParallelOptimizer::set_tensor_parallel(dist::Communicator* tp) {
     if (!p->shard.split()) leave_out(p);
 }
 
-void DataParallelOptimizer::set_expert_parallel(dist::Communicator* ep, dist::Communicator* edp) {
-  HYTRA_ASSERT(!sharded_ && !overlap_grad_, "expert parallelism with the distributed optimizer or overlap");
-  ep_ = ep;
-  edp_ = edp;
-  expert_ranges_ = runs_of(params_, [](size_t, const Param& p) { return p.expert_parallel; });
-}
-
 void DataParallelOptimizer::leave_out(const Param* p) {
   const std::vector<Param*>& all = params_.all();
   if (counted_.empty()) counted_.assign(all.size(), true);
@@ -181,7 +167,8 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
     if (reduced_.empty()) reduced_.assign(buckets_.size(), false);
     for (size_t b = buckets_.size(); b-- > 0;)  // what the backward did not start, last bucket first
       if (!reduced_[b]) reduce(b);
-    dp_->wait(last_reduce_);
+    if (last_reduce_ >= 0) dp_->wait(last_reduce_);
+    if (last_expert_reduce_ >= 0) edp_->wait(last_expert_reduce_);
     armed_ = false;
     param_ready_.clear();
     reduced_.clear();
@@ -195,8 +182,11 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
   // over those ranges in order, then over the tensor-parallel ranks and the pipeline's stages. The experts of an
   // expert-parallel rank are summed apart, then over the expert-parallel group.
   const Tensor& grads = params_.flat_grads();
+  // Replicated, an expert-parallel rank's experts are summed apart (below); sharded, the parts' sums over the
+  // data-parallel group also sum the experts' over the ranks holding the others.
+  const bool experts_apart = ep_ != nullptr && !sharded_;
   std::vector<FlatRange> cut = not_counted_;
-  cut.insert(cut.end(), expert_ranges_.begin(), expert_ranges_.end());
+  if (experts_apart) cut.insert(cut.end(), expert_ranges_.begin(), expert_ranges_.end());
   std::sort(cut.begin(), cut.end(), [](const FlatRange& a, const FlatRange& b) { return a.begin < b.begin; });
   std::vector<FlatRange> ranges;
   if (sharded_) {  // each part's pieces outside the uncounted elements (maybe empty): as many on every rank
@@ -208,7 +198,7 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
     ranges = outside({0, grads.numel()}, cut);
   }
   double experts = 0;
-  if (ep_ != nullptr) {
+  if (experts_apart) {
     Tensor esq = Tensor::zeros({std::max<int64_t>(1, int64_t(expert_ranges_.size()))}, grads.dtype(), grads.device());
     for (size_t i = 0; i < expert_ranges_.size(); ++i) {
       Tensor slot = esq.narrow(0, int64_t(i), 1);
@@ -250,9 +240,9 @@ void DataParallelOptimizer::step(Exec& ex, double lr, double grad_scale) {
     Tensor& from = gather_master_[b] ? params_.flat_master() : params_.flat_values();
     const FlatRange part = part_of(buckets_[b]);
     Tensor whole = from.narrow(0, buckets_[b].range.begin, buckets_[b].range.size());
-    gather_[b] = dp_->all_gather_async(whole, from.narrow(0, part.begin, part.size()));
+    gather_[b] = comm_of(buckets_[b])->all_gather_async(whole, from.narrow(0, part.begin, part.size()));
     if (!overlap_param_) {
-      dp_->wait(gather_[b]);
+      comm_of(buckets_[b])->wait(gather_[b]);
       gathered(b);
     }
   }
@@ -270,8 +260,10 @@ void DataParallelOptimizer::params_needed(size_t end) {
   if (gathered_ == buckets_.size() || end == 0) return;
   const size_t need = bucket_of_[end - 1] + 1;  // buckets [0, need) hold the parameters before end
   if (need <= gathered_) return;
-  dp_->wait(gather_[need - 1]);  // the gathers run in bucket order: this covers the earlier ones
-  for (; gathered_ < need; ++gathered_) gathered(gathered_);
+  for (; gathered_ < need; ++gathered_) {
+    comm_of(buckets_[gathered_])->wait(gather_[gathered_]);
+    gathered(gathered_);
+  }
 }
 
 void DataParallelOptimizer::finish_gather() { params_needed(params_.all().size()); }
@@ -281,7 +273,7 @@ void DataParallelOptimizer::gather_parts(Tensor& whole, const Tensor& compact) {
   for (const GradBucket& b : buckets_) {
     const int64_t len = part_of(b).size();
     Tensor out = whole.narrow(0, b.range.begin, b.range.size());
-    dp_->all_gather(out, compact.narrow(0, at, len));
+    comm_of(b)->all_gather(out, compact.narrow(0, at, len));
     at += len;
   }
 }
@@ -296,7 +288,7 @@ OptimizerState DataParallelOptimizer::state_for_save() {
       const GradBucket& b = buckets_[i];
       const FlatRange part = part_of(b);
       Tensor whole = master.narrow(0, b.range.begin, b.range.size());
-      dp_->all_gather(whole, master.narrow(0, part.begin, part.size()));
+      comm_of(b)->all_gather(whole, master.narrow(0, part.begin, part.size()));
     }
   }
   Tensor m = Tensor::zeros(master.shape(), DType::F32, master.device());

@@ -32,6 +32,11 @@ struct DataParallelOptions {
   int64_t bucket_elems = 0;           // --ddp-bucket-size (0: Megatron's default)
   bool overlap_grad_reduce = false;   // --overlap-grad-reduce
   bool overlap_param_gather = false;  // --overlap-param-gather (sharded only)
+  // Expert parallelism (docs/parallelism.md "Expert parallelism"): the routed experts' weights (Param::expert_parallel,
+  // in buckets of their own) reduce, shard and gather over `expert_dp`, the ranks holding the same experts, and
+  // their squares in the gradient norm sum over `expert_ep`, the ranks holding the others. Null without.
+  dist::Communicator* expert_dp = nullptr;
+  dist::Communicator* expert_ep = nullptr;
 };
 
 class DataParallelOptimizer final : public ParamHooks {
@@ -56,10 +61,6 @@ class DataParallelOptimizer final : public ParamHooks {
   // Param::tp_partial_grad are summed over the group, and the norm sums over it, the parameters held whole on every
   // rank counted on its first rank alone.
   void set_tensor_parallel(dist::Communicator* tp);
-  // An expert-parallel rank (replicated optimizer, no overlap; docs/parallelism.md "Expert parallelism"): the
-  // gradients of the routed experts' weights (Param::expert_parallel) are summed over `edp`, the ranks holding the same
-  // experts, instead of the data-parallel group, and their squares in the norm over `ep`, the ranks holding the others.
-  void set_expert_parallel(dist::Communicator* ep, dist::Communicator* edp);
   // Before each training micro-batch (a pipeline: before each backward): its backward starts the reductions
   // when it is the step's last.
   void begin_micro_batch(bool last_in_step) { armed_ = overlap_grad_ && last_in_step && dp_ != nullptr; }
@@ -82,6 +83,7 @@ class DataParallelOptimizer final : public ParamHooks {
 
  private:
   FlatRange part_of(const GradBucket& b) const;  // this rank's part of a bucket (sharded)
+  dist::Communicator* comm_of(const GradBucket& b) const { return b.expert ? edp_ : dp_; }
   void reduce(size_t bucket);                    // starts a bucket's reduction
   // Every bucket's part of `compact` (this rank's parts one after the other) gathered into `whole`.
   void gather_parts(Tensor& whole, const Tensor& compact);
@@ -90,7 +92,7 @@ class DataParallelOptimizer final : public ParamHooks {
   dist::Communicator* dp_;
   dist::Communicator* pp_ = nullptr;
   dist::Communicator* tp_ = nullptr;
-  dist::Communicator *ep_ = nullptr, *edp_ = nullptr;
+  dist::Communicator *ep_ = nullptr, *edp_ = nullptr;  // expert parallelism (DataParallelOptions)
   std::vector<FlatRange> expert_ranges_;  // runs of expert-parallel parameters (set_expert_parallel), in order
   std::vector<FlatRange> not_counted_;  // elements the norm leaves out (set_pipeline, set_tensor_parallel), in order
   std::vector<bool> counted_;           // per parameter
@@ -106,7 +108,7 @@ class DataParallelOptimizer final : public ParamHooks {
   std::vector<int64_t> unready_;   // per bucket: parameters whose gradients are not complete yet
   std::vector<bool> param_ready_;  // per parameter, this step
   std::vector<bool> reduced_;      // per bucket: its reduction started this step
-  dist::Communicator::Ticket last_reduce_ = -1;
+  dist::Communicator::Ticket last_reduce_ = -1, last_expert_reduce_ = -1;
   std::vector<dist::Communicator::Ticket> gather_;  // per bucket: its gather's ticket (overlap)
   size_t gathered_ = 0;                             // buckets [0, gathered_) need no wait
   bool armed_ = false;

@@ -42,9 +42,6 @@ void TrainConfig::validate() const {
   if (expert_model_parallel_size > 1) {  // what expert parallelism runs with so far (docs/parallelism.md)
     need(tensor_model_parallel_size == 1,
          "--expert-model-parallel-size: with --tensor-model-parallel-size above 1 is not built yet");
-    need(!use_distributed_optimizer && !overlap_grad_reduce,
-         "--expert-model-parallel-size: with --use-distributed-optimizer or --overlap-grad-reduce is not built yet "
-         "(the expert weights reduce over their own data-parallel group)");
   }
   // The routed experts split over the tensor-parallel ranks like the dense layers (Megatron's default); other expert
   // tensor-parallel sizes are not built.

@@ -411,10 +411,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
                  DataParallelOptimizer::param_align(dp.size(), tc.use_distributed_optimizer));
   init_params(store, tc.seed);
   if (tc.after_init) tc.after_init(store);
-  DataParallelOptimizer opt(
-      store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
-      par != nullptr ? par->dp.get() : nullptr,
-      {tc.use_distributed_optimizer, tc.ddp_bucket_size, tc.overlap_grad_reduce, tc.overlap_param_gather});
+  DataParallelOptimizer opt(store, AdamWConfig{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
+                            par != nullptr ? par->dp.get() : nullptr,
+                            {tc.use_distributed_optimizer, tc.ddp_bucket_size, tc.overlap_grad_reduce,
+                             tc.overlap_param_gather, ep.on() ? par->edp.get() : nullptr, ep.comm});
   const std::vector<ArchitectureEntry> arch = architecture_record(mc, model.plan());
   ResumePoint start;
   if (!tc.load.empty())
@@ -422,7 +422,6 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
                                 pipeline.active() || ep.on() ? names_elsewhere(whole, store) : std::set<std::string>{});
   if (!tc.load.empty()) opt.loaded(start.optimizer_loaded);
   if (tp.on()) opt.set_tensor_parallel(tp.comm);
-  if (ep.on()) opt.set_expert_parallel(ep.comm, par->edp.get());
 
   TrainResult result;
   const Param* copy = chunks.back()->embedding_copy();  // a later stage's copy of the word embedding
