@@ -246,7 +246,7 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         store(c.pipeline_model_parallel_size));
   t.add("--context-parallel-size", K::Int, "", "context-parallel ranks (only 1 runs yet)",
         store(c.context_parallel_size));
-  t.add("--expert-model-parallel-size", K::Int, "", "expert-parallel ranks (only 1 runs yet)",
+  t.add("--expert-model-parallel-size", K::Int, "", "expert-parallel ranks: the routed experts divided among them",
         store(c.expert_model_parallel_size));
   t.add("--use-distributed-optimizer", K::Bool, "",
         "shard the Adam moments and the update over the data-parallel ranks (ZeRO-1)",
