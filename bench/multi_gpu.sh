@@ -14,9 +14,13 @@
 #     with sequence parallelism, PP 2 interleaved (2 chunks a rank) and on 4 GPUs TP 2 + SP x interleaved PP 2
 #     (saved at iteration 15 and resumed on one GPU) and DP 2 x TP 2 with the distributed optimizer, against one
 #     GPU; then `hytra bench` of nemotron-h-1b and llama3.2-1b at TP 1 and 2 (with and without sequence
-#     parallelism) and nemotron-h-1b at PP 2 (13 + 12 layers), global batch 8.
+#     parallelism) and nemotron-h-1b at PP 2 (13 + 12 layers), global batch 8;
+#  6. expert parallelism: the tiny hybrid (an MoE layer in its MTP depth too) at EP 2 (fp32; bf16 twice: bitwise)
+#     and on 4 GPUs EP 4 and EP 2 x expert-DP 2 with the distributed optimizer and both overlaps (saved at
+#     iteration 15, resumed on one GPU), against one GPU; then `hytra bench moe-2b` on 1 GPU (global batch 2) and on
+#     4 (global batch 8, distributed optimizer): DP 4, EP 4, and EP 4 with 4x the experts (128).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
-#   Usage: [PARTS="1 2 3 4 5"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN
+#   Usage: [PARTS="1 2 3 4 5 6"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN
 #   (BIN: a folder with hytra)
 set -uo pipefail
 H=$(realpath "${1:-build}/hytra")
@@ -37,7 +41,7 @@ launch() {  # launch NP CMD...: NP ranks under mpirun, one GPU each
     mpirun --allow-run-as-root --bind-to none -np "$np" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE "$@"; fi
 }
 
-part() { [[ " ${PARTS:-1 2 3 4 5} " == *" $1 "* ]]; }
+part() { [[ " ${PARTS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
 # The tiny hybrid of parts 2, 4 and 5 (M, G, E, *, -, mHC, MTP); each part sets M: its pattern and length.
 TINY=(--enable-hyper-connections --num-residual-streams 2 --hidden-size 64 --num-attention-heads 4
       --group-query-attention --num-query-groups 2 --ffn-hidden-size 128 --swiglu --mamba-num-heads 4
@@ -209,6 +213,50 @@ echo "-- nemotron-h-1b pipeline 2 (13 + 12 layers), global batch 8"
 launch 2 "$H" bench examples/nemotron-h-1b/config.yaml --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 \
   --lr-warmup-iters 2 --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 13 > "$W/bench.log" 2>&1
 grep -E "^hytra config=|holds|memory:|rror" "$W/bench.log" | tail -4
+}
+part 6 && {
+echo "== 6. expert parallelism on $N GPUs"
+M=(train --hybrid-layer-pattern 'MGE*E*-*/*E' "${TINY[@]}" --train-iters 30)
+EPO=(--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 20000)
+run ef1 1
+run ef2 2 --expert-model-parallel-size 2
+run eb1 1 --bf16
+run eb2 2 --bf16 --expert-model-parallel-size 2
+run eb2_again 2 --bf16 --expert-model-parallel-size 2
+if [ "$N" -ge 4 ]; then
+  run eb4 4 --bf16 --expert-model-parallel-size 4
+  run eb_do 4 --bf16 --expert-model-parallel-size 2 "${EPO[@]}" --save "$W/eck" --save-interval 15
+  mkdir -p "$W/eck15" && cp -r "$W/eck/iter_0000015" "$W/eck15/" &&
+    echo 15 > "$W/eck15/latest_checkpointed_iteration.txt"
+  run eb_resume1 1 --bf16 --load "$W/eck15"
+fi
+python3 - "$W" <<'PY'
+import json, os, sys
+w = sys.argv[1]
+def losses(n):
+    return [(r["iteration"], k, v) for r in map(json.loads, open(f"{w}/{n}.jsonl"))
+            for k, v in sorted(r.items()) if "loss" in k and isinstance(v, float)]
+def worst(a, b, first=1):
+    a = [x for x in losses(a) if x[0] >= first]
+    return max(abs(x[2] - y[2]) / abs(x[2]) for x, y in zip(a, losses(b)))
+same = "bitwise equal" if losses("eb2") == losses("eb2_again") else "DIFFERENT"
+print(f"fp32 EP 2: largest relative loss difference from one GPU {worst('ef1', 'ef2'):.2e}")
+print(f"bf16 EP 2: {worst('eb1', 'eb2'):.2e}; twice: {same}")
+if os.path.exists(f"{w}/eb4.jsonl"):
+    print(f"bf16 EP 4: {worst('eb1', 'eb4'):.2e}; EP 2 x expert-DP 2, distributed optimizer and overlaps: "
+          f"{worst('eb1', 'eb_do'):.2e}; its iteration 15 resumed on one GPU: {worst('eb_do', 'eb_resume1', 16):.2e}")
+PY
+echo "-- moe-2b on 1 GPU, global batch 2"
+"$H" bench moe-2b --steps "${STEPS:-10}" --warmup 3 --global-batch-size 2 --lr-warmup-iters 2 > "$W/bench.log" 2>&1
+grep -E "^hytra config=|memory:|rror" "$W/bench.log" | tail -3
+if [ "$N" -ge 4 ]; then
+  for layout in "" "--expert-model-parallel-size 4" "--expert-model-parallel-size 4 --num-experts 128"; do
+    echo "-- moe-2b on 4 GPUs, global batch 8, distributed optimizer $layout"
+    launch 4 "$H" bench moe-2b --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 --lr-warmup-iters 2 \
+      --use-distributed-optimizer $layout > "$W/bench.log" 2>&1
+    grep -E "^hytra config=|holds|memory:|rror" "$W/bench.log" | tail -4
+  done
+fi
 }
 cp "$W"/*.log "$OUT"/ 2>/dev/null
 rm -rf "$W"
