@@ -3,10 +3,12 @@
 // bits are fixed), the groups of a split, and point-to-point transfers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "dist/world.h"
+#include "nn/moe/expert_dispatch.h"
 
 namespace hytra::dist {
 namespace {
@@ -185,6 +187,50 @@ TEST(Dist, ExchangeSendsBothWaysAtOnce) {
   EXPECT_EQ(bwd_in.data<float>()[2], -1.0f - float(next));
   g_comm->exchange({}, {});  // nothing to move: returns
   g_comm->barrier();
+}
+
+// Expert parallelism's exchange (nn/moe/expert_dispatch.h): each rank's rows, grouped by global expert (2 experts a
+// rank), reach the experts' ranks in (local expert, source rank) order and come back unchanged, the plan's unused
+// tail zero. Rank 1's experts get no rows at all (an expert-parallel rank with nothing to compute).
+TEST(Dist, ExpertExchangeReachesTheExpertsAndComesBack) {
+  const int me = g_comm->rank(), P = g_comm->size();
+  const int64_t El = 2, E = El * P, C = 3;
+  auto count = [&](int src, int64_t e) -> int64_t { return e / El == 1 ? 0 : (src + e) % 3 + 1; };
+  std::vector<int32_t> offsets(size_t(E + 1), 0);
+  for (int64_t e = 0; e < E; ++e) offsets[size_t(e + 1)] = offsets[size_t(e)] + int32_t(count(me, e));
+  const int64_t used = offsets[size_t(E)], R = used + 2;
+  Tensor rows = Tensor::zeros({R, C}, DType::F32);  // row i of expert e: (source, e, i)
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t i = 0; i < count(me, e); ++i) {
+      float* r = rows.data<float>() + (offsets[size_t(e)] + i) * C;
+      r[0] = float(me), r[1] = float(e), r[2] = float(i);
+    }
+  for (int64_t i = used; i < R; ++i) rows.data<float>()[i * C] = 99.0f;  // the unused tail
+  Tensor off = Tensor::empty({E + 1}, DType::I32);
+  std::copy(offsets.begin(), offsets.end(), off.data<int32_t>());
+  const ExpertParallel ep{g_comm, P, me};
+  const ExpertExchange xc = plan_exchange(ep, off);
+  Exec& ex = Exec::cpu();
+  const Tensor local = to_experts(ex, ep, xc, rows);
+  int64_t at = 0;
+  for (int64_t f = 0; f < El; ++f) {
+    const int64_t e = me * El + f;
+    EXPECT_EQ(xc.local_offsets.data<int32_t>()[f], at);
+    for (int src = 0; src < P; ++src)
+      for (int64_t i = 0; i < count(src, e); ++i, ++at) {
+        const float* r = local.data<float>() + at * C;
+        EXPECT_EQ(r[0], float(src));
+        EXPECT_EQ(r[1], float(e));
+        EXPECT_EQ(r[2], float(i));
+      }
+  }
+  EXPECT_EQ(xc.rows, at);
+  if (me == 1) {
+    EXPECT_EQ(xc.rows, 0);
+  }
+  const Tensor back = from_experts(ex, ep, xc, local, R);
+  for (int64_t i = 0; i < R * C; ++i)
+    EXPECT_EQ(back.data<float>()[i], i < used * C ? rows.data<float>()[i] : 0.0f) << "element " << i;
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "nn/moe/expert_dispatch.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 #include "core/int_tensor.h"
 #include "nn/linear.h"
@@ -49,8 +47,17 @@ ExpertExchange plan_exchange(const ExpertParallel& ep, const Tensor& expert_offs
   return xc;
 }
 
+namespace {
+// The elements of one row of `rows` (its dims after the first; a tensor of no rows has them too).
+int64_t row_width(const Tensor& rows) {
+  int64_t w = 1;
+  for (int d = 1; d < rows.dim(); ++d) w *= rows.size(d);
+  return w;
+}
+}  // namespace
+
 Tensor to_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows) {
-  const int64_t w = rows.numel() / std::max<int64_t>(1, rows.size(0));
+  const int64_t w = row_width(rows);
   Tensor received = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
   Tensor sent = rows.view({rows.size(0), w}).narrow(0, 0, xc.used);
   ep.comm->all_to_all_v(received, sent, xc.send_rows, xc.recv_rows);
@@ -60,7 +67,7 @@ Tensor to_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, 
 }
 
 Tensor from_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows, int64_t R) {
-  const int64_t w = rows.numel() / std::max<int64_t>(1, rows.size(0));
+  const int64_t w = row_width(rows);
   Tensor received = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
   if (xc.rows > 0) ops::gather_rows(ex, received, rows.view({xc.rows, w}), xc.to_received);
   Tensor out = zeros_on(ex, {R, w}, rows.dtype(), rows.device());
