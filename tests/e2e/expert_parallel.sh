@@ -8,7 +8,9 @@
 # Checkpoints across expert-parallel sizes and layouts: iteration 10 of EP 2 x expert-DP 2 (per-expert tensors)
 # resumed at EP 4 and in one process; iteration 10 of EP 4 (grouped tensors) resumed at EP 2 and in one process with
 # per-expert tensors; iteration 10 of the one process resumed at EP 4; iteration 10 of the distributed optimizer's
-# EP 2 x expert-DP 2 resumed at EP 4 with it; all under --ckpt-strictness raise_all except the layout changes. Then the layouts that cannot run yet, each a named error.
+# EP 2 x expert-DP 2 resumed at EP 4 with it; all under --ckpt-strictness raise_all except the layout changes.
+# Every token on one expert (a rank whose experts get no rows). Then the layouts that cannot run yet, each a named
+# error.
 # Usage: expert_parallel.sh HYTRA_BINARY
 set -uo pipefail
 H=$(realpath "$1")
@@ -101,6 +103,15 @@ PY
 for f in model.safetensors optimizer.safetensors; do
   cmp -s "$W/ep2/iter_0000020/$f" "$W/ep2_again/iter_0000020/$f" || fail "the two EP 2 runs saved different $f"
 done
+
+# Every token routed to expert 0 (`hytra bench --skew-routing`, top-1): rank 1's experts receive no rows, and it
+# still takes part in every exchange (a rank skipping one would leave the others waiting).
+timeout 120 "${MPI[@]}" -np 2 "$H" bench "$(dirname "$0")/../../bench/configs/tiny.yaml" --device cpu --steps 2 --warmup 1 --hybrid-layer-pattern '*E*E' \
+  --num-experts 4 --moe-ffn-hidden-size 32 --moe-router-topk 1 --moe-router-score-function sigmoid \
+  --moe-router-enable-expert-bias --skew-routing --expert-model-parallel-size 2 --log-jsonl "$W/skew.jsonl" \
+  > "$W/skew.log" 2>&1 || fail "EP 2 with every token on expert 0: $(tail -3 "$W/skew.log")"
+grep -q '"tokens_per_expert": \[[0-9]*, 0, 0, 0\]' "$W/skew.jsonl" || fail "the skewed run routed tokens to experts 1-3"
+echo "ok: an expert-parallel rank whose experts get no rows"
 
 # Layouts that cannot run (yet): every rank stops before any work with a named error.
 expect_error() {  # expect_error NP TEXT [flags]

@@ -136,8 +136,10 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& grad) {
   const ExpertParallel& ep = opt_.experts.ep;
   if (ep.on()) {
     const ExpertExchange& xc = s.exchange;
+    // Every rank takes part in each exchange, also one whose experts got no rows.
+    const Tensor dout_local = to_experts(ex, ep, xc, dout_perm);
     Tensor dp_local = Tensor::empty({xc.rows}, sd, dev), dx_local = Tensor::empty({0, C}, df.dtype(), dev);
-    if (xc.rows > 0) dx_local = experts_->backward(ctx, to_experts(ex, ep, xc, dout_perm), dp_local);
+    if (xc.rows > 0) dx_local = experts_->backward(ctx, dout_local, dp_local);
     dx_perm = from_experts(ex, ep, xc, dx_local, R);
     dp_perm = from_experts(ex, ep, xc, dp_local.view({xc.rows, 1}), R).view({R});
   } else {
