@@ -51,7 +51,8 @@ run ep2dp2_mhc 4 "${MHC[@]}" --expert-model-parallel-size 2
 run one_grouped 1 "${GROUPED[@]}"
 run ep4_grouped 4 "${GROUPED[@]}" --expert-model-parallel-size 4 --save-interval 10
 at10() {
-  mkdir -p "$W/$1@10" && cp -r "$W/$1/iter_0000010" "$W/$1@10/" && echo 10 > "$W/$1@10/latest_checkpointed_iteration.txt"
+  mkdir -p "$W/$1@10" && cp -r "$W/$1/iter_0000010" "$W/$1@10/" &&
+    echo 10 > "$W/$1@10/latest_checkpointed_iteration.txt"
 }
 at10 ep2dp2
 at10 ep2dp2_do
@@ -109,8 +110,9 @@ done
 # Every token routed to expert 0 (`hytra bench --skew-routing`, top-1): rank 1's experts receive no rows, and it
 # still takes part in every exchange (a rank skipping one would leave the others waiting).
 timeout 120 "${MPI[@]}" -np 2 "$H" bench "$(dirname "$0")/../../bench/configs/tiny.yaml" --device cpu --steps 2 \
-  --warmup 1 --hybrid-layer-pattern '*E*E' --num-experts 4 --moe-ffn-hidden-size 32 --moe-router-topk 1 --moe-router-score-function sigmoid \
-  --moe-router-enable-expert-bias --skew-routing --expert-model-parallel-size 2 --log-jsonl "$W/skew.jsonl" \
+  --warmup 1 --hybrid-layer-pattern '*E*E' --num-experts 4 --moe-ffn-hidden-size 32 --moe-router-topk 1 \
+  --moe-router-score-function sigmoid --moe-router-enable-expert-bias --skew-routing --expert-model-parallel-size 2 \
+  --log-jsonl "$W/skew.jsonl" \
   > "$W/skew.log" 2>&1 || fail "EP 2 with every token on expert 0: $(tail -3 "$W/skew.log")"
 grep -q '"tokens_per_expert": \[[0-9]*, 0, 0, 0\]' "$W/skew.jsonl" || fail "the skewed run routed tokens to experts 1-3"
 echo "ok: an expert-parallel rank whose experts get no rows"
