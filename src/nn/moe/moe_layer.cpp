@@ -100,8 +100,11 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& input) {
     shared_->forward(ctx, y2, g, Tensor(), &out);  // out += the shared experts' output
   }
   // Tensor parallelism: each rank's channels' part, summed (sequence parallelism: this rank's tokens of the sum).
-  if (tp.seq()) return seq_reduce_scatter(ex, tp, out.view(y.shape()));
-  tp_all_reduce(tp, out);
+  Tensor result = out.view(y.shape());
+  if (tp.seq())
+    result = seq_reduce_scatter(ex, tp, result);
+  else
+    tp_all_reduce(tp, out);
   if (opt_.recompute_norm && !ctx.recomputing) {  // the norm output is rebuilt in backward
     router_->forget_input(ctx);
     if (gate_) gate_->forget_input(ctx);
@@ -109,7 +112,7 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& input) {
     s.shared_in = Tensor();
     s.norm_dropped = true;
   }
-  return out.view(y.shape());
+  return result;
 }
 
 Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& grad) {
