@@ -34,6 +34,7 @@ struct ParamShard {
   int dim = -1;                // -1: the whole tensor (the same on every tensor-parallel rank)
   std::vector<int64_t> parts;  // the whole tensor's parts along dim (their sizes)
   int count = 1, index = 0;
+  bool experts = false;  // split over the expert-parallel group (a grouped expert tensor), else the tensor-parallel one
   bool split() const { return dim >= 0 && count > 1; }
 };
 

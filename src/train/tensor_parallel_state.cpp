@@ -11,7 +11,7 @@ std::vector<ParamState> join_shards(std::vector<ParamState> mine, const ParamSto
   HYTRA_ASSERT(mine.size() == all.size(), "join_shards: one state per parameter");
   for (size_t i = 0; i < all.size(); ++i) {
     const Param& p = *all[i];
-    if (!p.shard.split() || p.expert_parallel) continue;  // (a grouped expert tensor's slices: join_experts)
+    if (!p.shard.split() || p.shard.experts) continue;  // (a grouped expert tensor's slices: join_experts)
     for (Tensor* t : {&mine[i].value, &mine[i].exp_avg, &mine[i].exp_avg_sq}) {
       Exec& ex = Exec::for_device(t->device());
       Tensor local = Tensor::empty(t->shape(), t->dtype(), t->device());
@@ -36,7 +36,7 @@ std::vector<ParamState> join_experts(std::vector<ParamState> mine, const ParamSt
   HYTRA_ASSERT(mine.size() == all.size(), "join_experts: one state per parameter");
   for (size_t i = 0; i < all.size(); ++i) {  // grouped tensors: each rank's experts, gathered in place
     const Param& p = *all[i];
-    if (!p.expert_parallel || !p.shard.split()) continue;
+    if (!p.expert_parallel || !p.shard.experts) continue;
     for (Tensor* t : {&mine[i].value, &mine[i].exp_avg, &mine[i].exp_avg_sq}) {
       Exec& ex = Exec::for_device(t->device());
       Tensor local = Tensor::empty(t->shape(), t->dtype(), t->device());
@@ -50,7 +50,7 @@ std::vector<ParamState> join_experts(std::vector<ParamState> mine, const ParamSt
       *t = whole;
     }
   }
-  auto per_expert = [](const Param& p) { return p.expert_parallel && !p.shard.split(); };
+  auto per_expert = [](const Param& p) { return p.expert_parallel && !p.shard.experts; };
   if (ep->rank() != 0) {  // the per-expert tensors to the first rank, in parameter order
     for (size_t i = 0; i < all.size(); ++i)
       if (per_expert(*all[i]))
@@ -62,8 +62,10 @@ std::vector<ParamState> join_experts(std::vector<ParamState> mine, const ParamSt
       const Param* p = &q;
       if (!per_expert(*p)) continue;
       const Device dev = mine.empty() ? ep->device() : mine[0].value.device();
-      ParamState st{p->name, Tensor::empty(p->shape, DType::F32, dev), Tensor::empty(p->shape, DType::F32, dev),
-                    Tensor::empty(p->shape, DType::F32, dev)};
+      // Whole tensors: a tensor-parallel shard was joined on its sender first (join_shards).
+      const Shape shape = p->full_shape();
+      ParamState st{p->name, Tensor::empty(shape, DType::F32, dev), Tensor::empty(shape, DType::F32, dev),
+                    Tensor::empty(shape, DType::F32, dev)};
       for (Tensor* t : {&st.value, &st.exp_avg, &st.exp_avg_sq}) ep->recv(*t, s);
       mine.push_back(std::move(st));
     }

@@ -39,10 +39,7 @@ void TrainConfig::validate() const {
                                       ": context parallelism is not built yet (leave it at 1)"));
   need(expert_model_parallel_size >= 1,
        str("--expert-model-parallel-size: expected a positive integer, got ", expert_model_parallel_size));
-  if (expert_model_parallel_size > 1) {  // what expert parallelism runs with so far (docs/parallelism.md)
-    need(tensor_model_parallel_size == 1,
-         "--expert-model-parallel-size: with --tensor-model-parallel-size above 1 is not built yet");
-  }
+
   // The routed experts split over the tensor-parallel ranks like the dense layers (Megatron's default); other expert
   // tensor-parallel sizes are not built.
   need(expert_tensor_parallel_size == 0 || expert_tensor_parallel_size == tensor_model_parallel_size,

@@ -395,6 +395,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   HYTRA_CHECK(!ep.on() || (mc.num_experts > 0 && mc.num_experts % ep.size == 0),
               "--expert-model-parallel-size ", ep.size, ": --num-experts (", mc.num_experts,
               ") must be a positive multiple of it");
+  HYTRA_CHECK(!ep.on() || !tp.on() || (!mc.moe_single_grouped_weight && !mc.moe_single_grouped_bias),
+              "--moe-single-grouped-weight / --moe-single-grouped-bias: with both tensor and expert parallelism not "
+              "built yet (the per-expert tensors are)");
   HybridModel whole(mc, plan_for(mc));  // the whole model's layers and parameter count
   {
     const std::vector<std::string> errors = tensor_parallel_errors(mc, whole.layer_counts(), tp.size);
@@ -589,21 +592,18 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     const bool exiting = tc.exit_interval > 0 && it % tc.exit_interval == 0;
     if (!tc.save.empty() && ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
       const OptimizerState state = opt.state_for_save();  // a collective under the distributed optimizer
-      // The first data-parallel replica's tensor-parallel shards are joined, its first tensor-parallel rank's
-      // pipeline stages hand theirs to rank 0, which writes the checkpoint.
+      // The first (expert-)data-parallel replica joins its tensor-parallel shards on its first tensor-parallel rank,
+      // then (expert parallelism) its experts on its first expert-parallel rank; the first pipeline's stages then
+      // hand theirs to rank 0, which writes the checkpoint.
       std::vector<ParamState> states = param_states(store, state);
-      if (ep.on()) {  // the first expert-data-parallel replica's experts joined on its first expert-parallel rank
-        if (par->edp->rank() == 0)
+      if (ep.on() ? par->edp->rank() == 0 : dp.rank() == 0) {
+        states = join_shards(std::move(states), store, tp.comm);
+        if (ep.on() && tp.rank == 0)
           states = in_order_of(whole, join_experts(std::move(states), store, ep.comm, [&](int s) {
             return expert_params_of(mc, pp_size, pp_rank, ExpertParallel{nullptr, ep.size, s});
           }));
-        else
-          states.clear();
-      }
-      if (dp.rank() == 0) {
-        std::vector<ParamState> mine = join_shards(std::move(states), store, tp.comm);
-        if (tp.rank == 0) {
-          const std::vector<ParamState> all = pipeline.gather_states(std::move(mine), mc, copy);
+        if (dp.rank() == 0 && tp.rank == 0) {
+          const std::vector<ParamState> all = pipeline.gather_states(std::move(states), mc, copy);
           if (rank0) save_training_state(tc, all, state.step, {it, consumed, valid_consumed}, config_text, arch);
         }
       }

@@ -2,13 +2,15 @@
 # Expert parallelism on CPUs under mpirun (docs/parallelism.md "Expert parallelism"): a tiny hybrid (M, G, E, *, -,
 # MTP with an MoE layer, 4 experts top-2) trained 20 iterations (validation after 10 and 20) on a global batch of 8
 # as one process, at EP 2 (twice: bitwise equal), at EP 4, at EP 2 x expert-DP 2 (4 ranks; also with the distributed
-# optimizer and both overlaps) and at EP 2 x PP 2.
+# optimizer and both overlaps), at EP 2 x PP 2, and at TP 2 (with sequence parallelism) x EP 2 with the distributed
+# optimizer and both overlaps.
 # Every logged loss and grad norm and the final weights match the one process within 1e-5 relative. With mHC (2
 # streams; the losses) at EP 2 x expert-DP 2. With the grouped expert weights and biases: EP 4 against one process.
 # Checkpoints across expert-parallel sizes and layouts: iteration 10 of EP 2 x expert-DP 2 (per-expert tensors)
 # resumed at EP 4 and in one process; iteration 10 of EP 4 (grouped tensors) resumed at EP 2 and in one process with
 # per-expert tensors; iteration 10 of the one process resumed at EP 4; iteration 10 of the distributed optimizer's
-# EP 2 x expert-DP 2 resumed at EP 4 with it; all under --ckpt-strictness raise_all except the layout changes.
+# EP 2 x expert-DP 2 resumed at EP 4 with it; iteration 10 of TP 2 x EP 2 resumed in one process and the one
+# process's at TP 2 x EP 2; all under --ckpt-strictness raise_all except the layout changes.
 # Every token on one expert (a rank whose experts get no rows). Then the layouts that cannot run yet, each a named
 # error.
 # Usage: expert_parallel.sh HYTRA_BINARY
@@ -46,6 +48,9 @@ run ep2pp2 4 --expert-model-parallel-size 2 --pipeline-model-parallel-size 2
 # The distributed optimizer with both overlaps in small buckets: the experts' buckets over their own group.
 run ep2dp2_do 4 --expert-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce \
   --overlap-param-gather --ddp-bucket-size 3000 --save-interval 10
+# With tensor parallelism (the experts' FFN channels split too) and sequence parallelism, 4 ranks.
+run tp2ep2 4 --expert-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel \
+  --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 3000 --save-interval 10
 run one_mhc 1 "${MHC[@]}"
 run ep2dp2_mhc 4 "${MHC[@]}" --expert-model-parallel-size 2
 run one_grouped 1 "${GROUPED[@]}"
@@ -56,6 +61,7 @@ at10() {
 }
 at10 ep2dp2
 at10 ep2dp2_do
+at10 tp2ep2
 at10 ep4_grouped
 at10 one
 run ep2dp2_to_ep4 4 --expert-model-parallel-size 4 --load "$W/ep2dp2@10" --ckpt-strictness raise_all
@@ -65,6 +71,9 @@ run grouped_to_ep2 2 "${GROUPED[@]}" --expert-model-parallel-size 2 --load "$W/e
 run grouped_to_one_indexed 1 --load "$W/ep4_grouped@10"
 run one_to_ep4 4 --expert-model-parallel-size 4 --load "$W/one@10" --ckpt-strictness raise_all
 run do_to_ep4_do 4 --expert-model-parallel-size 4 --use-distributed-optimizer --load "$W/ep2dp2_do@10" \
+  --ckpt-strictness raise_all
+run tp2ep2_to_one 1 --load "$W/tp2ep2@10" --ckpt-strictness raise_all
+run one_to_tp2ep2 4 --expert-model-parallel-size 2 --tensor-model-parallel-size 2 --load "$W/one@10" \
   --ckpt-strictness raise_all
 grep -q "rank 0 holds" "$W/ep4.log" || fail "the EP 4 run does not say what rank 0 holds"
 python3 - "$W" "$(dirname "$0")" <<'PY' || exit 1
@@ -90,7 +99,7 @@ def weights_close(name, ref):
     assert rel <= 1e-5, f"{name}: the final weights differ from {ref}'s by {rel:.2e} relative"
     print(f"{name}: final weights {rel:.2e} relative to {ref}'s")
 assert len(losses("one")) >= 80
-for name in ("ep2", "ep4", "ep2dp2", "ep2pp2", "ep2dp2_do"):
+for name in ("ep2", "ep4", "ep2dp2", "ep2pp2", "ep2dp2_do", "tp2ep2"):
     close(name, "one")
     weights_close(name, "one")
 close("ep2dp2_mhc", "one_mhc")  # mHC: the losses (docs/parallelism.md: alpha_res's rounding-noise gradients)
@@ -98,7 +107,8 @@ close("ep4_grouped", "one_grouped")
 weights_close("ep4_grouped", "one_grouped")
 assert losses("ep2") == losses("ep2_again"), "two runs at EP 2 differ"
 for name, base in (("ep2dp2_to_ep4", "ep2dp2"), ("ep2dp2_to_one", "ep2dp2"), ("grouped_to_ep2", "ep4_grouped"),
-                   ("grouped_to_one_indexed", "ep4_grouped"), ("one_to_ep4", "one"), ("do_to_ep4_do", "ep2dp2_do")):
+                   ("grouped_to_one_indexed", "ep4_grouped"), ("one_to_ep4", "one"), ("do_to_ep4_do", "ep2dp2_do"),
+                   ("tp2ep2_to_one", "tp2ep2"), ("one_to_tp2ep2", "one")):
     close(name, base, first=11)
 print("ok: the expert-parallel layouts within 1e-5 of one process, bitwise repeatable; checkpoints across EP sizes "
       "and expert layouts")
@@ -128,6 +138,6 @@ expect_error() {  # expect_error NP TEXT [flags]
 }
 expect_error 3 "--expert-model-parallel-size 3: --num-experts (4) must be a positive multiple of it" \
   --expert-model-parallel-size 3 --global-batch-size 6
-expect_error 4 "--expert-model-parallel-size: with --tensor-model-parallel-size above 1 is not built yet" \
-  --expert-model-parallel-size 2 --tensor-model-parallel-size 2
+expect_error 4 "--moe-single-grouped-weight / --moe-single-grouped-bias: with both tensor and expert parallelism" \
+  --expert-model-parallel-size 2 --tensor-model-parallel-size 2 --moe-single-grouped-weight
 echo "ok: the layouts that cannot run yet are named errors"

@@ -125,8 +125,6 @@ TEST(Config, ParallelSizesAndTheDataParallelBatch) {
                "--pipeline-model-parallel-size: expected a positive integer, got 0");
   expect_error({"--context-parallel-size", "2"}, "--context-parallel-size 2: context parallelism");
   expect_error({"--expert-model-parallel-size", "0"}, "--expert-model-parallel-size: expected a positive integer");
-  expect_error({"--expert-model-parallel-size", "2", "--tensor-model-parallel-size", "2"},
-               "--expert-model-parallel-size: with --tensor-model-parallel-size above 1 is not built yet");
   expect_error({"--expert-tensor-parallel-size", "2"},
                "--expert-tensor-parallel-size 2: the experts split over the tensor-parallel ranks alone");
   expect_error({"--overlap-param-gather", "--overlap-grad-reduce"},

@@ -15,7 +15,7 @@ void create_proj(std::vector<Param*>& w, std::vector<Param*>& b, const std::stri
                  ParamStore& store) {
   const int64_t first = ep.rank * E;
   auto expert_slice = [&](Param& p) {
-    if (ep.on()) p.shard = ParamShard{0, {E * ep.size}, ep.size, ep.rank};
+    if (ep.on()) p.shard = ParamShard{0, {E * ep.size}, ep.size, ep.rank, true};
   };
   if (wl == ExpertLayout::Indexed) {
     for (int64_t e = 0; e < E; ++e) {
@@ -127,7 +127,11 @@ Tensor GroupedExperts::Proj::biases(bool grad) const {
 
 GroupedExperts::GroupedExperts(const ExpertsOptions& whole, const std::string& prefix, ParamStore& store)
     : opt_(whole) {
-  HYTRA_ASSERT(!whole.ep.on() || (!whole.tp.on() && whole.num_experts % whole.ep.size == 0), prefix);
+  // Grouped tensors split over both groups are not built (ModelConfig's check names it).
+  HYTRA_ASSERT(!whole.ep.on() || (whole.num_experts % whole.ep.size == 0 &&
+                                  (!whole.tp.on() || (whole.weight_layout != ExpertLayout::Grouped &&
+                                                      (!whole.bias || whole.bias_layout != ExpertLayout::Grouped)))),
+               prefix);
   opt_.ffn = whole.tp.local(whole.ffn);
   opt_.num_experts = whole.num_experts / whole.ep.size;  // expert parallelism: this rank's experts
   const ExpertsOptions& o = opt_;
