@@ -211,6 +211,9 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--delay-wgrad-compute", K::Bool, "",
         "queue weight-gradient GEMMs and run them after each micro-batch's backward (identical gradients)",
         store(c.delay_wgrad_compute));
+  t.add("--overlap-moe-expert-parallel-comm", K::Bool, "",
+        "Megatron's EP-overlap combined 1F1B schedule (not built yet: an error)",
+        store(c.overlap_moe_expert_parallel_comm));
   t.add("--no-cuda-graph", K::Bool, "",
         "run every micro-batch eagerly (by default a CUDA run replays each training micro-batch's forward and "
         "backward as a captured CUDA graph where the model allows)",
