@@ -9,13 +9,14 @@ namespace hytra {
 
 ExpertExchange plan_exchange(const ExpertParallel& ep, const Tensor& expert_offsets) {
   const int64_t E = expert_offsets.numel() - 1, P = ep.size, El = E / P;
-  const std::vector<double> off = expert_offsets.to(Device::CPU).to_f64_vector();  // the host synchronisation
-  Tensor counts = Tensor::empty({E}, DType::I64);
-  for (int64_t e = 0; e < E; ++e) counts.data<int64_t>()[e] = int64_t(off[size_t(e + 1)] - off[size_t(e)]);
-  Tensor mine = counts.to(ep.comm->device()), all = Tensor::empty({P, E}, DType::I64, ep.comm->device());
-  ep.comm->all_gather(all, mine);
+  // Every rank's expert offsets, gathered where they are, then on the host: the one synchronisation.
+  Tensor all = Tensor::empty({P, E + 1}, DType::I32, expert_offsets.device());
+  ep.comm->all_gather(all, expert_offsets);
   const Tensor host = all.to(Device::CPU);
-  auto c = [&](int64_t s, int64_t e) { return host.data<int64_t>()[s * E + e]; };  // rank s's rows for expert e
+  const int32_t* off_all = host.data<int32_t>();
+  auto c = [&](int64_t s, int64_t e) {  // rank s's rows for expert e
+    return int64_t(off_all[s * (E + 1) + e + 1] - off_all[s * (E + 1) + e]);
+  };
   ExpertExchange xc;
   xc.send_rows.assign(size_t(P), 0);
   xc.recv_rows.assign(size_t(P), 0);
@@ -24,7 +25,7 @@ ExpertExchange plan_exchange(const ExpertParallel& ep, const Tensor& expert_offs
       xc.send_rows[size_t(r)] += c(ep.rank, r * El + f);  // to rank r: its experts' rows
       xc.recv_rows[size_t(r)] += c(r, ep.rank * El + f);  // from rank r: its rows for this rank's experts
     }
-  xc.used = int64_t(off[size_t(E)]);
+  xc.used = off_all[ep.rank * (E + 1) + E];
   // Received rows: source-major, each source's rows by local expert. Local rows: expert-major, then source.
   std::vector<int64_t> source_start(size_t(P), 0);
   for (int64_t s = 1; s < P; ++s) source_start[size_t(s)] = source_start[size_t(s - 1)] + xc.recv_rows[size_t(s - 1)];
