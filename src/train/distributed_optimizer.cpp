@@ -84,7 +84,7 @@ DataParallelOptimizer::DataParallelOptimizer(ParamStore& params, const AdamWConf
   }
   gather_.assign(buckets_.size(), -1);
   gathered_ = buckets_.size();
-  if (ep_ != nullptr) expert_ranges_ = runs_of(params_, [](size_t, const Param& p) { return p.expert_parallel; });
+  recount();
 }
 
 FlatRange DataParallelOptimizer::part_of(const GradBucket& b) const {
@@ -145,6 +145,7 @@ void DataParallelOptimizer::set_pipeline(dist::Communicator* pp, const Param* no
     deferred_ = bucket_of_[size_t(it - all.begin())];
   }
   if (not_counted) leave_out(not_counted);
+  recount();
 }
 
 void DataParallelOptimizer::set_tensor_parallel(dist::Communicator* tp) {
@@ -152,14 +153,22 @@ void DataParallelOptimizer::set_tensor_parallel(dist::Communicator* tp) {
   if (tp->rank() == 0) return;
   for (const Param* p : params_.all())
     if (!p->shard.split()) leave_out(p);
+  recount();
 }
 
 void DataParallelOptimizer::leave_out(const Param* p) {
   const std::vector<Param*>& all = params_.all();
   if (counted_.empty()) counted_.assign(all.size(), true);
   counted_[size_t(std::find(all.begin(), all.end(), p) - all.begin())] = false;
+}
+
+void DataParallelOptimizer::recount() {
+  auto counted = [this](size_t i) { return counted_.empty() || counted_[i]; };
   // Runs of uncounted parameters, each with the zero padding up to the next parameter: fewer ranges to sum.
-  not_counted_ = runs_of(params_, [this](size_t i, const Param&) { return !counted_[i]; });
+  not_counted_ = runs_of(params_, [&](size_t i, const Param&) { return !counted(i); });
+  // Expert parallelism: the counted experts' weights (a bias held whole on every tensor-parallel rank counts once).
+  if (ep_ != nullptr)
+    expert_ranges_ = runs_of(params_, [&](size_t i, const Param& p) { return p.expert_parallel && counted(i); });
 }
 
 double DataParallelOptimizer::reduce_gradients(Exec& ex) {

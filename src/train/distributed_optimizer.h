@@ -93,10 +93,11 @@ class DataParallelOptimizer final : public ParamHooks {
   dist::Communicator* pp_ = nullptr;
   dist::Communicator* tp_ = nullptr;
   dist::Communicator *ep_ = nullptr, *edp_ = nullptr;  // expert parallelism (DataParallelOptions)
-  std::vector<FlatRange> expert_ranges_;  // runs of expert-parallel parameters (set_expert_parallel), in order
+  std::vector<FlatRange> expert_ranges_;               // runs of counted expert-parallel parameters (recount), in order
   std::vector<FlatRange> not_counted_;  // elements the norm leaves out (set_pipeline, set_tensor_parallel), in order
   std::vector<bool> counted_;           // per parameter
-  void leave_out(const Param* p);
+  void leave_out(const Param* p);       // marks p uncounted; recount() then rebuilds the ranges
+  void recount();
   size_t deferred_ = SIZE_MAX;  // the bucket the backward does not reduce (set_pipeline)
   bool sharded_, overlap_grad_, overlap_param_;
   std::vector<GradBucket> buckets_;

@@ -3,7 +3,7 @@
 # MTP with an MoE layer, 4 experts top-2) trained 20 iterations (validation after 10 and 20) on a global batch of 8
 # as one process, at EP 2 (twice: bitwise equal), at EP 4, at EP 2 x expert-DP 2 (4 ranks; also with the distributed
 # optimizer and both overlaps), at EP 2 x PP 2, and at TP 2 (with sequence parallelism) x EP 2 with the distributed
-# optimizer and both overlaps.
+# optimizer and both overlaps, and with linear biases at TP 2 x EP 2.
 # Every logged loss and grad norm and the final weights match the one process within 1e-5 relative. With mHC (2
 # streams; the losses) at EP 2 x expert-DP 2. With the grouped expert weights and biases: EP 4 against one process.
 # Checkpoints across expert-parallel sizes and layouts: iteration 10 of EP 2 x expert-DP 2 (per-expert tensors)
@@ -26,14 +26,16 @@ M=(--hidden-size 32 --num-attention-heads 4 --group-query-attention --num-query-
    --linear-value-head-dim 16 --num-experts 4 --moe-ffn-hidden-size 32 --moe-router-topk 2
    --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3
    --mtp-loss-scaling-factor 0.3 --position-embedding-type rope --vocab-size 256 --mock-data --seq-length 32
-   --normalization RMSNorm --disable-bias-linear --micro-batch-size 2 --global-batch-size 8 --lr 2e-3
+   --normalization RMSNorm --micro-batch-size 2 --global-batch-size 8 --lr 2e-3
    --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 --adam-beta2 0.95 --eval-interval 10
    --eval-iters 2 --log-interval 1 --device cpu --hybrid-layer-pattern "$PATTERN")
 fail() { echo "FAIL: $*"; exit 1; }
-run() {  # run NAME NP [extra flags]: 20 iterations, saving into $W/NAME
+run() {  # run NAME NP [extra flags]: 20 iterations, saving into $W/NAME; without linear biases unless BIAS=1
   local name=$1 np=$2
   shift 2
-  local cmd=("$H" train "${M[@]}" --train-iters 20 --save "$W/$name" --log-jsonl "$W/$name.jsonl" "$@")
+  local bias=(--disable-bias-linear)
+  [ -n "${BIAS:-}" ] && bias=()
+  local cmd=("$H" train "${M[@]}" "${bias[@]}" --train-iters 20 --save "$W/$name" --log-jsonl "$W/$name.jsonl" "$@")
   if [ "$np" = 1 ]; then HYTRA_NUM_THREADS=1 "${cmd[@]}" > "$W/$name.log" 2>&1; else
     "${MPI[@]}" -np "$np" "${cmd[@]}" > "$W/$name.log" 2>&1; fi || fail "$name: $(tail -5 "$W/$name.log")"
 }
@@ -51,6 +53,9 @@ run ep2dp2_do 4 --expert-model-parallel-size 2 --use-distributed-optimizer --ove
 # With tensor parallelism (the experts' FFN channels split too) and sequence parallelism, 4 ranks.
 run tp2ep2 4 --expert-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 3000 --save-interval 10
+# Linear biases (the experts' fc2 biases are held whole on every tensor-parallel rank and count once in the norm).
+BIAS=1 run one_bias 1
+BIAS=1 run tp2ep2_bias 4 --expert-model-parallel-size 2 --tensor-model-parallel-size 2
 run one_mhc 1 "${MHC[@]}"
 run ep2dp2_mhc 4 "${MHC[@]}" --expert-model-parallel-size 2
 run one_grouped 1 "${GROUPED[@]}"
@@ -102,6 +107,8 @@ assert len(losses("one")) >= 80
 for name in ("ep2", "ep4", "ep2dp2", "ep2pp2", "ep2dp2_do", "tp2ep2"):
     close(name, "one")
     weights_close(name, "one")
+close("tp2ep2_bias", "one_bias")
+weights_close("tp2ep2_bias", "one_bias")
 close("ep2dp2_mhc", "one_mhc")  # mHC: the losses (docs/parallelism.md: alpha_res's rounding-noise gradients)
 close("ep4_grouped", "one_grouped")
 weights_close("ep4_grouped", "one_grouped")
@@ -131,7 +138,8 @@ echo "ok: an expert-parallel rank whose experts get no rows"
 expect_error() {  # expect_error NP TEXT [flags]
   local np=$1 text=$2
   shift 2
-  "${MPI[@]}" -np "$np" "$H" train "${M[@]}" --train-iters 4 "$@" > "$W/err.log" 2>&1 && fail "trained: $*"
+  "${MPI[@]}" -np "$np" "$H" train "${M[@]}" --disable-bias-linear --train-iters 4 "$@" > "$W/err.log" 2>&1 &&
+    fail "trained: $*"
   grep -qF -- "$text" "$W/err.log" || fail "no error '$text' for $*: $(tail -3 "$W/err.log")"
   grep -q "iteration " "$W/err.log" && fail "an iteration ran before the error for $*"
   return 0

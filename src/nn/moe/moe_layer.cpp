@@ -153,7 +153,7 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& grad) {
   Tensor dprobs = Tensor::empty({N * K, 1}, sd, dev);
   ops::scatter_add_rows(ex, dprobs, dp_perm.view({R, 1}), s.plan.prob_offsets, s.plan.prob_rows);
   // Tensor parallelism: the experts' parts of the input and probability gradients are summed over the ranks before
-  // the routers (whole on every rank) add theirs; one rank adds the router's at once.
+  // the routers (whole on every rank) add theirs; without it the router's is added at once.
   if (!tp.on()) router_->backward_add(ctx, dprobs.view({N, K}), dy);
   Tensor dg;
   if (shared_) {
