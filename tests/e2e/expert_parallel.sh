@@ -29,15 +29,14 @@ M=(--hidden-size 32 --num-attention-heads 4 --group-query-attention --num-query-
    --normalization RMSNorm --micro-batch-size 2 --global-batch-size 8 --lr 2e-3
    --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 --adam-beta2 0.95 --eval-interval 10
    --eval-iters 2 --log-interval 1 --device cpu --hybrid-layer-pattern "$PATTERN")
-fail() { echo "FAIL: $*"; exit 1; }
-run() {  # run NAME NP [extra flags]: 20 iterations, saving into $W/NAME; without linear biases unless BIAS=1
-  local name=$1 np=$2
-  shift 2
-  local bias=(--disable-bias-linear)
-  [ -n "${BIAS:-}" ] && bias=()
-  local cmd=("$H" train "${M[@]}" "${bias[@]}" --train-iters 20 --save "$W/$name" --log-jsonl "$W/$name.jsonl" "$@")
-  if [ "$np" = 1 ]; then HYTRA_NUM_THREADS=1 "${cmd[@]}" > "$W/$name.log" 2>&1; else
-    "${MPI[@]}" -np "$np" "${cmd[@]}" > "$W/$name.log" 2>&1; fi || fail "$name: $(tail -5 "$W/$name.log")"
+RUN_FLAGS=(--disable-bias-linear)  # but the runs of run_with_bias
+ERROR_FLAGS=(--disable-bias-linear)
+source "$(dirname "$0")/multi_process.sh"
+run_with_bias() {
+  local saved=("${RUN_FLAGS[@]}")
+  RUN_FLAGS=()
+  run "$@"
+  RUN_FLAGS=("${saved[@]}")
 }
 GROUPED=(--moe-single-grouped-weight --moe-single-grouped-bias)
 MHC=(--enable-hyper-connections --num-residual-streams 2)
@@ -54,16 +53,12 @@ run ep2dp2_do 4 --expert-model-parallel-size 2 --use-distributed-optimizer --ove
 run tp2ep2 4 --expert-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 3000 --save-interval 10
 # Linear biases (the experts' fc2 biases are held whole on every tensor-parallel rank and count once in the norm).
-BIAS=1 run one_bias 1
-BIAS=1 run tp2ep2_bias 4 --expert-model-parallel-size 2 --tensor-model-parallel-size 2
+run_with_bias one_bias 1
+run_with_bias tp2ep2_bias 4 --expert-model-parallel-size 2 --tensor-model-parallel-size 2
 run one_mhc 1 "${MHC[@]}"
 run ep2dp2_mhc 4 "${MHC[@]}" --expert-model-parallel-size 2
 run one_grouped 1 "${GROUPED[@]}"
 run ep4_grouped 4 "${GROUPED[@]}" --expert-model-parallel-size 4 --save-interval 10
-at10() {
-  mkdir -p "$W/$1@10" && cp -r "$W/$1/iter_0000010" "$W/$1@10/" &&
-    echo 10 > "$W/$1@10/latest_checkpointed_iteration.txt"
-}
 at10 ep2dp2
 at10 ep2dp2_do
 at10 tp2ep2
@@ -89,20 +84,9 @@ w = sys.argv[1]
 def losses(name):
     return run_records.losses(w, name)
 def close(name, ref, first=1):
-    got, want = losses(name), [x for x in losses(ref) if x[0] >= first]
-    assert [x[:2] for x in got] == [x[:2] for x in want], (name, got[:3], want[:3])
-    for (i, k, a), (_, _, b) in zip(want, got):
-        assert abs(a - b) <= 1e-5 * abs(a), f"{name}: iteration {i} {k}: {b} against {ref}'s {a}"
+    run_records.close(w, name, ref, first)
 def weights_close(name, ref):
-    want, got = run_records.tensors(w, ref), run_records.tensors(w, name)
-    assert list(got.keys()) == list(want.keys()), f"{name}: the checkpoint's tensors differ from {ref}'s"
-    d2 = n2 = 0.0
-    for k, a in want.items():
-        d2 += sum((x - y) ** 2 for x, y in zip(a, got[k]))
-        n2 += sum(x * x for x in a)
-    rel = (d2 / n2) ** 0.5
-    assert rel <= 1e-5, f"{name}: the final weights differ from {ref}'s by {rel:.2e} relative"
-    print(f"{name}: final weights {rel:.2e} relative to {ref}'s")
+    run_records.weights_close(w, name, ref)
 assert len(losses("one")) >= 80
 for name in ("ep2", "ep4", "ep2dp2", "ep2pp2", "ep2dp2_do", "tp2ep2"):
     close(name, "one")
@@ -135,15 +119,6 @@ grep -q '"tokens_per_expert": \[[0-9]*, 0, 0, 0\]' "$W/skew.jsonl" || fail "the 
 echo "ok: an expert-parallel rank whose experts get no rows"
 
 # Layouts that cannot run (yet): every rank stops before any work with a named error.
-expect_error() {  # expect_error NP TEXT [flags]
-  local np=$1 text=$2
-  shift 2
-  "${MPI[@]}" -np "$np" "$H" train "${M[@]}" --disable-bias-linear --train-iters 4 "$@" > "$W/err.log" 2>&1 &&
-    fail "trained: $*"
-  grep -qF -- "$text" "$W/err.log" || fail "no error '$text' for $*: $(tail -3 "$W/err.log")"
-  grep -q "iteration " "$W/err.log" && fail "an iteration ran before the error for $*"
-  return 0
-}
 expect_error 3 "--expert-model-parallel-size 3: --num-experts (4) must be a positive multiple of it" \
   --expert-model-parallel-size 3 --global-batch-size 6
 expect_error 4 "--moe-single-grouped-weight / --moe-single-grouped-bias: with both tensor and expert parallelism" \

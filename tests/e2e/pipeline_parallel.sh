@@ -30,14 +30,7 @@ M=(--hidden-size 32 --num-attention-heads 4 --group-query-attention --num-query-
    --seq-length 32 --vocab-size 256 --mock-data --micro-batch-size 2 --global-batch-size 8 --lr 2e-3
    --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 --adam-beta2 0.95 --eval-interval 10
    --eval-iters 2 --log-interval 1 --device cpu)
-fail() { echo "FAIL: $*"; exit 1; }
-run() {  # run NAME NP [extra flags]: 20 iterations, saving into $W/NAME
-  local name=$1 np=$2
-  shift 2
-  local cmd=("$H" train "${M[@]}" --train-iters 20 --save "$W/$name" --log-jsonl "$W/$name.jsonl" "$@")
-  if [ "$np" = 1 ]; then HYTRA_NUM_THREADS=1 "${cmd[@]}" > "$W/$name.log" 2>&1; else "${MPI[@]}" -np "$np" "${cmd[@]}" > "$W/$name.log" 2>&1; fi ||
-    fail "$name: $(tail -5 "$W/$name.log")"
-}
+source "$(dirname "$0")/multi_process.sh"
 run one 1 --hybrid-layer-pattern "$PATTERN" --save-interval 10
 run pp2 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2
 run pp2_again 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2
@@ -66,7 +59,6 @@ run pp4_interleaved 4 --hybrid-layer-pattern 'M|G|E|*|E|*|-|*/*-' --pipeline-mod
 run one_gbs4 1 --hybrid-layer-pattern "$PATTERN" --global-batch-size 4
 run pp2_interleaved3 2 --hybrid-layer-pattern 'MG|E*|E|*|-|*/*-' --pipeline-model-parallel-size 2 \
   --global-batch-size 4
-at10() { mkdir -p "$W/$1@10" && cp -r "$W/$1/iter_0000010" "$W/$1@10/" && echo 10 > "$W/$1@10/latest_checkpointed_iteration.txt"; }
 at10 dp2pp2
 at10 one
 at10 pp2_interleaved
@@ -92,23 +84,12 @@ def losses(name):
 def tensors(name):
     return run_records.tensors(w, name)
 def close(name, ref, first=1):
-    got, want = losses(name), [x for x in losses(ref) if x[0] >= first]
-    assert [x[:2] for x in got] == [x[:2] for x in want], (name, got[:3], want[:3])
-    for (i, k, a), (_, _, b) in zip(want, got):
-        assert abs(a - b) <= 1e-5 * abs(a), f"{name}: iteration {i} {k}: {b} against {ref}'s {a}"
+    run_records.close(w, name, ref, first)
 ref_w = tensors("one")
 assert len(losses("one")) >= 80
 for name in ("pp2", "pp2_pipe", "pp2_last2", "pp4", "pp2_recompute", "dp2pp2", "dp2pp2_overlap", "pp2_interleaved"):
     close(name, "one")
-    gw = tensors(name)
-    assert list(gw.keys()) == list(ref_w.keys()), f"{name}: the checkpoint's tensors differ from one process's"
-    d2 = n2 = 0.0
-    for k, a in ref_w.items():
-        d2 += sum((x - y) ** 2 for x, y in zip(a, gw[k]))
-        n2 += sum(x * x for x in a)
-    rel = (d2 / n2) ** 0.5
-    assert rel <= 1e-5, f"{name}: the final weights differ from one process's by {rel:.2e} relative"
-    print(f"{name}: final weights {rel:.2e} relative to one process's")
+    run_records.weights_close(w, name, "one")
 close("pp4_interleaved", "one_gbs16")
 close("pp2_interleaved3", "one_gbs4")
 close("pp2_mhc", "one_mhc")  # the n streams cross the stages
@@ -132,14 +113,6 @@ for f in model.safetensors optimizer.safetensors; do
 done
 
 # Layouts that cannot run (yet): every rank stops before any work with a named error.
-expect_error() {  # expect_error NP TEXT [flags]
-  local np=$1 text=$2
-  shift 2
-  "${MPI[@]}" -np "$np" "$H" train "${M[@]}" --train-iters 4 "$@" > "$W/err.log" 2>&1 && fail "trained: $*"
-  grep -qF -- "$text" "$W/err.log" || fail "no error '$text' for $*: $(tail -3 "$W/err.log")"
-  grep -q "iteration " "$W/err.log" && fail "an iteration ran before the error for $*"
-  return 0
-}
 expect_error 2 "Number of layers (7) must be evenly divisible by pipeline-model-parallel-size (2)" \
   --hybrid-layer-pattern 'MGE*E*-/*-' --pipeline-model-parallel-size 2
 expect_error 2 "the interleaved pipeline schedule runs a multiple of --pipeline-model-parallel-size (2) micro-batches" \

@@ -1,5 +1,6 @@
-# What the multi-process e2e tests compare (data_parallel.sh, pipeline_parallel.sh): a run's logged losses and
-# grad norms (its --log-jsonl file) and the fp32 tensors of its final checkpoint, under the work folder W.
+# What the multi-process e2e tests compare (data_parallel.sh, pipeline_parallel.sh, tensor_parallel.sh,
+# expert_parallel.sh): a run's logged losses and grad norms (its --log-jsonl file) and the fp32 tensors of its final
+# checkpoint, under the work folder W, and the checks that two runs agree.
 import array
 import json
 import struct
@@ -29,3 +30,24 @@ def tensors(w, name, iteration=20):
         assert v["dtype"] == "F32", (k, v["dtype"])
         out[k] = array.array("f", data[v["data_offsets"][0]:v["data_offsets"][1]])
     return out
+
+
+def close(w, name, ref, first=1, tol=1e-5):
+    """Every logged loss and grad norm of `name` within tol relative of `ref`'s (from iteration `first` on)."""
+    got, want = losses(w, name), [x for x in losses(w, ref) if x[0] >= first]
+    assert [x[:2] for x in got] == [x[:2] for x in want], (name, got[:3], want[:3])
+    for (i, k, a), (_, _, b) in zip(want, got):
+        assert abs(a - b) <= tol * abs(a), f"{name}: iteration {i} {k}: {b} against {ref}'s {a}"
+
+
+def weights_close(w, name, ref, tol=1e-5):
+    """The final weights of `name` within tol of `ref`'s, relative L2 over all tensors (same keys, same order)."""
+    want, got = tensors(w, ref), tensors(w, name)
+    assert list(got.keys()) == list(want.keys()), f"{name}: the checkpoint's tensors differ from {ref}'s"
+    d2 = n2 = 0.0
+    for k, a in want.items():
+        d2 += sum((x - y) ** 2 for x, y in zip(a, got[k]))
+        n2 += sum(x * x for x in a)
+    rel = (d2 / n2) ** 0.5
+    assert rel <= tol, f"{name}: the final weights differ from {ref}'s by {rel:.2e} relative"
+    print(f"{name}: final weights {rel:.2e} relative to {ref}'s")

@@ -29,14 +29,8 @@ M=(--hidden-size 32 --num-attention-heads 4 --group-query-attention --num-query-
    --micro-batch-size 2 --global-batch-size 8 --lr 2e-3 --lr-decay-style cosine --lr-warmup-iters 2
    --weight-decay 0.1 --adam-beta2 0.95 --eval-interval 10 --eval-iters 2 --log-interval 1 --device cpu)
 BASE=(--normalization RMSNorm --disable-bias-linear --seq-length 32)
-fail() { echo "FAIL: $*"; exit 1; }
-run() {  # run NAME NP [extra flags]: 20 iterations (ITERS), saving into $W/NAME
-  local name=$1 np=$2
-  shift 2
-  local cmd=("$H" train "${M[@]}" --train-iters "${ITERS:-20}" --save "$W/$name" --log-jsonl "$W/$name.jsonl" "$@")
-  if [ "$np" = 1 ]; then HYTRA_NUM_THREADS=1 "${cmd[@]}" > "$W/$name.log" 2>&1; else "${MPI[@]}" -np "$np" "${cmd[@]}" > "$W/$name.log" 2>&1; fi ||
-    fail "$name: $(tail -5 "$W/$name.log")"
-}
+ERROR_FLAGS=("${BASE[@]}")
+source "$(dirname "$0")/multi_process.sh"
 TP=(--tensor-model-parallel-size 2)
 SP=(--tensor-model-parallel-size 2 --sequence-parallel)
 run one 1 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" --save-interval 10
@@ -64,7 +58,6 @@ VARIANT=(--hybrid-layer-pattern 'M*-E*E' --seq-length 32 --normalization LayerNo
          --moe-single-grouped-bias --position-embedding-type learned_absolute --max-position-embeddings 32)
 run one_variant 1 "${VARIANT[@]}"
 run tp2_sp_variant 2 "${VARIANT[@]}" "${SP[@]}"
-at10() { mkdir -p "$W/$1@10" && cp -r "$W/$1/iter_0000010" "$W/$1@10/" && echo 10 > "$W/$1@10/latest_checkpointed_iteration.txt"; }
 at10 tp2pp2
 at10 one
 run resume_one 1 "${BASE[@]}" --hybrid-layer-pattern "$PATTERN" --load "$W/tp2pp2@10"
@@ -85,20 +78,9 @@ w = sys.argv[1]
 def losses(name):
     return run_records.losses(w, name)
 def close(name, ref, first=1):
-    got, want = losses(name), [x for x in losses(ref) if x[0] >= first]
-    assert [x[:2] for x in got] == [x[:2] for x in want], (name, got[:3], want[:3])
-    for (i, k, a), (_, _, b) in zip(want, got):
-        assert abs(a - b) <= 1e-5 * abs(a), f"{name}: iteration {i} {k}: {b} against {ref}'s {a}"
+    run_records.close(w, name, ref, first)
 def weights_close(name, ref):
-    want, got = run_records.tensors(w, ref), run_records.tensors(w, name)
-    assert list(got.keys()) == list(want.keys()), f"{name}: the checkpoint's tensors differ from {ref}'s"
-    d2 = n2 = 0.0
-    for k, a in want.items():
-        d2 += sum((x - y) ** 2 for x, y in zip(a, got[k]))
-        n2 += sum(x * x for x in a)
-    rel = (d2 / n2) ** 0.5
-    assert rel <= 1e-5, f"{name}: the final weights differ from {ref}'s by {rel:.2e} relative"
-    print(f"{name}: final weights {rel:.2e} relative to {ref}'s")
+    run_records.weights_close(w, name, ref)
 assert len(losses("one")) >= 80
 for name in ("tp2", "tp2_sp", "tp2pp2", "dp2tp2_sp", "tp2_sp_pp2_interleaved", "dp2tp2pp2"):
     close(name, "one")
@@ -138,14 +120,6 @@ for f in model.safetensors optimizer.safetensors; do
 done
 
 # Layouts that cannot run: every rank stops before any work with a named error.
-expect_error() {  # expect_error NP TEXT [flags]
-  local np=$1 text=$2
-  shift 2
-  "${MPI[@]}" -np "$np" "$H" train "${M[@]}" "${BASE[@]}" --train-iters 4 "$@" > "$W/err.log" 2>&1 && fail "trained: $*"
-  grep -qF -- "$text" "$W/err.log" || fail "no error '$text' for $*: $(tail -3 "$W/err.log")"
-  grep -q "iteration " "$W/err.log" && fail "an iteration ran before the error for $*"
-  return 0
-}
 expect_error 4 "--num-query-groups: the KV groups (2) must be divisible by --tensor-model-parallel-size (4)" \
   --hybrid-layer-pattern "$PATTERN" --tensor-model-parallel-size 4
 expect_error 4 "--mamba-num-groups (2) must be divisible by --tensor-model-parallel-size (4)" \
