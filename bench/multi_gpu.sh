@@ -20,7 +20,12 @@
 #     iteration 15, resumed on one GPU), against one GPU; then `hytra bench moe-2b` on 1 GPU (global batch 2) and on
 #     4 (global batch 8, distributed optimizer): DP 4, EP 4, and EP 4 with 4x the experts (128).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
-#   Usage: [PARTS="1 2 3 4 5 6"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN
+#  7. the EP-overlap schedule (--overlap-moe-expert-parallel-comm): the tiny hybrid in bf16 with and without it
+#     (bitwise equal; with --delay-wgrad-compute too), on one GPU and at EP 4; `hytra bench moe-2b` on one GPU at
+#     global batch 8 (4 micro-batches) plain (CUDA graphs and eager) against the schedule, which costs only its
+#     machinery there; then on 4 GPUs moe-2b with 128 experts at EP 4, global batch 32, plain against the schedule
+#     (with and without delayed wgrad), its --log-ep-overlap lines giving the hidden share of the all-to-alls.
+#   Usage: [PARTS="1 2 3 4 5 6 7"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN
 #   (BIN: a folder with hytra)
 set -uo pipefail
 H=$(realpath "${1:-build}/hytra")
@@ -41,7 +46,7 @@ launch() {  # launch NP CMD...: NP ranks under mpirun, one GPU each
     mpirun --allow-run-as-root --bind-to none -np "$np" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE "$@"; fi
 }
 
-part() { [[ " ${PARTS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
+part() { [[ " ${PARTS:-1 2 3 4 5 6 7} " == *" $1 "* ]]; }
 # The tiny hybrid of parts 2, 4 and 5 (M, G, E, *, -, mHC, MTP); each part sets M: its pattern and length.
 TINY=(--enable-hyper-connections --num-residual-streams 2 --hidden-size 64 --num-attention-heads 4
       --group-query-attention --num-query-groups 2 --ffn-hidden-size 128 --swiglu --mamba-num-heads 4
@@ -255,6 +260,47 @@ if [ "$N" -ge 4 ]; then
     launch 4 "$H" bench moe-2b --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 --lr-warmup-iters 2 \
       --use-distributed-optimizer $layout > "$W/bench.log" 2>&1
     grep -E "^hytra config=|holds|memory:|rror" "$W/bench.log" | tail -4
+  done
+fi
+}
+part 7 && {
+echo "== 7. the EP-overlap schedule on $N GPUs"
+M=(train --hybrid-layer-pattern 'MGE*E*-*/*E' "${TINY[@]}" --train-iters 30 --global-batch-size 16 --bf16)
+OV=(--overlap-moe-expert-parallel-comm)
+run ov_plain 1
+run ov_on 1 "${OV[@]}"
+run ov_dw 1 --delay-wgrad-compute
+run ov_dw_on 1 --delay-wgrad-compute "${OV[@]}"
+if [ "$N" -ge 4 ]; then
+  run ov_ep4 4 --expert-model-parallel-size 4
+  run ov_ep4_on 4 --expert-model-parallel-size 4 "${OV[@]}" --delay-wgrad-compute
+  run ov_ep4_dw 4 --expert-model-parallel-size 4 --delay-wgrad-compute
+fi
+python3 - "$W" <<'PY'
+import json, os, sys
+w = sys.argv[1]
+def losses(n):
+    return [(r["iteration"], k, v) for r in map(json.loads, open(f"{w}/{n}.jsonl"))
+            for k, v in sorted(r.items()) if ("loss" in k or k == "grad_norm") and isinstance(v, float)]
+for a, b in (("ov_plain", "ov_on"), ("ov_dw", "ov_dw_on"), ("ov_ep4_dw", "ov_ep4_on")):
+    if os.path.exists(f"{w}/{b}.jsonl"):
+        print(f"bf16 {a} against {b}: {'bitwise equal' if losses(a) == losses(b) else 'DIFFERENT'}")
+PY
+B=(bench moe-2b --steps "${STEPS:-10}" --warmup 3 --lr-warmup-iters 2)
+for flags in "" "--no-cuda-graph" "${OV[*]}" "${OV[*]} --delay-wgrad-compute" "${OV[*]} --log-ep-overlap"; do
+  echo "-- moe-2b on 1 GPU (a one-rank NCCL world), global batch 8 $flags"
+  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 "$H" "${B[@]}" --global-batch-size 8 \
+    $flags > "$W/bench.log" 2>&1
+  grep -E "^hytra config=|memory:|rror" "$W/bench.log" | tail -3
+  grep -m3 "EP-overlap iteration" "$W/bench.log"
+done
+if [ "$N" -ge 4 ]; then
+  for flags in "" "${OV[*]} --log-ep-overlap" "${OV[*]} --delay-wgrad-compute --log-ep-overlap"; do
+    echo "-- moe-2b, 128 experts at EP 4 on 4 GPUs, global batch 32 $flags"
+    launch 4 "$H" "${B[@]}" --global-batch-size 32 --num-experts 128 --expert-model-parallel-size 4 \
+      --use-distributed-optimizer $flags > "$W/bench.log" 2>&1
+    grep -E "^hytra config=|memory:|rror" "$W/bench.log" | tail -3
+    grep "EP-overlap iteration" "$W/bench.log" | tail -3
   done
 fi
 }

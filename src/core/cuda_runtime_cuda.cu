@@ -157,6 +157,26 @@ void* cuda_stream_create() {
   return s;
 }
 
+void* cuda_event_create() {
+  cudaEvent_t e = nullptr;
+  cuda_check(cudaEventCreate(&e), "cudaEventCreate");
+  return e;
+}
+
+void cuda_event_destroy(void* event) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
+void cuda_event_record(void* event, void* stream) {
+  cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+}
+
+double cuda_event_elapsed_ms(void* from, void* to) {
+  cuda_check(cudaEventSynchronize(static_cast<cudaEvent_t>(to)), "cudaEventSynchronize");
+  float ms = 0.0f;
+  cuda_check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)),
+             "cudaEventElapsedTime");
+  return double(ms);
+}
+
 void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
   if (nbytes == 0) return;
   if (dst_dev == Device::CPU && src_dev == Device::CPU) {

@@ -18,6 +18,13 @@ void cuda_allocator_release_cached() {}
 void cuda_select_device(int, int) { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
 void* cuda_stream_create() { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
 
+void* cuda_event_create() { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
+void cuda_event_destroy(void*) {}
+void cuda_event_record(void*, void*) { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
+double cuda_event_elapsed_ms(void*, void*) {
+  fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
+}
+
 void memcpy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
   HYTRA_CHECK(dst_dev == Device::CPU && src_dev == Device::CPU,
               "this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");

@@ -21,5 +21,11 @@ void cuda_select_device(int local_rank, int local_ranks);
 // A new CUDA stream, ordered with the legacy default stream (so cudaMemcpy/cudaMemset stay ordered
 // with the work queued on it). Fails clearly without CUDA.
 void* cuda_stream_create();
+// CUDA events for timing (core/stream_clock.h). Fail clearly without CUDA.
+void* cuda_event_create();
+void cuda_event_destroy(void* event);
+void cuda_event_record(void* event, void* stream);
+// Milliseconds from `from` to `to`, after waiting for `to` to complete.
+double cuda_event_elapsed_ms(void* from, void* to);
 
 }  // namespace hytra

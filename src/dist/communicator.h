@@ -7,9 +7,18 @@
 #include <memory>
 #include <vector>
 
+#include "core/stream_clock.h"
 #include "core/tensor.h"
 
 namespace hytra::dist {
+
+// Where a communicator's operations ran (the EP-overlap timeline, train/overlap_timeline.h), as marks of a clock:
+// each operation's start and end on the communicator's stream, and each time the caller's stream waited for one.
+// MPI's blocking calls are both: the caller waits while they run.
+struct CommTiming {
+  StreamClock* clock = nullptr;
+  std::vector<std::pair<int, int>> runs, waits;
+};
 
 class Communicator {
  public:
@@ -63,7 +72,11 @@ class Communicator {
   virtual Ticket all_reduce_sum_async(Tensor& t) = 0;
   virtual Ticket reduce_scatter_sum_async(Tensor& out, const Tensor& in) = 0;
   virtual Ticket all_gather_async(Tensor& out, const Tensor& in) = 0;
+  virtual Ticket all_to_all_v_async(Tensor& out, const Tensor& in, const std::vector<int64_t>& send_rows,
+                                    const std::vector<int64_t>& recv_rows) = 0;
   virtual void wait(Ticket t) = 0;
+  // Records this communicator's all-to-alls, all-gathers and waits in `timing` until called with null.
+  virtual void time_with(CommTiming* timing) = 0;
   // The communicator of the ranks that pass the same `color`, ordered by `key` (every rank of this
   // communicator calls it). A negative color joins no group: nullptr.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;

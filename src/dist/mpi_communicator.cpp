@@ -114,9 +114,11 @@ class MpiCommunicator final : public Communicator {
     const int c = count_of(in.numel(), "all_gather");
     // In place (in is this rank's part of out): MPI names that MPI_IN_PLACE (aliased buffers are erroneous).
     const bool in_place = in.raw() == static_cast<char*>(out.raw()) + size_t(rank_) * in.nbytes();
-    check(MPI_Allgather(in_place ? MPI_IN_PLACE : in.raw(), c, mpi_type(in.dtype()), out.raw(), c,
-                        mpi_type(in.dtype()), comm_),
-          "MPI_Allgather");
+    timed([&] {
+      check(MPI_Allgather(in_place ? MPI_IN_PLACE : in.raw(), c, mpi_type(in.dtype()), out.raw(), c,
+                          mpi_type(in.dtype()), comm_),
+            "MPI_Allgather");
+    });
   }
 
   void broadcast(Tensor& t, int root) override {
@@ -150,7 +152,10 @@ class MpiCommunicator final : public Communicator {
     HYTRA_CHECK(s_off == in.numel() && r_off == out.numel(), "all_to_all_v: the row counts sum to ", s_off / w,
                 " sent and ", r_off / w, " received, the tensors have ", in.size(0), " and ", out.size(0), " rows");
     const MPI_Datatype t = mpi_type(in.dtype());
-    check(MPI_Alltoallv(in.raw(), sc.data(), sd.data(), t, out.raw(), rc.data(), rd.data(), t, comm_), "MPI_Alltoallv");
+    timed([&] {
+      check(MPI_Alltoallv(in.raw(), sc.data(), sd.data(), t, out.raw(), rc.data(), rd.data(), t, comm_),
+            "MPI_Alltoallv");
+    });
   }
 
   void send(const Tensor& t, int peer) override {
@@ -200,7 +205,13 @@ class MpiCommunicator final : public Communicator {
     all_gather(out, in);
     return 0;
   }
+  Ticket all_to_all_v_async(Tensor& out, const Tensor& in, const std::vector<int64_t>& send_rows,
+                            const std::vector<int64_t>& recv_rows) override {
+    all_to_all_v(out, in, send_rows, recv_rows);
+    return 0;
+  }
   void wait(Ticket) override {}
+  void time_with(CommTiming* timing) override { timing_ = timing; }
 
   void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
@@ -212,8 +223,19 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // A blocking call, recorded (when timed) as running and as waited for at once.
+  template <class F>
+  void timed(F call) {
+    const int begin = timing_ != nullptr ? timing_->clock->mark(nullptr) : 0;
+    call();
+    if (timing_ == nullptr) return;
+    const std::pair<int, int> span{begin, timing_->clock->mark(nullptr)};
+    timing_->runs.push_back(span);
+    timing_->waits.push_back(span);
+  }
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  CommTiming* timing_ = nullptr;
 };
 
 }  // namespace

@@ -99,6 +99,10 @@ class NcclCommunicator final : public Communicator {
   }
   void all_to_all_v(Tensor& out, const Tensor& in, const std::vector<int64_t>& send_rows,
                     const std::vector<int64_t>& recv_rows) override {
+    wait(all_to_all_v_async(out, in, send_rows, recv_rows));
+  }
+  Ticket all_to_all_v_async(Tensor& out, const Tensor& in, const std::vector<int64_t>& send_rows,
+                            const std::vector<int64_t>& recv_rows) override {
     check_cuda(out, "all_to_all_v");
     check_cuda(in, "all_to_all_v");
     HYTRA_CHECK(int(send_rows.size()) == size_ && int(recv_rows.size()) == size_ && in.dtype() == out.dtype(),
@@ -115,7 +119,7 @@ class NcclCommunicator final : public Communicator {
                 total_s / std::max<int64_t>(w, 1), " sent and ", total_r / std::max<int64_t>(w, 1),
                 " received, the tensors have ", in.size(0), " and ", out.size(0), " rows");
     const size_t bytes = dtype_size(in.dtype());
-    run([&] {  // the group is ended before any error is raised: an open group would swallow every later call
+    return queue([&] {  // the group is ended before any error is raised: an open group would swallow every later call
       check(ncclGroupStart(), "ncclGroupStart");
       ncclResult_t r = ncclSuccess;
       int64_t s = 0, rr = 0;
@@ -176,8 +180,11 @@ class NcclCommunicator final : public Communicator {
     HYTRA_ASSERT(t >= 0 && t < next_, "NCCL: ticket ", t, " was not issued");
     // A ticket whose event the ring has reused: the oldest event still held comes after it on the stream.
     const Ticket held = std::max(t, next_ - kEvents);
+    const int begin = timing_ != nullptr ? timing_->clock->mark(compute_) : 0;
     check(cudaStreamWaitEvent(compute_, events_[size_t(held % kEvents)], 0), "cudaStreamWaitEvent");
+    if (timing_ != nullptr) timing_->waits.push_back({begin, timing_->clock->mark(compute_)});
   }
+  void time_with(CommTiming* timing) override { timing_ = timing; }
   std::unique_ptr<Communicator> split(int color, int key) override {
     ncclComm_t c = nullptr;
     check(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &c, nullptr), "ncclCommSplit");
@@ -204,7 +211,9 @@ class NcclCommunicator final : public Communicator {
   Ticket queue(F op) {
     check(cudaEventRecord(queued_, compute_), "cudaEventRecord");
     check(cudaStreamWaitEvent(stream_, queued_, 0), "cudaStreamWaitEvent");
+    const int begin = timing_ != nullptr ? timing_->clock->mark(stream_) : 0;
     op();
+    if (timing_ != nullptr) timing_->runs.push_back({begin, timing_->clock->mark(stream_)});
     const Ticket t = next_++;
     check(cudaEventRecord(events_[size_t(t % kEvents)], stream_), "cudaEventRecord");
     return t;
@@ -216,6 +225,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_;
   cudaStream_t compute_, stream_ = nullptr;
   cudaEvent_t queued_ = nullptr;
+  CommTiming* timing_ = nullptr;
   void* token_ = nullptr;
   int rank_ = 0, size_ = 1;
 };

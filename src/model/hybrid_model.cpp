@@ -114,6 +114,10 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
   s.mtp_dloss.clear();
   s.mtp_in.clear();
   Tensor h = y, id = ids, lab = labels;
+  // The EP-overlap schedule runs the depths whole in the forward's last turn and the backward's first: the LM heads'
+  // gradients (computed in this forward) then reach a tied word embedding after the previous micro-batch's embedding
+  // gradient, as in the plain schedule (train/combined_schedule.h).
+  StepContext::NoHandover whole(ctx);
   for (int64_t k = 0; k < D; ++k) {
     // Depth k+1 reads ids and labels rolled once more (the rolled-in tail masked) and its loss
     // gradient is that of (factor / D) x its mean loss over the targets, at the micro-batch's scale.
@@ -201,9 +205,10 @@ Tensor HybridModel::head(StepContext& ctx, const Tensor& y, const Tensor& ids, c
 
 Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
   Saved& saved = ctx.saved<Saved>(this);
-  // The gradients complete as the backward passes (with delayed weight gradients: in backward_dw).
+  // The gradients complete as the backward passes (with delayed weight gradients: in backward_dw, or under the
+  // EP-overlap schedule in each layer's slot, right after its backward).
   const size_t n = store_.all().size();
-  const bool ready = !ctx.delay_wgrad;
+  const bool in_slots = ctx.delay_wgrad && ctx.wgrad_in_slots, ready = !ctx.delay_wgrad || in_slots;
   Tensor d = last_ ? head_backward(ctx, grad, saved) : grad;
   if (ready) ctx.grads_ready(param_first_.back(), n);
   for (size_t u = units_.size(); u-- > 0;) {
@@ -215,6 +220,7 @@ Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
     }
     for (size_t i = unit.end; i-- > unit.begin;) {
       d = residual_->step_backward(ctx, i, d);
+      if (in_slots) sublayers_[i]->backward_dw(ctx);
       if (ready) ctx.grads_ready(param_first_[i], param_first_[i + 1]);
     }
   }
@@ -231,6 +237,7 @@ Tensor HybridModel::head_backward(StepContext& ctx, const Tensor& dloss, Saved& 
   Exec& ex = ctx.ex();
   Tensor dy = output_->backward(ctx, dloss);  // d(final norm output)
   if (saved.mtp_active) {  // the depths in reverse: each returns d(its input hidden state)
+    StepContext::NoHandover whole(ctx);  // (forward_mtp says why)
     Tensor dnext;
     for (int64_t k = int64_t(mtp_.size()) - 1; k >= 0; --k) {
       if (!saved.mtp_in.empty()) {  // full recompute: the depth's forward again
@@ -240,6 +247,7 @@ Tensor HybridModel::head_backward(StepContext& ctx, const Tensor& dloss, Saved& 
         mtp_[size_t(k)]->forward(ctx, in.h, in.ids, in.labels, unused);
       }
       dnext = mtp_[size_t(k)]->backward(ctx, saved.mtp_dloss[size_t(k)], dnext);
+      if (ctx.delay_wgrad && ctx.wgrad_in_slots) mtp_[size_t(k)]->backward_dw(ctx);
     }
     ops::axpy(ex, dy, dnext, 1.0);
   }

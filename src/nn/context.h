@@ -28,6 +28,36 @@ class ParamHooks {
   virtual void grads_ready(size_t first, size_t end) = 0;
 };
 
+// The EP-overlap schedule's hand-over points (train/combined_schedule.h, docs/spec/ep_overlap.md): where one
+// micro-batch's forward or backward pauses so that the other micro-batch's pass runs (MoE layers mark them).
+enum class Handover : uint8_t {
+  BeforeDispatch,             // forward: the pre-dispatch work is queued (mixers, norm, router, permutation)
+  BeforeExperts,              // forward: the dispatch all-to-all is started
+  AfterCombine,               // forward: the experts ran and the combine all-to-all is started
+  BeforeCombineBackward,      // backward: an MoE layer is reached
+  BeforeExpertsBackward,      // backward: the combine's backward all-to-all is started
+  BeforeDispatchBackward,     // backward: the experts' backward is queued (their delayed wgrad next)
+  BeforePreDispatchBackward,  // backward: the dispatch's backward all-to-all is started
+};
+inline const char* handover_name(Handover h) {
+  switch (h) {
+    case Handover::BeforeDispatch: return "before the dispatch";
+    case Handover::BeforeExperts: return "before the experts";
+    case Handover::AfterCombine: return "after the combine";
+    case Handover::BeforeCombineBackward: return "before the combine's backward";
+    case Handover::BeforeExpertsBackward: return "before the experts' backward";
+    case Handover::BeforeDispatchBackward: return "before the dispatch's backward";
+    case Handover::BeforePreDispatchBackward: return "before the pre-dispatch backward";
+  }
+  return "?";
+}
+
+class HandoverHook {
+ public:
+  virtual ~HandoverHook() = default;
+  virtual void reached(Handover h) = 0;
+};
+
 class StepContext {
  public:
   explicit StepContext(Exec& ex) : ex_(&ex) {}
@@ -80,6 +110,29 @@ class StepContext {
   void grads_ready(size_t first, size_t end) {
     if (param_hooks != nullptr) param_hooks->grads_ready(first, end);
   }
+
+  // The EP-overlap schedule (null: the plain one). A pass reaching a hand-over point pauses there (not while
+  // recomputing: a rerun belongs to the slot that asked for it).
+  HandoverHook* handover_hook = nullptr;
+  void handover(Handover h) {
+    if (handover_hook != nullptr && !recomputing) handover_hook->reached(h);
+  }
+  // A part of the pass that runs whole within one turn (e.g. the MTP depths, model/hybrid_model.cpp): hand-over
+  // points inside it are passed over.
+  class NoHandover {
+   public:
+    explicit NoHandover(StepContext& c) : c_(c), hook_(c.handover_hook) { c.handover_hook = nullptr; }
+    ~NoHandover() { c_.handover_hook = hook_; }
+    NoHandover(const NoHandover&) = delete;
+    NoHandover& operator=(const NoHandover&) = delete;
+
+   private:
+    StepContext& c_;
+    HandoverHook* hook_;
+  };
+  // Under the EP-overlap schedule, each layer's delayed weight gradients run in its own slot of the backward
+  // (the routed experts' after their backward, every other layer's after its backward), not all at the end.
+  bool wgrad_in_slots = false;
 
   bool delay_wgrad = false;
   void push_wgrad(const void* owner, std::function<void()> task) { wgrad_.push_back({owner, std::move(task)}); }

@@ -48,7 +48,14 @@ Tensor MtpDepth::backward(StepContext& ctx, const Tensor& dloss, const Tensor& d
   Tensor dy = output_->backward(ctx, dloss);  // d h_k
   if (dh_out.defined()) ops::axpy(ex, dy, dh_out, 1.0);
   Tensor dz = final_norm_->backward(ctx, dy);
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) ops::axpy(ex, dz, (*it)->backward(ctx, dz), 1.0);
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    // The sum goes to a new tensor: a layer's delayed weight gradients still read the dz it was given.
+    const Tensor dx = (*it)->backward(ctx, dz);
+    Tensor sum = Tensor::empty(dz.shape(), dz.dtype(), dz.device());
+    ops::copy(ex, sum, dz);
+    ops::axpy(ex, sum, dx, 1.0);
+    dz = sum;
+  }
   Tensor dcat = eh_proj_->backward(ctx, dz);  // (B,T,2C)
   Tensor de = Tensor::empty(shape, dcat.dtype(), dcat.device()), dh = Tensor::empty(shape, dcat.dtype(), dcat.device());
   ops::slice_copy(ex, de, dcat, 2, 0);

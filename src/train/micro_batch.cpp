@@ -27,16 +27,16 @@ Tensor loss_gradient(const Batch& b, int64_t num_micro, DType dtype) {
   return t;
 }
 
-MicroBatchRunner::MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ctx, bool use_graphs,
+MicroBatchRunner::MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ctx, const std::string& graphs_off,
                                    std::ostream& log)
     : ex_(ex), model_(model), ctx_(ctx) {
   if (ex.device() != Device::CUDA) return;
   const std::string blocker = model.graph_blocker();
-  graphs_ = use_graphs && blocker.empty();
+  graphs_ = graphs_off.empty() && blocker.empty();
   if (graphs_)
     log << "hytra: CUDA graphs: each training micro-batch's forward and backward is captured once and replayed\n";
   else
-    log << "hytra: CUDA graphs off: " << (use_graphs ? blocker : "--no-cuda-graph") << "\n";
+    log << "hytra: CUDA graphs off: " << (graphs_off.empty() ? blocker : graphs_off) << "\n";
 }
 
 Tensor MicroBatchRunner::queue_model(const Tensor& ids, const Tensor& labels, const Tensor& loss_grad,

@@ -17,6 +17,7 @@
 #pragma once
 #include <array>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "core/cuda_graph.h"
@@ -34,9 +35,9 @@ Tensor loss_gradient(const Batch& b, int64_t num_micro, DType dtype);
 
 class MicroBatchRunner {
  public:
-  // use_graphs: the caller's --no-cuda-graph negated; the runner also checks the device and model
-  // and logs whether graphs are used.
-  MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ctx, bool use_graphs, std::ostream& log);
+  // graphs_off: why the caller runs without CUDA graphs (e.g. "--no-cuda-graph"; empty: it allows them); the runner
+  // also checks the device and model and logs whether graphs are used.
+  MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ctx, const std::string& graphs_off, std::ostream& log);
 
   // Queues one micro-batch; with `backward` its gradients are accumulated (first_in_step: the first
   // micro-batch of the optimizer step). `eager`: not as a graph (the data-parallel overlap communicates in it).

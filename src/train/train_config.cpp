@@ -35,9 +35,8 @@ void TrainConfig::validate() const {
   need(!sequence_parallel || tensor_model_parallel_size > 1,
        "--sequence-parallel: needs --tensor-model-parallel-size above 1 (it splits the activations between the "
        "tensor-parallel regions)");
-  need(!overlap_moe_expert_parallel_comm,
-       "--overlap-moe-expert-parallel-comm: the EP-overlap combined 1F1B schedule is not built yet (expert-parallel "
-       "runs train without it)");
+  need(!log_ep_overlap || overlap_moe_expert_parallel_comm,
+       "--log-ep-overlap: needs --overlap-moe-expert-parallel-comm (it times that schedule)");
   need(context_parallel_size == 1, str("--context-parallel-size ", context_parallel_size,
                                       ": context parallelism is not built yet (leave it at 1)"));
   need(expert_model_parallel_size >= 1,

@@ -74,7 +74,8 @@ struct TrainConfig {
   bool bf16 = false;                         // --bf16: bf16 activations/weights with fp32 master (CUDA)
   bool delay_wgrad_compute = false;          // --delay-wgrad-compute: weight-gradient GEMMs run after each
                                              // micro-batch's backward (backward_dw), same gradients
-  bool overlap_moe_expert_parallel_comm = false;  // --overlap-moe-expert-parallel-comm: not built yet (an error)
+  bool overlap_moe_expert_parallel_comm = false;  // --overlap-moe-expert-parallel-comm: the EP-overlap schedule
+  bool log_ep_overlap = false;                    // --log-ep-overlap: each step's stream timeline under it (hytra)
   bool no_cuda_graph = false;                // --no-cuda-graph: no CUDA-graph capture of the micro-batches
   std::string log_jsonl;                     // --log-jsonl FILE: one JSON object per logged iteration (hytra)
   std::string save;                          // --save DIR: checkpoint directory

@@ -22,6 +22,7 @@
 #include "ops/ops.h"
 #include "train/adamw.h"
 #include "train/checkpointing.h"
+#include "train/combined_schedule.h"
 #include "train/distributed_optimizer.h"
 #include "train/lr_schedule.h"
 #include "train/metrics/jsonl.h"
@@ -405,6 +406,12 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     for (const std::string& e : errors) text += "\n  " + e;
     HYTRA_CHECK(errors.empty(), "--tensor-model-parallel-size ", tp.size, ": the model does not split:", text);
   }
+  if (tc.overlap_moe_expert_parallel_comm) {
+    const std::vector<std::string> errors = ep_overlap_errors(mc, whole.layer_counts(), pp_size);
+    std::string text;
+    for (const std::string& e : errors) text += "\n  " + e;
+    HYTRA_CHECK(errors.empty(), "--overlap-moe-expert-parallel-comm: the EP-overlap schedule cannot run this:", text);
+  }
   const std::vector<std::unique_ptr<HybridModel>> chunk_models = stage_chunks(mc, pp_size, pp_rank, tp, ep);
   std::vector<HybridModel*> chunks;
   for (const auto& c : chunk_models) chunks.push_back(c.get());
@@ -469,7 +476,20 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
   if (par != nullptr && par->dp) ctx.param_hooks = &opt;  // the overlap of communication with the model's passes
-  MicroBatchRunner runner(ex, model, ctx, !tc.no_cuda_graph && !pipeline.active() && !tp.on(), log);
+  const std::string graphs_off = tc.no_cuda_graph                      ? "--no-cuda-graph"
+                                 : pipeline.active()                   ? "pipeline-parallel steps run eagerly"
+                                 : tp.on()                             ? "tensor-parallel steps run eagerly"
+                                 : tc.overlap_moe_expert_parallel_comm ? "the EP-overlap schedule interleaves two "
+                                                                         "micro-batches"
+                                                                       : "";
+  MicroBatchRunner runner(ex, model, ctx, graphs_off, log);
+  std::unique_ptr<CombinedSchedule> combined;
+  if (tc.overlap_moe_expert_parallel_comm) {
+    combined = std::make_unique<CombinedSchedule>(ex, model, ctx, tc.log_ep_overlap, ep.comm);
+    log << "hytra: EP-overlap: the forward of each micro-batch interleaved with the backward of the one before, "
+           "their expert-parallel all-to-alls overlapping the other's computation"
+        << (tc.delay_wgrad_compute ? " and delayed weight gradients" : "") << "\n";
+  }
   std::unique_ptr<PipelineRunner> pipe;
   if (pipeline.active()) {
     pipeline_schedule(pp_size, pp_rank, num_micro, int64_t(chunks.size()));  // the counts' named errors, up front
@@ -502,11 +522,15 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     store.zero_grad(/*lazy=*/true);           // the Linear weights' first wgrad GEMM overwrites instead
     // Each micro-batch's gradient is scaled by 1 / (micro-batches x data-parallel ranks): the sum over the
     // ranks is the mean over the global batch.
-    if (pipe) {
+    if (pipe || combined) {
       std::vector<Batch> batches;
       for (int64_t m = 0; m < num_micro; ++m)
         batches.push_back(load_batch(*train_data, dp.sample(consumed, m, mbs), mbs));
-      pipe->train_step(batches, num_micro * dp.size(), [&](bool last) { opt.begin_micro_batch(last); });
+      const auto before_backward = [&](bool last) { opt.begin_micro_batch(last); };
+      if (pipe)
+        pipe->train_step(batches, num_micro * dp.size(), before_backward);
+      else
+        combined->train_step(batches, num_micro * dp.size(), before_backward);
     } else {
       for (int64_t m = 0; m < num_micro; ++m) {
         const bool last = m == num_micro - 1;
@@ -515,7 +539,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
                      opt.communicates_in(m == 0, last));
       }
     }
-    const double loss = dp.mean(pipe ? pipe->mean_loss() : runner.mean_loss());
+    const double loss = dp.mean(pipe ? pipe->mean_loss() : combined ? combined->mean_loss() : runner.mean_loss());
     // MoE: the step's routing statistics, then the expert-bias update (Megatron: finalize_model_grads).
     std::vector<MoeStats> mine;  // this rank's MoE layers, chunk by chunk
     for (HybridModel* c : chunks) {
@@ -544,6 +568,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     consumed += gbs;
     ex.synchronize();  // the step's device work is done: its wall time is exact (bench reads it)
     result.iter_seconds.push_back(std::chrono::duration<double>(Clock::now() - t_iter).count());
+    if (combined && combined->timeline() != nullptr) log << ep_overlap_line(it, combined->timeline()->last()) << "\n";
     result.losses.push_back(loss);
     result.grad_norms.push_back(gnorm);
     interval_loss += loss;

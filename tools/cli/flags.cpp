@@ -212,8 +212,13 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         "queue weight-gradient GEMMs and run them after each micro-batch's backward (identical gradients)",
         store(c.delay_wgrad_compute));
   t.add("--overlap-moe-expert-parallel-comm", K::Bool, "",
-        "Megatron's EP-overlap combined 1F1B schedule (not built yet: an error)",
+        "Megatron's EP-overlap combined 1F1B schedule: each micro-batch's forward interleaved with the previous "
+        "one's backward, the all-to-alls of one overlapping the other's computation",
         store(c.overlap_moe_expert_parallel_comm));
+  t.add("--log-ep-overlap", K::Bool, "",
+        "under --overlap-moe-expert-parallel-comm, log each step's computation and all-to-all busy times and how "
+        "much of the all-to-alls was hidden (hytra)",
+        store(c.log_ep_overlap));
   t.add("--no-cuda-graph", K::Bool, "",
         "run every micro-batch eagerly (by default a CUDA run replays each training micro-batch's forward and "
         "backward as a captured CUDA graph where the model allows)",

@@ -57,24 +57,52 @@ int64_t row_width(const Tensor& rows) {
 }
 }  // namespace
 
-Tensor to_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows) {
+RowTransfer send_to_experts(const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows) {
   const int64_t w = row_width(rows);
-  Tensor received = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
-  Tensor sent = rows.view({rows.size(0), w}).narrow(0, 0, xc.used);
-  ep.comm->all_to_all_v(received, sent, xc.send_rows, xc.recv_rows);
-  Tensor local = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
-  if (xc.rows > 0) ops::gather_rows(ex, local, received, xc.to_local);
+  RowTransfer t;
+  t.sent = rows.view({rows.size(0), w}).narrow(0, 0, xc.used);
+  t.received = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
+  t.ticket = ep.comm->all_to_all_v_async(t.received, t.sent, xc.send_rows, xc.recv_rows);
+  return t;
+}
+
+Tensor arrive_at_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, RowTransfer& t) {
+  ep.comm->wait(t.ticket);
+  t.sent = Tensor();
+  Tensor local = Tensor::empty(t.received.shape(), t.received.dtype(), t.received.device());
+  if (xc.rows > 0) ops::gather_rows(ex, local, t.received, xc.to_local);
+  t.received = Tensor();
   return local;
 }
 
-Tensor from_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows, int64_t R) {
+Tensor to_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows) {
+  RowTransfer t = send_to_experts(ep, xc, rows);
+  return arrive_at_experts(ex, ep, xc, t);
+}
+
+RowTransfer send_from_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows,
+                              int64_t R) {
   const int64_t w = row_width(rows);
-  Tensor received = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
-  if (xc.rows > 0) ops::gather_rows(ex, received, rows.view({xc.rows, w}), xc.to_received);
-  Tensor out = zeros_on(ex, {R, w}, rows.dtype(), rows.device());
-  Tensor back = out.narrow(0, 0, xc.used);
-  ep.comm->all_to_all_v(back, received, xc.recv_rows, xc.send_rows);
+  RowTransfer t;
+  t.sent = Tensor::empty({xc.rows, w}, rows.dtype(), rows.device());
+  if (xc.rows > 0) ops::gather_rows(ex, t.sent, rows.view({xc.rows, w}), xc.to_received);
+  t.received = zeros_on(ex, {R, w}, rows.dtype(), rows.device());
+  Tensor back = t.received.narrow(0, 0, xc.used);
+  t.ticket = ep.comm->all_to_all_v_async(back, t.sent, xc.recv_rows, xc.send_rows);
+  return t;
+}
+
+Tensor arrive_from_experts(const ExpertParallel& ep, RowTransfer& t) {
+  ep.comm->wait(t.ticket);
+  t.sent = Tensor();
+  Tensor out = t.received;
+  t.received = Tensor();
   return out;
+}
+
+Tensor from_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows, int64_t R) {
+  RowTransfer t = send_from_experts(ex, ep, xc, rows, R);
+  return arrive_from_experts(ep, t);
 }
 
 }  // namespace hytra

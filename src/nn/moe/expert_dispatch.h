@@ -30,4 +30,17 @@ Tensor to_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, 
 // The reverse: (exchange.rows, w) in local expert order -> (R, w) back in the plan's order (unused rows zero).
 Tensor from_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows, int64_t R);
 
+// The same in two halves, for the EP-overlap schedule (train/combined_schedule.h): send_* starts the all-to-all
+// (NCCL: on the communicator's stream, the caller's stream not waiting) and arrive_* waits for it and returns the
+// rows. The transfer holds what is sent until then, so its memory is not reused while the transfer reads it.
+struct RowTransfer {
+  Tensor sent, received;
+  int64_t ticket = 0;
+};
+RowTransfer send_to_experts(const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows);
+Tensor arrive_at_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, RowTransfer& t);
+RowTransfer send_from_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows,
+                              int64_t R);
+Tensor arrive_from_experts(const ExpertParallel& ep, RowTransfer& t);
+
 }  // namespace hytra

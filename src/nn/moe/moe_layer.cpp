@@ -68,17 +68,25 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& input) {
   ops::slice_scatter(ex, table, r.probs.view({N * K, 1}), 0, 0);
   Tensor p_perm = Tensor::empty({R, 1}, r.probs.dtype(), dev);
   ops::gather_rows(ex, p_perm, table, s.plan.row_prob);
+  // The EP-overlap schedule's slots (docs/spec/ep_overlap.md §1): pre-dispatch (above), dispatch, experts, combine.
+  ctx.handover(Handover::BeforeDispatch);
   Tensor out_perm;
   const ExpertParallel& ep = opt_.experts.ep;
   if (ep.on()) {  // each expert's rows to its rank and back (nn/moe/expert_dispatch.h)
     s.exchange = plan_exchange(ep, s.plan.expert_offsets);
     const ExpertExchange& xc = s.exchange;
-    Tensor x_local = to_experts(ex, ep, xc, x_perm), p_local = to_experts(ex, ep, xc, p_perm);
+    RowTransfer xt = send_to_experts(ep, xc, x_perm), pt = send_to_experts(ep, xc, p_perm);
+    ctx.handover(Handover::BeforeExperts);
+    const Tensor x_local = arrive_at_experts(ex, ep, xc, xt), p_local = arrive_at_experts(ex, ep, xc, pt);
     Tensor y_local = xc.rows > 0 ? experts_->forward(ctx, x_local, p_local.view({xc.rows}), xc.local_offsets)
                                  : Tensor::empty({0, C}, y.dtype(), dev);
-    out_perm = from_experts(ex, ep, xc, y_local, R);
+    RowTransfer back = send_from_experts(ex, ep, xc, y_local, R);
+    ctx.handover(Handover::AfterCombine);
+    out_perm = arrive_from_experts(ep, back);
   } else {
+    ctx.handover(Handover::BeforeExperts);
     out_perm = experts_->forward(ctx, x_perm, p_perm.view({R}), s.plan.expert_offsets);
+    ctx.handover(Handover::AfterCombine);
   }
   Tensor out = Tensor::empty({N, C}, y.dtype(), dev);
   ops::scatter_add_rows(ex, out, out_perm, s.plan.token_offsets, s.plan.token_rows);
@@ -116,6 +124,7 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& input) {
 }
 
 Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& grad) {
+  ctx.handover(Handover::BeforeCombineBackward);
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
   const TensorParallel& tp = opt_.experts.tp;
@@ -140,13 +149,22 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& grad) {
   if (ep.on()) {
     const ExpertExchange& xc = s.exchange;
     // Every rank takes part in each exchange, also one whose experts got no rows.
-    const Tensor dout_local = to_experts(ex, ep, xc, dout_perm);
+    RowTransfer dt = send_to_experts(ep, xc, dout_perm);
+    ctx.handover(Handover::BeforeExpertsBackward);
+    const Tensor dout_local = arrive_at_experts(ex, ep, xc, dt);
     Tensor dp_local = Tensor::empty({xc.rows}, sd, dev), dx_local = Tensor::empty({0, C}, df.dtype(), dev);
     if (xc.rows > 0) dx_local = experts_->backward(ctx, dout_local, dp_local);
-    dx_perm = from_experts(ex, ep, xc, dx_local, R);
-    dp_perm = from_experts(ex, ep, xc, dp_local.view({xc.rows, 1}), R).view({R});
+    experts_backward_dw(ctx);
+    RowTransfer xt = send_from_experts(ex, ep, xc, dx_local, R),
+                pt = send_from_experts(ex, ep, xc, dp_local.view({xc.rows, 1}), R);
+    ctx.handover(Handover::BeforePreDispatchBackward);
+    dx_perm = arrive_from_experts(ep, xt);
+    dp_perm = arrive_from_experts(ep, pt).view({R});
   } else {
+    ctx.handover(Handover::BeforeExpertsBackward);
     dx_perm = experts_->backward(ctx, dout_perm, dp_perm);
+    experts_backward_dw(ctx);
+    ctx.handover(Handover::BeforePreDispatchBackward);
   }
   Tensor dy = Tensor::empty({N, C}, df.dtype(), dev);
   ops::scatter_add_rows(ex, dy, dx_perm, s.plan.token_offsets, s.plan.token_rows);
@@ -176,6 +194,11 @@ Tensor MoeLayer::backward_body(StepContext& ctx, const Tensor& grad) {
   s = Saved{};
   if (tp.seq()) return seq_part(ex, tp, dy.view(df.shape()));  // this rank's tokens of the whole gradient
   return dy.view(df.shape());
+}
+
+void MoeLayer::experts_backward_dw(StepContext& ctx) {
+  ctx.handover(Handover::BeforeDispatchBackward);
+  if (ctx.wgrad_in_slots) experts_->backward_dw(ctx);  // the mlp slot's delayed wgrad (docs/spec/ep_overlap.md §2)
 }
 
 void MoeLayer::backward_dw(StepContext& ctx) {

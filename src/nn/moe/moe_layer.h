@@ -59,6 +59,8 @@ class MoeLayer : public PreNormModule {
     bool shared_rerun = false;      // recompute_shared: the shared experts run again in backward
     bool norm_dropped = false;      // recompute_norm: the norm output's holders let it go
   };
+  // The experts' backward is queued: the hand-over point, then (EP-overlap) their delayed weight gradients.
+  void experts_backward_dw(StepContext& ctx);
   MoeOptions opt_;
   DroplessOffsets dropless_offsets_;  // the dropless plans' CSR offsets, kept across micro-batches
   std::unique_ptr<Norm> norm_;

@@ -1,0 +1,69 @@
+// CombinedSchedule: Megatron's EP-overlap combined 1F1B (--overlap-moe-expert-parallel-comm; docs/spec/ep_overlap.md,
+// docs/parallelism.md "The EP-overlap schedule"). A step's micro-batches run in pairs: micro-batch 0's forward
+// alone, then the forward of k interleaved with the backward of k-1 for k = 1 .. M-1, then the backward of M-1 alone.
+// Within a pair the two passes take turns at the MoE layers' hand-over points (nn/context.h), in the order of
+// ep_overlap.md §2: for forward layer f and backward layer b (paired last-first)
+//   b: combine backward [comm] | f: pre-dispatch [comp] | b: experts backward [comp] | f: dispatch [comm] |
+//   b: experts' wgrad [comp], dispatch backward [comm] | f: experts [comp], combine [comm] |
+//   b: pre-dispatch backward and its layers' wgrad [comp]
+// so each pass's all-to-alls (started on the communicator's stream, waited for only by that pass's next step) run
+// while the other pass computes. Each pass is a Fiber (core/fiber.h) running the model's ordinary forward or
+// backward; every op gets the inputs it gets in the plain schedule, so losses and gradients are bitwise the same.
+// The MoE layers of the forward are paired with those of the backward in reverse; what lies between them (dense,
+// Mamba, attention layers, the embedding and the head) runs in the pre-dispatch step that ends at the next MoE layer.
+#pragma once
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "dist/communicator.h"
+#include "model/hybrid_model.h"
+#include "nn/context.h"
+#include "ops/exec.h"
+#include "train/overlap_timeline.h"
+
+namespace hytra {
+
+// Why the EP-overlap schedule cannot run a model (empty: it can). As Megatron: no full recompute and no selective
+// "moe" recompute (a rerun of a whole MoE layer inside the backward would cross the hand-over points). Not built yet:
+// pipeline parallelism. hytra also runs it with one expert-parallel rank (to measure the schedule itself), in fp32
+// and with any number of MTP depths, which Megatron refuses.
+std::vector<std::string> ep_overlap_errors(const ModelConfig& cfg, const LayerCounts& counts, int pipeline_size);
+
+class CombinedSchedule {
+ public:
+  // `settings`: what each micro-batch's StepContext copies (delayed weight gradients, the optimizer's hooks).
+  // `timeline`: measure each step (the computation and `ep`'s transfers; ep null: one rank) at the cost of events.
+  CombinedSchedule(Exec& ex, HybridModel& model, const StepContext& settings, bool timeline, dist::Communicator* ep);
+  ~CombinedSchedule();
+
+  // Forward and backward of a step's micro-batches (num_micro: the loss scale's micro-batch count, as
+  // MicroBatchRunner's). before_backward(last): called before each backward, `last` for the step's last one.
+  void train_step(const std::vector<Batch>& batches, int64_t num_micro,
+                  const std::function<void(bool last)>& before_backward);
+  // The mean of the losses of the micro-batches run since the last call (waits for them).
+  double mean_loss();
+  // What the last step's streams did (the two passes' computation and the all-to-alls); null unless asked for.
+  const OverlapTimeline* timeline() const { return timeline_.get(); }
+
+ private:
+  class Pass;
+  Tensor to_device(const Tensor& host);
+  void run_pair(Pass* forward, Pass* backward);
+  // Runs `pass` until its next hand-over point, which must be `expected` (or, `last_allowed`, its end).
+  void turn(Pass& pass, Handover expected, bool end_allowed = false);
+  void finish(Pass& pass);  // runs `pass` to its end
+
+  Exec& ex_;
+  HybridModel& model_;
+  const StepContext& settings_;
+  std::unique_ptr<OverlapTimeline> timeline_;
+  std::unique_ptr<StepContext> ctx_[2];  // micro-batch k's in ctx_[k % 2]
+  std::vector<Tensor> totals_;           // per micro-batch: its loss sum (device, one element)
+  std::vector<double> denoms_;           // ... and its target-token count
+};
+
+}  // namespace hytra
