@@ -21,10 +21,11 @@
 #     4 (global batch 8, distributed optimizer): DP 4, EP 4, and EP 4 with 4x the experts (128).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
 #  7. the EP-overlap schedule (--overlap-moe-expert-parallel-comm): the tiny hybrid in bf16 with and without it
-#     (bitwise equal; with --delay-wgrad-compute too), on one GPU and at EP 4; `hytra bench moe-2b` on one GPU at
+#     (bitwise equal; with --delay-wgrad-compute too), on one GPU and at EP G (below); `hytra bench moe-2b` on one GPU at
 #     global batch 8 (4 micro-batches) plain (CUDA graphs and eager) against the schedule, which costs only its
-#     machinery there; then on 4 GPUs moe-2b with 128 experts at EP 4, global batch 32, plain against the schedule
-#     (with and without delayed wgrad), its --log-ep-overlap lines giving the hidden share of the all-to-alls.
+#     machinery there; then on G = 4 (or 2) GPUs moe-2b with 32 G experts at EP G (each GPU holds moe-2b's 32),
+#     global batch 8 G (4 micro-batches a rank), plain against the schedule (with and without delayed wgrad), its
+#     --log-ep-overlap lines giving the hidden share of the all-to-alls.
 #   Usage: [PARTS="1 2 3 4 5 6 7"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN
 #   (BIN: a folder with hytra)
 set -uo pipefail
@@ -271,10 +272,10 @@ run ov_plain 1
 run ov_on 1 "${OV[@]}"
 run ov_dw 1 --delay-wgrad-compute
 run ov_dw_on 1 --delay-wgrad-compute "${OV[@]}"
-if [ "$N" -ge 4 ]; then
-  run ov_ep4 4 --expert-model-parallel-size 4
-  run ov_ep4_on 4 --expert-model-parallel-size 4 "${OV[@]}" --delay-wgrad-compute
-  run ov_ep4_dw 4 --expert-model-parallel-size 4 --delay-wgrad-compute
+G=$(( N >= 4 ? 4 : (N >= 2 ? 2 : 1) ))  # the expert-parallel size of the multi-GPU runs
+if [ "$G" -gt 1 ]; then
+  run ov_epg_dw "$G" --expert-model-parallel-size "$G" --delay-wgrad-compute
+  run ov_epg_on "$G" --expert-model-parallel-size "$G" "${OV[@]}" --delay-wgrad-compute
 fi
 python3 - "$W" <<'PY'
 import json, os, sys
@@ -282,7 +283,7 @@ w = sys.argv[1]
 def losses(n):
     return [(r["iteration"], k, v) for r in map(json.loads, open(f"{w}/{n}.jsonl"))
             for k, v in sorted(r.items()) if ("loss" in k or k == "grad_norm") and isinstance(v, float)]
-for a, b in (("ov_plain", "ov_on"), ("ov_dw", "ov_dw_on"), ("ov_ep4_dw", "ov_ep4_on")):
+for a, b in (("ov_plain", "ov_on"), ("ov_dw", "ov_dw_on"), ("ov_epg_dw", "ov_epg_on")):
     if os.path.exists(f"{w}/{b}.jsonl"):
         print(f"bf16 {a} against {b}: {'bitwise equal' if losses(a) == losses(b) else 'DIFFERENT'}")
 PY
@@ -294,11 +295,11 @@ for flags in "" "--no-cuda-graph" "${OV[*]}" "${OV[*]} --delay-wgrad-compute" "$
   grep -E "^hytra config=|memory:|rror" "$W/bench.log" | tail -3
   grep -m3 "EP-overlap iteration" "$W/bench.log"
 done
-if [ "$N" -ge 4 ]; then
+if [ "$G" -gt 1 ]; then
   for flags in "" "${OV[*]} --log-ep-overlap" "${OV[*]} --delay-wgrad-compute --log-ep-overlap"; do
-    echo "-- moe-2b, 128 experts at EP 4 on 4 GPUs, global batch 32 $flags"
-    launch 4 "$H" "${B[@]}" --global-batch-size 32 --num-experts 128 --expert-model-parallel-size 4 \
-      --use-distributed-optimizer $flags > "$W/bench.log" 2>&1
+    echo "-- moe-2b, $((32 * G)) experts at EP $G on $G GPUs, global batch $((8 * G)) $flags"
+    launch "$G" "$H" "${B[@]}" --global-batch-size $((8 * G)) --num-experts $((32 * G)) \
+      --expert-model-parallel-size "$G" --use-distributed-optimizer $flags > "$W/bench.log" 2>&1
     grep -E "^hytra config=|memory:|rror" "$W/bench.log" | tail -3
     grep "EP-overlap iteration" "$W/bench.log" | tail -3
   done
