@@ -192,6 +192,26 @@ void memcpy_to_device_async(void* dst, const void* src, size_t nbytes, void* str
              "cudaMemcpyAsync");
 }
 
+void memcpy_to_host_async(void* dst, const void* src, size_t nbytes, void* stream) {
+  if (nbytes == 0) return;
+  cuda_check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)),
+             "cudaMemcpyAsync");
+}
+
+void cuda_event_synchronize(void* event) {
+  cuda_check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
+}
+
+void* cuda_host_alloc(size_t nbytes) {
+  void* p = nullptr;
+  cuda_check(cudaMallocHost(&p, nbytes), "cudaMallocHost");
+  return p;
+}
+
+void cuda_host_free(void* p) {
+  if (p != nullptr) (void)cudaFreeHost(p);
+}
+
 void memset_any(void* dst, Device dev, int value, size_t nbytes) {
   if (nbytes == 0) return;
   if (dev == Device::CPU) {

@@ -35,6 +35,13 @@ void memcpy_to_device_async(void*, const void*, size_t, void*) {
   fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
 }
 
+void memcpy_to_host_async(void*, const void*, size_t, void*) {
+  fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
+}
+void cuda_event_synchronize(void*) { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
+void* cuda_host_alloc(size_t) { fail("this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)"); }
+void cuda_host_free(void*) {}
+
 void memset_any(void* dst, Device dev, int value, size_t nbytes) {
   HYTRA_CHECK(dev == Device::CPU, "this hytra build has no CUDA backend (configure with -DHYTRA_CUDA=ON)");
   if (nbytes) std::memset(dst, value, nbytes);

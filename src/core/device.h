@@ -1,5 +1,6 @@
 // Where a tensor's storage lives.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace hytra {
@@ -27,5 +28,10 @@ void cuda_event_destroy(void* event);
 void cuda_event_record(void* event, void* stream);
 // Milliseconds from `from` to `to`, after waiting for `to` to complete.
 double cuda_event_elapsed_ms(void* from, void* to);
+// Waits on the host until the work before the event's record has run.
+void cuda_event_synchronize(void* event);
+// Page-locked host memory (asynchronous copies from the device land in it without the host waiting).
+void* cuda_host_alloc(size_t nbytes);
+void cuda_host_free(void* p);
 
 }  // namespace hytra

@@ -98,5 +98,7 @@ void memset_any(void* dst, Device dev, int value, size_t nbytes);
 // Host -> device copy queued on a CUDA stream (ordered after the work already queued there). The
 // host buffer is staged before the call returns (pageable memory), so it may be reused at once.
 void memcpy_to_device_async(void* dst, const void* src, size_t nbytes, void* stream);
+// Device -> host in `stream`'s order, returning at once; `dst` must be pinned (cuda_host_alloc) for that.
+void memcpy_to_host_async(void* dst, const void* src, size_t nbytes, void* stream);
 
 }  // namespace hytra

@@ -209,7 +209,7 @@ TEST(Dist, ExpertExchangeReachesTheExpertsAndComesBack) {
   Tensor off = Tensor::empty({E + 1}, DType::I32);
   std::copy(offsets.begin(), offsets.end(), off.data<int32_t>());
   const ExpertParallel ep{g_comm, P, me};
-  const ExpertExchange xc = plan_exchange(ep, off);
+  const ExpertExchange xc = plan_exchange(Exec::cpu(), ep, off);
   Exec& ex = Exec::cpu();
   const Tensor local = to_experts(ex, ep, xc, rows);
   int64_t at = 0;

@@ -7,13 +7,52 @@
 
 namespace hytra {
 
-ExpertExchange plan_exchange(const ExpertParallel& ep, const Tensor& expert_offsets) {
-  const int64_t E = expert_offsets.numel() - 1, P = ep.size, El = E / P;
-  // Every rank's expert offsets, gathered where they are, then on the host: the one synchronisation.
-  Tensor all = Tensor::empty({P, E + 1}, DType::I32, expert_offsets.device());
-  ep.comm->all_gather(all, expert_offsets);
-  const Tensor host = all.to(Device::CPU);
-  const int32_t* off_all = host.data<int32_t>();
+CountsExchange::~CountsExchange() {
+  cuda_host_free(pinned_);
+  if (copied_ != nullptr) cuda_event_destroy(copied_);
+}
+
+void CountsExchange::start(Exec& ex, const ExpertParallel& ep, const Tensor& expert_offsets) {
+  const int64_t E = expert_offsets.numel() - 1, P = ep.size;
+  const Device dev = expert_offsets.device();
+  gathered_ = Tensor::empty({P, E + 1}, DType::I32, dev);
+  ep.comm->all_gather(gathered_, expert_offsets);
+  const size_t n = size_t(P * (E + 1));
+  if (dev == Device::CUDA) {
+    if (pinned_count_ < n) {
+      cuda_host_free(pinned_);
+      pinned_ = static_cast<int32_t*>(cuda_host_alloc(n * sizeof(int32_t)));
+      pinned_count_ = n;
+    }
+    if (copied_ == nullptr) copied_ = cuda_event_create();
+    memcpy_to_host_async(pinned_, gathered_.raw(), n * sizeof(int32_t), ex.stream());
+    cuda_event_record(copied_, ex.stream());
+  }
+  started_ = true;
+}
+
+namespace {
+// Uploads host values to `dev` in ex's stream order (pageable memory is staged at once: no wait).
+Tensor upload(Exec& ex, const std::vector<int32_t>& values, Device dev) {
+  if (dev == Device::CPU) return int32_tensor(values, {int64_t(values.size())}, dev);
+  Tensor t = Tensor::empty({int64_t(values.size())}, DType::I32, dev);
+  memcpy_to_device_async(t.raw(), values.data(), values.size() * sizeof(int32_t), ex.stream());
+  return t;
+}
+}  // namespace
+
+ExpertExchange CountsExchange::finish(Exec& ex, const ExpertParallel& ep) {
+  HYTRA_ASSERT(started_, "CountsExchange::finish without start");
+  started_ = false;
+  const int64_t P = ep.size, E = gathered_.size(1) - 1, El = E / P;
+  const Device dev = gathered_.device();
+  const int32_t* off_all = nullptr;
+  if (dev == Device::CUDA) {
+    cuda_event_synchronize(copied_);  // the copy alone: what was queued after it keeps running
+    off_all = pinned_;
+  } else {
+    off_all = gathered_.data<int32_t>();
+  }
   auto c = [&](int64_t s, int64_t e) {  // rank s's rows for expert e
     return int64_t(off_all[s * (E + 1) + e + 1] - off_all[s * (E + 1) + e]);
   };
@@ -41,11 +80,17 @@ ExpertExchange plan_exchange(const ExpertParallel& ep, const Tensor& expert_offs
   xc.rows = int64_t(to_local.size());
   to_received.assign(to_local.size(), 0);
   for (size_t j = 0; j < to_local.size(); ++j) to_received[size_t(to_local[j])] = int32_t(j);
-  const Device dev = expert_offsets.device();
-  xc.to_local = int32_tensor(to_local, {xc.rows}, dev);
-  xc.to_received = int32_tensor(to_received, {xc.rows}, dev);
-  xc.local_offsets = int32_tensor(local_offsets, {El + 1}, dev);
+  gathered_ = Tensor();
+  xc.to_local = upload(ex, to_local, dev);
+  xc.to_received = upload(ex, to_received, dev);
+  xc.local_offsets = upload(ex, local_offsets, dev);
   return xc;
+}
+
+ExpertExchange plan_exchange(Exec& ex, const ExpertParallel& ep, const Tensor& expert_offsets) {
+  CountsExchange counts;
+  counts.start(ex, ep, expert_offsets);
+  return counts.finish(ex, ep);
 }
 
 namespace {

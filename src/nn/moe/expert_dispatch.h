@@ -2,7 +2,7 @@
 // docs/spec/moe.md): after the local permutation (rows grouped by global expert), each expert's rows travel to the
 // rank holding it (an all-to-all of rows, the counts exchanged first), are reordered from (source rank, local
 // expert) to (local expert, source rank) for the experts' grouped GEMMs, and come back the same way. The counts go
-// through the host (one synchronisation a layer and micro-batch), so expert-parallel steps run eagerly.
+// through the host (a wait for their copy, once a layer and micro-batch), so expert-parallel steps run eagerly.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -22,9 +22,33 @@ struct ExpertExchange {
   Tensor local_offsets;                       // (E/ep + 1) int32: the local experts' rows
 };
 
-// The exchange of a dispatch plan whose expert_offsets (E + 1, int32, on the device) group its rows by expert
-// (a collective of the expert-parallel group).
-ExpertExchange plan_exchange(const ExpertParallel& ep, const Tensor& expert_offsets);
+// The ranks' token counts on their way to the host, in two halves: start() gathers every rank's expert offsets (a
+// collective of the expert-parallel group) and starts their copy into page-locked host memory, returning at once;
+// finish() waits for that copy alone, not for work queued after it (under the EP-overlap schedule: the other pass's
+// backward), and builds the exchange, its index tensors uploaded in stream order. A MoE layer keeps one: a start
+// and its finish follow each other within one pass.
+class CountsExchange {
+ public:
+  CountsExchange() = default;
+  ~CountsExchange();
+  CountsExchange(const CountsExchange&) = delete;
+  CountsExchange& operator=(const CountsExchange&) = delete;
+
+  // expert_offsets (E + 1, int32, on ex's device) group a dispatch plan's rows by expert.
+  void start(Exec& ex, const ExpertParallel& ep, const Tensor& expert_offsets);
+  ExpertExchange finish(Exec& ex, const ExpertParallel& ep);
+
+ private:
+  Tensor gathered_;            // (P, E + 1) int32 on the device
+  int32_t* pinned_ = nullptr;  // CUDA: page-locked host copy of gathered_
+  size_t pinned_count_ = 0;
+  void* copied_ = nullptr;     // CUDA: an event after the copy
+  std::vector<int32_t> host_;  // the gathered offsets on the host
+  bool started_ = false;
+};
+
+// Both halves at once (tests; a collective of the expert-parallel group).
+ExpertExchange plan_exchange(Exec& ex, const ExpertParallel& ep, const Tensor& expert_offsets);
 // rows (R, w), grouped by global expert -> (exchange.rows, w) for this rank's experts, in local expert order.
 Tensor to_experts(Exec& ex, const ExpertParallel& ep, const ExpertExchange& xc, const Tensor& rows);
 // The reverse: (exchange.rows, w) in local expert order -> (R, w) back in the plan's order (unused rows zero).

@@ -69,11 +69,12 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& input) {
   Tensor p_perm = Tensor::empty({R, 1}, r.probs.dtype(), dev);
   ops::gather_rows(ex, p_perm, table, s.plan.row_prob);
   // The EP-overlap schedule's slots (docs/spec/ep_overlap.md §1): pre-dispatch (above), dispatch, experts, combine.
+  const ExpertParallel& ep = opt_.experts.ep;
+  if (ep.on()) counts_.start(ex, ep, s.plan.expert_offsets);  // the token counts' trip to the host
   ctx.handover(Handover::BeforeDispatch);
   Tensor out_perm;
-  const ExpertParallel& ep = opt_.experts.ep;
   if (ep.on()) {  // each expert's rows to its rank and back (nn/moe/expert_dispatch.h)
-    s.exchange = plan_exchange(ep, s.plan.expert_offsets);
+    s.exchange = counts_.finish(ex, ep);
     const ExpertExchange& xc = s.exchange;
     RowTransfer xt = send_to_experts(ep, xc, x_perm), pt = send_to_experts(ep, xc, p_perm);
     ctx.handover(Handover::BeforeExperts);

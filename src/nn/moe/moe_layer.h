@@ -63,6 +63,7 @@ class MoeLayer : public PreNormModule {
   void experts_backward_dw(StepContext& ctx);
   MoeOptions opt_;
   DroplessOffsets dropless_offsets_;  // the dropless plans' CSR offsets, kept across micro-batches
+  CountsExchange counts_;             // expert parallelism: the token counts' trip to the host
   std::unique_ptr<Norm> norm_;
   std::unique_ptr<TopKRouter> router_;
   std::unique_ptr<GroupedExperts> experts_;
