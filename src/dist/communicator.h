@@ -18,6 +18,7 @@ namespace hytra::dist {
 struct CommTiming {
   StreamClock* clock = nullptr;
   std::vector<std::pair<int, int>> runs, waits;
+  int64_t bytes = 0;  // what this rank's all-to-alls sent to other ranks
 };
 
 class Communicator {

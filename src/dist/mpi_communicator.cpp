@@ -152,6 +152,8 @@ class MpiCommunicator final : public Communicator {
     HYTRA_CHECK(s_off == in.numel() && r_off == out.numel(), "all_to_all_v: the row counts sum to ", s_off / w,
                 " sent and ", r_off / w, " received, the tensors have ", in.size(0), " and ", out.size(0), " rows");
     const MPI_Datatype t = mpi_type(in.dtype());
+    if (timing_ != nullptr)  // (what stays on this rank is no transfer)
+      timing_->bytes += (s_off - send_rows[size_t(rank_)] * w) * int64_t(dtype_size(in.dtype()));
     timed([&] {
       check(MPI_Alltoallv(in.raw(), sc.data(), sd.data(), t, out.raw(), rc.data(), rd.data(), t, comm_),
             "MPI_Alltoallv");

@@ -119,6 +119,8 @@ class NcclCommunicator final : public Communicator {
                 total_s / std::max<int64_t>(w, 1), " sent and ", total_r / std::max<int64_t>(w, 1),
                 " received, the tensors have ", in.size(0), " and ", out.size(0), " rows");
     const size_t bytes = dtype_size(in.dtype());
+    if (timing_ != nullptr)
+      timing_->bytes += (total_s - send_rows[size_t(rank_)] * w) * int64_t(bytes);  // (what stays is no transfer)
     return queue([&] {  // the group is ended before any error is raised: an open group would swallow every later call
       check(ncclGroupStart(), "ncclGroupStart");
       ncclResult_t r = ncclSuccess;

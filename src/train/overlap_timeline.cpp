@@ -65,6 +65,7 @@ void OverlapTimeline::begin_step() {
   clock_.start(ex_.stream());
   timing_.runs.clear();
   timing_.waits.clear();
+  timing_.bytes = 0;
   turns_.clear();
   step_begin_ = clock_.mark(ex_.stream());
   if (comm_ != nullptr) comm_->time_with(&timing_);
@@ -94,15 +95,18 @@ void OverlapTimeline::end_step() {
   last_.comm_ms = total_length(comm);
   last_.hidden_ms = overlap_length(comm, compute);
   last_.transfers = int64_t(timing_.runs.size());
+  last_.bytes = timing_.bytes;
 }
 
 std::string ep_overlap_line(int64_t iteration, const OverlapTimeline::Summary& s) {
-  char text[320];
+  char text[400];
+  // GB/s: the bytes sent to other ranks over the transfers' busy time (the counts' gathers included in the time).
   std::snprintf(text, sizeof text,
                 "hytra: EP-overlap iteration %lld: step %.2f ms; computation busy %.2f ms; %lld expert-parallel "
-                "transfers busy %.2f ms, %.2f ms of it (%.1f%%) hidden behind computation",
+                "transfers busy %.2f ms (%.1f MB sent, %.1f GB/s), %.2f ms of it (%.1f%%) hidden behind computation",
                 static_cast<long long>(iteration), s.step_ms, s.compute_ms, static_cast<long long>(s.transfers),
-                s.comm_ms, s.hidden_ms, s.comm_ms > 0 ? 100.0 * s.hidden_ms / s.comm_ms : 0.0);
+                s.comm_ms, double(s.bytes) / 1e6, s.comm_ms > 0 ? double(s.bytes) / 1e6 / s.comm_ms : 0.0, s.hidden_ms,
+                s.comm_ms > 0 ? 100.0 * s.hidden_ms / s.comm_ms : 0.0);
   return text;
 }
 

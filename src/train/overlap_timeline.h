@@ -38,7 +38,7 @@ class OverlapTimeline {
 
   struct Summary {
     double step_ms = 0, compute_ms = 0, comm_ms = 0, hidden_ms = 0;
-    int64_t transfers = 0;
+    int64_t transfers = 0, bytes = 0;  // bytes: what the all-to-alls sent to other ranks
   };
   const Summary& last() const { return last_; }
 
