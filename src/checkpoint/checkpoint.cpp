@@ -173,6 +173,16 @@ void save_checkpoint(const std::string& save_dir, CheckpointContents c, int64_t 
   }
 }
 
+bool holds_no_checkpoint(const std::string& load) {
+  std::error_code ec;
+  if (!fs::exists(load, ec)) return true;
+  if (!fs::is_directory(load, ec)) return false;
+  if (fs::exists(fs::path(load) / "manifest.json") || fs::exists(fs::path(load) / kLatest)) return false;
+  for (const auto& e : fs::directory_iterator(load))
+    if (iteration_of_dir_name(e.path().filename().string()) >= 0) return false;
+  return true;
+}
+
 std::string resolve_checkpoint_dir(const std::string& load) {
   if (fs::exists(fs::path(load) / "manifest.json")) return load;
   const fs::path latest = fs::path(load) / kLatest;

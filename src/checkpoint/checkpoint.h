@@ -51,6 +51,10 @@ void save_checkpoint(const std::string& save_dir, CheckpointContents contents, i
 // The directory named by LOAD/latest_checkpointed_iteration.txt (or LOAD itself when it is an
 // iteration directory); errors name the file.
 std::string resolve_checkpoint_dir(const std::string& load);
+// Whether `load` holds no checkpoint at all yet: it does not exist, or is a directory without a manifest, an
+// iteration tracker or any iter_* directory (a resumable job's first start with --save DIR --load DIR, which Megatron
+// trains from scratch).
+bool holds_no_checkpoint(const std::string& load);
 CheckpointManifest read_manifest(const std::string& dir);  // verifies the files' sizes and checksums
 
 // Leftover temporary directories and files of failed or killed saves in a --save directory.

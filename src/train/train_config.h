@@ -78,6 +78,8 @@ struct TrainConfig {
   bool log_ep_overlap = false;                    // --log-ep-overlap: each step's stream timeline under it (hytra)
   bool no_cuda_graph = false;                // --no-cuda-graph: no CUDA-graph capture of the micro-batches
   std::string log_jsonl;                     // --log-jsonl FILE: one JSON object per logged iteration (hytra)
+  // Megatron flags given that change nothing in hytra, each with why (tools/cli/no_effect_flags.h); logged once.
+  std::vector<std::string> no_effect;
   std::string save;                          // --save DIR: checkpoint directory
   std::string load;                          // --load DIR: resume (or --finetune) from its latest checkpoint
   int64_t save_interval = 0;                 // --save-interval: iterations between saves (0: only at the end)

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <set>
 
+#include "checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "data/gpt_data.h"
 #include "data/gpt_dataset.h"
@@ -427,10 +428,14 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
                              tc.overlap_param_gather, ep.on() ? par->edp.get() : nullptr, ep.comm});
   const std::vector<ArchitectureEntry> arch = architecture_record(mc, model.plan());
   ResumePoint start;
-  if (!tc.load.empty())
+  // A resumable job's first start (--save DIR --load DIR, nothing saved yet) trains from scratch, as Megatron.
+  const bool load = !tc.load.empty() && !holds_no_checkpoint(tc.load);
+  if (!tc.load.empty() && !load)
+    log << "hytra: --load " << tc.load << " holds no checkpoint yet: training from the start\n";
+  if (load)
     start = load_training_state(tc, store, opt.load_target(), arch,
                                 pipeline.active() || ep.on() ? names_elsewhere(whole, store) : std::set<std::string>{});
-  if (!tc.load.empty()) opt.loaded(start.optimizer_loaded);
+  if (load) opt.loaded(start.optimizer_loaded);
   if (tp.on()) opt.set_tensor_parallel(tp.comm);
 
   TrainResult result;
@@ -442,6 +447,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
                      par->embedding && shares_embedding ? store.find(kWordEmbeddingKey) : nullptr);
   const int64_t mbs = tc.micro_batch_size, num_micro = tc.num_micro_batches(), gbs = tc.global_batch();
   const double flops_token = flops_per_token(mc, whole.layer_counts());
+  for (const std::string& note : tc.no_effect) log << "hytra: " << note << "\n";
   log << "hytra: training " << result.num_params << " parameters on " << device_name(dev)
       << (tc.bf16 ? " (bf16, fp32 master weights)" : " (fp32)") << ", pattern '" << model.plan().main.value_or("")
       << "', " << tc.train_iters << " iterations of " << gbs << " x " << mc.seq_length << " tokens (" << num_micro

@@ -173,12 +173,31 @@ TEST(Checkpoint, CorruptionFinetuneAndFreshOptimizer) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("checksum differs"), std::string::npos) << e.what();
   }
+  // Iteration directories without the tracker: which one to load is unknown.
+  const std::string untracked = testing::TempDir() + "hytra_untracked_ckpt";
+  fs::remove_all(untracked);
+  fs::create_directories(untracked + "/iter_0000004");
   try {
-    run({"--load", testing::TempDir() + "hytra_no_such_ckpt"});
+    run({"--load", untracked});
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not a checkpoint"), std::string::npos) << e.what();
   }
+}
+
+TEST(Checkpoint, LoadOfANewSaveDirectoryTrainsFromTheStart) {
+  // A resumable job's first start (--save DIR --load DIR): nothing to load yet, as Megatron; an empty directory or
+  // none at all. The run is the plain run's, and the next start resumes from what it saved.
+  const std::string dir = testing::TempDir() + "hytra_first_start";
+  fs::remove_all(dir);
+  const TrainResult plain = run({"--train-iters", "4"});
+  const TrainResult first = run({"--train-iters", "4", "--save", dir, "--load", dir});
+  EXPECT_EQ(first.losses, plain.losses);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  EXPECT_EQ(run({"--train-iters", "4", "--save", dir, "--load", dir}).losses, plain.losses);
+  const TrainResult resumed = run({"--train-iters", "6", "--save", dir, "--load", dir});
+  EXPECT_EQ(resumed.losses.size(), 2u);  // iterations 5 and 6
 }
 
 TEST(Checkpoint, FinalNormLoadsAsFinalLayernorm) {

@@ -1,5 +1,6 @@
 #include "cli/flags.h"
 
+#include "cli/no_effect_flags.h"
 #include "core/error.h"
 #include "data/preprocess.h"
 
@@ -237,6 +238,7 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--ckpt-strictness", K::String, "",
         "key mismatches on --load: assume_ok_unexpected, log_all, raise_unexpected, raise_all",
         store_enum(c.ckpt_strictness, "--ckpt-strictness"), names_of<Strictness>());
+  t.alias("--ckpt-strictness", "--dist-ckpt-strictness");  // Megatron's name
   t.add("--ckpt-allow-non-finite", K::Bool, "",
         "save and load checkpoints whose tensors hold NaN or Inf (refused by default, naming the tensor)",
         store(c.ckpt_allow_non_finite));
@@ -276,6 +278,7 @@ bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model,
   FlagTable table;
   add_model_flags(table, model);
   add_train_flags(table, train);
+  add_no_effect_flags(table, train);
   FlagTable::Result r = table.parse(args);
   if (r.help) {
     if (help) *help = table.help_text("hytra train [--config FILE]");

