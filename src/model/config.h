@@ -62,6 +62,9 @@ struct ModelConfig {
 
   // Mixture-of-experts (`E`, docs/spec/moe.md). Experts use --swiglu / --squared-relu / --quick-geglu / GeLU.
   int64_t num_experts = 0;          // --num-experts: routed experts E (0 = None)
+  // --moe-layer-freq (GPT stacks): which layers are MoE: N (every N-th, from the first) or a list of 0/1 per layer,
+  // "[1,0,1]" or Megatron's "([0]*3+[1]*9)"; empty: every layer (Megatron's default 1).
+  std::string moe_layer_freq;
   int64_t moe_ffn_hidden_size = 0;  // --moe-ffn-hidden-size: expert width; 0 = --ffn-hidden-size
   int64_t moe_router_topk = 2;      // --moe-router-topk: k
   RouterScore moe_router_score_function = RouterScore::Softmax;  // --moe-router-score-function

@@ -25,7 +25,9 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const Te
       plan_(plan),
       own_store_(store ? nullptr : std::make_unique<ParamStore>()),
       store_(store ? *store : *own_store_) {
-  cfg_.num_layers = plan_.num_layers;  // the pattern decides (docs/spec/pattern.md §6)
+  // The pattern decides (docs/spec/pattern.md §6). Megatron's layer count, which scales the output projections' init
+  // (std / sqrt(2 x layers)), counts a `[...]` group once: a GPT stack's `[*-]` is one transformer layer.
+  cfg_.num_layers = plan_.num_logical_layers;
   if (plan_.stage) {
     first_ = plan_.stage->first;
     last_ = plan_.stage->last;

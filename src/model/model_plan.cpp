@@ -1,5 +1,6 @@
 #include "model/model_plan.h"
 
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -10,21 +11,70 @@
 
 namespace hytra {
 
+std::vector<bool> moe_layers_of(const std::string& freq, int64_t num_layers) {
+  const std::string flag = "--moe-layer-freq";
+  if (freq.empty()) return std::vector<bool>(size_t(num_layers), true);
+  std::string t;  // without spaces and one pair of outer parentheses
+  for (char ch : freq)
+    if (ch != ' ') t += ch;
+  if (t.size() >= 2 && t.front() == '(' && t.back() == ')') t = t.substr(1, t.size() - 2);
+  std::vector<bool> out;
+  static const std::regex integer("[0-9]{1,9}");
+  if (std::regex_match(t, integer)) {
+    const int64_t n = std::stoll(t);
+    HYTRA_CHECK(n >= 1, flag, ": expected a positive integer, got ", n);
+    for (int64_t i = 0; i < num_layers; ++i) out.push_back(i % n == 0);
+  } else {
+    // A sum of lists, each "[a,b,...]" or "[a]*n" (Megatron evaluates the Python expression; these are its forms).
+    static const std::regex term("\\[([01](?:,[01])*)\\](?:\\*([0-9]{1,9}))?");
+    size_t at = 0;
+    while (at < t.size()) {
+      std::smatch m;
+      const std::string rest = t.substr(at);
+      HYTRA_CHECK(std::regex_search(rest, m, term, std::regex_constants::match_continuous), flag,
+                  ": expected an integer or a list of 0/1 per layer such as \"[1,0,1]\" or \"([0]*3+[1]*9)\", got '",
+                  freq, "'");
+      std::vector<bool> list;
+      for (char ch : m[1].str())
+        if (ch != ',') list.push_back(ch == '1');
+      const int64_t times = m[2].matched ? std::stoll(m[2].str()) : 1;
+      for (int64_t k = 0; k < times && int64_t(out.size()) <= num_layers; ++k)
+        out.insert(out.end(), list.begin(), list.end());
+      at += size_t(m.length(0));
+      if (at < t.size()) {
+        HYTRA_CHECK(t[at] == '+', flag, ": expected '+' between the lists, got '", freq, "'");
+        ++at;
+      }
+    }
+    HYTRA_CHECK(int64_t(out.size()) == num_layers, flag, ": lists ", out.size(), " layers, --num-layers is ",
+                num_layers);
+  }
+  return out;
+}
+
 LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeline_rank, int64_t virtual_stage) {
   PlanOptions o;
+  const bool gpt = cfg.hybrid_layer_pattern.empty() && cfg.hybrid_attention_ratio == 0.0 && cfg.hybrid_mlp_ratio == 0.0;
+  HYTRA_CHECK(gpt || cfg.moe_layer_freq.empty(),
+              "--moe-layer-freq: only for GPT stacks (without --hybrid-layer-pattern or the ratios): a pattern's E "
+              "symbols place its MoE layers");
   if (!cfg.hybrid_layer_pattern.empty()) {
     o.pattern = cfg.hybrid_layer_pattern;
-  } else if (cfg.hybrid_attention_ratio == 0.0 && cfg.hybrid_mlp_ratio == 0.0) {
-    // No pattern and no ratios: a GPT stack, one `[*-]` transformer layer per --num-layers.
+  } else if (gpt) {
+    // No pattern and no ratios: a GPT stack, one `[*-]` transformer layer per --num-layers (Megatron's GPTModel),
+    // `[*E]` for its MoE layers (--num-experts; --moe-layer-freq picks them, every layer by default).
     HYTRA_CHECK(cfg.num_layers > 0,
                 "--hybrid-layer-pattern: give a pattern, the hybrid ratios, or --num-layers for a GPT stack");
-    // --mtp-num-layers D on a GPT stack: each depth's inner layer is one attention + MLP pair.
+    const std::vector<bool> moe = moe_layers_of(cfg.moe_layer_freq, cfg.num_layers);
     std::string p;
-    for (int64_t i = 0; i < cfg.num_layers; ++i) p += "[*-]";
-    for (int64_t d = 0; d < cfg.mtp_num_layers; ++d) p += "/*-";
+    for (int64_t i = 0; i < cfg.num_layers; ++i) p += cfg.num_experts > 0 && moe[size_t(i)] ? "[*E]" : "[*-]";
+    // --mtp-num-layers D: each depth's inner layer is one attention + MLP (or MoE, as the last layer) pair.
+    const bool moe_mtp = cfg.num_experts > 0 && moe.back();
+    for (int64_t d = 0; d < cfg.mtp_num_layers; ++d) p += moe_mtp ? "/*E" : "/*-";
     o.pattern = p;
   }
-  if (cfg.num_layers > 0) o.num_layers = cfg.num_layers;
+  // (A GPT stack's --num-layers counts its `[*-]` groups, which its pattern has by construction.)
+  if (cfg.num_layers > 0 && !gpt) o.num_layers = cfg.num_layers;
   if (cfg.mtp_num_layers > 0) o.mtp_num_layers = cfg.mtp_num_layers;
   o.hybrid_attention_ratio = cfg.hybrid_attention_ratio;
   o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio;

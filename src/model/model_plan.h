@@ -1,5 +1,6 @@
 // The LayerPlan of a model config: from --hybrid-layer-pattern, or the ratios, or (neither) a GPT
-// stack of --num-layers `[*-]` groups. Throws the pattern's named errors.
+// stack of --num-layers `[*-]` groups (`[*E]` for the MoE layers with --num-experts, --moe-layer-freq choosing
+// them; MTP depths like the last layer). Throws the pattern's named errors.
 #pragma once
 #include <string>
 #include <vector>
@@ -8,6 +9,10 @@
 #include "model/layer_plan.h"
 
 namespace hytra {
+
+// --moe-layer-freq for a GPT stack of `num_layers` layers: per layer, whether it is MoE (Megatron's semantics: an int
+// N marks layers 0, N, 2N, ...; a list names each layer; empty: every layer). Errors name the flag.
+std::vector<bool> moe_layers_of(const std::string& freq, int64_t num_layers);
 
 // The configuration's layer plan; with pipeline_size > 1 also the stage of `pipeline_rank` (LayerPlan::stage,
 // with --decoder-first/last-pipeline-num-layers), or of its model chunk `virtual_stage` when the pattern's pipes give

@@ -5,7 +5,7 @@
 # flags are left out until hytra builds them: --train-samples, --lr-warmup-samples, --lr-decay-samples (sample-based
 # schedules), --tokenizer-type GPTSentencePieceTokenizer (replaced by the GPT-2 tokenizer) and --tensorboard-dir.
 # Then a MoE model with and without the MoE launch flags that change nothing (fusions, dispatcher type, grouped GEMM,
-# ...): bitwise the same losses and grad norms.
+# ...): bitwise the same losses and grad norms. Last, a GPT stack with --num-experts and --moe-layer-freq.
 # Skipped (exit 77) when the Brown corpus is not prepared (scripts/setup.sh prepares it).
 # Usage: megatron_flags.sh HYTRA_BINARY
 set -uo pipefail
@@ -76,3 +76,12 @@ PY
 n=$(grep -c "^hytra: --[a-z0-9-]* has no effect in hytra: " "$W/noop.log")
 [ "$n" = 35 ] || fail "$n no-effect lines for the 35 flags (--dist-ckpt-strictness is --ckpt-strictness)"
 echo "ok: the MoE launch flags with no effect leave the losses bitwise unchanged, each named once"
+
+# A GPT stack (no pattern) with --num-experts and --moe-layer-freq, as Megatron's GPTModel builds it; no warning that
+# --num-layers differs from the generated pattern.
+HYTRA_NUM_THREADS=1 "$H" train --num-layers 3 --num-experts 4 --moe-layer-freq "([0]*1+[1]*2)" --hidden-size 32 \
+  --num-attention-heads 4 --moe-ffn-hidden-size 32 --vocab-size 256 --mock-data --seq-length 32 --micro-batch-size 2 \
+  --train-iters 1 --lr 1e-3 --device cpu > "$W/gpt.log" 2>&1 || fail "the GPT MoE stack: $(tail -3 "$W/gpt.log")"
+grep -q "pattern '\[\*-\]\[\*E\]\[\*E\]'" "$W/gpt.log" || fail "the GPT MoE stack: $(grep -m1 pattern "$W/gpt.log")"
+grep -q "differs from" "$W/gpt.log" && fail "a GPT stack warns: $(grep -m1 'differs from' "$W/gpt.log")"
+echo "ok: a GPT stack with --num-experts and --moe-layer-freq, without a false warning"

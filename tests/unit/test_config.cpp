@@ -125,8 +125,7 @@ TEST(Config, ParallelSizesAndTheDataParallelBatch) {
                "--pipeline-model-parallel-size: expected a positive integer, got 0");
   expect_error({"--context-parallel-size", "2"}, "--context-parallel-size 2: context parallelism");
   expect_error({"--expert-model-parallel-size", "0"}, "--expert-model-parallel-size: expected a positive integer");
-  expect_error({"--overlap-moe-expert-parallel-comm"},
-               "--overlap-moe-expert-parallel-comm: the EP-overlap combined 1F1B schedule is not built yet");
+  expect_error({"--log-ep-overlap"}, "--log-ep-overlap: needs --overlap-moe-expert-parallel-comm");
   expect_error({"--expert-tensor-parallel-size", "2"},
                "--expert-tensor-parallel-size 2: the experts split over the tensor-parallel ranks alone");
   expect_error({"--overlap-param-gather", "--overlap-grad-reduce"},

@@ -92,6 +92,63 @@ TEST(HybridModel, GptStackWithoutPattern) {
   EXPECT_EQ(p.num_layers, 4);
 }
 
+// Megatron's GPTModel with --num-experts: every layer's MLP is MoE unless --moe-layer-freq picks them; the MTP depth's
+// inner layer is like the last layer.
+TEST(HybridModel, GptStackWithExpertsAndMoeLayerFreq) {
+  ModelConfig c = tiny_unvalidated("");
+  c.num_layers = 3;
+  c.num_experts = 4;
+  c.moe_ffn_hidden_size = 8;
+  c.validate();
+  EXPECT_EQ(plan_for(c).main, "[*E][*E][*E]");
+  c.moe_layer_freq = "([0]*1+[1]*2)";
+  c.mtp_num_layers = 1;
+  const LayerPlan p = plan_for(c);
+  EXPECT_EQ(p.main, "[*-][*E][*E]");
+  EXPECT_EQ(p.mtp, "*E");
+  c.moe_layer_freq = "2";
+  EXPECT_EQ(plan_for(c).main, "[*E][*-][*E]");
+  c.hybrid_layer_pattern = "*E*-";
+  EXPECT_THROW(plan_for(c), Error);  // --moe-layer-freq is for GPT stacks only
+}
+
+TEST(HybridModel, MoeLayerFreqFormsAndErrors) {
+  EXPECT_EQ(moe_layers_of("", 2), (std::vector<bool>{true, true}));
+  EXPECT_EQ(moe_layers_of("3", 5), (std::vector<bool>{true, false, false, true, false}));
+  EXPECT_EQ(moe_layers_of("[1,0,1]", 3), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(moe_layers_of("([0]*3+[1]*2)", 5), (std::vector<bool>{false, false, false, true, true}));
+  EXPECT_EQ(moe_layers_of("[0, 1]*2 + [1]", 5), (std::vector<bool>{false, true, false, true, true}));
+  for (const char* bad : {"0", "[1,0]", "[2]*5", "([1]*4", "[1]*4-[0]", "abc", "[1]*999999999"}) {
+    try {
+      moe_layers_of(bad, 5);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--moe-layer-freq"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The output projections' init std is Megatron's std / sqrt(2 x layers), a GPT stack's `[*-]` counting once:
+// 0.02 / sqrt(2 x 2) = 0.01 for two layers (not / sqrt(2 x 4)).
+TEST(HybridModel, GptStackOutputInitCountsTransformerLayers) {
+  ModelConfig c = tiny_unvalidated("");
+  c.num_layers = 2;
+  c.hidden_size = 128;
+  c.ffn_hidden_size = 192;
+  c.num_attention_heads = 4;
+  c.validate();
+  HybridModel m(c, plan_for(c));
+  m.params().finalize(DType::F32, Device::CPU);
+  init_params(m.params(), 3);
+  for (const char* key :
+       {"decoder.layers.0.self_attention.linear_proj.weight", "decoder.layers.1.mlp.linear_fc2.weight"}) {
+    const std::vector<double> w = m.params().find(key)->value.to_f64_vector();
+    double sq = 0;
+    for (double x : w) sq += x * x;
+    EXPECT_NEAR(std::sqrt(sq / double(w.size())), 0.01, 0.0006) << key;  // (16,384 or 24,576 draws: ~0.5% noise)
+  }
+}
+
 TEST(HybridModel, UnbuiltSymbolsAreNamedErrors) {
   for (const char* pattern : {"D-", "M+", "-/D"}) {
     ModelConfig c = tiny_unvalidated(pattern);

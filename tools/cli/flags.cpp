@@ -126,6 +126,9 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--linear-num-key-heads", K::Int, "", "gated delta net key heads", store(c.linear_num_key_heads));
   t.add("--linear-num-value-heads", K::Int, "", "gated delta net value heads", store(c.linear_num_value_heads));
   t.add("--num-experts", K::Int, "None", "routed experts per MoE layer", store(c.num_experts));
+  t.add("--moe-layer-freq", K::String, "1",
+        "GPT stacks: the MoE layers, every N-th (N) or a 0/1 list per layer (\"([0]*3+[1]*9)\")",
+        store(c.moe_layer_freq));
   t.add("--moe-ffn-hidden-size", K::Int, "ffn-hidden-size", "expert width", store(c.moe_ffn_hidden_size));
   t.add("--moe-router-topk", K::Int, "", "experts per token", store(c.moe_router_topk));
   t.add("--moe-router-score-function", K::String, "", "softmax or sigmoid",
