@@ -56,13 +56,6 @@ CombinedSchedule::CombinedSchedule(Exec& ex, HybridModel& model, const StepConte
 
 CombinedSchedule::~CombinedSchedule() = default;
 
-Tensor CombinedSchedule::to_device(const Tensor& host) {
-  if (ex_.device() == Device::CPU) return host;
-  Tensor t = Tensor::empty(host.shape(), host.dtype(), ex_.device());
-  memcpy_to_device_async(t.raw(), host.raw(), host.nbytes(), ex_.stream());
-  return t;
-}
-
 void CombinedSchedule::turn(Pass& pass, Handover expected, bool end_allowed) {
   if (timeline_) timeline_->begin_turn();
   const std::optional<Handover> at = pass.resume();
@@ -115,10 +108,10 @@ void CombinedSchedule::train_step(const std::vector<Batch>& batches, int64_t num
       c.delay_wgrad = settings_.delay_wgrad;
       c.wgrad_in_slots = true;
       c.param_hooks = settings_.param_hooks;
-      loss_grad[size_t(k)] = to_device(loss_gradient(b, num_micro, loss_dtype));
+      loss_grad[size_t(k)] = to_device_async(ex_, loss_gradient(b, num_micro, loss_dtype));
       c.loss_grad = loss_grad[size_t(k)];
       denoms_.push_back(double(std::max<int64_t>(b.num_targets, 1)));
-      const Tensor ids = to_device(b.ids), labels = to_device(b.labels);
+      const Tensor ids = to_device_async(ex_, b.ids), labels = to_device_async(ex_, b.labels);
       forward.emplace(c, [this, &c, ids, labels] {
         const Tensor losses = model_.forward(c, ids, labels);
         Tensor total = Tensor::empty({1}, losses.dtype(), losses.device());
@@ -141,20 +134,6 @@ void CombinedSchedule::train_step(const std::vector<Batch>& batches, int64_t num
   if (timeline_) timeline_->end_step();
 }
 
-double CombinedSchedule::mean_loss() {
-  const size_t n = totals_.size();
-  if (n == 0) return 0.0;
-  Tensor all = Tensor::empty({int64_t(n)}, totals_[0].dtype(), totals_[0].device());
-  for (size_t i = 0; i < n; ++i) {
-    Tensor slot = all.narrow(0, int64_t(i), 1);
-    ops::copy(ex_, slot, totals_[i]);
-  }
-  const std::vector<double> sums = all.to_f64_vector();  // the one wait
-  double mean = 0;
-  for (size_t i = 0; i < n; ++i) mean += sums[i] / denoms_[i];
-  totals_.clear();
-  denoms_.clear();
-  return mean / double(n);
-}
+double CombinedSchedule::mean_loss() { return mean_micro_batch_loss(ex_, totals_, denoms_); }
 
 }  // namespace hytra

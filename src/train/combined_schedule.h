@@ -51,7 +51,6 @@ class CombinedSchedule {
 
  private:
   class Pass;
-  Tensor to_device(const Tensor& host);
   void run_pair(Pass* forward, Pass* backward);
   // Runs `pass` until its next hand-over point, which must be `expected` (or, `last_allowed`, its end).
   void turn(Pass& pass, Handover expected, bool end_allowed = false);

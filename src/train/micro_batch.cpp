@@ -55,11 +55,27 @@ Tensor MicroBatchRunner::queue_model(const Tensor& ids, const Tensor& labels, co
   return total;
 }
 
-Tensor MicroBatchRunner::to_device(const Tensor& host) {
-  if (ex_.device() == Device::CPU) return host;
-  Tensor t = Tensor::empty(host.shape(), host.dtype(), ex_.device());
-  memcpy_to_device_async(t.raw(), host.raw(), host.nbytes(), ex_.stream());
+Tensor to_device_async(Exec& ex, const Tensor& host) {
+  if (ex.device() == Device::CPU) return host;
+  Tensor t = Tensor::empty(host.shape(), host.dtype(), ex.device());
+  memcpy_to_device_async(t.raw(), host.raw(), host.nbytes(), ex.stream());
   return t;
+}
+
+double mean_micro_batch_loss(Exec& ex, std::vector<Tensor>& totals, std::vector<double>& denoms) {
+  const size_t n = totals.size();
+  if (n == 0) return 0.0;
+  Tensor all = Tensor::empty({int64_t(n)}, totals[0].dtype(), totals[0].device());
+  for (size_t i = 0; i < n; ++i) {
+    Tensor slot = all.narrow(0, int64_t(i), 1);
+    ops::copy(ex, slot, totals[i]);
+  }
+  const std::vector<double> sums = all.to_f64_vector();  // the one wait
+  double mean = 0;
+  for (size_t i = 0; i < n; ++i) mean += sums[i] / denoms[i];
+  totals.clear();
+  denoms.clear();
+  return mean / double(n);
 }
 
 void MicroBatchRunner::queue(const Batch& b, int64_t num_micro, bool backward, bool first_in_step, bool eager) {
@@ -69,8 +85,8 @@ void MicroBatchRunner::queue(const Batch& b, int64_t num_micro, bool backward, b
   const DType loss_dtype = stat_dtype(model_.params().flat_values().dtype());
   Tensor grad_host = backward ? loss_gradient(b, num_micro, loss_dtype) : Tensor();
   if (!graphs_ || !backward || eager) {
-    totals_.push_back(queue_model(to_device(b.ids), to_device(b.labels), backward ? to_device(grad_host) : Tensor(),
-                                  num_micro, backward));
+    totals_.push_back(queue_model(to_device_async(ex_, b.ids), to_device_async(ex_, b.labels),
+                                  backward ? to_device_async(ex_, grad_host) : Tensor(), num_micro, backward));
     return;
   }
   if (!ids_.defined()) {
@@ -107,20 +123,9 @@ void MicroBatchRunner::queue(const Batch& b, int64_t num_micro, bool backward, b
 }
 
 double MicroBatchRunner::mean_loss() {
-  const size_t n = totals_.size();
-  if (n == 0) return 0.0;
-  Tensor all = Tensor::empty({int64_t(n)}, totals_[0].dtype(), totals_[0].device());
-  for (size_t i = 0; i < n; ++i) {
-    Tensor slot = all.narrow(0, int64_t(i), 1);
-    ops::copy(ex_, slot, totals_[i]);
-  }
-  const std::vector<double> sums = all.to_f64_vector();  // the one wait
-  double mean = 0;
-  for (size_t i = 0; i < n; ++i) mean += sums[i] / denoms_[i];
-  totals_.clear();
-  denoms_.clear();
+  const double mean = mean_micro_batch_loss(ex_, totals_, denoms_);
   ctx_.clear();  // the last micro-batch's saved tensors are not needed any more (e.g. after validation)
-  return mean / double(n);
+  return mean;
 }
 
 std::vector<bool> MicroBatchRunner::stale_flags() const {

@@ -33,6 +33,12 @@ namespace hytra {
 // elsewhere (host, `dtype`).
 Tensor loss_gradient(const Batch& b, int64_t num_micro, DType dtype);
 
+// A host tensor on ex's device: itself on the CPU, an asynchronous copy on CUDA (the host memory is staged at once).
+Tensor to_device_async(Exec& ex, const Tensor& host);
+// The mean over the queued micro-batches of (loss sum / target count): the sums (one element each, on the device)
+// read in one wait. Empties both lists.
+double mean_micro_batch_loss(Exec& ex, std::vector<Tensor>& totals, std::vector<double>& denoms);
+
 class MicroBatchRunner {
  public:
   // graphs_off: why the caller runs without CUDA graphs (e.g. "--no-cuda-graph"; empty: it allows them); the runner
@@ -50,7 +56,6 @@ class MicroBatchRunner {
   // Queues forward (+ backward) on the executor; returns the sum of the per-token losses (device).
   Tensor queue_model(const Tensor& ids, const Tensor& labels, const Tensor& loss_grad, int64_t num_micro,
                      bool backward);
-  Tensor to_device(const Tensor& host);  // an asynchronous copy on CUDA
   std::vector<bool> stale_flags() const;
   void set_stale_flags(const std::vector<bool>& flags);
 
