@@ -2,10 +2,11 @@
 # The EP-overlap schedule (--overlap-moe-expert-parallel-comm; docs/parallelism.md "The EP-overlap schedule") on CPUs
 # under mpirun: a tiny hybrid (M, G, E, *, -, MTP with an MoE layer, 4 experts top-2) trained 20 iterations (4 or 8
 # micro-batches a rank and step) with and without the schedule. Without expert parallelism, at EP 2, at EP 2 x
-# expert-DP 2 with the distributed optimizer and both overlaps, at EP 4, with mHC at EP 2 x expert-DP 2, and with
-# --delay-wgrad-compute at one process and at EP 2: the schedule's losses, grad norms and saved weights are bitwise
-# those of the plain schedule (and delayed weight gradients bitwise the undelayed ones, MTP depths included); the
-# expert-parallel runs are within 1e-5 relative of one process; a second EP 2 run is bitwise the first. --log-ep-overlap prints each step's timeline. The combinations it refuses are named errors.
+# expert-DP 2 with the distributed optimizer and both overlaps (also with delayed wgrad), at EP 4, with mHC at EP 2 x
+# expert-DP 2, and with --delay-wgrad-compute at one process and at EP 2: the schedule's losses, grad norms and saved
+# weights are bitwise those of the plain schedule (and delayed weight gradients bitwise the undelayed ones, MTP depths
+# included); the expert-parallel runs are within 1e-5 relative of one process; a second EP 2 run is bitwise the
+# first. --log-ep-overlap prints each step's timeline. The combinations the schedule refuses are named errors.
 # Usage: ep_overlap.sh HYTRA_BINARY
 set -uo pipefail
 H=$(realpath "$1")
@@ -36,11 +37,13 @@ run ep2_ov_again 2 --expert-model-parallel-size 2 "${OV[@]}"
 run ep2_dw_ov 2 --expert-model-parallel-size 2 --delay-wgrad-compute "${OV[@]}"
 run ep2dp2_do 4 --expert-model-parallel-size 2 "${DO[@]}"
 run ep2dp2_do_ov 4 --expert-model-parallel-size 2 "${DO[@]}" "${OV[@]}"
+run ep2dp2_do_dw_ov 4 --expert-model-parallel-size 2 "${DO[@]}" --delay-wgrad-compute "${OV[@]}"
 run ep4 4 --expert-model-parallel-size 4
 run ep4_ov 4 --expert-model-parallel-size 4 "${OV[@]}"
 run ep2dp2_mhc 4 --expert-model-parallel-size 2 "${MHC[@]}"
 run ep2dp2_mhc_ov 4 --expert-model-parallel-size 2 "${MHC[@]}" "${OV[@]}"
-PAIRS="one:one_ov one:one_dw one_dw:one_dw_ov ep2:ep2_ov ep2_ov:ep2_ov_again ep2:ep2_dw_ov ep2dp2_do:ep2dp2_do_ov ep4:ep4_ov
+PAIRS="one:one_ov one:one_dw one_dw:one_dw_ov ep2:ep2_ov ep2_ov:ep2_ov_again ep2:ep2_dw_ov ep2dp2_do:ep2dp2_do_ov
+       ep2dp2_do:ep2dp2_do_dw_ov ep4:ep4_ov
        ep2dp2_mhc:ep2dp2_mhc_ov"
 for pair in $PAIRS; do  # the same saved weights, bit for bit (the losses: below)
   cmp -s "$W/${pair%:*}/iter_0000020/model.safetensors" "$W/${pair#*:}/iter_0000020/model.safetensors" ||
