@@ -19,13 +19,13 @@
 #     and on 4 GPUs EP 4 and EP 2 x expert-DP 2 with the distributed optimizer and both overlaps (saved at
 #     iteration 15, resumed on one GPU), against one GPU; then `hytra bench moe-2b` on 1 GPU (global batch 2) and on
 #     4 (global batch 8, distributed optimizer): DP 4, EP 4, and EP 4 with 4x the experts (128).
-# NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
 #  7. the EP-overlap schedule (--overlap-moe-expert-parallel-comm): the tiny hybrid in bf16 with and without it
-#     (bitwise equal; with --delay-wgrad-compute too), on one GPU and at EP G (below); `hytra bench moe-2b` on one GPU at
-#     global batch 8 (4 micro-batches) plain (CUDA graphs and eager) against the schedule, which costs only its
+#     (bitwise equal; with --delay-wgrad-compute too), on one GPU and at EP G (below); `hytra bench moe-2b` on one
+#     GPU at global batch 8 (4 micro-batches) plain (CUDA graphs and eager) against the schedule, which costs only its
 #     machinery there; then on G = 4 (or 2) GPUs moe-2b with 32 G experts at EP G (each GPU holds moe-2b's 32),
 #     global batch 8 G (4 micro-batches a rank), plain against the schedule (with and without delayed wgrad), its
 #     --log-ep-overlap lines giving the hidden share of the all-to-alls.
+# NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
 #   Usage: [PARTS="1 2 3 4 5 6 7"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN
 #   (BIN: a folder with hytra)
 set -uo pipefail
