@@ -25,6 +25,7 @@
 #include "train/checkpointing.h"
 #include "train/combined_schedule.h"
 #include "train/distributed_optimizer.h"
+#include "train/exit_signal.h"
 #include "train/lr_schedule.h"
 #include "train/metrics/jsonl.h"
 #include "train/metrics/log_line.h"
@@ -363,6 +364,22 @@ std::array<std::shared_ptr<const SampleSource>, 2> data_sources(const ModelConfi
   return {splits[0].data, splits[1].data};
 }
 
+// Whether `mine` holds on any rank of the run: summed over the data-, tensor- and pipeline-parallel groups in turn,
+// whose product is every rank (expert-parallel groups lie inside the data-parallel one).
+bool any_rank(const dist::ParallelContext* par, bool mine) {
+  if (par == nullptr) return mine;
+  int32_t on = mine ? 1 : 0;
+  for (dist::Communicator* c : {par->dp.get(), par->tp.get(), par->pp.get()}) {
+    if (c == nullptr || c->size() == 1) continue;
+    Tensor flag = Tensor::empty({1}, DType::I32);
+    flag.data<int32_t>()[0] = on;
+    Tensor d = flag.to(c->device());
+    c->all_reduce_sum(d);
+    on = d.to(Device::CPU).data<int32_t>()[0];
+  }
+  return on > 0;
+}
+
 }  // namespace
 
 TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& log, dist::ParallelContext* par) {
@@ -519,6 +536,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (start.iteration >= tc.train_iters)
     log << "hytra: the checkpoint's iteration " << start.iteration << " is at or past --train-iters " << tc.train_iters
         << ": nothing to train\n";
+  const ExitSignal exit_signal(tc.exit_signal_handler);
   Allocator& device_alloc = allocator_for(dev);
   device_alloc.reset_peak();
   const int64_t held_before = device_alloc.stats().in_use;  // the parameters, gradients, optimizer state, data
@@ -620,7 +638,9 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       if (jsonl) jsonl->write_validation(it, {{"lm loss", vl}});
       t_interval = Clock::now();  // validation time is not training time
     }
-    const bool exiting = tc.exit_interval > 0 && it % tc.exit_interval == 0;
+    const bool at_exit_interval = tc.exit_interval > 0 && it % tc.exit_interval == 0;
+    const bool signalled = tc.exit_signal_handler && any_rank(par, exit_signal.received());
+    const bool exiting = at_exit_interval || signalled;
     if (!tc.save.empty() && ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
       const OptimizerState state = opt.state_for_save();  // a collective under the distributed optimizer
       // The first (expert-)data-parallel replica joins its tensor-parallel shards on its first tensor-parallel rank,
@@ -644,7 +664,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       t_interval = Clock::now();
     }
     if (exiting) {
-      log << "hytra: exiting at iteration " << it << " (--exit-interval " << tc.exit_interval << ")\n";
+      log << "hytra: exiting at iteration " << it
+          << (signalled ? std::string(" (SIGTERM received, --exit-signal-handler)")
+                        : str(" (--exit-interval ", tc.exit_interval, ")"))
+          << (signalled && !tc.save.empty() ? str(", saved in ", tc.save) : std::string()) << "\n";
       break;
     }
   }

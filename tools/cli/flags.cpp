@@ -236,6 +236,9 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--exit-interval", K::Int, "None", "stop (saving first, with --save) when iteration % N == 0",
         store(c.exit_interval));
   t.add("--ckpt-keep", K::Int, "all", "keep only the newest N checkpoints", store(c.ckpt_keep));
+  t.add("--exit-signal-handler", K::Bool, "",
+        "on SIGTERM, finish the iteration, save a checkpoint (with --save) and exit with status 0",
+        store(c.exit_signal_handler));
   t.add("--no-load-optim", K::Bool, "", "do not load the optimizer state", store(c.no_load_optim));
   t.add("--no-load-rng", K::Bool, "", "accepted (hytra's RNG is counter-based: no state)", store(c.no_load_rng));
   t.add("--ckpt-strictness", K::String, "",
