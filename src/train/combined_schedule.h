@@ -14,7 +14,6 @@
 #pragma once
 #include <functional>
 #include <memory>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,16 +27,26 @@
 namespace hytra {
 
 // Why the EP-overlap schedule cannot run a model (empty: it can). As Megatron: no full recompute and no selective
-// "moe" recompute (a rerun of a whole MoE layer inside the backward would cross the hand-over points). Not built yet:
-// pipeline parallelism. hytra also runs it with one expert-parallel rank (to measure the schedule itself), in fp32
-// and with any number of MTP depths, which Megatron refuses.
-std::vector<std::string> ep_overlap_errors(const ModelConfig& cfg, const LayerCounts& counts, int pipeline_size);
+// "moe" recompute (a rerun of a whole MoE layer inside the backward would cross the hand-over points); with pipeline
+// parallelism only the interleaved schedule (`chunks` > 1 model chunks a rank). hytra also runs it with one
+// expert-parallel rank (to measure the schedule itself), in fp32 and with any number of MTP depths, which Megatron
+// refuses.
+std::vector<std::string> ep_overlap_errors(const ModelConfig& cfg, const LayerCounts& counts, int pipeline_size,
+                                           int64_t chunks);
+
+// One pair of the combined 1F1B: a micro-batch's forward (`forward`, its StepContext `forward_ctx`) and another's
+// backward run as two fibers taking turns at the MoE layers' hand-over points (docs/spec/ep_overlap.md §2, §3). The
+// forward's MoE layers are paired with the backward's last-first; when one pass has no MoE layer left, the other runs
+// to its end alone, the backward first. Either pass may be empty (the other runs alone). `timeline` (may be null)
+// marks each turn.
+void run_combined_pair(OverlapTimeline* timeline, StepContext& forward_ctx, const std::function<void()>& forward,
+                       StepContext& backward_ctx, const std::function<void()>& backward);
 
 class CombinedSchedule {
  public:
   // `settings`: what each micro-batch's StepContext copies (delayed weight gradients, the optimizer's hooks).
-  // `timeline`: measure each step (the computation and `ep`'s transfers; ep null: one rank) at the cost of events.
-  CombinedSchedule(Exec& ex, HybridModel& model, const StepContext& settings, bool timeline, dist::Communicator* ep);
+  // `timeline` (may be null): measures each step at the cost of events.
+  CombinedSchedule(Exec& ex, HybridModel& model, const StepContext& settings, OverlapTimeline* timeline);
   ~CombinedSchedule();
 
   // Forward and backward of a step's micro-batches (num_micro: the loss scale's micro-batch count, as
@@ -46,20 +55,12 @@ class CombinedSchedule {
                   const std::function<void(bool last)>& before_backward);
   // The mean of the losses of the micro-batches run since the last call (waits for them).
   double mean_loss();
-  // What the last step's streams did (the two passes' computation and the all-to-alls); null unless asked for.
-  const OverlapTimeline* timeline() const { return timeline_.get(); }
 
  private:
-  class Pass;
-  void run_pair(Pass* forward, Pass* backward);
-  // Runs `pass` until its next hand-over point, which must be `expected` (or, `last_allowed`, its end).
-  void turn(Pass& pass, Handover expected, bool end_allowed = false);
-  void finish(Pass& pass);  // runs `pass` to its end
-
   Exec& ex_;
   HybridModel& model_;
   const StepContext& settings_;
-  std::unique_ptr<OverlapTimeline> timeline_;
+  OverlapTimeline* timeline_;
   std::unique_ptr<StepContext> ctx_[2];  // micro-batch k's in ctx_[k % 2]
   std::vector<Tensor> totals_;           // per micro-batch: its loss sum (device, one element)
   std::vector<double> denoms_;           // ... and its target-token count

@@ -4,18 +4,21 @@
 
 #include "core/error.h"
 #include "ops/ops.h"
+#include "train/combined_schedule.h"
 #include "train/micro_batch.h"
 #include "train/pipeline_schedule.h"
 
 namespace hytra {
 
 PipelineRunner::PipelineRunner(Exec& ex, std::vector<HybridModel*> chunks, dist::Communicator& pp,
-                               const StepContext& settings)
+                               const StepContext& settings, bool ep_overlap, OverlapTimeline* timeline)
     : ex_(ex),
       chunks_(std::move(chunks)),
       model_(*chunks_.at(0)),
       pp_(pp),
       settings_(settings),
+      ep_overlap_(ep_overlap),
+      timeline_(timeline),
       first_(model_.first_stage()),
       last_(chunks_.back()->last_stage()) {}
 
@@ -60,15 +63,21 @@ Tensor PipelineRunner::send_backward_recv_forward(const Tensor& grad, const Batc
   return in;
 }
 
+StepContext& PipelineRunner::context(int64_t slot) {
+  if (int64_t(ctx_.size()) <= slot) ctx_.resize(size_t(slot + 1));
+  auto& c = ctx_[size_t(slot)];
+  if (!c) c = std::make_unique<StepContext>(ex_);
+  return *c;
+}
+
 Tensor PipelineRunner::forward(int64_t slot, const Batch& b, const Tensor& input, int64_t num_micro, bool train,
                                size_t chunk) {
   HybridModel& model = *chunks_[chunk];
   const bool last = model.last_stage();
-  if (int64_t(ctx_.size()) <= slot) ctx_.resize(size_t(slot + 1));
-  auto& c = ctx_[size_t(slot)];
-  if (!c) c = std::make_unique<StepContext>(ex_);
+  StepContext* c = &context(slot);
   c->clear();
   c->delay_wgrad = settings_.delay_wgrad;
+  c->wgrad_in_slots = ep_overlap_;
   c->param_hooks = settings_.param_hooks;
   c->grad_enabled = train;
   c->aux_loss_scale = 1.0 / double(num_micro);
@@ -190,25 +199,50 @@ void PipelineRunner::train_interleaved(const std::vector<Batch>& batches, int64_
   const int64_t M = int64_t(batches.size()), V = int64_t(chunks_.size());
   pipeline_schedule(pp_.size(), pp_.rank(), M, V);  // the counts' named errors
   InterleavedTransfers t(pp_, chunks_, batches, [this](const Batch& b) { return hidden_buffer(b); });
-  const int64_t total = t.total(), warmup = interleaved_warmup(pp_.size(), pp_.rank(), M, V), steady = total - warmup;
+  const int64_t total = t.total(), warmup = interleaved_warmup(pp_.size(), pp_.rank(), M, V, ep_overlap_),
+                steady = total - warmup;
+  auto slot = [M](const PipelineAction& a) { return a.chunk * M + a.micro; };
   auto run_forward = [&](int64_t k) {
     const PipelineAction a = t.forward(k);
-    return forward(a.chunk * M + a.micro, batches[size_t(a.micro)], t.take_input(k), num_micro, true, size_t(a.chunk));
+    return forward(slot(a), batches[size_t(a.micro)], t.take_input(k), num_micro, true, size_t(a.chunk));
   };
   auto run_backward = [&](int64_t k) {
     const PipelineAction a = t.backward(k);
-    before_backward(k == total - 1);
-    return backward(a.chunk * M + a.micro, t.take_grad(k), size_t(a.chunk));
+    return backward(slot(a), t.take_grad(k), size_t(a.chunk));
   };
+  // Virtual forward kf and virtual backward kb (-1: none): plainly one after the other, or as a combined 1F1B pair.
+  auto run_step = [&](int64_t kf, int64_t kb, Tensor& out, Tensor& dgrad) {
+    if (kb >= 0) before_backward(kb == total - 1);
+    if (!ep_overlap_) {
+      if (kf >= 0) out = run_forward(kf);
+      if (kb >= 0) dgrad = run_backward(kb);
+      return;
+    }
+    StepContext& fc = context(kf >= 0 ? slot(t.forward(kf)) : 0);
+    StepContext& bc = context(kb >= 0 ? slot(t.backward(kb)) : 0);
+    run_combined_pair(timeline_, fc,
+                      kf >= 0 ? std::function<void()>([&] { out = run_forward(kf); }) : std::function<void()>(), bc,
+                      kb >= 0 ? std::function<void()>([&] { dgrad = run_backward(kb); }) : std::function<void()>());
+  };
+  if (timeline_ != nullptr) timeline_->begin_step();
   t.step(Tensor(), Tensor(), 0, -1);
-  for (int64_t k = 0; k < warmup; ++k)  // the last warm-up step also receives the first backward's gradient
-    t.step(run_forward(k), Tensor(), k + 1, k == warmup - 1 && steady > 0 ? 0 : -1);
+  for (int64_t k = 0; k < warmup; ++k) {  // the last warm-up step also receives the first backward's gradient
+    Tensor out, unused;
+    run_step(k, -1, out, unused);
+    t.step(out, Tensor(), k + 1, k == warmup - 1 && steady > 0 ? 0 : -1);
+  }
   if (steady == 0) t.step(Tensor(), Tensor(), -1, 0);
   for (int64_t i = 0; i < steady; ++i) {
-    const Tensor out = run_forward(warmup + i);
-    t.step(out, run_backward(i), warmup + i + 1, i + 1);
+    Tensor out, dgrad;
+    run_step(warmup + i, i, out, dgrad);
+    t.step(out, dgrad, warmup + i + 1, i + 1);
   }
-  for (int64_t k = steady; k < total; ++k) t.step(Tensor(), run_backward(k), -1, k + 1);
+  for (int64_t k = steady; k < total; ++k) {
+    Tensor unused, dgrad;
+    run_step(-1, k, unused, dgrad);
+    t.step(Tensor(), dgrad, -1, k + 1);
+  }
+  if (timeline_ != nullptr) timeline_->end_step();
 }
 
 void PipelineRunner::evaluate_interleaved(const std::vector<Batch>& batches) {

@@ -11,6 +11,9 @@
 // rank with the next backward's output gradient from the next one, as Megatron's send_forward_backward_recv_...
 // Every micro-batch in flight (of each chunk) keeps its saved tensors in a StepContext of its own. The last stage
 // holds the losses; mean_loss() hands their mean to every stage. Runs eagerly (no CUDA graphs).
+// Under the EP-overlap schedule (interleaved only, as Megatron) each steady step's forward and backward run as one
+// pair of the combined 1F1B (train/combined_schedule.h), their transfers batched after both as before; the warm-up
+// is one forward longer, as Megatron's (train/pipeline_schedule.h says why).
 #pragma once
 #include <functional>
 #include <memory>
@@ -21,6 +24,7 @@
 #include "model/hybrid_model.h"
 #include "nn/context.h"
 #include "ops/exec.h"
+#include "train/overlap_timeline.h"
 
 namespace hytra {
 
@@ -28,7 +32,9 @@ class PipelineRunner {
  public:
   // `chunks`: this rank's model chunks, in chunk order (one without interleaving). `settings`: what each micro-batch's
   // StepContext copies (delayed weight gradients, the optimizer's hooks).
-  PipelineRunner(Exec& ex, std::vector<HybridModel*> chunks, dist::Communicator& pp, const StepContext& settings);
+  // `ep_overlap`: run the steady steps as combined 1F1B pairs, `timeline` (may be null) marking their turns.
+  PipelineRunner(Exec& ex, std::vector<HybridModel*> chunks, dist::Communicator& pp, const StepContext& settings,
+                 bool ep_overlap = false, OverlapTimeline* timeline = nullptr);
 
   // Forward and backward of this data-parallel rank's micro-batches of a step (num_micro: the loss scale's
   // micro-batch count, as MicroBatchRunner's). before_backward(last): called before each backward, `last` for the
@@ -41,6 +47,7 @@ class PipelineRunner {
   double mean_loss();
 
  private:
+  StepContext& context(int64_t slot);  // micro-batch slot's, created on first use
   Tensor forward(int64_t slot, const Batch& b, const Tensor& input, int64_t num_micro, bool train, size_t chunk = 0);
   Tensor backward(int64_t slot, const Tensor& output_grad, size_t chunk = 0);
   void train_interleaved(const std::vector<Batch>& batches, int64_t num_micro,
@@ -60,6 +67,8 @@ class PipelineRunner {
   HybridModel& model_;  // the first chunk
   dist::Communicator& pp_;
   const StepContext& settings_;
+  bool ep_overlap_;
+  OverlapTimeline* timeline_;
   bool first_, last_;
   std::vector<std::unique_ptr<StepContext>> ctx_;  // per micro-batch of the step
   std::vector<Tensor> totals_;                     // the last stage: per micro-batch, its loss sum (one element)

@@ -10,7 +10,8 @@ std::string PipelineAction::text(bool interleaved) const {
   return str(forward ? "F" : "B", micro, interleaved ? str(".", chunk) : std::string());
 }
 
-std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks) {
+std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks,
+                                              bool combined) {
   HYTRA_CHECK(stages >= 1, "--pipeline-model-parallel-size: expected a positive count, got ", stages);
   HYTRA_CHECK(rank >= 0 && rank < stages, "pipeline rank ", rank, " outside the ", stages, " stages");
   HYTRA_CHECK(micro_batches >= 1, "the pipeline needs at least one micro-batch, got ", micro_batches);
@@ -30,7 +31,7 @@ std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int6
     return out;
   }
   const int64_t total = micro_batches * chunks;
-  const int64_t warmup = interleaved_warmup(stages, rank, micro_batches, chunks);
+  const int64_t warmup = interleaved_warmup(stages, rank, micro_batches, chunks, combined);
   auto action = [&](int64_t k, bool forward) { return interleaved_action(stages, chunks, k, forward); };
   for (int64_t k = 0; k < warmup; ++k) out.push_back(action(k, true));
   for (int64_t k = 0; k < total - warmup; ++k) {
@@ -45,9 +46,10 @@ int64_t pipeline_warmup(int64_t stages, int64_t rank, int64_t micro_batches) {
   return std::min(stages - rank - 1, micro_batches);
 }
 
-int64_t interleaved_warmup(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks) {
+int64_t interleaved_warmup(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks, bool combined) {
   const int64_t total = micro_batches * chunks;
-  return micro_batches == stages ? total : std::min(total, (stages - rank - 1) * 2 + (chunks - 1) * stages);
+  if (micro_batches == stages) return total;
+  return std::min(total, (stages - rank - 1) * 2 + (chunks - 1) * stages + (combined ? 1 : 0));
 }
 
 PipelineAction interleaved_action(int64_t stages, int64_t chunks, int64_t k, bool forward) {

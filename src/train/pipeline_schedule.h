@@ -7,7 +7,9 @@
 //    micro-batches go in groups of P micro-batches a chunk; virtual micro-batch k is micro-batch
 //    (k / (P V)) P + k % P of chunk (k % (P V)) / P in the forward order, of chunk V - 1 - that in the
 //    backward order; the warm-up is (P - r - 1) x 2 + (V - 1) x P of them (all M V when M = P). M must be a
-//    multiple of P, as Megatron requires.
+//    multiple of P, as Megatron requires. Under the EP-overlap schedule (`combined`, each steady step's forward and
+//    backward one combined 1F1B pair) the warm-up is one longer, as Megatron's: otherwise the last rank's steady
+//    forward and backward would be one micro-batch's.
 // The ideal bubble of both: (P - 1) / (V M + P - 1) of the step.
 #pragma once
 #include <cstdint>
@@ -26,13 +28,14 @@ struct PipelineAction {
 
 // Rank `rank`'s actions for `micro_batches` micro-batches over `stages` ranks with `chunks` model chunks each
 // (named errors for counts that cannot work).
-std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks);
+std::vector<PipelineAction> pipeline_schedule(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks,
+                                              bool combined = false);
 
 // The plain 1F1B's warm-up forwards on `rank`: min(stages - rank - 1, micro_batches).
 int64_t pipeline_warmup(int64_t stages, int64_t rank, int64_t micro_batches);
 // Interleaved 1F1B: the warm-up's virtual micro-batches on `rank`, and virtual micro-batch k's micro-batch and chunk in
 // the forward order (`forward`) or the backward order.
-int64_t interleaved_warmup(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks);
+int64_t interleaved_warmup(int64_t stages, int64_t rank, int64_t micro_batches, int64_t chunks, bool combined = false);
 PipelineAction interleaved_action(int64_t stages, int64_t chunks, int64_t k, bool forward);
 
 // The fraction of a step a stage idles in the ideal 1F1B pipeline (equal stage times).

@@ -424,15 +424,16 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     for (const std::string& e : errors) text += "\n  " + e;
     HYTRA_CHECK(errors.empty(), "--tensor-model-parallel-size ", tp.size, ": the model does not split:", text);
   }
+  const std::vector<std::unique_ptr<HybridModel>> chunk_models = stage_chunks(mc, pp_size, pp_rank, tp, ep);
+  std::vector<HybridModel*> chunks;
+  for (const auto& c : chunk_models) chunks.push_back(c.get());
   if (tc.overlap_moe_expert_parallel_comm) {
-    const std::vector<std::string> errors = ep_overlap_errors(mc, whole.layer_counts(), pp_size);
+    const std::vector<std::string> errors =
+        ep_overlap_errors(mc, whole.layer_counts(), pp_size, int64_t(chunks.size()));
     std::string text;
     for (const std::string& e : errors) text += "\n  " + e;
     HYTRA_CHECK(errors.empty(), "--overlap-moe-expert-parallel-comm: the EP-overlap schedule cannot run this:", text);
   }
-  const std::vector<std::unique_ptr<HybridModel>> chunk_models = stage_chunks(mc, pp_size, pp_rank, tp, ep);
-  std::vector<HybridModel*> chunks;
-  for (const auto& c : chunk_models) chunks.push_back(c.get());
   HybridModel& model = *chunks[0];
   ParamStore& store = model.params();
   store.finalize(tc.bf16 ? DType::BF16 : DType::F32, dev,
@@ -506,17 +507,21 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
                                                                          "micro-batches"
                                                                        : "";
   MicroBatchRunner runner(ex, model, ctx, graphs_off, log);
+  std::unique_ptr<OverlapTimeline> timeline;
+  if (tc.log_ep_overlap) timeline = std::make_unique<OverlapTimeline>(ex, ep.comm);
   std::unique_ptr<CombinedSchedule> combined;
   if (tc.overlap_moe_expert_parallel_comm) {
-    combined = std::make_unique<CombinedSchedule>(ex, model, ctx, tc.log_ep_overlap, ep.comm);
-    log << "hytra: EP-overlap: the forward of each micro-batch interleaved with the backward of the one before, "
-           "their expert-parallel all-to-alls overlapping the other's computation"
+    if (!pipeline.active()) combined = std::make_unique<CombinedSchedule>(ex, model, ctx, timeline.get());
+    log << "hytra: EP-overlap: the forward of each micro-batch interleaved with the backward of "
+        << (pipeline.active() ? "another in each steady step of the pipeline" : "the one before")
+        << ", their expert-parallel all-to-alls overlapping the other's computation"
         << (tc.delay_wgrad_compute ? " and delayed weight gradients" : "") << "\n";
   }
   std::unique_ptr<PipelineRunner> pipe;
   if (pipeline.active()) {
     pipeline_schedule(pp_size, pp_rank, num_micro, int64_t(chunks.size()));  // the counts' named errors, up front
-    pipe = std::make_unique<PipelineRunner>(ex, chunks, *pipeline.comm(), ctx);
+    pipe = std::make_unique<PipelineRunner>(ex, chunks, *pipeline.comm(), ctx, tc.overlap_moe_expert_parallel_comm,
+                                            timeline.get());
     log << "hytra: pipeline: " << pp_size << " stages, "
         << (chunks.size() > 1 ? str("interleaved 1F1B (", chunks.size(), " model chunks a rank)") : std::string("1F1B"))
         << " over " << num_micro << " micro-batches a step\n";
@@ -592,7 +597,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     consumed += gbs;
     ex.synchronize();  // the step's device work is done: its wall time is exact (bench reads it)
     result.iter_seconds.push_back(std::chrono::duration<double>(Clock::now() - t_iter).count());
-    if (combined && combined->timeline() != nullptr) log << ep_overlap_line(it, combined->timeline()->last()) << "\n";
+    if (timeline) log << ep_overlap_line(it, timeline->last()) << "\n";
     result.losses.push_back(loss);
     result.grad_norms.push_back(gnorm);
     interval_loss += loss;

@@ -233,6 +233,28 @@ TEST(Dist, ExpertExchangeReachesTheExpertsAndComesBack) {
     EXPECT_EQ(back.data<float>()[i], i < used * C ? rows.data<float>()[i] : 0.0f) << "element " << i;
 }
 
+// Padded to capacity, every rank sends each expert the same rows: the exchange built from the sizes alone
+// (uniform_exchange, no collective) is the one the gathered counts give.
+TEST(Dist, UniformExpertExchangeIsTheCountedOne) {
+  const int me = g_comm->rank(), P = g_comm->size();
+  const int64_t El = 3, E = El * P, per_expert = 5;
+  Tensor off = Tensor::empty({E + 1}, DType::I32);
+  for (int64_t e = 0; e <= E; ++e) off.data<int32_t>()[e] = int32_t(e * per_expert);
+  const ExpertParallel ep{g_comm, P, me};
+  const ExpertExchange counted = plan_exchange(Exec::cpu(), ep, off);
+  const ExpertExchange uniform = uniform_exchange(Exec::cpu(), ep, E, per_expert);
+  EXPECT_EQ(uniform.send_rows, counted.send_rows);
+  EXPECT_EQ(uniform.recv_rows, counted.recv_rows);
+  EXPECT_EQ(uniform.used, E * per_expert);
+  EXPECT_EQ(uniform.used, counted.used);
+  EXPECT_EQ(uniform.rows, P * El * per_expert);
+  EXPECT_EQ(uniform.rows, counted.rows);
+  auto values = [](const Tensor& t) { return std::vector<int32_t>(t.data<int32_t>(), t.data<int32_t>() + t.numel()); };
+  EXPECT_EQ(values(uniform.to_local), values(counted.to_local));
+  EXPECT_EQ(values(uniform.to_received), values(counted.to_received));
+  EXPECT_EQ(values(uniform.local_offsets), values(counted.local_offsets));
+}
+
 }  // namespace
 }  // namespace hytra::dist
 

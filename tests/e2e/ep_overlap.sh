@@ -6,7 +6,8 @@
 # expert-DP 2, and with --delay-wgrad-compute at one process and at EP 2: the schedule's losses, grad norms and saved
 # weights are bitwise those of the plain schedule (and delayed weight gradients bitwise the undelayed ones, MTP depths
 # included); the expert-parallel runs are within 1e-5 relative of one process; a second EP 2 run is bitwise the
-# first. --log-ep-overlap prints each step's timeline. The combinations the schedule refuses are named errors.
+# first. The same inside the interleaved pipeline (PP 2, and EP 2 x PP 2 with delayed weight gradients).
+# --log-ep-overlap prints each step's timeline. The combinations the schedule refuses are named errors.
 # Usage: ep_overlap.sh HYTRA_BINARY
 set -uo pipefail
 H=$(realpath "$1")
@@ -42,9 +43,16 @@ run ep4 4 --expert-model-parallel-size 4
 run ep4_ov 4 --expert-model-parallel-size 4 "${OV[@]}"
 run ep2dp2_mhc 4 --expert-model-parallel-size 2 "${MHC[@]}"
 run ep2dp2_mhc_ov 4 --expert-model-parallel-size 2 "${MHC[@]}" "${OV[@]}"
+# Inside the interleaved pipeline: 2 ranks x 2 model chunks (one chunk without an MoE layer, the last with the MTP
+# depth), then EP 2 x PP 2 with delayed weight gradients.
+VPP=(--hybrid-layer-pattern 'MGE|*E|*-|*/*E' --pipeline-model-parallel-size 2)
+run pp2i 2 "${VPP[@]}"
+run pp2i_ov 2 "${VPP[@]}" "${OV[@]}" --log-ep-overlap
+run ep2pp2i_dw 4 "${VPP[@]}" --expert-model-parallel-size 2 --delay-wgrad-compute
+run ep2pp2i_dw_ov 4 "${VPP[@]}" --expert-model-parallel-size 2 --delay-wgrad-compute "${OV[@]}"
 PAIRS="one:one_ov one:one_dw one_dw:one_dw_ov ep2:ep2_ov ep2_ov:ep2_ov_again ep2:ep2_dw_ov ep2dp2_do:ep2dp2_do_ov
        ep2dp2_do:ep2dp2_do_dw_ov ep4:ep4_ov
-       ep2dp2_mhc:ep2dp2_mhc_ov"
+       ep2dp2_mhc:ep2dp2_mhc_ov pp2i:pp2i_ov ep2pp2i_dw:ep2pp2i_dw_ov"
 for pair in $PAIRS; do  # the same saved weights, bit for bit (the losses: below)
   cmp -s "$W/${pair%:*}/iter_0000020/model.safetensors" "$W/${pair#*:}/iter_0000020/model.safetensors" ||
     fail "${pair%:*} and ${pair#*:} saved different weights"
@@ -59,13 +67,13 @@ for pair in sys.argv[3].split():
     assert run_records.losses(w, a) == run_records.losses(w, b), f"{a} and {b} logged different losses"
 assert len(run_records.losses(w, "one")) >= 40
 print("ok: the EP-overlap schedule is bitwise the plain schedule (one process, EP 2, EP 2 x DP 2, EP 4, mHC, "
-      "delayed wgrad)")
-for name in ("ep2_ov", "ep2dp2_do_ov", "ep4_ov"):
+      "delayed wgrad, interleaved PP 2 and EP 2 x PP 2)")
+for name in ("ep2_ov", "ep2dp2_do_ov", "ep4_ov", "pp2i_ov", "ep2pp2i_dw_ov"):
     run_records.close(w, name, "one")
     run_records.weights_close(w, name, "one")
 print("ok: the EP-overlap runs within 1e-5 of one process")
 PY
-for name in one_ov ep2_ov; do
+for name in one_ov ep2_ov pp2i_ov; do
   n=$(grep -c "hytra: EP-overlap iteration [0-9]*: step .* ms; computation busy .* transfers busy" "$W/$name.log")
   [ "$n" = 20 ] || fail "$name: $n timeline lines for 20 iterations: $(grep -m1 'EP-overlap iteration' "$W/$name.log")"
 done
@@ -76,8 +84,8 @@ grep -q "EP-overlap iteration 20: .* [1-9][0-9]* expert-parallel transfers busy 
   fail "EP 2 timed no transfers: $(grep -m1 'EP-overlap iteration' "$W/ep2_ov.log")"
 echo "ok: --log-ep-overlap logs each step's timeline"
 
-expect_error 2 "--pipeline-model-parallel-size 2: the EP-overlap schedule inside the pipeline's 1F1B is not built yet" \
-  "${OV[@]}" --pipeline-model-parallel-size 2
+expect_error 2 "--pipeline-model-parallel-size 2 without virtual pipeline stages: the EP-overlap schedule runs inside \
+the interleaved 1F1B only" "${OV[@]}" --pipeline-model-parallel-size 2
 expect_error 2 "--recompute-granularity full: not with the EP-overlap schedule" "${OV[@]}" \
   --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
 expect_error 2 "--recompute-modules moe: not with the EP-overlap schedule" "${OV[@]}" \

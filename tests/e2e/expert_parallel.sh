@@ -11,8 +11,9 @@
 # per-expert tensors; iteration 10 of the one process resumed at EP 4; iteration 10 of the distributed optimizer's
 # EP 2 x expert-DP 2 resumed at EP 4 with it; iteration 10 of TP 2 x EP 2 resumed in one process and the one
 # process's at TP 2 x EP 2; all under --ckpt-strictness raise_all except the layout changes.
-# Every token on one expert (a rank whose experts get no rows). Then the layouts that cannot run yet, each a named
-# error.
+# Padded to capacity (the exchange from the sizes alone): EP 2 against one process, and under the EP-overlap schedule
+# bitwise. Every token on one expert (a rank whose experts get no rows). Then the layouts that cannot run yet, each a
+# named error.
 # Usage: expert_parallel.sh HYTRA_BINARY
 set -uo pipefail
 H=$(realpath "$1")
@@ -59,6 +60,12 @@ run one_mhc 1 "${MHC[@]}"
 run ep2dp2_mhc 4 "${MHC[@]}" --expert-model-parallel-size 2
 run one_grouped 1 "${GROUPED[@]}"
 run ep4_grouped 4 "${GROUPED[@]}" --expert-model-parallel-size 4 --save-interval 10
+# Capacity padding: the exchange follows from the sizes (no token counts through the host), also under the EP-overlap
+# schedule.
+PAD=(--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity)
+run one_pad 1 "${PAD[@]}"
+run ep2_pad 2 "${PAD[@]}" --expert-model-parallel-size 2
+run ep2_pad_ov 2 "${PAD[@]}" --expert-model-parallel-size 2 --overlap-moe-expert-parallel-comm
 at10 ep2dp2
 at10 ep2dp2_do
 at10 tp2ep2
@@ -96,6 +103,9 @@ weights_close("tp2ep2_bias", "one_bias")
 close("ep2dp2_mhc", "one_mhc")  # mHC: the losses (docs/parallelism.md: alpha_res's rounding-noise gradients)
 close("ep4_grouped", "one_grouped")
 weights_close("ep4_grouped", "one_grouped")
+close("ep2_pad", "one_pad")
+weights_close("ep2_pad", "one_pad")
+assert losses("ep2_pad") == losses("ep2_pad_ov"), "EP 2 padded to capacity: the EP-overlap schedule differs"
 assert losses("ep2") == losses("ep2_again"), "two runs at EP 2 differ"
 for name, base in (("ep2dp2_to_ep4", "ep2dp2"), ("ep2dp2_to_one", "ep2dp2"), ("grouped_to_ep2", "ep4_grouped"),
                    ("grouped_to_one_indexed", "ep4_grouped"), ("one_to_ep4", "one"), ("do_to_ep4_do", "ep2dp2_do"),

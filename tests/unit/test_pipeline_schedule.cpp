@@ -42,9 +42,9 @@ TEST(PipelineSchedule, InterleavedByHand) {
 // Runs every rank's actions in order, each once its input exists: a forward on virtual stage s (chunk c of rank
 // r: s = c P + r) after the forward of s - 1, a backward after the backward of s + 1 (the last stage: after its
 // own forward). Returns false if the ranks stop with actions left.
-bool runs_through(int64_t P, int64_t M, int64_t V) {
+bool runs_through(int64_t P, int64_t M, int64_t V, bool combined = false) {
   std::vector<std::vector<PipelineAction>> plan;
-  for (int64_t r = 0; r < P; ++r) plan.push_back(pipeline_schedule(P, r, M, V));
+  for (int64_t r = 0; r < P; ++r) plan.push_back(pipeline_schedule(P, r, M, V, combined));
   std::set<std::tuple<bool, int64_t, int64_t>> done;  // (forward, micro, virtual stage)
   std::vector<size_t> next(size_t(P), 0);
   const int64_t S = P * V;
@@ -93,6 +93,33 @@ TEST(PipelineSchedule, EveryPassOnceForwardFirstAndNoDeadlock) {
         }
         EXPECT_TRUE(runs_through(P, M, V)) << "P " << P << " V " << V << " M " << M;
       }
+}
+
+// Under the EP-overlap schedule each steady step's forward and backward form one combined pair: the warm-up is one
+// forward longer, so no pair is one micro-batch's forward and backward (without it, the last rank's all are).
+TEST(PipelineSchedule, CombinedPairsAreTwoMicroBatches) {
+  std::string s;
+  for (const PipelineAction& a : pipeline_schedule(2, 1, 4, 2, /*combined=*/true))
+    s += (s.empty() ? "" : " ") + a.text(true);
+  EXPECT_EQ(s, "F0.0 F1.0 F0.1 F1.1 B0.1 F2.0 B1.1 F3.0 B0.0 F2.1 B1.0 F3.1 B2.1 B3.1 B2.0 B3.0");
+  for (int64_t P : {2, 3, 4})
+    for (int64_t V : {2, 3})
+      for (int64_t M : {P, 2 * P, 4 * P}) {
+        for (int64_t r = 0; r < P; ++r) {
+          const int64_t total = M * V, warmup = interleaved_warmup(P, r, M, V, true);
+          EXPECT_EQ(warmup, M == P ? total : std::min(total, interleaved_warmup(P, r, M, V) + 1));
+          for (int64_t i = 0; i < total - warmup; ++i) {
+            const PipelineAction f = interleaved_action(P, V, warmup + i, true), b = interleaved_action(P, V, i, false);
+            EXPECT_FALSE(f.micro == b.micro && f.chunk == b.chunk)
+                << "P " << P << " V " << V << " M " << M << " r " << r;
+          }
+        }
+        EXPECT_TRUE(runs_through(P, M, V, true)) << "P " << P << " V " << V << " M " << M;
+      }
+  // Without the extra forward the last rank's first steady pair is one micro-batch's.
+  const int64_t w = interleaved_warmup(2, 1, 4, 2);
+  EXPECT_EQ(interleaved_action(2, 2, w, true).micro, interleaved_action(2, 2, 0, false).micro);
+  EXPECT_EQ(interleaved_action(2, 2, w, true).chunk, interleaved_action(2, 2, 0, false).chunk);
 }
 
 TEST(PipelineSchedule, BubbleAndNamedErrors) {

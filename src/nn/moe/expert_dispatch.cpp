@@ -39,23 +39,12 @@ Tensor upload(Exec& ex, const std::vector<int32_t>& values, Device dev) {
   memcpy_to_device_async(t.raw(), values.data(), values.size() * sizeof(int32_t), ex.stream());
   return t;
 }
-}  // namespace
 
-ExpertExchange CountsExchange::finish(Exec& ex, const ExpertParallel& ep) {
-  HYTRA_ASSERT(started_, "CountsExchange::finish without start");
-  started_ = false;
-  const int64_t P = ep.size, E = gathered_.size(1) - 1, El = E / P;
-  const Device dev = gathered_.device();
-  const int32_t* off_all = nullptr;
-  if (dev == Device::CUDA) {
-    cuda_event_synchronize(copied_);  // the copy alone: what was queued after it keeps running
-    off_all = pinned_;
-  } else {
-    off_all = gathered_.data<int32_t>();
-  }
-  auto c = [&](int64_t s, int64_t e) {  // rank s's rows for expert e
-    return int64_t(off_all[s * (E + 1) + e + 1] - off_all[s * (E + 1) + e]);
-  };
+// The exchange from every rank's rows per expert: c(s, e) rows of rank s for global expert e (E experts); the
+// index tensors uploaded to `dev` in ex's stream order.
+template <class Count>
+ExpertExchange exchange_of(Exec& ex, const ExpertParallel& ep, int64_t E, const Count& c, Device dev) {
+  const int64_t P = ep.size, El = E / P;
   ExpertExchange xc;
   xc.send_rows.assign(size_t(P), 0);
   xc.recv_rows.assign(size_t(P), 0);
@@ -64,7 +53,7 @@ ExpertExchange CountsExchange::finish(Exec& ex, const ExpertParallel& ep) {
       xc.send_rows[size_t(r)] += c(ep.rank, r * El + f);  // to rank r: its experts' rows
       xc.recv_rows[size_t(r)] += c(r, ep.rank * El + f);  // from rank r: its rows for this rank's experts
     }
-  xc.used = off_all[ep.rank * (E + 1) + E];
+  for (int64_t e = 0; e < E; ++e) xc.used += c(ep.rank, e);
   // Received rows: source-major, each source's rows by local expert. Local rows: expert-major, then source.
   std::vector<int64_t> source_start(size_t(P), 0);
   for (int64_t s = 1; s < P; ++s) source_start[size_t(s)] = source_start[size_t(s - 1)] + xc.recv_rows[size_t(s - 1)];
@@ -80,11 +69,36 @@ ExpertExchange CountsExchange::finish(Exec& ex, const ExpertParallel& ep) {
   xc.rows = int64_t(to_local.size());
   to_received.assign(to_local.size(), 0);
   for (size_t j = 0; j < to_local.size(); ++j) to_received[size_t(to_local[j])] = int32_t(j);
-  gathered_ = Tensor();
   xc.to_local = upload(ex, to_local, dev);
   xc.to_received = upload(ex, to_received, dev);
   xc.local_offsets = upload(ex, local_offsets, dev);
   return xc;
+}
+}  // namespace
+
+ExpertExchange CountsExchange::finish(Exec& ex, const ExpertParallel& ep) {
+  HYTRA_ASSERT(started_, "CountsExchange::finish without start");
+  started_ = false;
+  const int64_t E = gathered_.size(1) - 1;
+  const Device dev = gathered_.device();
+  const int32_t* off_all = nullptr;
+  if (dev == Device::CUDA) {
+    cuda_event_synchronize(copied_);  // the copy alone: what was queued after it keeps running
+    off_all = pinned_;
+  } else {
+    off_all = gathered_.data<int32_t>();
+  }
+  auto c = [&](int64_t s, int64_t e) {  // rank s's rows for expert e
+    return int64_t(off_all[s * (E + 1) + e + 1] - off_all[s * (E + 1) + e]);
+  };
+  ExpertExchange xc = exchange_of(ex, ep, E, c, dev);
+  gathered_ = Tensor();
+  return xc;
+}
+
+ExpertExchange uniform_exchange(Exec& ex, const ExpertParallel& ep, int64_t num_experts, int64_t per_expert) {
+  return exchange_of(
+      ex, ep, num_experts, [per_expert](int64_t, int64_t) { return per_expert; }, ex.device());
 }
 
 ExpertExchange plan_exchange(Exec& ex, const ExpertParallel& ep, const Tensor& expert_offsets) {

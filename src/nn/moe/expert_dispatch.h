@@ -47,6 +47,10 @@ class CountsExchange {
   bool started_ = false;
 };
 
+// The exchange when every rank sends `per_expert` rows to each of the `num_experts` experts (a pad-to-capacity plan):
+// the same as the counts would give, from no data (no collective, no host wait); its index tensors uploaded to ex's
+// device in stream order.
+ExpertExchange uniform_exchange(Exec& ex, const ExpertParallel& ep, int64_t num_experts, int64_t per_expert);
 // Both halves at once (tests; a collective of the expert-parallel group).
 ExpertExchange plan_exchange(Exec& ex, const ExpertParallel& ep, const Tensor& expert_offsets);
 // rows (R, w), grouped by global expert -> (exchange.rows, w) for this rank's experts, in local expert order.

@@ -70,11 +70,14 @@ Tensor MoeLayer::forward_body(StepContext& ctx, const Tensor& input) {
   ops::gather_rows(ex, p_perm, table, s.plan.row_prob);
   // The EP-overlap schedule's slots (docs/spec/ep_overlap.md §1): pre-dispatch (above), dispatch, experts, combine.
   const ExpertParallel& ep = opt_.experts.ep;
-  if (ep.on()) counts_.start(ex, ep, s.plan.expert_offsets);  // the token counts' trip to the host
+  const bool uniform = opt_.dispatch.pad_to_capacity;  // every expert R / E rows from every rank
+  if (ep.on() && uniform && uniform_.used != R)
+    uniform_ = uniform_exchange(ex, ep, opt_.router.num_experts, R / opt_.router.num_experts);
+  if (ep.on() && !uniform) counts_.start(ex, ep, s.plan.expert_offsets);  // the token counts' trip to the host
   ctx.handover(Handover::BeforeDispatch);
   Tensor out_perm;
   if (ep.on()) {  // each expert's rows to its rank and back (nn/moe/expert_dispatch.h)
-    s.exchange = counts_.finish(ex, ep);
+    s.exchange = uniform ? uniform_ : counts_.finish(ex, ep);
     const ExpertExchange& xc = s.exchange;
     RowTransfer xt = send_to_experts(ep, xc, x_perm), pt = send_to_experts(ep, xc, p_perm);
     ctx.handover(Handover::BeforeExperts);
@@ -208,7 +211,10 @@ void MoeLayer::backward_dw(StepContext& ctx) {
 }
 
 std::string MoeLayer::graph_blocker() const {
-  if (opt_.experts.ep.on()) return "expert parallelism exchanges each micro-batch's token counts through the host";
+  if (opt_.experts.ep.on())
+    return opt_.dispatch.pad_to_capacity
+               ? "expert-parallel all-to-alls are not captured in CUDA graphs"
+               : "expert parallelism exchanges each micro-batch's token counts through the host";
   if (opt_.router.balancing == LoadBalancing::GlobalAuxLoss && opt_.router.aux_coeff > 0)
     return "global_aux_loss reads each micro-batch's token counts on the host";
   return "";

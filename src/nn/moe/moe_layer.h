@@ -64,6 +64,7 @@ class MoeLayer : public PreNormModule {
   MoeOptions opt_;
   DroplessOffsets dropless_offsets_;  // the dropless plans' CSR offsets, kept across micro-batches
   CountsExchange counts_;             // expert parallelism: the token counts' trip to the host
+  ExpertExchange uniform_;            // ... or, padded to capacity, the exchange the sizes give (built once)
   std::unique_ptr<Norm> norm_;
   std::unique_ptr<TopKRouter> router_;
   std::unique_ptr<GroupedExperts> experts_;
