@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <iterator>
+#include <regex>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -50,71 +51,111 @@ std::string alias_target(const std::string& key, const std::set<std::string>& ex
 
 namespace {
 
-// decoder.layers.<i>.<part>.<rest> -> (i, part, rest); part is "self_attention" or "mlp".
-bool split_layer_key(const std::string& key, int64_t& layer, std::string& part, std::string& rest) {
-  static const std::string kPrefix = "decoder.layers.";
-  if (key.rfind(kPrefix, 0) != 0) return false;
-  const size_t dot = key.find('.', kPrefix.size());
-  if (dot == std::string::npos) return false;
-  try {
-    layer = std::stoll(key.substr(kPrefix.size(), dot - kPrefix.size()));
-  } catch (const std::exception&) {
-    return false;
-  }
-  for (const char* p : {"self_attention.", "mlp."}) {
-    if (key.compare(dot + 1, std::strlen(p), p) == 0) {
-      part = std::string(p, std::strlen(p) - 1);
-      rest = key.substr(dot + 1 + std::strlen(p));
-      return true;
-    }
-  }
-  return false;
+// A layer key: "<stack>layers.<i>.<rest>" with stack "decoder." or "mtp.layers.<d>.mtp_model_layer.".
+struct LayerKey {
+  std::string stack, rest;
+  int64_t layer = 0;
+};
+
+bool split_layer_key(const std::string& key, LayerKey& out) {
+  static const std::regex re(R"(^(decoder\.|mtp\.layers\.[0-9]+\.mtp_model_layer\.)layers\.([0-9]{1,9})\.(.+)$)");
+  std::smatch m;
+  if (!std::regex_match(key, m, re)) return false;
+  out = {m[1].str(), m[3].str(), std::stoll(m[2].str())};
+  return true;
 }
 
-// Layer indices per part, and whether some layer holds both parts (GPT / grouped layout).
-struct LayerParts {
+// Which sub-layer of a layer a key's rest belongs to: "attn" (attention or gated delta net, with the input norm),
+// "mlp" (MLP or MoE, with the pre-MLP norm), "mixer" (Mamba), or "" for a rest that names none of them.
+// `hyper_connection.` (Mamba's and the gated delta net's mHC key) goes with the layer's mixer if it has one, else with
+// its attention.
+std::string part_of(const std::string& rest, bool layer_has_mixer) {
+  auto starts = [&](const char* p) { return rest.rfind(p, 0) == 0; };
+  if (starts("self_attention.") || starts("input_layernorm.") || starts("self_attention_hyper_connection."))
+    return "attn";
+  if (starts("mlp.") || starts("pre_mlp_layernorm.") || starts("mlp_hyper_connection.")) return "mlp";
+  if (starts("mixer.")) return "mixer";
+  if (starts("hyper_connection.")) return layer_has_mixer ? "mixer" : "attn";
+  return "";
+}
+
+// Per stack: which layer indices hold each part, whether some layer holds two parts (a GPT or grouped layout), and
+// each key's part.
+struct StackLayout {
   std::map<std::string, std::set<int64_t>> layers;
   bool shared = false;
 };
 
-LayerParts layer_parts(const std::vector<std::string>& keys) {
-  LayerParts lp;
-  std::map<int64_t, std::set<std::string>> by_layer;
+// The (stack, layer) pairs holding a Mamba mixer.
+std::set<std::pair<std::string, int64_t>> mixer_layers(const std::vector<std::string>& keys) {
+  std::set<std::pair<std::string, int64_t>> out;
   for (const auto& k : keys) {
-    int64_t i;
-    std::string part, rest;
-    if (split_layer_key(k, i, part, rest)) {
-      lp.layers[part].insert(i);
-      by_layer[i].insert(part);
-    }
+    LayerKey lk;
+    if (split_layer_key(k, lk) && lk.rest.rfind("mixer.", 0) == 0) out.insert({lk.stack, lk.layer});
   }
-  for (const auto& [i, parts] : by_layer) lp.shared |= parts.size() > 1;
-  return lp;
+  return out;
+}
+
+std::map<std::string, StackLayout> layouts(const std::vector<std::string>& keys) {
+  const auto has_mixer = mixer_layers(keys);
+  std::map<std::string, StackLayout> out;
+  std::map<std::pair<std::string, int64_t>, std::set<std::string>> parts_of_layer;
+  for (const auto& k : keys) {
+    LayerKey lk;
+    if (!split_layer_key(k, lk)) continue;
+    const std::string part = part_of(lk.rest, has_mixer.count({lk.stack, lk.layer}) > 0);
+    if (part.empty()) continue;
+    out[lk.stack].layers[part].insert(lk.layer);
+    parts_of_layer[{lk.stack, lk.layer}].insert(part);
+  }
+  for (const auto& [where, parts] : parts_of_layer) out[where.first].shared |= parts.size() > 1;
+  return out;
 }
 
 }  // namespace
 
-std::vector<std::string> gpt_keys_as_hybrid(const std::vector<std::string>& file_keys,
-                                            const std::set<std::string>& expected) {
-  LayerParts file = layer_parts(file_keys);
-  LayerParts model = layer_parts(std::vector<std::string>(expected.begin(), expected.end()));
-  if (!file.shared || model.shared) return file_keys;
-  for (const char* part : {"self_attention", "mlp"})
-    HYTRA_CHECK(file.layers[part].size() == model.layers[part].size(), "checkpoint: a GPT checkpoint with ",
-                file.layers[part].size(), " ", part, " layers cannot fill a hybrid model with ", model.layers[part].size());
+std::string canonical_file_key(const std::string& key) {
+  std::string k = key;
+  // The MTP inner layer's sharded name.
+  static const std::regex mtp(R"(^(mtp\.layers\.[0-9]+\.)transformer_layer\.)");
+  k = std::regex_replace(k, mtp, "$1mtp_model_layer.", std::regex_constants::format_first_only);
+  // A GPT MTP depth's inner TransformerLayer (no layer index): layer 0 of the depth's stack.
+  static const std::regex mtp_gpt(R"(^(mtp\.layers\.[0-9]+\.mtp_model_layer\.)(?!layers\.[0-9]))");
+  k = std::regex_replace(k, mtp_gpt, "$1layers.0.", std::regex_constants::format_first_only);
+  // A group's local keys: member m of logical layer j.
+  static const std::regex nested(
+      R"(^((decoder\.|mtp\.layers\.[0-9]+\.mtp_model_layer\.)layers\.[0-9]+\.)layers\.[0-9]+\.)");
+  k = std::regex_replace(k, nested, "$1", std::regex_constants::format_first_only);
+  // Sequential experts: local expert j's linear_fcN.<weight|bias> is the indexed <weight|bias><j>.
+  static const std::regex sequential(R"(\.mlp\.experts\.local_experts\.([0-9]+)\.(linear_fc[12])\.(weight|bias))");
+  k = std::regex_replace(k, sequential, ".mlp.experts.$2.$3$1", std::regex_constants::format_first_only);
+  return k;
+}
+
+std::vector<std::string> keys_in_model_layout(const std::vector<std::string>& file_keys,
+                                              const std::set<std::string>& expected) {
+  std::map<std::string, StackLayout> file = layouts(file_keys);
+  std::map<std::string, StackLayout> model = layouts(std::vector<std::string>(expected.begin(), expected.end()));
+  const auto has_mixer = mixer_layers(file_keys);
   std::vector<std::string> out;
   for (const auto& k : file_keys) {
-    int64_t i;
-    std::string part, rest;
-    if (!split_layer_key(k, i, part, rest)) {
+    LayerKey lk;
+    if (!split_layer_key(k, lk) || !model.count(lk.stack) || file[lk.stack].shared == model[lk.stack].shared) {
       out.push_back(k);
       continue;
     }
-    // GPT layer i's part goes to the model's layer holding the same-ranked part.
-    const auto& fl = file.layers[part];
-    const auto& ml = model.layers[part];
-    const int64_t rank = std::distance(fl.begin(), fl.find(i));
-    out.push_back("decoder.layers." + std::to_string(*std::next(ml.begin(), rank)) + "." + part + "." + rest);
+    StackLayout& f = file[lk.stack];
+    StackLayout& m = model[lk.stack];
+    const std::string part = part_of(lk.rest, has_mixer.count({lk.stack, lk.layer}) > 0);
+    HYTRA_CHECK(!part.empty(), "checkpoint: key '", k, "' belongs to no attention, MLP or Mamba part of its layer, so ",
+                "it cannot be placed in this model's ", m.shared ? "grouped" : "ungrouped", " layers");
+    const std::set<int64_t>& fl = f.layers[part];
+    const std::set<int64_t>& ml = m.layers[part];
+    HYTRA_CHECK(fl.size() == ml.size(), "checkpoint: its ", lk.stack, "layers hold ", fl.size(), " ", part,
+                " parts in ", f.shared ? "grouped (GPT)" : "ungrouped", " layers, this model ", ml.size());
+    // The file's i-th layer with this part is the model's i-th.
+    const int64_t rank = std::distance(fl.begin(), fl.find(lk.layer));
+    out.push_back(lk.stack + "layers." + std::to_string(*std::next(ml.begin(), rank)) + "." + lk.rest);
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/float_decode.h"
 #include "checkpoint/key_map.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -20,12 +21,52 @@ SafetensorsTensor to_file(const std::string& name, const Tensor& t) {
   return out;
 }
 
-void from_file(const SafetensorsFile& f, const std::string& name, const Tensor& dst, const std::string& file) {
+// A checkpoint file's tensors under the names they take in the model (checkpoint/key_map.h): canonical, then in the
+// model's layer layout (`expected`: the model's keys).
+class FileTensors {
+ public:
+  FileTensors(const SafetensorsFile& f, const std::string& path, const std::set<std::string>& expected) : f_(f) {
+    std::vector<std::string> canonical;
+    for (const auto& e : f.entries()) canonical.push_back(canonical_file_key(e.name));
+    names_ = keys_in_model_layout(canonical, expected);
+    for (size_t i = 0; i < names_.size(); ++i) {
+      const std::string& file_name = f.entries()[i].name;
+      const auto [it, fresh] = actual_.emplace(names_[i], file_name);
+      HYTRA_CHECK(fresh, path, ": tensors '", it->second, "' and '", file_name, "' both stand for '", names_[i], "'");
+    }
+  }
+  const std::vector<std::string>& names() const { return names_; }
+  const SafetensorsEntry* find(const std::string& name) const {
+    const auto it = actual_.find(name);
+    return it == actual_.end() ? nullptr : f_.find(it->second);
+  }
+  const unsigned char* data(const SafetensorsEntry& e) const { return f_.data(e); }
+
+ private:
+  const SafetensorsFile& f_;
+  std::map<std::string, std::string> actual_;  // canonical name -> the file's
+  std::vector<std::string> names_;             // in the file's order
+};
+
+// `count` fp32 values into dst (fp32, any device) from `count` elements of a floating file tensor from `first` on.
+void decode_into(const FileTensors& f, const SafetensorsEntry& e, int64_t first, const Tensor& dst) {
+  const int64_t count = dst.numel();
+  const unsigned char* src = f.data(e) + first * float_bytes(e.dtype);
+  if (e.dtype == "F32") {
+    memcpy_any(dst.raw(), dst.device(), src, Device::CPU, dst.nbytes());
+    return;
+  }
+  std::vector<float> host(static_cast<size_t>(count));
+  decode_f32(e.dtype, src, count, host.data());
+  memcpy_any(dst.raw(), dst.device(), host.data(), Device::CPU, dst.nbytes());
+}
+
+void from_file(const FileTensors& f, const std::string& name, const Tensor& dst, const std::string& file) {
   const SafetensorsEntry* e = f.find(name);
   HYTRA_ASSERT(e != nullptr, file, ": missing tensor '", name, "'");
-  HYTRA_CHECK(e->dtype == "F32" && e->shape == dst.shape(), file, ": tensor '", name, "' is ", e->dtype,
-              shape_str(e->shape), ", the model expects F32", shape_str(dst.shape()));
-  memcpy_any(dst.raw(), dst.device(), f.data(*e), Device::CPU, dst.nbytes());
+  HYTRA_CHECK(decodable_float(e->dtype) && e->shape == dst.shape(), file, ": tensor '", name, "' is ", e->dtype,
+              shape_str(e->shape), ", the model expects F32, BF16 or F16", shape_str(dst.shape()));
+  decode_into(f, *e, 0, dst);
 }
 
 }  // namespace
@@ -61,34 +102,38 @@ void save_training_state(const TrainConfig& tc, const std::vector<ParamState>& p
 namespace {
 
 // Fills each (expected key -> tensor) from the file, through the aliases and the strictness rules.
-void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::string, Tensor>>& targets,
+void load_expert_layouts(const FileTensors& f, std::vector<std::pair<std::string, Tensor>>& targets,
                          std::vector<std::string>& file_keys, const std::string& path);
 
 void load_tensors(const std::string& path, std::vector<std::pair<std::string, Tensor>> targets, Strictness strictness,
                   bool allow_non_finite, const std::set<std::string>& elsewhere) {
-  SafetensorsFile f(path);
-  for (const auto& e : f.entries())
-    HYTRA_CHECK(allow_non_finite || e.dtype != "F32" || all_finite_f32(f.data(e), (e.end - e.begin) / 4), path,
+  std::set<std::string> expected;
+  for (const auto& [k, t] : targets) expected.insert(k);
+  SafetensorsFile file(path);
+  const FileTensors f(file, path, expected);
+  std::map<std::string, int64_t> narrow;  // tensors stored in bf16 / f16, by dtype
+  for (const auto& e : file.entries()) {
+    if (!decodable_float(e.dtype)) continue;  // (named where a parameter would read it)
+    if (e.dtype != "F32") ++narrow[e.dtype];
+    HYTRA_CHECK(allow_non_finite || all_finite(e.dtype, f.data(e), (e.end - e.begin) / float_bytes(e.dtype)), path,
                 ": tensor '", e.name,
                 "' holds NaN or Inf values; refusing to load a non-finite checkpoint "
                 "(--ckpt-allow-non-finite loads it anyway)");
-  std::vector<std::string> file_keys;
-  for (const auto& e : f.entries()) file_keys.push_back(e.name);
+  }
+  for (const auto& [dtype, n] : narrow)
+    log_info(str("hytra: ", path, ": ", n, " tensors stored as ", dtype, " load as fp32 (the master weights' dtype)"));
+  std::vector<std::string> file_keys = f.names();
   load_expert_layouts(f, targets, file_keys, path);
-  std::set<std::string> expected;
+  expected.clear();
   for (const auto& [k, t] : targets) expected.insert(k);
-  // Names the file keys take in this model's layout (GPT layers into an ungrouped hybrid model).
-  std::vector<std::string> renamed = gpt_keys_as_hybrid(file_keys, expected);
-  std::map<std::string, std::string> original;
-  for (size_t i = 0; i < renamed.size(); ++i) original[renamed[i]] = file_keys[i];
   // Another pipeline stage's tensors are neither loaded here nor unexpected.
-  std::erase_if(renamed, [&](const std::string& k) { return elsewhere.count(k) > 0 && expected.count(k) == 0; });
+  std::erase_if(file_keys, [&](const std::string& k) { return elsewhere.count(k) > 0 && expected.count(k) == 0; });
   std::vector<std::string> warnings;
-  const auto fill = match_keys(renamed, expected, strictness, path, warnings);
+  const auto fill = match_keys(file_keys, expected, strictness, path, warnings);
   for (const auto& w : warnings) log_warn(w);
   for (const auto& [k, t] : targets) {
     auto it = fill.find(k);
-    if (it != fill.end()) from_file(f, original.at(it->second), t, path);
+    if (it != fill.end()) from_file(f, it->second, t, path);
   }
 }
 
@@ -98,7 +143,7 @@ void load_tensors(const std::string& path, std::vector<std::pair<std::string, Te
 // chunks), and a grouped model key absent from the file stacks the file's complete per-expert set. kind is "weight" or
 // "bias"; suffix "" or an optimizer moment (".exp_avg", ...). Handled targets are removed from `targets` and the file
 // keys they used from `file_keys`.
-void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::string, Tensor>>& targets,
+void load_expert_layouts(const FileTensors& f, std::vector<std::pair<std::string, Tensor>>& targets,
                          std::vector<std::string>& file_keys, const std::string& path) {
   std::set<std::string> in_file(file_keys.begin(), file_keys.end()), used;
   // Per-expert counts of the model: how many indexed targets share one grouped name.
@@ -156,9 +201,9 @@ void load_expert_layouts(const SafetensorsFile& f, std::vector<std::pair<std::st
       if (!t_tail.empty()) t_tail.erase(t_tail.begin());
       const bool unbind = !g.empty() && g[0] == E && tail == t.shape();  // [E, out, in]: wins (docs/spec/names.md §6)
       const bool packed = !g.empty() && t.dim() >= 1 && g[0] == E * t.size(0) && tail == t_tail;  // [E*out, in]
-      HYTRA_CHECK(e->dtype == "F32" && (unbind || packed), path, ": cannot split checkpoint tensor '", q.grouped, "' ",
-                  e->dtype, shape_str(g), " into ", E, " experts of F32", shape_str(t.shape()));
-      memcpy_any(t.raw(), t.device(), f.data(*e) + size_t(q.index) * t.nbytes(), Device::CPU, t.nbytes());
+      HYTRA_CHECK(decodable_float(e->dtype) && (unbind || packed), path, ": cannot split checkpoint tensor '",
+                  q.grouped, "' ", e->dtype, shape_str(g), " into ", E, " experts of", shape_str(t.shape()));
+      decode_into(f, *e, q.index * t.numel(), t);
       used.insert(q.grouped);
       continue;
     }

@@ -12,18 +12,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <regex>
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/float_decode.h"
 #include "checkpoint/safetensors.h"
-#include "core/device.h"
-#include "core/error.h"
 #include "cli/eval_step.h"
 #include "cli/flags.h"
-#include "train/trainer.h"
 #include "common/error_of.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "train/trainer.h"
 
 namespace hytra {
 namespace {
@@ -255,6 +257,136 @@ TEST(Checkpoint, GptCheckpointFillsAnUngroupedHybridModel) {
   EXPECT_THROW(run({"--hybrid-layer-pattern", "*-*-*", "--load", gpt, "--finetune", "--train-iters", "1",
                     "--lr-warmup-iters", "0"}),
                Error);
+}
+
+std::vector<SafetensorsTensor> tensors_of(const std::string& path);
+
+// docs/spec/names.md: a `[*E][*E]` checkpoint (GPT MoE layers: the pre-MLP norm belongs to the MoE) fills `*E*E`,
+// and back, under strict loading; Megatron's other spellings load as hytra's names (sequential experts, a group's
+// nested local keys, the MTP inner layer's `transformer_layer`), and so do bf16 and fp16 tensors.
+TEST(Checkpoint, GroupedLayersAndMegatronSpellingsLoadStrictly) {
+  const std::string base = testing::TempDir() + "hytra_ckpt_spell_";
+  for (const char* d : {"a", "b", "c", "d", "e", "f", "g"}) fs::remove_all(base + d);
+  const std::vector<std::string> moe = {"--num-experts",     "4", "--moe-ffn-hidden-size", "32",
+                                        "--moe-router-topk", "2", "--lr-warmup-iters",     "0",
+                                        "--eval-iters",      "0"};
+  auto train_as = [&](const std::string& pattern, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = moe;
+    args.insert(args.end(), {"--hybrid-layer-pattern", pattern});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  // Loads `from` into `pattern` strictly and saves the unchanged weights (lr 0) into `to`.
+  auto reload = [&](const std::string& pattern, const std::string& from, const std::string& to) {
+    train_as(pattern, {"--load", from, "--finetune", "--ckpt-strictness", "raise_all", "--lr", "0", "--train-iters",
+                       "1", "--save", to});
+  };
+  const std::string grouped = "[*E][*E]/*E", flat = "*E*E/*E";
+  train_as(grouped, {"--train-iters", "3", "--save", base + "a"});
+  const std::string a_file = base + "a/iter_0000003/model.safetensors";
+  reload(flat, base + "a", base + "b");
+  SafetensorsFile a(a_file), b(base + "b/iter_0000001/model.safetensors");
+  auto bytes = [](const SafetensorsFile& f, const std::string& k) {
+    const SafetensorsEntry* e = f.find(k);
+    EXPECT_NE(e, nullptr) << k;
+    return e ? std::string(reinterpret_cast<const char*>(f.data(*e)), size_t(e->end - e->begin)) : std::string();
+  };
+  // The two MoE norms trained apart, so each must land in its own layer.
+  ASSERT_NE(bytes(a, "decoder.layers.0.pre_mlp_layernorm.weight"),
+            bytes(a, "decoder.layers.1.pre_mlp_layernorm.weight"));
+  EXPECT_EQ(bytes(a, "decoder.layers.0.pre_mlp_layernorm.weight"),
+            bytes(b, "decoder.layers.1.pre_mlp_layernorm.weight"));
+  EXPECT_EQ(bytes(a, "decoder.layers.1.pre_mlp_layernorm.weight"),
+            bytes(b, "decoder.layers.3.pre_mlp_layernorm.weight"));
+  EXPECT_EQ(bytes(a, "decoder.layers.1.self_attention.linear_qkv.weight"),
+            bytes(b, "decoder.layers.2.self_attention.linear_qkv.weight"));
+  EXPECT_EQ(bytes(a, "decoder.layers.1.mlp.experts.linear_fc1.weight3"),
+            bytes(b, "decoder.layers.3.mlp.experts.linear_fc1.weight3"));
+  EXPECT_EQ(bytes(a, "decoder.layers.0.mlp.router.weight"), bytes(b, "decoder.layers.1.mlp.router.weight"));
+  // And back: the same file as the first.
+  reload(grouped, base + "b", base + "c");
+  EXPECT_EQ(read_text(base + "c/iter_0000001/model.safetensors"), read_text(a_file));
+
+  // Megatron's spellings of the same tensors (a checkpoint written with them, its manifest vouching for them).
+  auto rewritten = [&](const std::string& dir, const std::function<void(SafetensorsTensor&)>& change) {
+    CheckpointContents c;
+    c.manifest = read_manifest(base + "a/iter_0000003");
+    c.model = tensors_of(a_file);
+    for (SafetensorsTensor& t : c.model) change(t);
+    save_checkpoint(dir, c);
+  };
+  rewritten(base + "d", [](SafetensorsTensor& t) {
+    std::smatch m;
+    const std::string k = t.name;
+    if (std::regex_match(k, m, std::regex(R"(decoder\.layers\.([0-9])\.(self_attention\..*))")))
+      t.name = "decoder.layers." + m[1].str() + ".layers.0." + m[2].str();
+    else if (std::regex_match(k, m, std::regex(R"(decoder\.layers\.([0-9])\.((pre_mlp_layernorm|mlp)\..*))")))
+      t.name = "decoder.layers." + m[1].str() + ".layers.1." + m[2].str();
+    else if (std::regex_match(k, m, std::regex(R"(mtp\.layers\.0\.mtp_model_layer\.layers\.[01]\.(.*))")))
+      t.name = "mtp.layers.0.transformer_layer." + m[1].str();
+    if (std::regex_match(t.name, m, std::regex(R"((.*)\.mlp\.experts\.(linear_fc[12])\.weight([0-9]+))")))
+      t.name = m[1].str() + ".mlp.experts.local_experts." + m[3].str() + "." + m[2].str() + ".weight";
+  });
+  {
+    SafetensorsFile d(base + "d/iter_0000003/model.safetensors");
+    ASSERT_NE(d.find("decoder.layers.1.layers.1.mlp.experts.local_experts.2.linear_fc2.weight"), nullptr);
+    ASSERT_NE(d.find("mtp.layers.0.transformer_layer.pre_mlp_layernorm.weight"), nullptr);
+  }
+  reload(grouped, base + "d", base + "e");
+  EXPECT_EQ(read_text(base + "e/iter_0000001/model.safetensors"), read_text(a_file));
+
+  // bf16 and fp16 tensors load as the fp32 values they hold.
+  auto narrowed = [&](const std::string& dtype) {
+    return [dtype](SafetensorsTensor& t) {
+      std::vector<unsigned char> out(t.bytes.size() / 2);
+      for (size_t i = 0; i < out.size() / 2; ++i) {
+        float v;
+        std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        // fp16 by truncation, values below its normal range as +0 (an update by lr 0 may turn -0 into +0)
+        const int32_t e = int32_t((u >> 23) & 0xff) - 112;
+        const uint16_t h = dtype == "BF16" ? float_to_bf16(v).bits
+                           : e <= 0        ? uint16_t(0)
+                                    : uint16_t(((u >> 16) & 0x8000u) | (uint32_t(e) << 10) | ((u >> 13) & 0x3ffu));
+        out[2 * i] = uint8_t(h & 0xff);
+        out[2 * i + 1] = uint8_t(h >> 8);
+      }
+      t.dtype = dtype;
+      t.bytes = std::move(out);
+    };
+  };
+  for (const auto& [dtype, dir] : {std::pair<std::string, std::string>{"BF16", "f"}, {"F16", "g"}}) {
+    rewritten(base + dir, narrowed(dtype));
+    reload(grouped, base + dir, base + dir + "_saved");
+    SafetensorsFile src(base + dir + "/iter_0000003/model.safetensors"),
+        got(base + dir + "_saved/iter_0000001/model.safetensors");
+    for (const SafetensorsEntry& e : src.entries()) {
+      const SafetensorsEntry* g = got.find(e.name);
+      ASSERT_NE(g, nullptr) << e.name;
+      std::vector<float> want(size_t((e.end - e.begin) / 2));
+      decode_f32(dtype, src.data(e), int64_t(want.size()), want.data());
+      ASSERT_EQ(g->end - g->begin, int64_t(want.size() * 4)) << e.name;
+      EXPECT_EQ(std::memcmp(got.data(*g), want.data(), want.size() * 4), 0) << dtype << " " << e.name;
+    }
+    fs::remove_all(base + dir + "_saved");
+  }
+}
+
+// fp16 decoding covers every class of value exactly.
+TEST(Checkpoint, HalfDecodesExactly) {
+  EXPECT_EQ(half_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(half_to_float(0xc000), -2.0f);
+  EXPECT_EQ(half_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(half_to_float(0x0001), std::ldexp(1.0f, -24));     // the smallest subnormal
+  EXPECT_EQ(half_to_float(0x03ff), std::ldexp(1023.0f, -24));  // the largest
+  EXPECT_EQ(half_to_float(0x0400), std::ldexp(1.0f, -14));     // the smallest normal
+  EXPECT_TRUE(std::signbit(half_to_float(0x8000)) && half_to_float(0x8000) == 0.0f);
+  EXPECT_EQ(half_to_float(0x7c00), INFINITY);
+  EXPECT_TRUE(std::isnan(half_to_float(0x7e00)));
+  const unsigned char inf_bf16[] = {0x80, 0x7f}, one_bf16[] = {0x80, 0x3f};
+  EXPECT_FALSE(all_finite("BF16", inf_bf16, 1));
+  EXPECT_TRUE(all_finite("BF16", one_bf16, 1));
 }
 
 TEST(Checkpoint, EvalStepWritesLossesAndEveryGradient) {
