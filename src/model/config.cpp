@@ -82,12 +82,13 @@ void ModelConfig::validate() const {
                          {"--decoder-last-pipeline-num-layers", decoder_last_pipeline_num_layers}})
     need(v >= 0 && v <= kMaxLayers, str(flag, ": expected a number of layers (0: unset), got ", v));
   need(kv_channels >= 0, str("--kv-channels: expected a positive integer, got ", kv_channels));
-  for (auto [flag, v] : {std::pair<const char*, double>{"--hybrid-attention-ratio", hybrid_attention_ratio},
-                         {"--hybrid-mlp-ratio", hybrid_mlp_ratio}})
+  const double attention_ratio = hybrid_attention_ratio.value_or(0.0), mlp_ratio = hybrid_mlp_ratio.value_or(0.0);
+  for (auto [flag, v] : {std::pair<const char*, double>{"--hybrid-attention-ratio", attention_ratio},
+                         {"--hybrid-mlp-ratio", mlp_ratio}})
     need(v >= 0.0 && v <= 1.0, str(flag, ": expected a number in [0, 1], got ", v));
-  need(!(hybrid_attention_ratio + hybrid_mlp_ratio > 1.0),
+  need(!(attention_ratio + mlp_ratio > 1.0),
        str("--hybrid-mlp-ratio: --hybrid-attention-ratio + --hybrid-mlp-ratio must be at most 1, got ",
-           hybrid_attention_ratio + hybrid_mlp_ratio));
+           attention_ratio + mlp_ratio));
   need(num_attention_heads > 0, str("--num-attention-heads: expected a positive integer, got ", num_attention_heads));
   if (num_attention_heads > 0) {
     need(kv_channels > 0 || hidden_size % num_attention_heads == 0,

@@ -14,8 +14,10 @@ namespace hytra {
 struct ModelConfig {
   // --hybrid-layer-pattern (alias --hybrid-override-pattern): the layer string (docs/pattern.md).
   std::string hybrid_layer_pattern;
-  double hybrid_attention_ratio = 0.0;   // --hybrid-attention-ratio: generate a pattern (needs --num-layers)
-  double hybrid_mlp_ratio = 0.0;         // --hybrid-mlp-ratio
+  // --hybrid-attention-ratio / --hybrid-mlp-ratio: generate a pattern from --num-layers (either given, even as 0:
+  // Megatron's hybrid allocator; 0 and 0 make every layer Mamba). Neither and no pattern: a GPT stack.
+  std::optional<double> hybrid_attention_ratio;
+  std::optional<double> hybrid_mlp_ratio;
   int64_t num_layers = 0;                // --num-layers: physical layers (derived from the pattern)
   int64_t mtp_num_layers = 0;            // --mtp-num-layers: MTP depths (derived from '/' parts)
   // --decoder-first/last-pipeline-num-layers: the physical layers of the first / last pipeline stage of a

@@ -54,7 +54,8 @@ std::vector<bool> moe_layers_of(const std::string& freq, int64_t num_layers) {
 
 LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeline_rank, int64_t virtual_stage) {
   PlanOptions o;
-  const bool gpt = cfg.hybrid_layer_pattern.empty() && cfg.hybrid_attention_ratio == 0.0 && cfg.hybrid_mlp_ratio == 0.0;
+  const bool ratios = cfg.hybrid_attention_ratio.has_value() || cfg.hybrid_mlp_ratio.has_value();
+  const bool gpt = cfg.hybrid_layer_pattern.empty() && !ratios;
   HYTRA_CHECK(gpt || cfg.moe_layer_freq.empty(),
               "--moe-layer-freq: only for GPT stacks (without --hybrid-layer-pattern or the ratios): a pattern's E "
               "symbols place its MoE layers");
@@ -76,8 +77,9 @@ LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeli
   // (A GPT stack's --num-layers counts its `[*-]` groups, which its pattern has by construction.)
   if (cfg.num_layers > 0 && !gpt) o.num_layers = cfg.num_layers;
   if (cfg.mtp_num_layers > 0) o.mtp_num_layers = cfg.mtp_num_layers;
-  o.hybrid_attention_ratio = cfg.hybrid_attention_ratio;
-  o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio;
+  o.ratios_given = ratios;
+  o.hybrid_attention_ratio = cfg.hybrid_attention_ratio.value_or(0.0);
+  o.hybrid_mlp_ratio = cfg.hybrid_mlp_ratio.value_or(0.0);
   if (pipeline_size > 1) {
     o.pipeline_size = pipeline_size;
     o.pipeline_rank = pipeline_rank;

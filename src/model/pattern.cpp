@@ -283,8 +283,10 @@ std::string pattern_from_ratios(int64_t num_layers, double attention_ratio, doub
 
 LayerPlan build_layer_plan(const PlanOptions& opt, std::vector<std::string>* warnings) {
   std::optional<std::string> pattern = opt.pattern;
-  // Any non-zero ratio (NaN and negatives too) asks for generation, which checks their range.
-  const bool ratios = opt.hybrid_attention_ratio != 0 || opt.hybrid_mlp_ratio != 0;
+  // Any non-zero ratio (NaN and negatives too) asks for generation, which checks their range; so do ratios given as 0
+  // without a pattern (Megatron's allocator: every layer Mamba).
+  const bool nonzero = opt.hybrid_attention_ratio != 0 || opt.hybrid_mlp_ratio != 0;
+  const bool ratios = nonzero || (opt.ratios_given && !pattern);
   if (ratios) {
     HYTRA_CHECK(!pattern,
                 "--hybrid-attention-ratio / --hybrid-mlp-ratio: cannot be combined with "

@@ -31,6 +31,7 @@ struct PlanOptions {
   std::optional<std::string> pattern;     // --hybrid-layer-pattern
   std::optional<int64_t> num_layers;      // --num-layers
   std::optional<int64_t> mtp_num_layers;  // --mtp-num-layers
+  bool ratios_given = false;              // --hybrid-attention-ratio or --hybrid-mlp-ratio given (even as 0)
   double hybrid_attention_ratio = 0.0;    // --hybrid-attention-ratio
   double hybrid_mlp_ratio = 0.0;          // --hybrid-mlp-ratio
   // Pipeline stage to select (docs/spec/pattern.md §5): --pipeline-model-parallel-size, the rank, the virtual

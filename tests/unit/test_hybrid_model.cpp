@@ -90,6 +90,11 @@ TEST(HybridModel, GptStackWithoutPattern) {
   LayerPlan p = plan_for(c);
   EXPECT_EQ(p.main, "[*-][*-]");
   EXPECT_EQ(p.num_layers, 4);
+  // The hybrid ratios given, even as 0, ask for Megatron's hybrid allocator instead: every layer Mamba.
+  c.num_layers = 4;
+  c.hybrid_attention_ratio = 0.0;
+  c.hybrid_mlp_ratio = 0.0;
+  EXPECT_EQ(plan_for(c).main, "MMMM");
 }
 
 // Megatron's GPTModel with --num-experts: every layer's MLP is MoE unless --moe-layer-freq picks them; the MTP depth's

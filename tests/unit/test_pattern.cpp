@@ -231,6 +231,14 @@ TEST(Pattern, FromRatiosRoundsHalfToEven) {
     EXPECT_ERROR_HAS(build_layer_plan(r), "--hybrid-attention-ratio: expected a value in [0, 1]");
   }
   EXPECT_ERROR_HAS(pattern_from_ratios(INT64_MAX, 0.5, 0.0), "--num-layers: required (1..65536)");
+  // Both ratios given as 0 with --num-layers: Megatron's allocator makes every layer Mamba; with a pattern, zero
+  // ratios ask for nothing.
+  PlanOptions zero;
+  zero.num_layers = 4;
+  zero.ratios_given = true;
+  EXPECT_EQ(build_layer_plan(zero).main, "MMMM");
+  zero.pattern = "M*";
+  EXPECT_EQ(build_layer_plan(zero).main, "M*");
 }
 
 TEST(Pattern, NumLayersAndMtpFlagsYieldToThePatternWithAWarning) {

@@ -44,9 +44,9 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
         "hybrid layer pattern (M * - E G | / [...]); default: [*-] x --num-layers (GPT)",
         store(c.hybrid_layer_pattern));
   t.alias("--hybrid-layer-pattern", "--hybrid-override-pattern");
-  t.add("--hybrid-attention-ratio", K::Float, "0.0", "generate a pattern: fraction of attention layers",
+  t.add("--hybrid-attention-ratio", K::Float, "", "generate a pattern: fraction of attention layers",
         store(c.hybrid_attention_ratio));
-  t.add("--hybrid-mlp-ratio", K::Float, "0.0", "generate a pattern: fraction of MLP layers", store(c.hybrid_mlp_ratio));
+  t.add("--hybrid-mlp-ratio", K::Float, "", "generate a pattern: fraction of MLP layers", store(c.hybrid_mlp_ratio));
   t.add("--num-layers", K::Int, "None", "physical layers (derived from the pattern when one is given)",
         store(c.num_layers));
   t.add("--mtp-num-layers", K::Int, "None", "multi-token-prediction depths (from the pattern's '/' parts)",

@@ -53,8 +53,10 @@ PlanOptions parse_args(const std::vector<std::string>& args, std::optional<int64
     else if (a == "--virtual-stage") o.virtual_stage = to_int(a, v);
     else if (a == "--decoder-first-pipeline-num-layers") o.first_stage_layers = to_int(a, v);
     else if (a == "--decoder-last-pipeline-num-layers") o.last_stage_layers = to_int(a, v);
-    else if (a == "--hybrid-attention-ratio") o.hybrid_attention_ratio = to_double(a, v);
-    else if (a == "--hybrid-mlp-ratio") o.hybrid_mlp_ratio = to_double(a, v);
+    else if (a == "--hybrid-attention-ratio")
+      o.hybrid_attention_ratio = to_double(a, v), o.ratios_given = true;
+    else if (a == "--hybrid-mlp-ratio")
+      o.hybrid_mlp_ratio = to_double(a, v), o.ratios_given = true;
     else if (a == "--num-micro-batches") micro_batches = to_int(a, v);
     else fail(str(a, ": unknown flag"));
   }
