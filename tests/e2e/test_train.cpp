@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "cli/bench.h"
 #include "cli/flags.h"
+#include "common/tensorboard_reader.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "model/hybrid_model.h"
@@ -162,6 +164,96 @@ TEST(Train, MoeLearnsLogsItsLossesAndDelayedWgradIsBitwiseIdentical) {
   std::getline(in, first);
   for (const char* key : {"\"load_balancing_loss\": ", "\"moe_layers\": [{\"layer\": 2, ", "\"tokens_per_expert\": ["})
     EXPECT_NE(first.find(key), std::string::npos) << key << " in " << first;
+}
+
+// --tensorboard-dir: the event file holds Megatron's scalar names at the right steps (training scalars every
+// iteration, also against the consumed samples; timing at the log lines; validation with its perplexity; each MoE
+// layer's auxiliary loss; the MTP depth's loss), with the run's own values.
+TEST(Train, TensorBoardScalarsCarryTheRunsValues) {
+  const std::string dir = testing::TempDir() + "hytra_tb_run";
+  std::filesystem::remove_all(dir);
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t,
+              {"--hybrid-layer-pattern",
+               "*E-E/*-",
+               "--num-experts",
+               "4",
+               "--moe-ffn-hidden-size",
+               "32",
+               "--moe-aux-loss-coeff",
+               "1e-2",
+               "--train-iters",
+               "6",
+               "--log-interval",
+               "2",
+               "--eval-interval",
+               "3",
+               "--eval-iters",
+               "1",
+               "--tensorboard-dir",
+               dir,
+               "--log-batch-size-to-tensorboard",
+               "--log-world-size-to-tensorboard",
+               "--log-timers-to-tensorboard",
+               "--log-memory-to-tensorboard",
+               "--log-validation-ppl-to-tensorboard",
+               "--moe-per-layer-logging"});
+  std::ostringstream log;
+  const TrainResult r = train(m, t, log);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  const std::vector<test::TbEvent> events = test::read_tensorboard(files[0].string());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0].file_version, "brain.Event:2");
+  const auto tags = test::tensorboard_scalars(events);
+  auto steps = [&](const std::string& tag) {
+    std::vector<int64_t> out;
+    if (tags.count(tag))
+      for (const auto& [step, v] : tags.at(tag)) out.push_back(step);
+    return out;
+  };
+  const std::vector<int64_t> every = {1, 2, 3, 4, 5, 6}, samples = {8, 16, 24, 32, 40, 48};
+  for (const char* tag : {"learning-rate", "batch-size", "lm loss", "loss-scale", "world-size", "grad-norm"}) {
+    EXPECT_EQ(steps(tag), every) << tag;
+    EXPECT_EQ(steps(std::string(tag) + " vs samples"), samples) << tag;
+  }
+  for (const char* tag :
+       {"mtp_1 loss", "load_balancing_loss", "moe/load_balancing_loss_layer_1", "moe/load_balancing_loss_layer_3",
+        "mem-reserved-bytes", "mem-allocated-bytes", "mem-max-allocated-bytes"})
+    EXPECT_EQ(steps(tag), every) << tag;
+  for (const char* tag : {"throughput", "iteration-time"})
+    EXPECT_EQ(steps(tag), (std::vector<int64_t>{2, 4, 6})) << tag;
+  for (const char* tag : {"lm loss validation", "lm loss validation ppl"})
+    EXPECT_EQ(steps(tag), (std::vector<int64_t>{3, 6})) << tag;
+  EXPECT_EQ(steps("lm loss validation vs samples"), (std::vector<int64_t>{24, 48}));
+  for (int64_t i = 1; i <= 6; ++i) {
+    EXPECT_EQ(tags.at("lm loss").at(i), float(r.losses[size_t(i - 1)])) << i;
+    EXPECT_EQ(tags.at("lm loss vs samples").at(8 * i), float(r.losses[size_t(i - 1)])) << i;
+    EXPECT_EQ(tags.at("grad-norm").at(i), float(r.grad_norms[size_t(i - 1)])) << i;
+    EXPECT_EQ(tags.at("batch-size").at(i), 8.0f);
+    EXPECT_GT(tags.at("moe/load_balancing_loss_layer_1").at(i), 0.0f);
+  }
+  ASSERT_EQ(r.val_losses.size(), 2u);
+  EXPECT_EQ(tags.at("lm loss validation").at(6), float(r.val_losses[1]));
+  EXPECT_FLOAT_EQ(tags.at("lm loss validation ppl").at(6), float(std::exp(r.val_losses[1])));
+  // Megatron's flags that only change what the file holds: without them, no learning-rate and no loss-scale.
+  std::filesystem::remove_all(dir);
+  ModelConfig m2;
+  TrainConfig t2;
+  tiny_config(m2, t2,
+              {"--train-iters", "6", "--tensorboard-dir", dir, "--no-log-learnig-rate-to-tensorboard",
+               "--no-log-loss-scale-to-tensorboard", "--tensorboard-log-interval", "2"});
+  train(m2, t2, log);
+  std::vector<std::filesystem::path> again;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) again.push_back(e.path());
+  ASSERT_EQ(again.size(), 1u);
+  const auto tags2 = test::tensorboard_scalars(test::read_tensorboard(again[0].string()));
+  EXPECT_EQ(tags2.count("learning-rate"), 0u);
+  EXPECT_EQ(tags2.count("loss-scale"), 0u);
+  ASSERT_EQ(tags2.count("lm loss"), 1u);
+  EXPECT_EQ(tags2.at("lm loss").size(), 3u);  // iterations 2, 4, 6
 }
 
 // Multi-token prediction (two depths of `*-` after an `M*-` stack): the model learns, the log shows

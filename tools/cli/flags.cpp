@@ -251,6 +251,25 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--finetune", K::Bool, "", "load weights only: iteration 0, fresh optimizer and data position",
         store(c.finetune));
   t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE", store(c.log_jsonl));
+  t.add("--tensorboard-dir", K::String, "", "write TensorBoard event files (Megatron's scalar names) into DIR",
+        store(c.tensorboard_dir));
+  t.add("--tensorboard-log-interval", K::Int, "1", "iterations between the TensorBoard training scalars",
+        store(c.tensorboard_log_interval));
+  t.add("--no-log-learnig-rate-to-tensorboard", K::Bool, "", "no learning-rate scalar (Megatron's spelling)",
+        [&c](const FlagValues& v) { c.log_learning_rate_to_tensorboard = v[0] != "true"; });
+  t.add("--no-log-loss-scale-to-tensorboard", K::Bool, "", "no loss-scale scalar",
+        [&c](const FlagValues& v) { c.log_loss_scale_to_tensorboard = v[0] != "true"; });
+  t.add("--log-batch-size-to-tensorboard", K::Bool, "", "the batch-size scalar",
+        store(c.log_batch_size_to_tensorboard));
+  t.add("--log-world-size-to-tensorboard", K::Bool, "", "the world-size scalar",
+        store(c.log_world_size_to_tensorboard));
+  t.add("--log-timers-to-tensorboard", K::Bool, "", "the iteration-time scalar", store(c.log_timers_to_tensorboard));
+  t.add("--log-memory-to-tensorboard", K::Bool, "", "the device memory scalars (mem-*)",
+        store(c.log_memory_to_tensorboard));
+  t.add("--log-validation-ppl-to-tensorboard", K::Bool, "", "the validation perplexity scalars",
+        store(c.log_validation_ppl_to_tensorboard));
+  t.add("--moe-per-layer-logging", K::Bool, "", "each MoE layer's auxiliary losses as TensorBoard scalars",
+        store(c.moe_per_layer_logging));
   // The parallel layout: the data-parallel size is what the launcher's world leaves (docs/parallelism.md).
   t.add("--tensor-model-parallel-size", K::Int, "",
         "tensor-parallel ranks: each layer's weights split over them (docs/parallelism.md)",

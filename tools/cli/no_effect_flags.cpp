@@ -82,8 +82,15 @@ const std::vector<NoEffect>& table() {
       {"--disable-straggler-on-startup", K::Bool, "Megatron's straggler detector", {}},
       {"--straggler-minmax-count", K::Int, "Megatron's straggler detector", {}},
       {"--enable-ft-package", K::Bool, "NVIDIA's fault-tolerance package", {}},
-      {"--wandb-project", K::String, "hytra does not log to Weights & Biases (use --log-jsonl)", {}},
-      {"--wandb-exp-name", K::String, "hytra does not log to Weights & Biases (use --log-jsonl)", {}},
+      {"--wandb-project",
+       K::String,
+       "hytra does not log to Weights & Biases (use --tensorboard-dir or --log-jsonl)",
+       {}},
+      {"--wandb-exp-name",
+       K::String,
+       "hytra does not log to Weights & Biases (use --tensorboard-dir or --log-jsonl)",
+       {}},
+      {"--tensorboard-queue-size", K::Int, "each TensorBoard event is written and flushed at once", {}},
   };
   return rows;
 }
