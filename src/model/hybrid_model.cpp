@@ -194,6 +194,20 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
   return head(ctx, residual_->leave(ctx, state), ids, labels);
 }
 
+Tensor HybridModel::logits(StepContext& ctx, const Tensor& ids) {
+  HYTRA_CHECK(first_ && last_ && !tp_.on(), "logits: a whole model on one rank (no pipeline or tensor parallelism)");
+  HYTRA_CHECK(!position_embedding_, "logits: not with learned absolute position embeddings");
+  Exec& ex = ctx.ex();
+  ResidualStream::State state = residual_->enter(ctx, embedding_->forward(ctx, ids));
+  for (size_t i = 0; i < sublayers_.size(); ++i) residual_->step(ctx, i, state);
+  const Tensor y = residual_->leave(ctx, state);  // (B,T,C)
+  const int64_t B = ids.size(0), T = ids.size(1), C = y.size(2);
+  const Tensor& w = output_->weight().value;  // (V,C)
+  Tensor out = Tensor::empty({B * T, w.size(0)}, DType::F32, y.device());
+  ops::gemm(ex, out, y.view({B * T, C}), w, false, true, 1.0f, 0.0f);
+  return out.view({B, T, w.size(0)});
+}
+
 // The LM loss from the final-normed hidden state y, then the MTP depths. MTP trains only: its losses
 // are not part of the returned LM loss (their gradients are applied in backward and their values
 // logged, docs/spec/mtp.md §2).

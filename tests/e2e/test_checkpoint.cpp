@@ -432,6 +432,21 @@ TEST(Checkpoint, EvalStepWritesLossesAndEveryGradient) {
   for (float x : l) mean += x / 16;
   std::memcpy(&loss, r.data(*r.find("loss")), 4);
   EXPECT_NEAR(loss, mean, 1e-5);
+  // The logits (the vocabulary's 96 columns): their cross-entropy at each label is the token's loss.
+  const SafetensorsEntry* logits = r.find("logits");
+  ASSERT_NE(logits, nullptr);
+  EXPECT_EQ(logits->shape, (std::vector<int64_t>{2, 8, 96}));
+  std::vector<float> z(2 * 8 * 96);
+  std::memcpy(z.data(), r.data(*logits), z.size() * 4);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < 8; ++t) {
+      const float* row = z.data() + (b * 8 + t) * 96;
+      double mx = row[0], sum = 0;
+      for (int v = 0; v < 96; ++v) mx = std::max(mx, double(row[v]));
+      for (int v = 0; v < 96; ++v) sum += std::exp(double(row[v]) - mx);
+      const int label = tokens[size_t(b * 9 + t + 1)];
+      EXPECT_NEAR(std::log(sum) + mx - row[label], l[size_t(b * 8 + t)], 1e-5) << b << " " << t;
+    }
   SafetensorsFile saved(dir + "/iter_0000002/model.safetensors");
   for (const auto& e : saved.entries()) {  // one gradient per parameter, same shape, not all zero
     const SafetensorsEntry* g = r.find(e.name);

@@ -114,6 +114,16 @@ void eval_step(const ModelConfig& mc, const TrainConfig& tc, const std::string& 
   Tensor mean = Tensor::empty({}, DType::F32);
   mean.copy_from({float(sum / double(targets))});
   out.push_back(f32_of("loss", mean));
+  if (mc.position_embedding_type != PositionEmbedding::LearnedAbsolute) {
+    StepContext fresh(ex);
+    fresh.grad_enabled = false;
+    const Tensor padded = model.logits(fresh, ids.to(dev)).to(Device::CPU);  // (B, T, padded vocabulary)
+    const int64_t B = ids.size(0), T = ids.size(1), Vp = padded.size(2), V = mc.vocab_size;
+    Tensor logits = Tensor::empty({B, T, V}, DType::F32);
+    for (int64_t r = 0; r < B * T; ++r)
+      std::memcpy(logits.data<float>() + r * V, padded.data<float>() + r * Vp, size_t(V) * sizeof(float));
+    out.push_back(f32_of("logits", logits));
+  }
   for (Param* p : model.params().all()) out.push_back(f32_of(p->name, p->grad));
   write_safetensors(out_path, std::move(out), {{"format", "pt"}});
 }
