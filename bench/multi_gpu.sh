@@ -20,7 +20,8 @@
 #     iteration 15, resumed on one GPU), against one GPU; then `hytra bench moe-2b` on 1 GPU (global batch 2) and on
 #     4 (global batch 8, distributed optimizer): DP 4, EP 4, and EP 4 with 4x the experts (128).
 #  7. the EP-overlap schedule (--overlap-moe-expert-parallel-comm): the tiny hybrid in bf16 with and without it
-#     (bitwise equal; with --delay-wgrad-compute too), on one GPU and at EP G (below); `hytra bench moe-2b` on one
+#     (bitwise equal; with --delay-wgrad-compute too), on one GPU, at EP G (below) and with 4 GPUs inside the
+#     interleaved pipeline (PP 2 x EP 2); `hytra bench moe-2b` on one
 #     GPU at global batch 8 (4 micro-batches) plain (CUDA graphs and eager) against the schedule, which costs only its
 #     machinery there; then on G = 4 (or 2) GPUs moe-2b with 32 G experts at EP G (each GPU holds moe-2b's 32),
 #     global batch 8 G (4 micro-batches a rank), plain against the schedule (with and without delayed wgrad), its
@@ -277,13 +278,19 @@ if [ "$G" -gt 1 ]; then
   run ov_epg_dw "$G" --expert-model-parallel-size "$G" --delay-wgrad-compute
   run ov_epg_on "$G" --expert-model-parallel-size "$G" "${OV[@]}" --delay-wgrad-compute
 fi
+if [ "$G" -ge 4 ]; then  # inside the interleaved pipeline: PP 2 (2 model chunks a rank) x EP 2
+  M=(train --hybrid-layer-pattern 'MGE|*E|*-|*/*E' "${TINY[@]}" --train-iters 30 --global-batch-size 16 --bf16
+     --pipeline-model-parallel-size 2 --expert-model-parallel-size 2 --delay-wgrad-compute)
+  run ov_pp_dw 4
+  run ov_pp_on 4 "${OV[@]}"
+fi
 python3 - "$W" <<'PY'
 import json, os, sys
 w = sys.argv[1]
 def losses(n):
     return [(r["iteration"], k, v) for r in map(json.loads, open(f"{w}/{n}.jsonl"))
             for k, v in sorted(r.items()) if ("loss" in k or k == "grad_norm") and isinstance(v, float)]
-for a, b in (("ov_plain", "ov_on"), ("ov_dw", "ov_dw_on"), ("ov_epg_dw", "ov_epg_on")):
+for a, b in (("ov_plain", "ov_on"), ("ov_dw", "ov_dw_on"), ("ov_epg_dw", "ov_epg_on"), ("ov_pp_dw", "ov_pp_on")):
     if os.path.exists(f"{w}/{b}.jsonl"):
         print(f"bf16 {a} against {b}: {'bitwise equal' if losses(a) == losses(b) else 'DIFFERENT'}")
 PY

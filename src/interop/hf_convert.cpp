@@ -235,10 +235,13 @@ std::string config_json(const ModelConfig& mc, const LayerPlan& plan, HfFamily f
   if (nemo) {
     integer("num_hidden_layers", int64_t(seq.size()));
     text("hybrid_override_pattern", seq);
-    std::string blocks;  // the same as the newer list form
+    std::string blocks;  // the same as the newer list form (transformers 5 validates these names)
     for (char ch : seq)
       blocks += std::string(blocks.empty() ? "" : ", ") +
-                (ch == 'M' ? "\"mamba\"" : ch == '*' ? "\"attention\"" : ch == '-' ? "\"mlp\"" : "\"moe\"");
+                (ch == 'M'   ? "\"linear_attention\""
+                 : ch == '*' ? "\"full_attention\""
+                 : ch == '-' ? "\"mlp\""
+                             : "\"moe\"");
     f.push_back({"layers_block_type", "[" + blocks + "]"});
     integer("num_nextn_predict_layers", 0);
     num("layer_norm_epsilon", mc.norm_epsilon);
