@@ -27,7 +27,9 @@
 #     global batch 8 G (4 micro-batches a rank), plain against the schedule (with and without delayed wgrad), its
 #     --log-ep-overlap lines giving the hidden share of the all-to-alls.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the machine's rule).
-#   Usage: [PARTS="1 2 3 4 5 6 7"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] bench/multi_gpu.sh BIN
+#   Usage: [PARTS="1 2 3 4 5 6 7"] [SCALE="cfg ..."] [PER_GPU=4] [STEPS=10] [CORR_ITERS=30] [BENCHES=0]
+#          bench/multi_gpu.sh BIN
+#   (CORR_ITERS: the iterations of parts 4-6's correctness runs; BENCHES=0: parts 4-6 without their benchmarks)
 #   (BIN: a folder with hytra)
 set -uo pipefail
 H=$(realpath "${1:-build}/hytra")
@@ -137,7 +139,7 @@ done
 }
 part 4 && {
 echo "== 4. pipeline parallelism on $N GPUs"
-M=(train --hybrid-layer-pattern 'MGE*E*-*/*-' "${TINY[@]}" --train-iters 30)
+M=(train --hybrid-layer-pattern 'MGE*E*-*/*-' "${TINY[@]}" --train-iters "${CORR_ITERS:-30}")
 run pf1 1
 run pf2 2 --pipeline-model-parallel-size 2
 run pb1 1 --bf16
@@ -158,7 +160,7 @@ if os.path.exists(f"{w}/pb4.jsonl"):
     print(f"bf16 DP 2 x PP 2, distributed optimizer: {worst('pb1', 'pb4'):.2e}")
 PY
 for n in 1 2 4; do
-  [ "$n" -le "$N" ] || continue
+  [ "$n" -le "$N" ] && [ "${BENCHES:-1}" = 1 ] || continue
   echo "-- llama3.2-1b pipeline $n, global batch 8"
   launch "$n" "$H" bench llama3.2-1b --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 --lr-warmup-iters 2 \
     --pipeline-model-parallel-size "$n" > "$W/bench.log" 2>&1
@@ -167,7 +169,7 @@ done
 }
 part 5 && {
 echo "== 5. tensor parallelism and the interleaved schedule on $N GPUs"
-M=(train --hybrid-layer-pattern 'MGE*E*-*/*-' "${TINY[@]}" --train-iters 30)
+M=(train --hybrid-layer-pattern 'MGE*E*-*/*-' "${TINY[@]}" --train-iters "${CORR_ITERS:-30}")
 SP=(--tensor-model-parallel-size 2 --sequence-parallel)
 run tf1 1
 run tf2 2 --tensor-model-parallel-size 2
@@ -205,7 +207,7 @@ if os.path.exists(f"{w}/tb_sp_ipp.jsonl"):
           f"DP 2 x TP 2: {worst('tb1', 'tb_dp_tp'):.2e}; "
           f"its iteration 15 resumed on one GPU: {worst('tb_sp_ipp', 'tb_resume1', 16):.2e}")
 PY
-for cfg in examples/nemotron-h-1b/config.yaml llama3.2-1b; do
+[ "${BENCHES:-1}" = 1 ] && for cfg in examples/nemotron-h-1b/config.yaml llama3.2-1b; do
   for layout in "1" "2 --tensor-model-parallel-size 2" "2 --tensor-model-parallel-size 2 --sequence-parallel"; do
     set -- $layout
     n=$1; shift
@@ -216,14 +218,16 @@ for cfg in examples/nemotron-h-1b/config.yaml llama3.2-1b; do
     grep -E "^hytra config=|holds|memory:|rror" "$W/bench.log" | tail -4
   done
 done
-echo "-- nemotron-h-1b pipeline 2 (13 + 12 layers), global batch 8"
-launch 2 "$H" bench examples/nemotron-h-1b/config.yaml --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 \
-  --lr-warmup-iters 2 --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 13 > "$W/bench.log" 2>&1
-grep -E "^hytra config=|holds|memory:|rror" "$W/bench.log" | tail -4
+[ "${BENCHES:-1}" = 1 ] && {
+  echo "-- nemotron-h-1b pipeline 2 (13 + 12 layers), global batch 8"
+  launch 2 "$H" bench examples/nemotron-h-1b/config.yaml --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 \
+    --lr-warmup-iters 2 --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 13 > "$W/bench.log" 2>&1
+  grep -E "^hytra config=|holds|memory:|rror" "$W/bench.log" | tail -4
+}
 }
 part 6 && {
 echo "== 6. expert parallelism on $N GPUs"
-M=(train --hybrid-layer-pattern 'MGE*E*-*/*E' "${TINY[@]}" --train-iters 30)
+M=(train --hybrid-layer-pattern 'MGE*E*-*/*E' "${TINY[@]}" --train-iters "${CORR_ITERS:-30}")
 EPO=(--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 20000)
 run ef1 1
 run ef2 2 --expert-model-parallel-size 2
@@ -253,10 +257,12 @@ if os.path.exists(f"{w}/eb4.jsonl"):
     print(f"bf16 EP 4: {worst('eb1', 'eb4'):.2e}; EP 2 x expert-DP 2, distributed optimizer and overlaps: "
           f"{worst('eb1', 'eb_do'):.2e}; its iteration 15 resumed on one GPU: {worst('eb_do', 'eb_resume1', 16):.2e}")
 PY
-echo "-- moe-2b on 1 GPU, global batch 2"
-"$H" bench moe-2b --steps "${STEPS:-10}" --warmup 3 --global-batch-size 2 --lr-warmup-iters 2 > "$W/bench.log" 2>&1
-grep -E "^hytra config=|memory:|rror" "$W/bench.log" | tail -3
-if [ "$N" -ge 4 ]; then
+[ "${BENCHES:-1}" = 1 ] && {
+  echo "-- moe-2b on 1 GPU, global batch 2"
+  "$H" bench moe-2b --steps "${STEPS:-10}" --warmup 3 --global-batch-size 2 --lr-warmup-iters 2 > "$W/bench.log" 2>&1
+  grep -E "^hytra config=|memory:|rror" "$W/bench.log" | tail -3
+}
+if [ "$N" -ge 4 ] && [ "${BENCHES:-1}" = 1 ]; then
   for layout in "" "--expert-model-parallel-size 4" "--expert-model-parallel-size 4 --num-experts 128"; do
     echo "-- moe-2b on 4 GPUs, global batch 8, distributed optimizer $layout"
     launch 4 "$H" bench moe-2b --steps "${STEPS:-10}" --warmup 3 --global-batch-size 8 --lr-warmup-iters 2 \
