@@ -22,6 +22,7 @@ check model 'train|data|checkpoint'
 check data 'ops|nn|model|train|checkpoint'
 check checkpoint 'ops|nn|train|data|dist'
 check dist 'ops|nn|model|train|data|checkpoint'
+check interop 'ops|nn|train|data|dist'
 # The library never parses argv: nothing under src/ includes the CLI (tools/cli).
 cli=$(grep -rnE '#include "cli/' src || true)
 if [ -n "$cli" ]; then
