@@ -58,6 +58,8 @@ HybridModel::HybridModel(const ModelConfig& cfg, const LayerPlan& plan, const Te
                                                   std::move(layer), store_);
       }
       sublayers_.push_back(std::move(layer));
+      sublayer_names_.push_back(str(layer_prefix(item.logical).substr(0, layer_prefix(item.logical).size() - 1), " (",
+                                    layer_kind(spec.symbol).name, ")"));
       count(spec.symbol);
     }
   }
@@ -187,11 +189,21 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
     for (size_t i = units_[u].begin; i < units_[u].end; ++i) {
       ctx.params_needed(param_first_[i + 1]);
       residual_->step(ctx, i, state);
+      if (ctx.check_finite) check_finite(ctx, i, state.f.defined() ? state.f : state.h, "output");
     }
   }
   if (!last_) return residual_->exit(ctx, state);
   ctx.params_needed(store_.all().size());
   return head(ctx, residual_->leave(ctx, state), ids, labels);
+}
+
+void HybridModel::check_finite(StepContext& ctx, size_t i, const Tensor& t, const char* what) const {
+  if (!ctx.first_non_finite.empty()) return;
+  Tensor total = Tensor::empty({1}, t.dtype(), t.device());
+  ops::sum(ctx.ex(), total, t.view({t.numel()}));  // a NaN or infinity anywhere makes the sum one
+  if (!std::isfinite(total.to_f64_vector()[0]))
+    ctx.first_non_finite =
+        str(sublayer_names_[i], ": its ", what, " in ", ctx.recomputing ? "a recompute" : "the pass");
 }
 
 Tensor HybridModel::logits(StepContext& ctx, const Tensor& ids) {
@@ -236,6 +248,7 @@ Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
     }
     for (size_t i = unit.end; i-- > unit.begin;) {
       d = residual_->step_backward(ctx, i, d);
+      if (ctx.check_finite) check_finite(ctx, i, d, "input gradient");
       if (in_slots) sublayers_[i]->backward_dw(ctx);
       if (ready) ctx.grads_ready(param_first_[i], param_first_[i + 1]);
     }

@@ -101,6 +101,9 @@ class HybridModel {
   // The first parameter (ParamStore::all()) of each sub-layer, then that of the final norm: sub-layer i owns
   // [param_first_[i], param_first_[i + 1]); the embeddings come before, the head and MTP depths after.
   std::vector<size_t> param_first_;
+  std::vector<std::string> sublayer_names_;  // "decoder.layers.3 (MLP)", for the non-finite diagnosis
+  // With ctx.check_finite: notes sub-layer i in ctx when `t` (its output, or its input's gradient) is not finite.
+  void check_finite(StepContext& ctx, size_t i, const Tensor& t, const char* what) const;
   std::unique_ptr<Norm> final_norm_;
   std::unique_ptr<OutputLayer> output_;
   std::vector<std::unique_ptr<MtpDepth>> mtp_;  // docs/spec/mtp.md: one per depth

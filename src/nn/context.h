@@ -7,6 +7,7 @@
 #pragma once
 #include <any>
 #include <functional>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -133,6 +134,11 @@ class StepContext {
   // Under the EP-overlap schedule, each layer's delayed weight gradients run in its own slot of the backward
   // (the routed experts' after their backward, every other layer's after its backward), not all at the end.
   bool wgrad_in_slots = false;
+
+  // The diagnosis of a non-finite step (train/trainer.cpp): set, the model checks each sub-layer's forward output
+  // and input gradient and names the first that is not finite here ("" while none is).
+  bool check_finite = false;
+  std::string first_non_finite;
 
   bool delay_wgrad = false;
   void push_wgrad(const void* owner, std::function<void()> task) { wgrad_.push_back({owner, std::move(task)}); }

@@ -76,6 +76,7 @@ struct TrainConfig {
                                              // micro-batch's backward (backward_dw), same gradients
   bool overlap_moe_expert_parallel_comm = false;  // --overlap-moe-expert-parallel-comm: the EP-overlap schedule
   bool log_ep_overlap = false;                    // --log-ep-overlap: each step's stream timeline under it (hytra)
+  bool check_for_nan_in_loss_and_grad = true;     // off: --no-check-for-nan-in-loss-and-grad (training goes on)
   bool exit_signal_handler = false;          // --exit-signal-handler: SIGTERM saves and exits 0 (train/exit_signal.h)
   bool no_cuda_graph = false;                // --no-cuda-graph: no CUDA-graph capture of the micro-batches
   std::string log_jsonl;                     // --log-jsonl FILE: one JSON object per logged iteration (hytra)

@@ -334,6 +334,43 @@ class Pipeline {
   const dist::ParallelContext* par_;
 };
 
+// --check-for-nan-in-loss-and-grad's report of a non-finite step: the first parameter (canonical order) whose gradient
+// is not finite, and, without pipeline parallelism, the first sub-layer whose output or input gradient is not finite
+// when the step's micro-batches run again with a check after each sub-layer (ctx.check_finite). Every rank runs all
+// its micro-batches, so the collectives of tensor and expert parallelism stay matched.
+std::string non_finite_report(Exec& ex, HybridModel& model, bool rerun, const std::vector<Batch>& batches,
+                              int64_t num_micro) {
+  std::string param;
+  for (const Param* p : model.params().all()) {
+    Tensor total = Tensor::empty({1}, p->grad.dtype(), p->grad.device());
+    ops::sum(ex, total, p->grad.view({p->grad.numel()}));
+    if (!std::isfinite(total.to_f64_vector()[0])) {
+      param = p->name;
+      break;
+    }
+  }
+  std::string report = param.empty() ? std::string("every gradient is finite on this rank (a norm can overflow)")
+                                     : "the first parameter with a non-finite gradient: " + param;
+  if (!rerun) return report + " (the layer check runs without pipeline parallelism)";
+  std::string layer;
+  const DType loss_dtype = stat_dtype(model.params().flat_values().dtype());
+  for (size_t m = 0; m < batches.size(); ++m) {
+    StepContext c(ex);
+    c.check_finite = true;
+    c.aux_loss_scale = 1.0 / double(num_micro);
+    const Tensor losses = model.forward(c, batches[m].ids.to(ex.device()), batches[m].labels.to(ex.device()));
+    const std::string forward = c.first_non_finite;
+    model.backward(c, loss_gradient(batches[m], num_micro, loss_dtype).to(ex.device()));
+    if (!layer.empty()) continue;
+    if (!forward.empty())
+      layer = str(forward, " (micro-batch ", m, "'s forward)");
+    else if (!c.first_non_finite.empty())
+      layer = str(c.first_non_finite, " (micro-batch ", m, "'s backward)");
+  }
+  return report + "; the first sub-layer to go non-finite: " +
+         (layer.empty() ? std::string("none on this rank (a rerun of the step stays finite here)") : layer);
+}
+
 // Megatron's evaluate(): eval_iters steps of a global batch each, continuing through the
 // validation samples from `first` (the next evaluation starts where this one stopped).
 double validate_loss(MicroBatchRunner& runner, PipelineRunner* pipe, const SampleSource& data, int64_t first,
@@ -597,9 +634,14 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     store.finish_grads();
     pipeline.sync_embedding(store, shares_embedding);
     const double gnorm = opt.reduce_gradients(ex);
-    HYTRA_CHECK(std::isfinite(loss) && std::isfinite(gnorm), "iteration ", it, ": ",
-                std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss, ", grad norm ", gnorm,
-                "); stopping. Try a lower --lr or check the data.");
+    if (tc.check_for_nan_in_loss_and_grad && !(std::isfinite(loss) && std::isfinite(gnorm))) {
+      std::vector<Batch> batches;  // this rank's micro-batches of the step, for the report's rerun
+      for (int64_t m = 0; m < num_micro; ++m)
+        batches.push_back(load_batch(*train_data, dp.sample(consumed, m, mbs), mbs));
+      const std::string report = non_finite_report(ex, model, !pipeline.active(), batches, num_micro * dp.size());
+      fail(str("iteration ", it, ": ", std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss,
+               ", grad norm ", gnorm, "); ", report, ". Stopping: try a lower --lr or check the data."));
+    }
     opt.step(ex, lr, clip_coefficient(gnorm, tc.clip_grad));
     consumed += gbs;
     ex.synchronize();  // the step's device work is done: its wall time is exact (bench reads it)

@@ -16,6 +16,7 @@
 
 #include "cli/bench.h"
 #include "cli/flags.h"
+#include "common/error_of.h"
 #include "common/tensorboard_reader.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -442,7 +443,38 @@ TEST(Train, NonFiniteLossStopsWithAClearError) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("iteration 1: "), std::string::npos) << msg;
     EXPECT_NE(msg.find("is not finite"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the first parameter with a non-finite gradient: "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("backward)"), std::string::npos) << msg;
   }
+}
+
+// --check-for-nan-in-loss-and-grad (on by default): an infinity injected into a weight of the second attention of
+// `*-*-` (sub-layer 2) is named where it first shows, that sub-layer's output in the forward, and the report names
+// the first parameter whose gradient is not finite. --no-check-for-nan-in-loss-and-grad trains on.
+TEST(Train, NonFiniteStepNamesTheParameterAndTheLayer) {
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t, {"--train-iters", "3", "--lr-warmup-iters", "0"});
+  t.after_init = [](ParamStore& store) {
+    Param* p = store.find("decoder.layers.2.self_attention.linear_proj.weight");
+    ASSERT_NE(p, nullptr);
+    p->master.data<float>()[5] = INFINITY;
+    store.sync_values_from_master();
+  };
+  std::ostringstream log;
+  const std::string msg = test::error_of([&] { train(m, t, log); });
+  EXPECT_NE(msg.find("iteration 1: loss is not finite"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the first parameter with a non-finite gradient: embedding.word_embeddings.weight"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("the first sub-layer to go non-finite: decoder.layers.2 (attention): its output in the pass "
+                     "(micro-batch 0's forward)"),
+            std::string::npos)
+      << msg;
+  t.check_for_nan_in_loss_and_grad = false;
+  const TrainResult r = train(m, t, log);
+  ASSERT_EQ(r.losses.size(), 3u);
+  EXPECT_FALSE(std::isfinite(r.losses[0]));
 }
 
 TEST(Train, JsonlMetricsAndTheExampleConfig) {

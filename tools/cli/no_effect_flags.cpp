@@ -31,7 +31,6 @@ const std::vector<NoEffect>& table() {
       {"--no-mmap-bin-files", K::Bool, "how the .bin files are read does not change the samples", {}},
       {"--num-workers", K::Int, "batches are cut from the indexed files in the training process", {}},
       {"--deterministic-mode", K::Bool, "hytra is always deterministic (same config and seed, same bits)", {}},
-      {"--check-for-nan-in-loss-and-grad", K::Bool, "hytra always stops on a non-finite loss or gradient norm", {}},
       {"--accumulate-allreduce-grads-in-fp32", K::Bool, "gradients are always accumulated and reduced in fp32", {}},
       {"--attention-softmax-in-fp32", K::Bool, "the attention softmax is always computed in fp32", {}},
       {"--log-throughput", K::Bool, "the iteration line always shows the throughput", {}},
