@@ -174,6 +174,22 @@ TEST(ConfigFile, YamlErrors) {
   EXPECT_EQ(yaml_error("a: \"\\q\"\n"), "c.yaml:1: unknown escape character: q in 'a: \"\\q\"'");
 }
 
+// Inputs the parsers would never return from (yaml-cpp 0.7) or abort on (toml++ 3), found by tests/fuzz, refused
+// first with a line number; the same characters where they are fine still parse.
+TEST(ConfigFile, InputsThatWouldHangOrAbortTheParsersAreNamedErrors) {
+  EXPECT_EQ(yaml_error(",07 "), "c.yaml:1: a line cannot start with ','");
+  EXPECT_EQ(yaml_error("# a run\n\n  , x"), "c.yaml:3: a line cannot start with ','");
+  EXPECT_EQ(yaml_error("'x'\n,"), "c.yaml:2: a line cannot start with ','");
+  EXPECT_EQ(yaml_error("\"x\","), "c.yaml:1: ',' outside [...]: expected a key or a value");
+  EXPECT_EQ(yaml_error("[1],"), "c.yaml:1: ',' outside [...]: expected a key or a value");
+  EXPECT_EQ(parse_config_text("split: 99,1,0\nname: it's, fine\ndata-path: [a, b]\n", ConfigFormat::Yaml, "c.yaml")
+                .entries.size(),
+            3u);
+  EXPECT_EQ(toml_error(std::string("[=\0{lv = 3\n", 11)), "c.toml:1: a malformed table header (expected a key after '[')");
+  EXPECT_EQ(toml_error("[ =x]\n"), "c.toml:1: a malformed table header (expected a key after '[')");
+  EXPECT_EQ(parse_config_text("data-path = [\n  \"a\",\n  \"b\"]\n", ConfigFormat::Toml, "c.toml").entries.size(), 1u);
+}
+
 TEST(ConfigFile, TomlErrors) {
   const std::string table = "got a table (nested tables are not supported: use flat 'key = value' lines)";
   const std::string value = "expected a value (a string, number, true/false or [array]), ";

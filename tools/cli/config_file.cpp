@@ -67,6 +67,75 @@ void check_closed(const std::string& path, const std::string& text, const YAML::
   fail_at(path, n.Mark().line + 1, str("unterminated string: expected a closing ", q));
 }
 
+// yaml-cpp 0.7 never returns (it allocates without end) when a ',' outside [...] or {...} follows nothing or a
+// complete node: at a document's start, after 'x' or "x", after [..] or {..}, at the start of a line after a value
+// (found by tests/fuzz). Refuse that before it parses: a line starting with ',' (never needed in a flat file), and a
+// ',' outside [...] right after nothing, a quoted scalar or a flow collection. Quoted scalars are taken to end on
+// their line (hytra's values are one line), so a line's leading ',' is never hidden inside one. The scan tracks quotes
+// (opened only where a token starts, so the apostrophe of a plain it's stays a letter), flow depth, comments and the
+// document markers '---' / '...'.
+void check_no_stray_flow_entry(const std::string& path, const std::string& text) {
+  bool pending = true;  // nothing since the document start, a closed quote or a closed flow collection
+  bool token_start = true;
+  int depth = 0, line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool line_start = i == 0 || text[i - 1] == '\n';
+    if (c == '\n') {
+      ++line;
+      token_start = true;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') {
+      token_start = true;
+      continue;
+    }
+    if (line_start && depth == 0 && (text.compare(i, 3, "---") == 0 || text.compare(i, 3, "...") == 0)) {
+      pending = true;
+      i += 2;
+      continue;
+    }
+    if (c == '#' && token_start) {  // a comment to the end of the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if ((c == '\'' || c == '"') && token_start) {  // a quoted scalar
+      size_t j = i + 1;
+      for (; j < text.size() && text[j] != '\n'; ++j) {
+        if (c == '"' && text[j] == '\\' && j + 1 < text.size() && text[j + 1] != '\n') {
+          ++j;
+        } else if (text[j] == c) {
+          if (c == '\'' && j + 1 < text.size() && text[j + 1] == '\'') {
+            ++j;
+            continue;
+          }
+          break;
+        }
+      }
+      if (j < text.size() && text[j] == c) {  // (one not closed on its line is scanned on as plain text)
+        i = j;
+        pending = depth == 0;
+        token_start = false;
+        continue;
+      }
+    }
+    // (hytra's flat files never start a line with ',', which also keeps the scan free of plain-scalar rules)
+    const size_t bol = text.rfind('\n', i == 0 ? 0 : i - 1);
+    const bool first_on_line = text.find_first_not_of(" \t\r", bol == std::string::npos ? 0 : bol + 1) == i;
+    if (c == ',' && first_on_line) fail_at(path, line, "a line cannot start with ','");
+    if (c == ',' && depth == 0 && pending) fail_at(path, line, "',' outside [...]: expected a key or a value");
+    if ((c == '[' || c == '{') && (token_start || depth > 0)) ++depth;  // (inside a plain scalar: a letter)
+    if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+      pending = depth == 0;
+      token_start = true;
+      continue;
+    }
+    pending = false;
+    token_start = c == ':' || c == ',' || c == '[' || c == '{' || c == '-' || c == '?';
+  }
+}
+
 // One scalar value; `line` is the key's (yaml-cpp marks an empty value at the next token).
 std::string yaml_scalar(const std::string& path, const std::string& text, const std::string& key, int line,
                         const YAML::Node& n, bool item) {
@@ -80,6 +149,7 @@ std::string yaml_scalar(const std::string& path, const std::string& text, const 
 
 std::vector<ConfigEntry> parse_yaml(const std::string& text, const std::string& path) {
   std::vector<YAML::Node> docs;
+  check_no_stray_flow_entry(path, text);
   try {
     docs = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
@@ -130,7 +200,46 @@ std::string toml_scalar(const std::string& path, const std::string& key, const t
               item ? ")" : " or [array])", ", got ", got));
 }
 
+// toml++ 3 aborts on a failed internal check (or, built with NDEBUG, goes on undefined) for some malformed table
+// headers (found by tests/fuzz: "[=" then a NUL byte). A table header (a line starting with '[' outside an array)
+// whose name does not start with a key character or a quote is refused before toml++ sees the text; well-formed
+// ones reach the flat-file check below, which names the table.
+void check_no_table_header(const std::string& path, const std::string& text) {
+  int depth = 0, line = 1;
+  bool line_start = true;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      line_start = true;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') continue;
+    if (c == '[' && line_start && depth == 0) {
+      size_t k = i + 1;
+      if (k < text.size() && text[k] == '[') ++k;  // [[array of tables]]
+      while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) ++k;
+      const unsigned char n = k < text.size() ? static_cast<unsigned char>(text[k]) : 0;
+      if (!(std::isalnum(n) || n == '_' || n == '-' || n == '"' || n == '\''))
+        fail_at(path, line, "a malformed table header (expected a key after '[')");
+    }
+    line_start = false;
+    if (c == '#') {  // a comment to the end of the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {  // a string on one line (one that does not close there: toml++ refuses it)
+      size_t j = i + 1;
+      while (j < text.size() && text[j] != '\n' && text[j] != c) j += (c == '"' && text[j] == '\\') ? 2 : 1;
+      if (j < text.size() && text[j] == c) i = j;
+    } else if (c == '[') {
+      ++depth;
+    } else if (c == ']' && depth > 0) {
+      --depth;
+    }
+  }
+}
+
 std::vector<ConfigEntry> parse_toml(const std::string& text, const std::string& path) {
+  check_no_table_header(path, text);
   toml::table root;
   try {
     root = toml::parse(text, std::string_view(path));

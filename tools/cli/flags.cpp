@@ -251,14 +251,14 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--finetune", K::Bool, "", "load weights only: iteration 0, fresh optimizer and data position",
         store(c.finetune));
   t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE", store(c.log_jsonl));
-  t.add("--check-for-nan-in-loss-and-grad", K::Bool, "true",
+  t.add("--check-for-nan-in-loss-and-grad", K::Bool, "",
         "stop on a non-finite loss or gradient norm, naming the first parameter and sub-layer that went non-finite",
         store(c.check_for_nan_in_loss_and_grad));
   t.add("--no-check-for-nan-in-loss-and-grad", K::Bool, "", "train on through a non-finite loss or gradient",
         [&c](const FlagValues& v) { c.check_for_nan_in_loss_and_grad = v[0] != "true"; });
   t.add("--tensorboard-dir", K::String, "", "write TensorBoard event files (Megatron's scalar names) into DIR",
         store(c.tensorboard_dir));
-  t.add("--tensorboard-log-interval", K::Int, "1", "iterations between the TensorBoard training scalars",
+  t.add("--tensorboard-log-interval", K::Int, "", "iterations between the TensorBoard training scalars",
         store(c.tensorboard_log_interval));
   t.add("--no-log-learnig-rate-to-tensorboard", K::Bool, "", "no learning-rate scalar (Megatron's spelling)",
         [&c](const FlagValues& v) { c.log_learning_rate_to_tensorboard = v[0] != "true"; });

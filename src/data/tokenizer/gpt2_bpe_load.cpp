@@ -47,6 +47,11 @@ void Gpt2Bpe::set_vocab(const std::vector<std::pair<std::string, int64_t>>& voca
     HYTRA_CHECK(id >= 0 && id < (int64_t(1) << 31), where, ": token '", tok, "' has invalid id ", id);
     max_id = std::max(max_id, id);
   }
+  // Ids index a table: a vocabulary's ids are dense (0 .. n-1, added tokens just above), so one far beyond the
+  // token count is refused before the table is sized by it (a fuzzed 2E9 once asked for 64 GB).
+  const int64_t limit = 2 * int64_t(vocab.size()) + 65536;
+  HYTRA_CHECK(max_id < limit, where, ": token id ", max_id, " for ", vocab.size(), " tokens: expected ids below ",
+              limit, " (a dense vocabulary)");
   id_to_bytes_.assign(size_t(max_id + 1), std::string());
   std::vector<bool> seen(size_t(max_id + 1), false);
   token_to_id_.reserve(vocab.size() * 2);
