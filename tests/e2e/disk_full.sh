@@ -4,6 +4,7 @@
 # (ulimit -f, needs no privileges) and a small tmpfs in a private mount namespace (skipped, exit 77,
 # where `unshare -Urm` is not allowed), sized so that the second of two saves fails at its tensors,
 # its manifest or the tracker rewrite depending on the trial.
+# Then a save into a file system remounted read-only: the OS error named, the previous checkpoint untouched.
 # Usage: disk_full.sh HYTRA_BINARY
 set -uo pipefail
 H=$(realpath "$1")
@@ -38,6 +39,20 @@ if [ "${2:-}" = "--inner" ]; then  # in the private namespace: mount, train with
   exit 0
 fi
 
+if [ "${2:-}" = "--inner-ro" ]; then  # in the private namespace: save, make the file system read-only, save again
+  MNT=$3 err=$3.err
+  mount -t tmpfs -o size=64m tmpfs "$MNT" || exit 77
+  cd "$MNT" || exit 1
+  "$H" "${ARGS[@]}" --train-iters 1 --save ck > /dev/null 2> "$err" || fail "first save: $(cat "$err")"
+  mount -o remount,ro "$MNT" || exit 77
+  "$H" "${ARGS[@]}" --train-iters 2 --load ck --save ck > /dev/null 2> "$err" && fail "a save into a read-only file system exited 0"
+  grep -q "Read-only file system" "$err" || fail "the OS error is not named: $(cat "$err")"
+  [ "$(cat ck/latest_checkpointed_iteration.txt)" = 1 ] || fail "the tracker moved: $(cat ck/latest_checkpointed_iteration.txt)"
+  "$H" inspect-checkpoint ck > "$MNT.inspect" 2>&1 || fail "ck: inspect-checkpoint: $(cat "$MNT.inspect")"
+  echo "read-only: $(tail -1 "$err")"
+  exit 0
+fi
+
 W=$(mktemp -d /tmp/hytra-disk-full.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 
@@ -62,4 +77,10 @@ for extra in 0 1 2 3 4; do
   case $out in "second save failed"*) second_failed=$((second_failed + 1)) ;; esac
 done
 [ $second_failed -gt 0 ] || fail "no trial made the second save fail: the test did not exercise it"
+
+# 3. A file system made read-only after the first save (root ignores a directory's permissions, a read-only mount
+# it does not).
+mkdir -p "$W/ro"
+out=$(unshare -Urm bash "$0" "$H" --inner-ro "$W/ro") || fail "read-only trial: $out"
+echo "$out"
 echo "ok"
