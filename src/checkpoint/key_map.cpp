@@ -57,7 +57,12 @@ struct LayerKey {
   int64_t layer = 0;
 };
 
+// Longer names are no layer keys (and std::regex recurses once a character: a corrupt file's huge name would
+// overflow the stack).
+constexpr size_t kMaxKeyLength = 1024;
+
 bool split_layer_key(const std::string& key, LayerKey& out) {
+  if (key.size() > kMaxKeyLength) return false;
   static const std::regex re(R"(^(decoder\.|mtp\.layers\.[0-9]+\.mtp_model_layer\.)layers\.([0-9]{1,9})\.(.+)$)");
   std::smatch m;
   if (!std::regex_match(key, m, re)) return false;
@@ -115,6 +120,7 @@ std::map<std::string, StackLayout> layouts(const std::vector<std::string>& keys)
 }  // namespace
 
 std::string canonical_file_key(const std::string& key) {
+  if (key.size() > kMaxKeyLength) return key;
   std::string k = key;
   // The MTP inner layer's sharded name.
   static const std::regex mtp(R"(^(mtp\.layers\.[0-9]+\.)transformer_layer\.)");

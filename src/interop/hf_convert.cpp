@@ -366,7 +366,9 @@ void export_hf(const ModelConfig& mc, const LayerPlan& plan, const std::map<std:
     for (const std::string& m : errors) text += "\n  " + m;
     HYTRA_CHECK(errors.empty(), "hytra convert --to-hf: the model has no ", hf_family_name(family), " form:", text);
   }
-  HYTRA_CHECK(!fs::exists(out_dir), "--to-hf ", out_dir, ": exists already (give a new folder)");
+  fs::path out = fs::path(out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "OUT/"
+  HYTRA_CHECK(!out.empty() && !fs::exists(out), "--to-hf ", out_dir, ": exists already (give a new folder)");
   HYTRA_CHECK(opt.max_shard_bytes > 0, "--hf-max-shard-size: expected a positive byte count, got ",
               opt.max_shard_bytes);
   auto get = [&](const std::string& k) -> const HostTensor& {
@@ -406,11 +408,20 @@ void export_hf(const ModelConfig& mc, const LayerPlan& plan, const std::map<std:
     total += n;
     shards.back().push_back(std::move(t));
   }
-  const std::string tmp = out_dir + ".tmp-" + std::to_string(getpid());
+  // Written beside OUT under a temporary name, renamed when complete; removed if anything fails.
+  const std::string tmp = out.string() + ".tmp-" + std::to_string(getpid());
   fs::remove_all(tmp);
   std::error_code ec;
   fs::create_directories(tmp, ec);
   HYTRA_CHECK(!ec, "--to-hf ", out_dir, ": cannot create ", tmp, " (", ec.message(), ")");
+  struct RemoveUnlessKept {
+    std::string path;
+    bool keep = false;
+    ~RemoveUnlessKept() {
+      std::error_code e;
+      if (!keep) fs::remove_all(path, e);
+    }
+  } guard{tmp};
   write_file_atomic(tmp + "/config.json", config_json(mc, plan, family, opt.bf16));
   const std::map<std::string, std::string> meta = {{"format", "pt"}};
   if (shards.size() == 1) {
@@ -428,9 +439,10 @@ void export_hf(const ModelConfig& mc, const LayerPlan& plan, const std::map<std:
                       "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) + "},\n  \"weight_map\": {\n" +
                           map + "\n  }\n}\n");
   }
-  fs::rename(tmp, out_dir, ec);
+  fs::rename(tmp, out, ec);
   HYTRA_CHECK(!ec, "--to-hf ", out_dir, ": cannot rename ", tmp, " to it (", ec.message(), ")");
-  fsync_directory(fs::absolute(out_dir).parent_path().string());
+  guard.keep = true;
+  fsync_directory(fs::absolute(out).parent_path().string());
 }
 
 namespace {
@@ -480,6 +492,8 @@ HfModelFlags read_hf_config(const std::string& dir) {
   auto add = [&](std::initializer_list<std::string> v) { f.insert(f.end(), v); };
   const int64_t heads = c.integer("num_attention_heads");
   const int64_t hidden = c.integer("hidden_size");
+  HYTRA_CHECK(heads > 0 && hidden > 0, c.path, ": num_attention_heads and hidden_size: expected positive counts, got ",
+              heads, " and ", hidden);
   add({"--hidden-size", std::to_string(hidden), "--num-attention-heads", std::to_string(heads),
        "--group-query-attention", "--num-query-groups", std::to_string(c.integer_or("num_key_value_heads", heads)),
        "--kv-channels", std::to_string(c.integer_or("head_dim", hidden / heads)), "--vocab-size",
@@ -588,14 +602,19 @@ std::map<std::string, HostTensor> import_hf_weights(const std::string& dir, cons
     return t;
   };
   const QkvLayout qkv{mc.num_attention_heads, mc.kv_heads(), mc.head_dim()};
+  // A tensor's shape before any layout transform reads its rows (the others are checked against the model's).
+  auto expect = [&](const std::string& name, const HostTensor& t, std::vector<int64_t> shape) {
+    HYTRA_CHECK(t.shape == shape, dir, ": tensor '", name, "' is ", shape_str(t.shape), ", the model expects ",
+                shape_str(shape));
+  };
+  const int64_t C = mc.hidden_size;
   std::map<std::string, HostTensor> out;
   for (const Rule& r : rules_for(mc, plan, family)) {
     switch (r.kind) {
       case Rule::Copy: out[r.hytra] = read(r.hf[0]); break;
       case Rule::VocabRows: {  // zero rows up to the padded vocabulary
         HostTensor t = read(r.hf[0]);
-        HYTRA_CHECK(!t.shape.empty() && t.shape[0] == mc.vocab_size, dir, ": tensor '", r.hf[0], "' has ",
-                    t.shape.empty() ? 0 : t.shape[0], " rows, vocab_size is ", mc.vocab_size);
+        expect(r.hf[0], t, {mc.vocab_size, C});
         const int64_t pad = mc.padded_vocab_size() - mc.vocab_size;
         t.values.resize(t.values.size() + size_t(pad * (numel(t.shape) / t.shape[0])), 0.0f);
         t.shape[0] += pad;
@@ -604,12 +623,19 @@ std::map<std::string, HostTensor> import_hf_weights(const std::string& dir, cons
       }
       case Rule::Qkv: {
         const HostTensor q = read(r.hf[0]), k = read(r.hf[1]), v = read(r.hf[2]);
+        expect(r.hf[0], q, {qkv.heads * qkv.dim, C});
+        expect(r.hf[1], k, {qkv.groups * qkv.dim, C});
+        expect(r.hf[2], v, {qkv.groups * qkv.dim, C});
         out[r.hytra] = fuse_qkv({&q, &k, &v}, qkv);
         break;
       }
       case Rule::Glu: {
         HostTensor g = read(r.hf[0]);
-        append_rows(g, read(r.hf[1]));
+        const HostTensor u = read(r.hf[1]);
+        HYTRA_CHECK(g.shape.size() == 2 && g.shape[0] > 0 && u.shape == g.shape, dir, ": tensors '", r.hf[0], "' ",
+                    shape_str(g.shape), " and '", r.hf[1], "' ", shape_str(u.shape),
+                    ": expected two matrices of one shape (the GLU's gate and up)");
+        append_rows(g, u);
         out[r.hytra] = std::move(g);
         break;
       }

@@ -110,7 +110,10 @@ void load_tensors(const std::string& path, std::vector<std::pair<std::string, Te
   std::set<std::string> expected;
   for (const auto& [k, t] : targets) expected.insert(k);
   SafetensorsFile file(path);
-  const FileTensors f(file, path, expected);
+  // The layer layout is the whole model's (other pipeline stages' names included).
+  std::set<std::string> whole = expected;
+  whole.insert(elsewhere.begin(), elsewhere.end());
+  const FileTensors f(file, path, whole);
   std::map<std::string, int64_t> narrow;  // tensors stored in bf16 / f16, by dtype
   for (const auto& e : file.entries()) {
     if (!decodable_float(e.dtype)) continue;  // (named where a parameter would read it)

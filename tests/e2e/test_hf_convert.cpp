@@ -117,7 +117,7 @@ TEST(HfConvert, EachFamilyRoundTripsBitwiseAndTrainsTheSame) {
     ASSERT_EQ(ri.losses.size(), 1u);
     EXPECT_EQ(ri.losses[0], ro.losses[0]);
     // bf16, sharded (a limit below one tensor's size: one tensor a shard) with an index.
-    convert_to_hf(m, t, base + "_bf16", std::nullopt, HfExportOptions{true, 4096});
+    convert_to_hf(m, t, base + "_bf16/", std::nullopt, HfExportOptions{true, 4096});  // (a trailing slash too)
     EXPECT_TRUE(fs::exists(base + "_bf16/model.safetensors.index.json"));
     EXPECT_FALSE(fs::exists(base + "_bf16/model.safetensors"));
     const HfImport narrow = convert_from_hf(base + "_bf16", base + "_bf16_back");
@@ -160,6 +160,52 @@ TEST(HfConvert, ModelsWithoutAFormAreNamedErrors) {
   tl.load.clear();
   const std::string l = test::error_of([&] { convert_to_hf(ml, tl, base + "_new", HfFamily::Llama, {}); });
   EXPECT_NE(l.find("--load: required"), std::string::npos) << l;
+  // A folder whose tensor does not have the shape its config.json implies is refused by name before it is read.
+  fs::remove_all(base + "_llama_hf");
+  tl.load = base + "_llama";
+  convert_to_hf(ml, tl, base + "_llama_hf", HfFamily::Llama, {false, 5'000'000'000});
+  {
+    SafetensorsFile f(base + "_llama_hf/model.safetensors");
+    std::vector<SafetensorsTensor> tensors;
+    for (const SafetensorsEntry& e : f.entries()) {
+      SafetensorsTensor t{e.name, e.dtype, e.shape,
+                          std::vector<unsigned char>(f.data(e), f.data(e) + (e.end - e.begin))};
+      if (e.name == "model.layers.0.self_attn.k_proj.weight") {  // half its rows
+        t.shape[0] /= 2;
+        t.bytes.resize(t.bytes.size() / 2);
+      }
+      tensors.push_back(std::move(t));
+    }
+    fs::create_directories(base + "_bad");
+    fs::copy_file(base + "_llama_hf/config.json", base + "_bad/config.json", fs::copy_options::overwrite_existing);
+    write_safetensors(base + "_bad/model.safetensors", std::move(tensors), {{"format", "pt"}});
+  }
+  fs::remove_all(base + "_bad_back");
+  const std::string k = test::error_of([&] { convert_from_hf(base + "_bad", base + "_bad_back"); });
+  EXPECT_NE(k.find("tensor 'model.layers.0.self_attn.k_proj.weight' is [8, 32], the model expects [16, 32]"),
+            std::string::npos)
+      << k;
+  // A model trained with one grouped expert tensor exports per-expert tensors (the loader splits them).
+  const std::vector<std::string> grouped = {"--hybrid-layer-pattern",
+                                            "[*E]",
+                                            "--swiglu",
+                                            "--position-embedding-type",
+                                            "rope",
+                                            "--qk-layernorm",
+                                            "--num-experts",
+                                            "4",
+                                            "--moe-ffn-hidden-size",
+                                            "16",
+                                            "--moe-single-grouped-weight"};
+  fs::remove_all(base + "_grouped");
+  fs::remove_all(base + "_grouped_hf");
+  train_with(grouped, {"--train-iters", "1", "--save", base + "_grouped"});
+  ModelConfig mg;
+  TrainConfig tg;
+  configure(grouped, {"--train-iters", "1", "--load", base + "_grouped"}, mg, tg);
+  EXPECT_EQ(convert_to_hf(mg, tg, base + "_grouped_hf", std::nullopt, {}), HfFamily::Qwen3Moe);
+  SafetensorsFile gf(base + "_grouped_hf/model.safetensors");
+  EXPECT_NE(gf.find("model.layers.0.mlp.experts.3.down_proj.weight"), nullptr);
 }
 
 }  // namespace

@@ -185,6 +185,8 @@ TEST(ConfigFile, InputsThatWouldHangOrAbortTheParsersAreNamedErrors) {
   EXPECT_EQ(parse_config_text("split: 99,1,0\nname: it's, fine\ndata-path: [a, b]\n", ConfigFormat::Yaml, "c.yaml")
                 .entries.size(),
             3u);
+  EXPECT_EQ(parse_config_text("data-path: [\n  \"a\",\n  'b' ,\n  c]\n", ConfigFormat::Yaml, "c.yaml").entries.size(),
+            1u);
   EXPECT_EQ(toml_error(std::string("[=\0{lv = 3\n", 11)), "c.toml:1: a malformed table header (expected a key after '[')");
   EXPECT_EQ(toml_error("[ =x]\n"), "c.toml:1: a malformed table header (expected a key after '[')");
   EXPECT_EQ(parse_config_text("data-path = [\n  \"a\",\n  \"b\"]\n", ConfigFormat::Toml, "c.toml").entries.size(), 1u);

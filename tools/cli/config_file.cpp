@@ -77,6 +77,7 @@ void check_closed(const std::string& path, const std::string& text, const YAML::
 void check_no_stray_flow_entry(const std::string& path, const std::string& text) {
   bool pending = true;  // nothing since the document start, a closed quote or a closed flow collection
   bool token_start = true;
+  bool first_on_line = true;  // no character but blanks yet on this line
   int depth = 0, line = 1;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -84,6 +85,7 @@ void check_no_stray_flow_entry(const std::string& path, const std::string& text)
     if (c == '\n') {
       ++line;
       token_start = true;
+      first_on_line = true;
       continue;
     }
     if (c == ' ' || c == '\t' || c == '\r') {
@@ -116,13 +118,13 @@ void check_no_stray_flow_entry(const std::string& path, const std::string& text)
         i = j;
         pending = depth == 0;
         token_start = false;
+        first_on_line = false;
         continue;
       }
     }
     // (hytra's flat files never start a line with ',', which also keeps the scan free of plain-scalar rules)
-    const size_t bol = text.rfind('\n', i == 0 ? 0 : i - 1);
-    const bool first_on_line = text.find_first_not_of(" \t\r", bol == std::string::npos ? 0 : bol + 1) == i;
     if (c == ',' && first_on_line) fail_at(path, line, "a line cannot start with ','");
+    first_on_line = false;
     if (c == ',' && depth == 0 && pending) fail_at(path, line, "',' outside [...]: expected a key or a value");
     if ((c == '[' || c == '{') && (token_start || depth > 0)) ++depth;  // (inside a plain scalar: a letter)
     if ((c == ']' || c == '}') && depth > 0) {

@@ -11,9 +11,12 @@
 
 namespace hytra {
 
-HfFamily convert_to_hf(const ModelConfig& mc, const TrainConfig& tc, const std::string& out_dir,
+HfFamily convert_to_hf(const ModelConfig& trained, const TrainConfig& tc, const std::string& out_dir,
                        std::optional<HfFamily> family, const HfExportOptions& opt) {
   HYTRA_CHECK(!tc.load.empty(), "--load: required (the checkpoint to convert)");
+  // Per-expert tensors (Hugging Face's layout); the loader splits a checkpoint's grouped ones.
+  ModelConfig mc = trained;
+  mc.moe_single_grouped_weight = mc.moe_single_grouped_bias = false;
   const LayerPlan plan = plan_for(mc);
   const HfFamily f = family.value_or(hf_family_for(mc, plan));
   {  // the model's form first: no checkpoint read for a model that has none
