@@ -1,5 +1,6 @@
 // `hytra convert --to-hf OUT [--hf-family F] [--hf-dtype bf16|fp32] [--hf-max-shard-size BYTES] [model flags]
-// --load CKPT` and `hytra convert --from-hf HF_DIR --save CKPT` (cli/hf_convert.h).
+// --load CKPT`, `hytra convert --from-hf HF_DIR --save CKPT` and `hytra convert --from-megatron FILE.safetensors
+// [model flags] --save CKPT` (cli/hf_convert.h).
 #include <algorithm>
 #include <iostream>
 #include <optional>
@@ -18,12 +19,14 @@ namespace {
 const char* kUsage =
     "usage: hytra convert --to-hf OUT_DIR [--hf-family llama|qwen3_moe|nemotron_h] [--hf-dtype bf16|fp32]\n"
     "                     [--hf-max-shard-size BYTES] [model flags as for train] --load CKPT\n"
-    "       hytra convert --from-hf HF_DIR --save CKPT_DIR\n";
+    "       hytra convert --from-hf HF_DIR --save CKPT_DIR\n"
+    "       hytra convert --from-megatron FILE.safetensors [model flags as for train] --save CKPT_DIR\n"
+    "         (FILE from tools/megatron_checkpoint.py, which reads Megatron's torch_dist and torch checkpoints)\n";
 }  // namespace
 
 int cmd_convert(int argc, char** argv) {
   std::vector<std::string> args;
-  std::string to, from, save;
+  std::string to, from, from_megatron, save;
   std::optional<HfFamily> family;
   HfExportOptions opt;
   for (int i = 1; i < argc; ++i) {
@@ -40,6 +43,8 @@ int cmd_convert(int argc, char** argv) {
       to = value();
     } else if (a == "--from-hf") {
       from = value();
+    } else if (a == "--from-megatron") {
+      from_megatron = value();
     } else if (a == "--hf-family") {
       family = hf_family_of(value());
     } else if (a == "--hf-dtype") {
@@ -52,7 +57,8 @@ int cmd_convert(int argc, char** argv) {
       args.push_back(a);
     }
   }
-  HYTRA_CHECK(to.empty() != from.empty(), "hytra convert: give one of --to-hf OUT_DIR and --from-hf HF_DIR\n", kUsage);
+  HYTRA_CHECK(int(!to.empty()) + int(!from.empty()) + int(!from_megatron.empty()) == 1,
+              "hytra convert: give one of --to-hf OUT_DIR, --from-hf HF_DIR and --from-megatron FILE\n", kUsage);
   if (!from.empty()) {
     for (size_t i = 0; i < args.size(); ++i) {
       if (args[i] == "--save" && i + 1 < args.size())
@@ -80,6 +86,15 @@ int cmd_convert(int argc, char** argv) {
   std::string help;
   if (!parse_train_args(args, m, t, &help)) {
     std::cout << kUsage << help;
+    return 0;
+  }
+  if (!from_megatron.empty()) {
+    HYTRA_CHECK(!t.save.empty(), "--save: required (where the hytra checkpoint goes)");
+    HYTRA_CHECK(t.load.empty(), "hytra convert --from-megatron: --load is not read (the input is ", from_megatron, ")");
+    const std::string written = convert_from_megatron(m, t, from_megatron, t.save);
+    std::cout << "hytra: wrote " << written << " from the Megatron parameters in " << from_megatron
+              << "\nhytra: train on it with the same model flags and --load " << t.save
+              << " --no-load-optim (or --finetune)\n";
     return 0;
   }
   const HfFamily f = convert_to_hf(m, t, to, family, opt);

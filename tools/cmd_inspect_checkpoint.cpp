@@ -1,6 +1,6 @@
 // `hytra inspect-checkpoint PATH`: the manifest (when PATH is a checkpoint directory or a --save
 // directory) and every tensor of its safetensors files (or of one .safetensors file): name, dtype,
-// shape and an FNV-1a checksum of its bytes.
+// shape and an XXH3-64 checksum of its bytes.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -11,6 +11,9 @@
 #include "commands.h"
 #include "core/error.h"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace hytra {
 namespace {
 
@@ -19,16 +22,12 @@ void list_tensors(const std::string& path) {
   std::cout << path << ": " << f.entries().size() << " tensors\n";
   for (const auto& [k, v] : f.metadata()) std::cout << "  metadata " << k << " = " << v << "\n";
   for (const auto& e : f.entries()) {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t i = e.begin; i < e.end; ++i) {
-      h ^= f.data(e)[i - e.begin];
-      h *= 1099511628211ull;
-    }
+    const uint64_t h = XXH3_64bits(f.data(e), size_t(e.end - e.begin));
     std::string shape = "[";
     for (size_t i = 0; i < e.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(e.shape[i]);
     char sum[17];
     std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(h));
-    std::cout << "  " << e.name << "  " << e.dtype << shape << "]  fnv1a64=" << sum << "\n";
+    std::cout << "  " << e.name << "  " << e.dtype << shape << "]  xxh3_64=" << sum << "\n";
   }
 }
 
@@ -50,7 +49,11 @@ int cmd_inspect_checkpoint(int argc, char** argv) {
   const CheckpointManifest m = read_manifest(dir);  // also verifies sizes and checksums
   std::cout << dir << "\n  iteration " << m.iteration << "\n  consumed samples " << m.consumed_samples
             << "\n  consumed validation samples " << m.consumed_valid_samples << "\n  optimizer step "
-            << m.optimizer_step << "\n  every tensor file listed and verified against the manifest\n";
+            << m.optimizer_step << "\n  " << m.files.size()
+            << " listed files present and verified against the manifest\n";
+  for (const std::string& file : m.missing) std::cout << "  MISSING: " << file << " is listed but absent\n";
+  for (const std::string& file : m.unlisted)
+    std::cout << "  UNLISTED: " << file << " is not in the manifest (unverified; a load never reads it)\n";
   if (!m.has_model_record) std::cout << "  model configuration: not recorded (an older hytra checkpoint)\n";
   for (const auto& [name, value] : m.model) std::cout << "  model " << name << " = " << value << "\n";
   for (const std::string& file : m.files) list_tensors(dir + "/" + file);

@@ -12,12 +12,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <regex>
 #include <set>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace hytra {
 namespace fs = std::filesystem;
@@ -27,23 +31,26 @@ constexpr const char* kLatest = "latest_checkpointed_iteration.txt";
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kVersion = "0.1.0";
 
-uint64_t fnv1a(const std::string& path) {
+// A file's checksum: XXH3-64 (hex), or FNV-1a 64 for checkpoints written before hytra switched (read only).
+std::string file_checksum(const std::string& path, bool fnv) {
   std::ifstream f(path, std::ios::binary);
   HYTRA_CHECK(f.good(), path, ": cannot open");
-  uint64_t h = 1469598103934665603ull;
-  char buf[1 << 16];
-  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
-    for (std::streamsize i = 0; i < f.gcount(); ++i) {
-      h ^= uint8_t(buf[i]);
-      h *= 1099511628211ull;
+  std::vector<char> buf(size_t(1) << 22);
+  uint64_t fnv_hash = 1469598103934665603ull;
+  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> owner(XXH3_createState(), XXH3_freeState);
+  XXH3_state_t* state = owner.get();
+  HYTRA_CHECK(state != nullptr && XXH3_64bits_reset(state) == XXH_OK, "XXH3: cannot allocate its state");
+  while (f.read(buf.data(), std::streamsize(buf.size())) || f.gcount() > 0) {
+    const size_t n = size_t(f.gcount());
+    if (fnv) {
+      for (size_t i = 0; i < n; ++i) fnv_hash = (fnv_hash ^ uint8_t(buf[i])) * 1099511628211ull;
+    } else {
+      XXH3_64bits_update(state, buf.data(), n);
     }
   }
-  return h;
-}
-
-std::string checksum_text(const std::string& path) {
+  const uint64_t h = fnv ? fnv_hash : XXH3_64bits_digest(state);
   char sum[17];
-  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a(path)));
+  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(h));
   return sum;
 }
 
@@ -68,7 +75,7 @@ std::string manifest_text(const CheckpointManifest& m, const fs::path& dir, cons
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string p = (dir / files[i]).string();
     t += (i ? ", " : "") + json_quote(files[i]) + ": {\"bytes\": " + std::to_string(fs::file_size(p)) +
-         ", \"fnv1a64\": " + json_quote(checksum_text(p)) + "}";
+         ", \"xxh3_64\": " + json_quote(file_checksum(p, false)) + "}";
   }
   t += "}\n}\n";
   return t;
@@ -196,8 +203,10 @@ std::string resolve_checkpoint_dir(const std::string& load) {
   HYTRA_CHECK(std::regex_match(text, m, number), latest.string(), ": expected an iteration number, got '",
               text.substr(0, 40), "'");
   const fs::path dir = fs::path(load) / iteration_dir_name(std::stoll(m[1].str()));
-  HYTRA_CHECK(fs::exists(dir / "manifest.json"), dir.string(), ": checkpoint named by ", latest.string(),
-              " is missing or incomplete");
+  HYTRA_CHECK(fs::is_directory(dir), dir.string(), ": iteration ", m[1].str(), " named by ", latest.string(),
+              " does not exist (deleted or never finished saving)");
+  HYTRA_CHECK(fs::exists(dir / "manifest.json"), dir.string(), ": iteration ", m[1].str(), " named by ",
+              latest.string(), " has no manifest.json (a half-written or foreign checkpoint directory)");
   return dir.string();
 }
 
@@ -237,21 +246,27 @@ CheckpointManifest parse_manifest(const std::string& dir, const std::string& pat
   for (const auto& [file, info] : j.at("files").as_object("files")) {
     HYTRA_CHECK(plain_file_name(file), path, ": lists '", file,
                 "': a checkpoint's files must be plain names inside its directory");
-    const std::string p = (fs::path(dir) / file).string();
-    HYTRA_CHECK(fs::is_regular_file(p), path, ": lists ", file, ", which is missing");
-    HYTRA_CHECK(int64_t(fs::file_size(p)) == info.at("bytes").as_int("bytes"), p, ": size differs from the manifest");
-    HYTRA_CHECK(info.at("fnv1a64").as_string("fnv1a64") == checksum_text(p), p,
-                ": checksum differs from the manifest (corrupt file)");
     listed.insert(file);
+    const std::string p = (fs::path(dir) / file).string();
+    if (!fs::exists(p)) {
+      m.missing.push_back(file);
+      continue;
+    }
+    HYTRA_CHECK(fs::is_regular_file(p), p, ": listed in ", path, " but not a regular file");
+    HYTRA_CHECK(int64_t(fs::file_size(p)) == info.at("bytes").as_int("bytes"), p, ": size differs from the manifest");
+    const bool fnv = info.find("xxh3_64") == nullptr;  // an older checkpoint's FNV-1a checksum
+    const char* kind = fnv ? "fnv1a64" : "xxh3_64";
+    HYTRA_CHECK(info.at(kind).as_string(kind) == file_checksum(p, fnv), p,
+                ": checksum differs from the manifest (corrupt file)");
     m.files.push_back(file);
   }
   HYTRA_CHECK(listed.count(kModelFile), path, ": 'files' does not list ", kModelFile,
               " (a manifest must list every tensor file with its size and checksum)");
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string n = e.path().filename().string();
-    HYTRA_CHECK(e.path().extension() != ".safetensors" || listed.count(n), e.path().string(),
-                ": not listed in ", path, "; refusing a checkpoint with unverified tensor files");
+    if (e.path().extension() == ".safetensors" && !listed.count(n)) m.unlisted.push_back(n);
   }
+  std::sort(m.unlisted.begin(), m.unlisted.end());
   return m;
 }
 
@@ -266,6 +281,31 @@ CheckpointManifest read_manifest(const std::string& dir) {
     if (what.find(dir) != std::string::npos) throw;
     fail(str(path, ": ", what));  // a missing key or a wrong type: the JSON accessors do not name the file
   }
+}
+
+void check_manifest_files(const CheckpointManifest& m, const std::string& dir, const std::set<std::string>& reads,
+                          Strictness strictness, std::vector<std::string>& warnings) {
+  const std::string manifest = (fs::path(dir) / "manifest.json").string();
+  for (const std::string& f : m.missing) {
+    const std::string msg = str(dir, ": ", f, " is listed in the manifest but missing");
+    HYTRA_CHECK(!reads.count(f), msg, " (this load reads it)");
+    HYTRA_CHECK(strictness != Strictness::RaiseAll, msg, " (--ckpt-strictness raise_all)");
+    warnings.push_back(msg);
+  }
+  for (const std::string& f : m.unlisted) {
+    const std::string msg = str(dir, "/", f, ": not listed in ", manifest);
+    HYTRA_CHECK(!reads.count(f), msg, "; refusing to read an unverified tensor file");
+    HYTRA_CHECK(strictness != Strictness::RaiseAll && strictness != Strictness::RaiseUnexpected, msg,
+                " (--ckpt-strictness ", strictness == Strictness::RaiseAll ? "raise_all" : "raise_unexpected",
+                " refuses extra files)");
+    warnings.push_back(msg + "; ignored, not read");
+  }
+  for (const std::string& f : reads)
+    HYTRA_CHECK(std::find(m.files.begin(), m.files.end(), f) != m.files.end(), manifest, " does not list ", f,
+                ", which this load reads",
+                f == "optimizer.safetensors"
+                    ? " (a checkpoint without optimizer state: --no-load-optim or --finetune loads its weights)"
+                    : "");
 }
 
 }  // namespace hytra

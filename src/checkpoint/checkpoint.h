@@ -2,21 +2,26 @@
 // holding model.safetensors (parameters under their canonical Megatron keys), optimizer.safetensors
 // (Adam moments per parameter, `<key>.exp_avg` / `<key>.exp_avg_sq`) and manifest.json (iteration,
 // consumed samples, optimizer step, the resolved model configuration, hytra version, per-file byte
-// counts and FNV-1a checksums), plus SAVE/latest_checkpointed_iteration.txt.
+// counts and XXH3-64 checksums; FNV-1a in checkpoints of older hytra versions, still verified), plus
+// SAVE/latest_checkpointed_iteration.txt.
 // A save is atomic and durable: every file is written to a temporary name, checked, fsynced and
 // renamed (core/atomic_file.h) inside a temporary directory SAVE/iter_XXXXXXX.tmp-PID, which is
 // renamed into place; the tracker is replaced last. Any failure removes the temporary directory and
 // throws naming the file and the OS error, so the previous checkpoint and tracker stay as they were.
 // Temporary directories left by killed saves are removed by the next save into the same SAVE.
-// Loading trusts nothing: the manifest must list model.safetensors, list only plain file names, list
-// every .safetensors file of the directory, and agree with the directory's iteration number.
+// Loading trusts nothing: the manifest must list model.safetensors, list only plain file names, and agree with
+// the directory's iteration number; every file a load reads must be listed and verified (size and checksum).
+// Listed files that are missing and .safetensors files it does not list are errors under --ckpt-strictness
+// raise_all (the extra files also under raise_unexpected), warnings otherwise, and an unlisted file is never read.
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "checkpoint/key_map.h"
 #include "checkpoint/safetensors.h"
 
 namespace hytra {
@@ -31,7 +36,9 @@ struct CheckpointManifest {
   // checkpoints written before hytra recorded it (has_model_record false).
   std::vector<std::pair<std::string, std::string>> model;
   bool has_model_record = false;
-  std::vector<std::string> files;  // the tensor files the manifest lists (verified)
+  std::vector<std::string> files;     // the files the manifest lists that are present (verified)
+  std::vector<std::string> missing;   // the files it lists that are absent
+  std::vector<std::string> unlisted;  // .safetensors files in the directory it does not list (never read)
 };
 
 struct CheckpointContents {
@@ -55,7 +62,11 @@ std::string resolve_checkpoint_dir(const std::string& load);
 // iteration tracker or any iter_* directory (a resumable job's first start with --save DIR --load DIR, which Megatron
 // trains from scratch).
 bool holds_no_checkpoint(const std::string& load);
-CheckpointManifest read_manifest(const std::string& dir);  // verifies the files' sizes and checksums
+CheckpointManifest read_manifest(const std::string& dir);  // verifies the present files' sizes and checksums
+// The file rules of a load from `dir` that reads the files `reads`: each must be listed and present; missing
+// and unlisted files are errors or `warnings` per `strictness` (above).
+void check_manifest_files(const CheckpointManifest& m, const std::string& dir, const std::set<std::string>& reads,
+                          Strictness strictness, std::vector<std::string>& warnings);
 
 // Leftover temporary directories and files of failed or killed saves in a --save directory.
 std::vector<std::string> leftover_save_temporaries(const std::string& save_dir);

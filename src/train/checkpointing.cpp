@@ -288,6 +288,12 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, Optim
   const std::string dir = resolve_checkpoint_dir(tc.load);
   const CheckpointManifest m = read_manifest(dir);
   const Strictness strictness = tc.ckpt_strictness;
+  const bool reads_optimizer = !tc.finetune && !tc.no_load_optim;
+  std::set<std::string> reads = {"model.safetensors"};
+  if (reads_optimizer) reads.insert("optimizer.safetensors");
+  std::vector<std::string> warnings;
+  check_manifest_files(m, dir, reads, strictness, warnings);
+  for (const auto& w : warnings) log_warn(w);
   check_architecture(m, arch, strictness, tc.finetune, dir);
   // A tensor-parallel shard reads the whole tensor, then takes its slices (train/tensor_parallel_state.h).
   std::vector<std::pair<const Param*, Tensor*>> shards;  // (parameter, its tensor to fill) for each whole tensor read
@@ -328,6 +334,16 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, Optim
   opt.step = m.optimizer_step;
   at.optimizer_loaded = true;
   return at;
+}
+
+void load_weights_file(const std::string& path, ParamStore& params, Strictness strictness) {
+  std::vector<std::pair<std::string, Tensor>> weights;
+  for (Param* p : params.all()) {
+    HYTRA_CHECK(!p->shard.split(), "load_weights_file: '", p->name, "' is a tensor-parallel shard (one process only)");
+    weights.emplace_back(p->name, p->master);
+  }
+  load_tensors(path, weights, strictness, /*allow_non_finite=*/false, {});
+  params.sync_values_from_master();
 }
 
 }  // namespace hytra

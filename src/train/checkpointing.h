@@ -45,4 +45,9 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, Optim
                                 const std::vector<ArchitectureEntry>& arch,
                                 const std::set<std::string>& elsewhere = {});
 
+// Fills every parameter (one process, unsharded) from a bare safetensors file of Megatron's names, through the
+// same name rules as a checkpoint (aliases, layouts, expert forms: checkpoint/key_map.h) and `strictness`; NaN or
+// Inf values are refused. A file with no manifest: `hytra convert --from-megatron`'s input.
+void load_weights_file(const std::string& path, ParamStore& params, Strictness strictness);
+
 }  // namespace hytra

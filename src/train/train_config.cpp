@@ -55,7 +55,31 @@ void TrainConfig::validate() const {
        "--overlap-param-gather: needs --use-distributed-optimizer and --overlap-grad-reduce");
   need(pipeline_model_parallel_size >= 1,
        str("--pipeline-model-parallel-size: expected a positive integer, got ", pipeline_model_parallel_size));
-  need(train_iters > 0, str("--train-iters: expected a positive integer, got ", train_iters));
+  if (train_samples > 0) {  // Megatron's sample-based checks: the iteration-based lengths stay unset
+    need(train_iters > 0, str("--train-samples ", train_samples, ": fewer samples than one global batch (",
+                              global_batch(), ") gives no iteration"));
+    need(lr_decay_iters == 0, "--lr-decay-iters: a sample-based run (--train-samples) takes --lr-decay-samples");
+    need(lr_warmup_iters == 0, "--lr-warmup-iters: a sample-based run (--train-samples) takes --lr-warmup-samples");
+    need(lr_wsd_decay_iters == 0,
+         "--lr-wsd-decay-iters: a sample-based run (--train-samples) takes --lr-wsd-decay-samples");
+    need(lr_warmup_fraction < 0 || lr_warmup_samples == 0,
+         "--lr-warmup-fraction: cannot be combined with --lr-warmup-samples");
+    need(lr_decay_samples >= 0 && lr_warmup_samples >= 0 && lr_wsd_decay_samples >= 0,
+         "--lr-decay-samples, --lr-warmup-samples, --lr-wsd-decay-samples: expected non-negative sample counts");
+    if (micro_batch_size > 0)
+      for (const std::string& e : rampup_errors(rampup, global_batch(), micro_batch_size * data_parallel_size))
+        need(false, e);
+  } else {
+    need(train_iters > 0, str("--train-iters: expected a positive integer (or --train-samples), got ", train_iters));
+    for (auto [flag, v] : {std::pair<const char*, int64_t>{"--lr-decay-samples", lr_decay_samples},
+                           {"--lr-warmup-samples", lr_warmup_samples},
+                           {"--lr-wsd-decay-samples", lr_wsd_decay_samples}})
+      need(v == 0, str(flag, ": needs a sample-based run (--train-samples); with --train-iters give the ",
+                       "iteration-based flag"));
+    need(!rampup.on(),
+         "--rampup-batch-size: needs a sample-based run (--train-samples instead of --train-iters), "
+         "as in Megatron");
+  }
   need(lr >= 0 && std::isfinite(lr), str("--lr: expected a finite non-negative number, got ", lr));
   need(min_lr >= 0 && min_lr <= lr, str("--min-lr: expected a value in [0, --lr], got ", min_lr));
   need(lr_warmup_iters >= 0, str("--lr-warmup-iters: expected >= 0, got ", lr_warmup_iters));

@@ -9,6 +9,7 @@
 
 #include "checkpoint/key_map.h"
 #include "model/enum_text.h"
+#include "train/batch_schedule.h"
 #include "train/lr_schedule.h"
 
 namespace hytra {
@@ -39,7 +40,13 @@ struct EnumText<Strictness> {
 struct TrainConfig {
   int64_t micro_batch_size = 0;   // --micro-batch-size: samples per forward/backward
   int64_t global_batch_size = 0;  // --global-batch-size: samples per step; 0 = micro-batch x data-parallel size
-  int64_t train_iters = 0;        // --train-iters: optimizer steps
+  int64_t train_iters = 0;        // --train-iters: optimizer steps (set from --train-samples when that is given)
+  // Sample-based runs (train/batch_schedule.h): the run's length and the schedule's lengths in samples.
+  int64_t train_samples = 0;         // --train-samples (0: iteration-based)
+  int64_t lr_decay_samples = 0;      // --lr-decay-samples: 0 = train samples
+  int64_t lr_warmup_samples = 0;     // --lr-warmup-samples
+  int64_t lr_wsd_decay_samples = 0;  // --lr-wsd-decay-samples
+  BatchRampup rampup;                // --rampup-batch-size START INCR SAMPLES (sample-based runs only)
 
   double lr = 0.0;                                     // --lr: peak learning rate
   double min_lr = 0.0;                                 // --min-lr
@@ -118,10 +125,15 @@ struct TrainConfig {
   // Not a flag: the world size over the model-parallel sizes, set by the launcher's world (1: one process).
   int64_t data_parallel_size = 1;
 
-  // Micro-batches a step on each data-parallel rank.
+  // Micro-batches a step on each data-parallel rank (at the full global batch: after any ramp, and in validation).
   int64_t num_micro_batches() const { return global_batch() / (micro_batch_size * data_parallel_size); }
   int64_t global_batch() const {
     return global_batch_size > 0 ? global_batch_size : micro_batch_size * data_parallel_size;
+  }
+  // The global batch and micro-batches of the iteration that starts after `consumed` samples (the ramp's).
+  int64_t global_batch_at(int64_t consumed) const { return hytra::global_batch_at(rampup, global_batch(), consumed); }
+  int64_t num_micro_batches_at(int64_t consumed) const {
+    return global_batch_at(consumed) / (micro_batch_size * data_parallel_size);
   }
 
   // Not a flag: a tool's change to the freshly initialised parameters before the first step (`hytra bench

@@ -48,17 +48,26 @@ Device resolve_device(DeviceChoice choice) {
   return cuda_available() ? Device::CUDA : Device::CPU;
 }
 
+std::string seconds_text(std::chrono::steady_clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
 LrScheduleConfig lr_schedule_of(const TrainConfig& tc) {
   LrScheduleConfig c;
   c.max_lr = tc.lr;
   c.min_lr = tc.min_lr;
   c.warmup_init = tc.lr_warmup_init;
-  c.decay_steps = tc.lr_decay_iters > 0 ? tc.lr_decay_iters : tc.train_iters;
-  c.warmup_steps =
-      tc.lr_warmup_fraction >= 0 ? tc.lr_warmup_fraction * double(c.decay_steps) : double(tc.lr_warmup_iters);
+  // A sample-based run counts the schedule in samples, as Megatron (the step is then the consumed samples).
+  const bool samples = tc.train_samples > 0;
+  c.decay_steps = samples ? (tc.lr_decay_samples > 0 ? tc.lr_decay_samples : tc.train_samples)
+                          : (tc.lr_decay_iters > 0 ? tc.lr_decay_iters : tc.train_iters);
+  c.warmup_steps = tc.lr_warmup_fraction >= 0 ? tc.lr_warmup_fraction * double(c.decay_steps)
+                                              : double(samples ? tc.lr_warmup_samples : tc.lr_warmup_iters);
   c.decay_style = tc.lr_decay_style;
   c.wsd_decay_style = tc.lr_wsd_decay_style;
-  c.wsd_decay_steps = tc.lr_wsd_decay_iters;
+  c.wsd_decay_steps = samples ? tc.lr_wsd_decay_samples : tc.lr_wsd_decay_iters;
   validate(c);
   return c;
 }
@@ -392,7 +401,8 @@ std::array<std::shared_ptr<const SampleSource>, 2> data_sources(const ModelConfi
   if (tc.mock_data)
     return {std::make_shared<MockDataset>(mc.vocab_size, mc.seq_length, tc.seed, 0),
             std::make_shared<MockDataset>(mc.vocab_size, mc.seq_length, tc.seed, 1)};
-  const auto counts = split_sample_counts(tc.train_iters, tc.global_batch(), tc.eval_interval, tc.eval_iters);
+  auto counts = split_sample_counts(tc.train_iters, tc.global_batch(), tc.eval_interval, tc.eval_iters);
+  if (tc.train_samples > 0) counts[0] = tc.train_samples;  // Megatron's train_val_test_num_samples
   const auto splits = build_gpt_splits(tc.data_path, tc.split, mc.seq_length, uint32_t(tc.seed),
                                        {counts[0], counts[1], 0},  // the test split is not used in training
                                        tc.data_cache_path, mc.vocab_size);
@@ -488,9 +498,13 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const bool load = !tc.load.empty() && !holds_no_checkpoint(tc.load);
   if (!tc.load.empty() && !load)
     log << "hytra: --load " << tc.load << " holds no checkpoint yet: training from the start\n";
-  if (load)
+  if (load) {
+    const auto t_load = std::chrono::steady_clock::now();
     start = load_training_state(tc, store, opt.load_target(), arch,
                                 pipeline.active() || ep.on() ? names_elsewhere(whole, store) : std::set<std::string>{});
+    log << "hytra: loaded the checkpoint of iteration " << start.iteration << " from " << tc.load << " in "
+        << seconds_text(std::chrono::steady_clock::now() - t_load) << "\n";
+  }
   if (load) opt.loaded(start.optimizer_loaded);
   if (tp.on()) opt.set_tensor_parallel(tp.comm);
 
@@ -501,14 +515,20 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   if (pipeline.active())
     opt.set_pipeline(pipeline.comm(), copy,
                      par->embedding && shares_embedding ? store.find(kWordEmbeddingKey) : nullptr);
-  const int64_t mbs = tc.micro_batch_size, num_micro = tc.num_micro_batches(), gbs = tc.global_batch();
+  const int64_t mbs = tc.micro_batch_size, gbs = tc.global_batch();
   const double flops_token = flops_per_token(mc, whole.layer_counts());
   for (const std::string& note : tc.no_effect) log << "hytra: " << note << "\n";
+  if (tc.train_samples > 0) log << "hytra: setting training iterations to " << tc.train_iters << "\n";
+  if (tc.rampup.on())  // Megatron's line, its missing space included
+    log << "hytra: will use batch size rampup starting from global batch size " << tc.rampup.start
+        << " to global batch size " << gbs << " with batchsize increments " << tc.rampup.increment << " over "
+        << tc.rampup.samples << " samples.\nhytra: setting initial batch size to " << tc.rampup.start << "\n";
   log << "hytra: training " << result.num_params << " parameters on " << device_name(dev)
       << (tc.bf16 ? " (bf16, fp32 master weights)" : " (fp32)") << ", pattern '" << model.plan().main.value_or("")
-      << "', " << tc.train_iters << " iterations of " << gbs << " x " << mc.seq_length << " tokens (" << num_micro
-      << " micro-batches of " << mbs
-      << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string()) << ")\n";
+      << "', " << tc.train_iters << " iterations of " << gbs << " x " << mc.seq_length << " tokens ("
+      << tc.num_micro_batches() << " micro-batches of " << mbs
+      << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string())
+      << (tc.rampup.on() ? " after the ramp" : "") << ")\n";
   if (tp.on())
     log << "hytra: tensor-parallel: " << tp.size << " ranks split each layer's weights"
         << (tp.seq() ? ", the activations between them split along the sequence" : "") << "\n";
@@ -562,12 +582,13 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   }
   std::unique_ptr<PipelineRunner> pipe;
   if (pipeline.active()) {
-    pipeline_schedule(pp_size, pp_rank, num_micro, int64_t(chunks.size()));  // the counts' named errors, up front
+    for (int64_t b = tc.rampup.on() ? tc.rampup.start : gbs; b <= gbs; b += tc.rampup.on() ? tc.rampup.increment : 1)
+      pipeline_schedule(pp_size, pp_rank, b / (mbs * dp.size()), int64_t(chunks.size()));  // named errors, up front
     pipe = std::make_unique<PipelineRunner>(ex, chunks, *pipeline.comm(), ctx, tc.overlap_moe_expert_parallel_comm,
                                             timeline.get());
     log << "hytra: pipeline: " << pp_size << " stages, "
         << (chunks.size() > 1 ? str("interleaved 1F1B (", chunks.size(), " model chunks a rank)") : std::string("1F1B"))
-        << " over " << num_micro << " micro-batches a step\n";
+        << " over " << tc.num_micro_batches() << " micro-batches a step\n";
   }
   MoeInterval moe_interval;
   std::vector<double> interval_mtp;  // per MTP depth, summed over the interval's steps
@@ -577,7 +598,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const auto t_start = Clock::now();
   auto t_interval = t_start;
   double interval_loss = 0, interval_gnorm = 0;
-  int64_t interval_iters = 0, consumed = start.consumed_samples;
+  int64_t interval_iters = 0, interval_samples = 0, consumed = start.consumed_samples;
   if (start.iteration > 0)
     log << "hytra: resumed from " << tc.load << " at iteration " << start.iteration << " (" << consumed
         << " samples consumed)\n";
@@ -588,9 +609,49 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   Allocator& device_alloc = allocator_for(dev);
   device_alloc.reset_peak();
   const int64_t held_before = device_alloc.stats().in_use;  // the parameters, gradients, optimizer state, data
+  int64_t last_saved = -1;                                  // the iteration of the last checkpoint this run wrote
+  // Writes a checkpoint of `iteration` (every rank takes part).
+  const auto save_now = [&](int64_t iteration) {
+    const auto t_save = Clock::now();
+    const OptimizerState state = opt.state_for_save();  // a collective under the distributed optimizer
+    // The first (expert-)data-parallel replica joins its tensor-parallel shards on its first tensor-parallel rank,
+    // then (expert parallelism) its experts on its first expert-parallel rank; the first pipeline's stages then
+    // hand theirs to rank 0, which writes the checkpoint.
+    std::vector<ParamState> states = param_states(store, state);
+    if (ep.on() ? par->edp->rank() == 0 : dp.rank() == 0) {
+      states = join_shards(std::move(states), store, tp.comm);
+      if (ep.on() && tp.rank == 0)
+        states = in_order_of(whole, join_experts(std::move(states), store, ep.comm, [&](int s) {
+                               return expert_params_of(mc, pp_size, pp_rank, ExpertParallel{nullptr, ep.size, s});
+                             }));
+      if (dp.rank() == 0 && tp.rank == 0) {
+        const std::vector<ParamState> all = pipeline.gather_states(std::move(states), mc, copy);
+        if (rank0) save_training_state(tc, all, state.step, {iteration, consumed, valid_consumed}, config_text, arch);
+      }
+    }
+    if (tp.on()) tp.comm->barrier();
+    pipeline.barrier();  // the checkpoint is complete before any rank goes on (or exits)
+    dp.barrier();
+    last_saved = iteration;
+    log << "hytra: saved the checkpoint of iteration " << iteration << " to " << tc.save << " in "
+        << seconds_text(Clock::now() - t_save) << "\n";
+    t_interval = Clock::now();
+  };
+  // The step counter of the learning-rate schedule: samples in a sample-based run, iterations otherwise.
+  const auto schedule_step = [&](int64_t iteration, int64_t samples) {
+    return tc.train_samples > 0 ? samples : iteration;
+  };
+  int64_t num_micro = tc.num_micro_batches_at(consumed);
   for (int64_t it = start.iteration + 1; it <= tc.train_iters; ++it) {
     const auto t_iter = Clock::now();
-    const double lr = lr_at(lr_cfg, it - 1);  // iteration 1 trains at the warmup init lr
+    // The batch-size ramp (Megatron's update_num_microbatches): a checkpoint before the first larger step.
+    const int64_t step_batch = tc.global_batch_at(consumed);
+    if (tc.num_micro_batches_at(consumed) != num_micro) {
+      log << "hytra: ramping up batch size from " << (num_micro * mbs * dp.size()) << " to " << step_batch << "\n";
+      if (!tc.save.empty() && it > 1 && last_saved != it - 1) save_now(it - 1);
+      num_micro = tc.num_micro_batches_at(consumed);
+    }
+    const double lr = lr_at(lr_cfg, schedule_step(it - 1, consumed));  // iteration 1 trains at the warmup init lr
     store.zero_grad(/*lazy=*/true);           // the Linear weights' first wgrad GEMM overwrites instead
     // Each micro-batch's gradient is scaled by 1 / (micro-batches x data-parallel ranks): the sum over the
     // ranks is the mean over the global batch.
@@ -643,7 +704,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
                ", grad norm ", gnorm, "); ", report, ". Stopping: try a lower --lr or check the data."));
     }
     opt.step(ex, lr, clip_coefficient(gnorm, tc.clip_grad));
-    consumed += gbs;
+    consumed += step_batch;
     ex.synchronize();  // the step's device work is done: its wall time is exact (bench reads it)
     result.iter_seconds.push_back(std::chrono::duration<double>(Clock::now() - t_iter).count());
     if (timeline) log << ep_overlap_line(it, timeline->last()) << "\n";
@@ -656,8 +717,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
         at_iteration.push_back({tag, v});
         at_samples.push_back({tag + " vs samples", v});
       };
-      if (tc.log_learning_rate_to_tensorboard) both("learning-rate", lr_at(lr_cfg, it));
-      if (tc.log_batch_size_to_tensorboard) both("batch-size", double(gbs));
+      if (tc.log_learning_rate_to_tensorboard) both("learning-rate", lr_at(lr_cfg, schedule_step(it, consumed)));
+      if (tc.log_batch_size_to_tensorboard) both("batch-size", double(step_batch));
       both("lm loss", loss);
       if (tc.log_loss_scale_to_tensorboard) both("loss-scale", 1.0);
       if (tc.log_world_size_to_tensorboard) both("world-size", double(dp.size() * pp_size * tp.size));
@@ -687,13 +748,14 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     interval_loss += loss;
     interval_gnorm = gnorm;
     ++interval_iters;
+    interval_samples += step_batch;
     progress.update(it);
 
     if (it % tc.log_interval == 0 || it == tc.train_iters) {
       ex.synchronize();
       const auto now = Clock::now();
       const double secs = std::chrono::duration<double>(now - t_interval).count();
-      const double tokens = double(interval_iters * gbs * mc.seq_length);
+      const double tokens = double(interval_samples * mc.seq_length);
       IterationLog rec;
       rec.time = log_timestamp_now();
       rec.iteration = it;
@@ -703,8 +765,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       rec.tokens_per_s = tokens / secs;
       // Per rank (the world: data-parallel x tensor-parallel x pipeline ranks), as Megatron.
       rec.tflops_per_gpu = flops_token * tokens / secs / 1e12 / double(dp.size() * pp_size * tp.size);
-      rec.lr = lr_at(lr_cfg, it);  // Megatron logs the rate after this iteration's scheduler step
-      rec.global_batch_size = gbs;
+      rec.lr = lr_at(lr_cfg, schedule_step(it, consumed));  // Megatron logs the rate after this step's scheduler step
+      rec.global_batch_size = step_batch;
       rec.losses = {{"lm loss", interval_loss / double(interval_iters)}};
       for (size_t k = 0; k < interval_mtp.size(); ++k) {  // Megatron's per-depth names
         rec.losses.push_back({"mtp_" + std::to_string(k + 1) + " loss", interval_mtp[k] / double(interval_iters)});
@@ -722,6 +784,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       }
       interval_loss = 0;
       interval_iters = 0;
+      interval_samples = 0;
       t_interval = Clock::now();
     }
     if (tc.eval_interval > 0 && tc.eval_iters > 0 && (it % tc.eval_interval == 0 || it == tc.train_iters)) {
@@ -743,28 +806,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     const bool at_exit_interval = tc.exit_interval > 0 && it % tc.exit_interval == 0;
     const bool signalled = tc.exit_signal_handler && any_rank(par, exit_signal.received());
     const bool exiting = at_exit_interval || signalled;
-    if (!tc.save.empty() && ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting)) {
-      const OptimizerState state = opt.state_for_save();  // a collective under the distributed optimizer
-      // The first (expert-)data-parallel replica joins its tensor-parallel shards on its first tensor-parallel rank,
-      // then (expert parallelism) its experts on its first expert-parallel rank; the first pipeline's stages then
-      // hand theirs to rank 0, which writes the checkpoint.
-      std::vector<ParamState> states = param_states(store, state);
-      if (ep.on() ? par->edp->rank() == 0 : dp.rank() == 0) {
-        states = join_shards(std::move(states), store, tp.comm);
-        if (ep.on() && tp.rank == 0)
-          states = in_order_of(whole, join_experts(std::move(states), store, ep.comm, [&](int s) {
-            return expert_params_of(mc, pp_size, pp_rank, ExpertParallel{nullptr, ep.size, s});
-          }));
-        if (dp.rank() == 0 && tp.rank == 0) {
-          const std::vector<ParamState> all = pipeline.gather_states(std::move(states), mc, copy);
-          if (rank0) save_training_state(tc, all, state.step, {it, consumed, valid_consumed}, config_text, arch);
-        }
-      }
-      if (tp.on()) tp.comm->barrier();
-      pipeline.barrier();  // the checkpoint is complete before any rank goes on (or exits)
-      dp.barrier();
-      t_interval = Clock::now();
-    }
+    if (!tc.save.empty() && ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting))
+      save_now(it);
     if (exiting) {
       log << "hytra: exiting at iteration " << it
           << (signalled ? std::string(" (SIGTERM received, --exit-signal-handler)")

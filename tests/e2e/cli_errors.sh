@@ -36,6 +36,11 @@ expect 1 "--seed: expected 0..4294967295" inspect-data --data-path "$T/none" --s
 expect 1 "--out: expected a file name" eval-step --batch "$T/in.jsonl" --out
 expect 1 "--warmup + --steps" bench "$T/in.jsonl" --warmup 9223372036854775807 --steps 1
 expect 1 "--warmup: expected a count >= 0, got -1" bench "$T/in.jsonl" --warmup -1
+M=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 --seq-length 32)
+expect 1 "--save: required" convert --from-megatron "$T/none.safetensors" "${M[@]}"
+expect 1 "$T/none.safetensors: cannot open" convert --from-megatron "$T/none.safetensors" "${M[@]}" --save "$T/c"
+expect 1 "give one of --to-hf OUT_DIR, --from-hf HF_DIR and --from-megatron FILE" convert --from-megatron "$T/a" \
+  --from-hf "$T/b"
 expect 2 "usage: hytra ops" ops --foo
 expect 0 "usage: hytra ops" ops --help
 [ $fails -eq 0 ] && echo ok

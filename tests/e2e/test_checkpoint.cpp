@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -687,10 +688,63 @@ TEST(Checkpoint, ManifestMustVouchForEveryTensorFile) {
   expect_refused(replaced("  \"consumed_samples\": [0-9]+,\n", ""), manifest + ": missing key 'consumed_samples'");
   expect_refused(replaced("\"config\": \"[^\"]*\"", "\"config\": 1"), manifest + ": config: expected a string");
   EXPECT_EQ(read_manifest(it).iteration, 2);
-  // A tensor file the manifest does not list is refused, not loaded unverified.
+  // A manifest of an older hytra holds FNV-1a 64 checksums (computed here): still verified.
+  auto fnv1a = [&](const std::string& file) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : read_text(it + "/" + file)) h = (h ^ c) * 1099511628211ull;
+    char sum[17];
+    std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(h));
+    return std::string(sum);
+  };
+  std::string old = good;
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    old = std::regex_replace(
+        old, std::regex(std::string("(\"") + file + "\": \\{\"bytes\": [0-9]+, )\"xxh3_64\": \"[0-9a-f]+\""),
+        "$1\"fnv1a64\": \"" + fnv1a(file) + "\"");
+  ASSERT_EQ(old.find("xxh3_64"), std::string::npos) << old;
+  write_text(manifest, old);
+  EXPECT_EQ(read_manifest(it).iteration, 2);
+  expect_refused(std::regex_replace(old, std::regex("\"fnv1a64\": \"[0-9a-f]"), "\"fnv1a64\": \"x"),
+                 "checksum differs from the manifest");
+  write_text(manifest, good);
+  // A tensor file the manifest does not list is never read: an error under raise_unexpected and raise_all, a
+  // warning naming it otherwise.
   fs::copy_file(it + "/model.safetensors", it + "/extra.safetensors");
-  EXPECT_NE(error_of([&] { read_manifest(it); }).find("extra.safetensors: not listed"), std::string::npos);
+  EXPECT_EQ(read_manifest(it).unlisted, std::vector<std::string>{"extra.safetensors"});
+  for (const char* strict : {"raise_unexpected", "raise_all"}) {
+    const std::string e = error_of([&] { run({"--load", dir, "--ckpt-strictness", strict}); });
+    EXPECT_NE(e.find("extra.safetensors: not listed in " + manifest), std::string::npos) << e;
+    EXPECT_NE(e.find(strict), std::string::npos) << e;
+  }
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run({"--load", dir, "--ckpt-strictness", "log_all"}).losses.size(), 10u);
+  const std::string warned = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("extra.safetensors: not listed in " + manifest + "; ignored, not read"), std::string::npos)
+      << warned;
   fs::remove(it + "/extra.safetensors");
+  // A file the load reads must be listed: optimizer.safetensors dropped from the manifest but present.
+  write_text(manifest, replaced(", \"optimizer\\.safetensors\": \\{[^}]*\\}", ""));
+  EXPECT_EQ(read_manifest(it).unlisted, std::vector<std::string>{"optimizer.safetensors"});
+  std::string e = error_of([&] { run({"--load", dir}); });
+  EXPECT_NE(e.find("optimizer.safetensors: not listed in " + manifest + "; refusing to read an unverified"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(run({"--load", dir, "--no-load-optim"}).losses.size(), 10u);  // the weights alone: a warning
+  write_text(manifest, good);
+  // A listed file that is missing: an error when the load reads it or under raise_all, a warning otherwise.
+  fs::rename(it + "/optimizer.safetensors", dir + "/optimizer.moved");
+  EXPECT_EQ(read_manifest(it).missing, std::vector<std::string>{"optimizer.safetensors"});
+  e = error_of([&] { run({"--load", dir}); });
+  EXPECT_NE(e.find("optimizer.safetensors is listed in the manifest but missing (this load reads it)"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { run({"--load", dir, "--no-load-optim", "--ckpt-strictness", "raise_all"}); });
+  EXPECT_NE(e.find("missing (--ckpt-strictness raise_all)"), std::string::npos) << e;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run({"--load", dir, "--no-load-optim"}).losses.size(), 10u);
+  const std::string missing = testing::internal::GetCapturedStderr();
+  EXPECT_NE(missing.find("optimizer.safetensors is listed in the manifest but missing"), std::string::npos) << missing;
+  fs::rename(dir + "/optimizer.moved", it + "/optimizer.safetensors");
   // The tracker must hold an iteration number.
   for (const char* bad : {"", "abc\n", "2x\n", "-1\n"}) {
     write_text(dir + "/latest_checkpointed_iteration.txt", bad);
@@ -702,6 +756,15 @@ TEST(Checkpoint, ManifestMustVouchForEveryTensorFile) {
   fs::create_directory(latest);  // used to surface as "basic_filebuf::underflow error reading the file"
   EXPECT_NE(error_of([&] { resolve_checkpoint_dir(dir); }).find(latest + ": not a regular file"), std::string::npos);
   fs::remove(latest);
+  // A tracker naming an iteration that is not there, or one whose save never finished, says which and why.
+  write_text(latest, "5\n");
+  EXPECT_NE(error_of([&] { resolve_checkpoint_dir(dir); }).find("iteration 5 named by " + latest + " does not exist"),
+            std::string::npos);
+  fs::create_directory(dir + "/iter_0000005");
+  EXPECT_NE(error_of([&] {
+              run({"--load", dir});
+            }).find("iteration 5 named by " + latest + " has no manifest.json"),
+            std::string::npos);
   write_text(latest, "2\n");
   EXPECT_EQ(read_manifest(resolve_checkpoint_dir(dir)).iteration, 2);
 }

@@ -3,21 +3,15 @@
 dependency). Usage: safetensors_python_check.py HYTRA_BINARY WORKDIR
   1. hytra writes a checkpoint; safetensors.numpy loads every tensor, and re-saving them with
      safetensors (same metadata) reproduces hytra's file byte for byte.
-  2. safetensors writes a file; `hytra inspect-checkpoint` reads it and its per-tensor FNV-1a
-     checksums equal the ones computed here from the arrays' bytes."""
+  2. safetensors writes a file; `hytra inspect-checkpoint` reads it and its per-tensor XXH3-64
+     checksums equal the ones the `xxhash` package computes here from the arrays' bytes."""
 import os
 import subprocess
 import sys
 
 import numpy
+import xxhash
 from safetensors.numpy import load_file, save_file
-
-
-def fnv1a(b):
-    h = 1469598103934665603
-    for x in b:
-        h = ((h ^ x) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
 
 
 def main():
@@ -43,8 +37,8 @@ def main():
     save_file(mine, py_path, metadata={"format": "pt"})
     out = subprocess.run([hytra, "inspect-checkpoint", py_path], check=True, capture_output=True, text=True).stdout
     for name, arr in mine.items():
-        want = fnv1a(arr.tobytes())
-        assert f"{name}  " in out and f"fnv1a64={want}" in out, (name, out)
+        want = xxhash.xxh3_64_hexdigest(arr.tobytes())
+        assert f"{name}  " in out and f"xxh3_64={want}" in out, (name, out)
     print(f"python -> hytra: {len(mine)} tensors read with matching checksums")
 
 

@@ -177,6 +177,22 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--micro-batch-size", K::Int, "None", "samples per forward/backward", store(c.micro_batch_size));
   t.add("--global-batch-size", K::Int, "micro-batch-size", "samples per optimizer step", store(c.global_batch_size));
   t.add("--train-iters", K::Int, "None", "optimizer steps", store(c.train_iters));
+  t.add("--train-samples", K::Int, "None", "the run's length in samples (instead of --train-iters)",
+        store(c.train_samples));
+  {
+    FlagSpec ramp;
+    ramp.name = "--rampup-batch-size";
+    ramp.kind = K::IntList;
+    ramp.default_text = "None";
+    ramp.help = "START INCR SAMPLES: the global batch grows from START by INCR over SAMPLES (with --train-samples)";
+    ramp.min_values = ramp.max_values = 3;
+    ramp.set = [&c](const FlagValues& v) {
+      c.rampup = {parse_int_value("--rampup-batch-size", v[0]), parse_int_value("--rampup-batch-size", v[1]),
+                  parse_int_value("--rampup-batch-size", v[2])};
+      HYTRA_CHECK(c.rampup.on(), "--rampup-batch-size: expected a positive start batch size, got ", c.rampup.start);
+    };
+    t.add(std::move(ramp));
+  }
   t.add("--lr", K::Float, "None", "peak learning rate", store(c.lr));
   t.add("--min-lr", K::Float, "0.0", "learning rate floor", store(c.min_lr));
   t.add("--lr-decay-style", K::String, "", "constant, linear, cosine, inverse-square-root, WSD",
@@ -189,6 +205,11 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--lr-wsd-decay-style", K::String, "", "WSD anneal: exponential, linear, cosine, minus_sqrt",
         store_enum(c.lr_wsd_decay_style, "--lr-wsd-decay-style"), names_of<WsdDecayStyle>());
   t.add("--lr-wsd-decay-iters", K::Int, "None", "WSD anneal length", store(c.lr_wsd_decay_iters));
+  t.add("--lr-decay-samples", K::Int, "train-samples", "decay horizon in samples (with --train-samples)",
+        store(c.lr_decay_samples));
+  t.add("--lr-warmup-samples", K::Int, "", "warmup in samples (with --train-samples)", store(c.lr_warmup_samples));
+  t.add("--lr-wsd-decay-samples", K::Int, "None", "WSD anneal length in samples (with --train-samples)",
+        store(c.lr_wsd_decay_samples));
   t.add("--optimizer", K::String, "", "adam (AdamW; sgd is not implemented)", store_enum(c.optimizer, "--optimizer"),
         names_of<OptimizerKind>());
   t.add("--weight-decay", K::Float, "", "decoupled weight decay (not on norms and biases)", store(c.weight_decay));
@@ -317,6 +338,15 @@ bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model,
   if (table.is_set("--swiglu") && table.is_set("--squared-relu"))
     fail("--swiglu: cannot be combined with --squared-relu");
   if (train.lr_decay_iters == 0) train.lr_decay_iters = train.train_iters;
+  if (train.train_samples > 0) {  // Megatron's update_train_iters (train/batch_schedule.h)
+    if (table.is_set("--train-iters")) fail("--train-samples: cannot be combined with --train-iters (give one)");
+    HYTRA_CHECK(train.global_batch_size > 0,
+                "--train-samples: needs --global-batch-size (the run's iterations are "
+                "counted from it)");
+    if (train.rampup.on())
+      rampup_of({train.rampup.start, train.rampup.increment, train.rampup.samples}, train.global_batch());
+    train.train_iters = iterations_for_samples(train.rampup, train.global_batch(), train.train_samples);
+  }
   return true;
 }
 

@@ -73,4 +73,23 @@ HfImport convert_from_hf(const std::string& hf_dir, const std::string& save_dir)
   return out;
 }
 
+std::string convert_from_megatron(const ModelConfig& mc, const TrainConfig& tc, const std::string& file,
+                                  const std::string& save_dir) {
+  HybridModel model(mc, plan_for(mc));
+  model.params().finalize(DType::F32, Device::CPU);
+  init_params(model.params(), tc.seed);
+  load_weights_file(file, model.params(), tc.ckpt_strictness);
+  CheckpointContents c;
+  c.manifest.config = "converted from the Megatron parameters in " + file;
+  for (const ArchitectureEntry& e : architecture_record(mc, model.plan()))
+    c.manifest.model.emplace_back(e.name, e.value);
+  for (const Param* p : model.params().all()) {
+    SafetensorsTensor t{p->name, "F32", p->shape, std::vector<unsigned char>(size_t(p->master.numel()) * 4)};
+    std::memcpy(t.bytes.data(), p->master.data<float>(), t.bytes.size());
+    c.model.push_back(std::move(t));
+  }
+  save_checkpoint(save_dir, std::move(c));
+  return save_dir + "/" + iteration_dir_name(0);
+}
+
 }  // namespace hytra

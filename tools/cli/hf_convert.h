@@ -1,5 +1,6 @@
 // `hytra convert`'s library part (tools/cmd_convert.cpp parses its flags; src/interop/hf_convert.h does the work):
-// a hytra checkpoint out to a Hugging Face folder, and a Hugging Face folder in as a hytra checkpoint.
+// a hytra checkpoint out to a Hugging Face folder, a Hugging Face folder in as a hytra checkpoint, and Megatron's own
+// parameters (a safetensors file tools/megatron_checkpoint.py writes from torch_dist or torch checkpoints) in.
 #pragma once
 #include <optional>
 #include <string>
@@ -24,5 +25,11 @@ struct HfImport {
 // The folder `hf_dir` as a hytra checkpoint (iteration 0, weights only: train on it with --load SAVE --finetune)
 // under `save_dir`.
 HfImport convert_from_hf(const std::string& hf_dir, const std::string& save_dir);
+
+// The safetensors file `file` of Megatron parameter names as a checkpoint of the model `mc` (the flags the Megatron
+// run was launched with; every parameter must be filled, per tc.ckpt_strictness for extra tensors) under
+// `save_dir`: iteration 0, weights only. Returns the iteration directory written.
+std::string convert_from_megatron(const ModelConfig& mc, const TrainConfig& tc, const std::string& file,
+                                  const std::string& save_dir);
 
 }  // namespace hytra
