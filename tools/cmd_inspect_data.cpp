@@ -3,6 +3,7 @@
 // [--num-samples T V E] --show-samples K`, as JSON: each split's `len` and first `samples`).
 #include <cstdint>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@ int cmd_inspect_data(int argc, char** argv) {
   t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
   t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
   t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json", store(tc.model));
+  t.add("--vocab-size", K::Int, "None", "NullTokenizer's vocabulary without the end of document", store(tc.vocab_size));
   FlagTable::Result r = t.parse(std::vector<std::string>(argv + 1, argv + argc));
   if (r.help) {
     std::cout << t.help_text("hytra inspect-data PREFIX [--show N] | --data-path P --seq-length L ...");
@@ -54,7 +56,7 @@ int cmd_inspect_data(int argc, char** argv) {
     IndexedDataset d(r.positionals[0]);
     std::cout << "dataset: " << d.prefix() << "\ndtype code: " << int(d.dtype()) << "\ndocuments: " << d.num_documents()
               << "\nsequences: " << d.num_sequences() << "\ntokens: " << d.num_tokens() << "\n";
-    std::optional<Gpt2Bpe> tok;
+    std::unique_ptr<Tokenizer> tok;
     if (!tc.type.empty()) tok = load_tokenizer(tc);
     for (int64_t doc = 0; doc < std::min<int64_t>(show, d.num_documents()); ++doc) {
       std::vector<int32_t> ids;

@@ -28,10 +28,13 @@ int cmd_preprocess(int argc, char** argv) {
       store(opt.append_eod));
   t.add("--workers", K::Int, "all cores", "tokenizer threads", store(workers));
   t.add("--log-interval", K::Int, "1000", "accepted for compatibility (progress is a bar)", store(log_interval));
-  t.add("--tokenizer-type", K::String, "None", "GPT2BPETokenizer or HuggingFaceTokenizer", store(tc.type));
+  t.add("--tokenizer-type", K::String, "None", "GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer",
+        store(tc.type));
   t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
   t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
   t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)", store(tc.model));
+  t.add("--vocab-size", K::Int, "None", "NullTokenizer: ids below it (itself the end of document)",
+        store(tc.vocab_size));
   if (t.parse(std::vector<std::string>(argv + 1, argv + argc)).help) {
     std::cout << t.help_text("hytra preprocess --input FILE --output-prefix P --tokenizer-type T ...");
     return 0;
@@ -43,11 +46,10 @@ int cmd_preprocess(int argc, char** argv) {
   HYTRA_CHECK(keys.size() == opt.json_keys.size(), "--json-keys: a key is given twice (each key writes its own "
               "PREFIX_{key}_document files)");
   opt.workers = int(workers);
-  const Gpt2Bpe tok = load_tokenizer(tc);
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(tc);
   ProgressBar bar("preprocess", 100);
-  PreprocessStats s = preprocess(opt, tok, [&](int64_t done, int64_t total) {
-    bar.update(total > 0 ? done * 100 / total : 100);
-  });
+  PreprocessStats s =
+      preprocess(opt, *tok, [&](int64_t done, int64_t total) { bar.update(total > 0 ? done * 100 / total : 100); });
   bar.finish();
   for (const auto& p : s.outputs) std::cout << "wrote " << p << ".bin/.idx\n";
   std::cout << s.documents << " documents, " << s.tokens << " tokens\n";

@@ -11,6 +11,8 @@
 #include "core/json.h"
 #include "core/thread_pool.h"
 #include "data/indexed_dataset.h"
+#include "data/tokenizer/gpt2_bpe.h"
+#include "data/tokenizer/null_tokenizer.h"
 #include "data/tokenizer/pretokenize.h"
 
 namespace hytra {
@@ -32,22 +34,24 @@ std::vector<std::string> sentences_of(const Json& doc, const std::string& key, c
 
 }  // namespace
 
-Gpt2Bpe load_tokenizer(const TokenizerConfig& cfg) {
+std::unique_ptr<Tokenizer> load_tokenizer(const TokenizerConfig& cfg) {
   if (cfg.type == "GPT2BPETokenizer") {
     HYTRA_CHECK(!cfg.vocab_file.empty() && !cfg.merge_file.empty(),
                 "--tokenizer-type GPT2BPETokenizer: needs --vocab-file (encoder.json) and --merge-file (vocab.bpe)");
-    return Gpt2Bpe::from_files(cfg.vocab_file, cfg.merge_file);
+    return std::make_unique<Gpt2Bpe>(Gpt2Bpe::from_files(cfg.vocab_file, cfg.merge_file));
   }
   if (cfg.type == "HuggingFaceTokenizer") {
     HYTRA_CHECK(!cfg.model.empty(), "--tokenizer-type HuggingFaceTokenizer: needs --tokenizer-model (tokenizer.json)");
     struct stat st;
     const bool is_dir = stat(cfg.model.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-    return Gpt2Bpe::from_hf_tokenizer_json(is_dir ? cfg.model + "/tokenizer.json" : cfg.model);
+    return std::make_unique<Gpt2Bpe>(
+        Gpt2Bpe::from_hf_tokenizer_json(is_dir ? cfg.model + "/tokenizer.json" : cfg.model));
   }
-  fail(str("--tokenizer-type: expected GPT2BPETokenizer or HuggingFaceTokenizer, got '", cfg.type, "'"));
+  if (cfg.type == "NullTokenizer") return std::make_unique<NullTokenizer>(cfg.vocab_size);
+  fail(str("--tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer, got '", cfg.type, "'"));
 }
 
-PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tok,
+PreprocessStats preprocess(const PreprocessOptions& opt, const Tokenizer& tok,
                            const std::function<void(int64_t, int64_t)>& progress) {
   HYTRA_CHECK(!opt.output_prefix.empty(), "--output-prefix: required");
   HYTRA_CHECK(!opt.json_keys.empty(), "--json-keys: expected at least one key");
@@ -66,7 +70,7 @@ PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tok,
   const std::vector<std::string> keys = jsonl ? opt.json_keys : std::vector<std::string>{"text"};
   const TokenDtype dtype = optimal_token_dtype(tok.vocab_size());
   const int32_t eod = tok.eod();
-  HYTRA_CHECK(!opt.append_eod || eod >= 0, "--append-eod: the tokenizer has no <|endoftext|> token");
+  HYTRA_CHECK(!opt.append_eod || eod >= 0, "--append-eod: the tokenizer has no end-of-document token (<|endoftext|>)");
 
   std::optional<ThreadPool> own_pool;
   if (opt.workers > 0) own_pool.emplace(opt.workers);

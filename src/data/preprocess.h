@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer/gpt2_bpe.h"
+#include <memory>
+
+#include "data/tokenizer/tokenizer.h"
 
 namespace hytra {
 
@@ -29,16 +31,17 @@ struct PreprocessStats {
 
 // progress(bytes of input consumed, total bytes) is called after each batch. Errors (a missing
 // input, a directory, invalid UTF-8 or JSON on a line: "FILE:LINE: ...") leave no output files.
-PreprocessStats preprocess(const PreprocessOptions& opt, const Gpt2Bpe& tokenizer,
+PreprocessStats preprocess(const PreprocessOptions& opt, const Tokenizer& tokenizer,
                            const std::function<void(int64_t, int64_t)>& progress = {});
 
 struct TokenizerConfig {
-  std::string type;        // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer
+  std::string type;        // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer | NullTokenizer
   std::string vocab_file;  // --vocab-file (GPT2BPETokenizer): encoder.json
   std::string merge_file;  // --merge-file (GPT2BPETokenizer): vocab.bpe
   std::string model;       // --tokenizer-model (HuggingFaceTokenizer): tokenizer.json or its directory
+  int64_t vocab_size = 0;  // --vocab-size (NullTokenizer): ids 0..N-1, N the end of document
 };
 // Loads the tokenizer the flags describe; errors name the missing or bad flag.
-Gpt2Bpe load_tokenizer(const TokenizerConfig& cfg);
+std::unique_ptr<Tokenizer> load_tokenizer(const TokenizerConfig& cfg);
 
 }  // namespace hytra

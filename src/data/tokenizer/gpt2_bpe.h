@@ -12,29 +12,30 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "data/tokenizer/tokenizer.h"
 
 namespace hytra {
 
-class Gpt2Bpe {
+class Gpt2Bpe final : public Tokenizer {
  public:
   static Gpt2Bpe from_files(const std::string& encoder_json, const std::string& vocab_bpe);
   static Gpt2Bpe from_hf_tokenizer_json(const std::string& path);
 
   // Text must be valid UTF-8 (else hytra::Error naming the byte offset).
-  std::vector<int32_t> encode(std::string_view utf8) const;
+  std::vector<int32_t> encode(std::string_view utf8) const override;
   // Like encode, but added/special tokens (longest match) are emitted as their ids.
   std::vector<int32_t> encode_with_special(std::string_view utf8) const;
   // Encodes each document (in parallel over `pool`); identical to encode() per doc.
   std::vector<std::vector<int32_t>> encode_batch(const std::vector<std::string>& docs,
-                                                 ThreadPool& pool = ThreadPool::global()) const;
+                                                 ThreadPool& pool = ThreadPool::global()) const override;
 
   // The raw bytes of the tokens, concatenated.
   std::string decode_bytes(const std::vector<int32_t>& ids) const;
   // decode_bytes with invalid UTF-8 replaced by U+FFFD (as the reference's TextDecoder).
-  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string decode(const std::vector<int32_t>& ids) const override;
 
-  int32_t eod() const { return eod_; }  // id of "<|endoftext|>", or -1 when the vocab has none
-  int64_t vocab_size() const { return int64_t(id_to_bytes_.size()); }
+  int32_t eod() const override { return eod_; }  // id of "<|endoftext|>", or -1 when the vocab has none
+  int64_t vocab_size() const override { return int64_t(id_to_bytes_.size()); }
   int32_t token_id(std::string_view token) const;  // vocab lookup by token string, -1 if absent
 
  private:
