@@ -55,6 +55,7 @@ void TrainConfig::validate() const {
        "--overlap-param-gather: needs --use-distributed-optimizer and --overlap-grad-reduce");
   need(pipeline_model_parallel_size >= 1,
        str("--pipeline-model-parallel-size: expected a positive integer, got ", pipeline_model_parallel_size));
+  need(train_samples >= 0, str("--train-samples: expected a positive integer, got ", train_samples));
   if (train_samples > 0) {  // Megatron's sample-based checks: the iteration-based lengths stay unset
     need(train_iters > 0, str("--train-samples ", train_samples, ": fewer samples than one global batch (",
                               global_batch(), ") gives no iteration"));
@@ -70,7 +71,8 @@ void TrainConfig::validate() const {
       for (const std::string& e : rampup_errors(rampup, global_batch(), micro_batch_size * data_parallel_size))
         need(false, e);
   } else {
-    need(train_iters > 0, str("--train-iters: expected a positive integer (or --train-samples), got ", train_iters));
+    need(train_iters > 0 || train_samples < 0,
+         str("--train-iters: expected a positive integer (or --train-samples), got ", train_iters));
     for (auto [flag, v] : {std::pair<const char*, int64_t>{"--lr-decay-samples", lr_decay_samples},
                            {"--lr-warmup-samples", lr_warmup_samples},
                            {"--lr-wsd-decay-samples", lr_wsd_decay_samples}})

@@ -90,6 +90,7 @@ TEST(BatchSchedule, SampleAndIterationFlagsDoNotMix) {
       {{"--train-samples", "100", "--rampup-batch-size", "3", "1", "30"},
        "the ramp's global batch size 3 is not a multiple of --micro-batch-size"},
       {{"--train-samples", "9"}, "--train-samples 9: fewer samples than one global batch"},
+      {{"--train-samples", "-5"}, "--train-samples: expected a positive integer, got -5"},
   };
   for (const auto& [args, needle] : cases) {
     const std::string e = parse_error(args);
