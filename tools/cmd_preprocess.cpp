@@ -28,13 +28,19 @@ int cmd_preprocess(int argc, char** argv) {
       store(opt.append_eod));
   t.add("--workers", K::Int, "all cores", "tokenizer threads", store(workers));
   t.add("--log-interval", K::Int, "1000", "accepted for compatibility (progress is a bar)", store(log_interval));
-  t.add("--tokenizer-type", K::String, "None", "GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer",
+  t.add("--tokenizer-type", K::String, "None", "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or NullTokenizer",
         store(tc.type));
   t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
   t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
   t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)", store(tc.model));
-  t.add("--vocab-size", K::Int, "None", "NullTokenizer: ids below it (itself the end of document)",
+  t.add("--vocab-size", K::Int, "None", "NullTokenizer: ids below it (itself the end of document); TikTokenizer: all",
         store(tc.vocab_size));
+  t.add("--tiktoken-pattern", K::String, "None", "TikTokenizer's pre-tokenizer: v1 or v2", store(tc.tiktoken_pattern),
+        {"v1", "v2"});
+  t.add("--tiktoken-num-special-tokens", K::Int, "", "TikTokenizer: ids before the vocabulary's",
+        store(tc.tiktoken_num_special_tokens));
+  t.add("--tiktoken-special-tokens", K::StringList, "None", "TikTokenizer: the first special tokens",
+        store(tc.tiktoken_special_tokens));
   if (t.parse(std::vector<std::string>(argv + 1, argv + argc)).help) {
     std::cout << t.help_text("hytra preprocess --input FILE --output-prefix P --tokenizer-type T ...");
     return 0;

@@ -14,6 +14,7 @@
 #include "data/tokenizer/gpt2_bpe.h"
 #include "data/tokenizer/null_tokenizer.h"
 #include "data/tokenizer/pretokenize.h"
+#include "data/tokenizer/tiktoken.h"
 
 namespace hytra {
 namespace {
@@ -48,7 +49,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const TokenizerConfig& cfg) {
         Gpt2Bpe::from_hf_tokenizer_json(is_dir ? cfg.model + "/tokenizer.json" : cfg.model));
   }
   if (cfg.type == "NullTokenizer") return std::make_unique<NullTokenizer>(cfg.vocab_size);
-  fail(str("--tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer, got '", cfg.type, "'"));
+  if (cfg.type == "TikTokenizer")
+    return std::make_unique<TikTokenizer>(TikTokenConfig{cfg.model, cfg.tiktoken_pattern, cfg.vocab_size,
+                                                         cfg.tiktoken_num_special_tokens, cfg.tiktoken_special_tokens});
+  fail(str("--tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or NullTokenizer, got '",
+           cfg.type, "'"));
 }
 
 PreprocessStats preprocess(const PreprocessOptions& opt, const Tokenizer& tok,

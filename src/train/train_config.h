@@ -76,7 +76,10 @@ struct TrainConfig {
   std::string tokenizer_type;                // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer
   std::string vocab_file;                    // --vocab-file: GPT-2 encoder.json
   std::string merge_file;                    // --merge-file: GPT-2 vocab.bpe
-  std::string tokenizer_model;               // --tokenizer-model: HF tokenizer.json (or its directory)
+  std::string tokenizer_model;               // --tokenizer-model: HF tokenizer.json (or its directory), tiktoken JSON
+  std::string tiktoken_pattern;              // --tiktoken-pattern: v1 | v2 (TikTokenizer)
+  int64_t tiktoken_num_special_tokens = 1000;        // --tiktoken-num-special-tokens
+  std::vector<std::string> tiktoken_special_tokens;  // --tiktoken-special-tokens
   DeviceChoice device = DeviceChoice::Auto;  // --device: cpu | cuda | auto (cuda when a GPU is visible)
   bool bf16 = false;                         // --bf16: bf16 activations/weights with fp32 master (CUDA)
   bool delay_wgrad_compute = false;          // --delay-wgrad-compute: weight-gradient GEMMs run after each

@@ -232,7 +232,14 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         store(c.tokenizer_type));
   t.add("--vocab-file", K::String, "", "GPT-2 encoder.json", store(c.vocab_file));
   t.add("--merge-file", K::String, "", "GPT-2 vocab.bpe", store(c.merge_file));
-  t.add("--tokenizer-model", K::String, "", "Hugging Face tokenizer.json (or its directory)", store(c.tokenizer_model));
+  t.add("--tokenizer-model", K::String, "", "Hugging Face tokenizer.json (or its directory); TikTokenizer's JSON",
+        store(c.tokenizer_model));
+  t.add("--tiktoken-pattern", K::String, "None", "TikTokenizer's pre-tokenizer: v1 or v2", store(c.tiktoken_pattern),
+        {"v1", "v2"});
+  t.add("--tiktoken-num-special-tokens", K::Int, "", "TikTokenizer: ids before the vocabulary's",
+        store(c.tiktoken_num_special_tokens));
+  t.add("--tiktoken-special-tokens", K::StringList, "None", "TikTokenizer: the first special tokens (<unk> <s> </s>)",
+        store(c.tiktoken_special_tokens));
   t.add("--device", K::String, "", "cpu, cuda or auto", store_enum(c.device, "--device"), names_of<DeviceChoice>());
   t.add("--delay-wgrad-compute", K::Bool, "",
         "queue weight-gradient GEMMs and run them after each micro-batch's backward (identical gradients)",
@@ -353,9 +360,12 @@ bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model,
 
 void resolve_train_config(ModelConfig& model, TrainConfig& train) {
   if (!train.tokenizer_type.empty()) {
-    // Megatron takes the vocabulary from the tokenizer; --vocab-size is for the mock/null tokenizer.
+    // Megatron takes the vocabulary from the tokenizer; --vocab-size is for the mock and null tokenizers and sizes
+    // TikTokenizer's.
+    const bool sized = train.tokenizer_type == "NullTokenizer" || train.tokenizer_type == "TikTokenizer";
     const int64_t v = load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model,
-                                      train.tokenizer_type == "NullTokenizer" ? model.vocab_size : 0})
+                                      sized ? model.vocab_size : 0, train.tiktoken_pattern,
+                                      train.tiktoken_num_special_tokens, train.tiktoken_special_tokens})
                           ->vocab_size();
     // (NullTokenizer: --vocab-size counts the ids without the end of document, which the tokenizer adds)
     if (model.vocab_size != 0 && model.vocab_size != v && train.tokenizer_type != "NullTokenizer")
