@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""hytra's tokenizers against their reference implementations, token for token (issue 26; run on the GPU machine,
+where tiktoken is installed). Usage: tokenizer_exactness.py HYTRA_BINARY GPT2_DIR BROWN_JSONL WORKDIR
+
+TikTokenizer: a NeMo-style ranks file made from GPT-2's merges (ranks 0-255 the bytes, then each merge's token, as
+tests/unit/test_tiktoken.cpp makes it), 1000 special tokens; the reference is tiktoken.Encoding with Megatron's
+CustomTikTokenizer setup (ranks shifted by the special-token count, encode_ordinary), for patterns v1 and v2. The
+texts: a torture text (one document per line, and whole) and every document of the Brown corpus; hytra encodes them
+with `hytra preprocess` and the ids are read back from the .bin/.idx. Prints the mismatching documents per tokenizer
+and exits non-zero when there is any."""
+import base64
+import json
+import os
+import subprocess
+import sys
+
+import numpy
+import tiktoken
+
+# Megatron's PATTERN_TIKTOKEN and PATTERN_TIKTOKEN_V2.
+PATTERNS = {
+    "v1": r"[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",
+    "v2": r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
+          r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|"
+          r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+NUM_SPECIAL = 1000
+
+TORTURE = (
+    "Hello world! It's, isn't, we're, they've, I'm, you'll, he'd. IT'S ISN'T WE'RE THEY'VE I'M YOU'LL HE'D\n"
+    "'s 't 're 've 'm 'll 'd 'S 'T 'RE 'VE 'M 'LL 'D 'x ''s ``quoted'' \"double\" \u2019curly\u2019 'll'll\n"
+    "\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac, \u0420\u0443\u0441\u0441\u043a\u0438\u0439 \u0442\u0435\u043a\u0441\u0442, "
+    "\u0627\u0644\u0639\u0631\u0628\u064a\u0629, \u05e2\u05d1\u05e8\u05d9\u05ea, \u0939\u093f\u0928\u094d\u0926\u0940, "
+    "\u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22, \u4e2d\u6587\u6587\u672c, \u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8, "
+    "\ud55c\uad6d\uc5b4\n"
+    "\u00dcn\u00efc\u00f6d\u00e9 \u00e7\u00e0f\u00e9 Stra\u00dfe \u0152UVRE \u01c5emal \u0130stanbul \ufb01ne "
+    "CamelCaseWord HTTPServer iPhone McDonald's e\u0301te\u0301 A\u0300B\u0301C\n"
+    "emoji: \U0001F600\U0001F603 \U0001F44D\U0001F3FD \U0001F468\u200d\U0001F469\u200d\U0001F467 \U0001F1FA\U0001F1F8 "
+    "\u2764\ufe0f #\ufe0f\u20e3\n"
+    "numbers: 0 12 345 6789 12345678901234567890 3.14159 -42 1e10 \u0663\u0664\u0665 \uff11\uff12\uff13 \u216b \u00b2 "
+    "\u00bd\n"
+    "spaces:  two   three\tTab\t\ttabs \t mixed\r\ncrlf\u00a0nbsp\u3000ideo\u2028ls\u2029ps\u2003em\ufeffbom "
+    "\u0085nel\u0085\u0085x\n"
+    "\n\n\n   leading spaces after blank lines\n \n \t \n"
+    "symbols: @#$%^&*()_+-=[]{}|;:<>?/\\~` ... --- !!! ??? a/b//c\n/ \u2022\u00b7\u2026 \u2211\u222b \u20ac\u00a3\n"
+    "literal <|endoftext|> <s> </s> stay text\n"
+    "trailing whitespace   \t\n\n  "
+)
+
+
+def ranks_file(gpt2_dir, path):
+    """GPT-2's merges as a ranks list: bytes 0-255, then each merge's token in order."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    byte_of = {chr(c): b for b, c in zip(bs, cs)}
+    to_bytes = lambda s: bytes(byte_of[ch] for ch in s)
+    tokens = [bytes([b]) for b in range(256)]
+    lines = open(os.path.join(gpt2_dir, "vocab.bpe"), encoding="utf-8").read().split("\n")[1:]
+    for line in lines:
+        if line:
+            a, b = line.split(" ")
+            tokens.append(to_bytes(a) + to_bytes(b))
+    with open(path, "w") as f:
+        json.dump([{"rank": i, "token_bytes": base64.b64encode(t).decode(), "token_str": ""}
+                   for i, t in enumerate(tokens)], f)
+    return {t: i for i, t in enumerate(tokens)}
+
+
+def read_indexed(prefix):
+    """Megatron's .idx/.bin: the token ids of each document."""
+    idx = open(prefix + ".idx", "rb").read()
+    assert idx[:9] == b"MMIDIDX\x00\x00", prefix
+    dtype = {1: numpy.uint8, 2: numpy.int8, 3: numpy.int16, 4: numpy.int32, 5: numpy.int64, 6: numpy.float64,
+             7: numpy.float32, 8: numpy.uint16}[idx[17]]
+    n_seq, n_doc = numpy.frombuffer(idx, numpy.int64, 2, 18)
+    sizes = numpy.frombuffer(idx, numpy.int32, n_seq, 34)
+    ptrs = numpy.frombuffer(idx, numpy.int64, n_seq, 34 + 4 * n_seq)
+    docs = numpy.frombuffer(idx, numpy.int64, n_doc, 34 + 12 * n_seq)
+    data = numpy.fromfile(prefix + ".bin", dtype)
+    item = numpy.dtype(dtype).itemsize
+    seqs = [data[p // item: p // item + s].tolist() for p, s in zip(ptrs, sizes)]
+    return [sum(seqs[docs[d]:docs[d + 1]], []) for d in range(n_doc - 1)]
+
+
+def main():
+    hytra, gpt2_dir, brown, work = sys.argv[1:5]
+    os.makedirs(work, exist_ok=True)
+    texts = [line for line in TORTURE.split("\n") if line] + [TORTURE]
+    n_torture = len(texts)
+    texts += [json.loads(line)["text"] for line in open(brown, encoding="utf-8") if line.strip()]
+    with open(os.path.join(work, "docs.jsonl"), "w") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t}) + "\n")
+    ranks_path = os.path.join(work, "gpt2_ranks.json")
+    ranks = ranks_file(gpt2_dir, ranks_path)
+    failed = 0
+    for name, pattern in PATTERNS.items():
+        specials = ["<unk>", "<s>", "</s>"] + [f"<SPECIAL_{i}>" for i in range(3, NUM_SPECIAL)]
+        ref = tiktoken.Encoding(name=f"megatron-{name}", pat_str=pattern,
+                                mergeable_ranks={t: r + NUM_SPECIAL for t, r in ranks.items()},
+                                special_tokens={t: i for i, t in enumerate(specials)})
+        prefix = os.path.join(work, f"tik_{name}")
+        subprocess.run([hytra, "preprocess", "--input", os.path.join(work, "docs.jsonl"), "--output-prefix", prefix,
+                        "--tokenizer-type", "TikTokenizer", "--tokenizer-model", ranks_path, "--tiktoken-pattern",
+                        name, "--vocab-size", str(len(ranks) + NUM_SPECIAL), "--tiktoken-num-special-tokens",
+                        str(NUM_SPECIAL)], check=True, stdout=subprocess.DEVNULL)
+        got = read_indexed(prefix + "_text_document")
+        assert len(got) == len(texts), (len(got), len(texts))
+        bad, tokens = 0, 0
+        for i, t in enumerate(texts):
+            want = ref.encode_ordinary(t)
+            tokens += len(want)
+            if got[i] != want:
+                bad += 1
+                if bad <= 3:
+                    k = next((j for j, (a, b) in enumerate(zip(got[i], want)) if a != b), min(len(got[i]), len(want)))
+                    print(f"  {name} document {i}: first difference at token {k}: hytra {got[i][k:k + 5]} "
+                          f"tiktoken {want[k:k + 5]} ({ref.decode(want[max(0, k - 3):k + 3])!r})")
+        print(f"TikTokenizer {name}: {len(texts)} documents ({n_torture} of the torture text, {len(texts) - n_torture} "
+              f"of the Brown corpus), {tokens} tokens: {bad} mismatching documents")
+        failed += bad
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
