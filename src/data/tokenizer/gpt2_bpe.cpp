@@ -146,7 +146,13 @@ void Gpt2Bpe::encode_into(std::string_view text, size_t base_offset, WordCache& 
     text = prefixed;
   }
   std::vector<std::string_view> words;
-  gpt2_pretokenize(text, words, base_offset);
+  if (split_) {
+    const size_t bad = utf8_invalid_offset(text);
+    HYTRA_CHECK(bad == std::string_view::npos, "invalid UTF-8 in tokenizer input at byte offset ", base_offset + bad);
+    split_->split_isolated(text, words);
+  } else {
+    gpt2_pretokenize(text, words, base_offset);
+  }
   for (std::string_view w : words) {
     auto it = cache.find(std::string(w));
     if (it != cache.end()) {

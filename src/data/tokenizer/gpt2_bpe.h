@@ -5,6 +5,7 @@
 // Megatron's GPT2BPETokenizer, docs/spec/gotchas.md §2 item 8); encode_with_special() does.
 #pragma once
 #include <array>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "core/thread_pool.h"
 #include "data/tokenizer/tokenizer.h"
+#include "data/tokenizer/unicode_regex.h"
 
 namespace hytra {
 
@@ -63,6 +65,9 @@ class Gpt2Bpe final : public Tokenizer {
   std::vector<std::pair<std::string, int32_t>> specials_;  // added tokens, longest first
   int32_t eod_ = -1;
   bool add_prefix_space_ = false;
+  // A tokenizer.json Split pre-tokenizer (behavior Isolated) before a ByteLevel without regex (Llama-3 style);
+  // null: GPT-2's pre-tokenizer.
+  std::shared_ptr<const UnicodeRegex> split_;
   bool ignore_merges_ = false;
   int64_t next_rank_ = 0;
 };

@@ -147,14 +147,43 @@ Gpt2Bpe Gpt2Bpe::from_hf_tokenizer_json(const std::string& path) {
   HYTRA_CHECK(component(root, "normalizer", path) == nullptr, path,
               ": a normalizer is not supported (only GPT-2 style files with \"normalizer\": null)");
   const Json* pre = component(root, "pre_tokenizer", path);
-  HYTRA_CHECK(pre != nullptr && pre->find("type") != nullptr && pre->at("type").is_string() &&
-                  pre->at("type").as_string() == "ByteLevel",
-              path, ": pre_tokenizer must be {\"type\": \"ByteLevel\", ...} (GPT-2 regex)");
-  const Json* use_regex = pre->find("use_regex");
-  HYTRA_CHECK(use_regex == nullptr || use_regex->as_bool("pre_tokenizer.use_regex"), path,
-              ": ByteLevel pre_tokenizer with use_regex=false is not supported");
-
+  auto type_of = [](const Json* c) {
+    return c != nullptr && c->is_object() && c->find("type") != nullptr && c->at("type").is_string()
+               ? c->at("type").as_string()
+               : std::string();
+  };
+  // Either a ByteLevel pre-tokenizer with GPT-2's regex, or (Llama-3, Qwen style) a Sequence of a Split by a regex
+  // (behavior Isolated) and a ByteLevel without its regex.
   Gpt2Bpe t;
+  if (type_of(pre) == "Sequence") {
+    const Json* list = pre->find("pretokenizers");
+    HYTRA_CHECK(list != nullptr && list->is_array() && list->as_array().size() == 2 &&
+                    type_of(&list->as_array()[0]) == "Split" && type_of(&list->as_array()[1]) == "ByteLevel",
+                path, ": a Sequence pre_tokenizer must be [Split, ByteLevel]");
+    const Json& split = list->as_array()[0];
+    const Json* pattern = split.find("pattern");
+    HYTRA_CHECK(pattern != nullptr && pattern->is_object() && pattern->find("Regex") != nullptr, path,
+                ": the Split pre_tokenizer needs {\"pattern\": {\"Regex\": ...}}");
+    const Json* behavior = split.find("behavior");
+    HYTRA_CHECK(behavior != nullptr && behavior->is_string() && behavior->as_string() == "Isolated", path,
+                ": only the Split behavior \"Isolated\" is supported");
+    const Json* invert = split.find("invert");
+    HYTRA_CHECK(invert == nullptr || !invert->as_bool("invert"), path, ": a Split with invert=true is not supported");
+    t.split_ = std::make_shared<const UnicodeRegex>(pattern->at("Regex").as_string("Regex"),
+                                                    path + " pre_tokenizer Split pattern");
+    pre = &list->as_array()[1];
+    const Json* use_regex = pre->find("use_regex");
+    HYTRA_CHECK(use_regex != nullptr && !use_regex->as_bool("use_regex"), path,
+                ": the ByteLevel after a Split must have use_regex=false");
+  } else {
+    HYTRA_CHECK(type_of(pre) == "ByteLevel", path,
+                ": pre_tokenizer must be {\"type\": \"ByteLevel\", ...} (GPT-2 regex) or a Sequence of a Split and a "
+                "ByteLevel");
+    const Json* use_regex = pre->find("use_regex");
+    HYTRA_CHECK(use_regex == nullptr || use_regex->as_bool("pre_tokenizer.use_regex"), path,
+                ": ByteLevel pre_tokenizer with use_regex=false needs a Split before it");
+  }
+
   const Json* prefix = pre->find("add_prefix_space");
   t.add_prefix_space_ = prefix != nullptr && prefix->as_bool("pre_tokenizer.add_prefix_space");
   const Json* ignore = model->find("ignore_merges");

@@ -110,4 +110,17 @@ void UnicodeRegex::find_all(std::string_view text, std::vector<std::string_view>
   }
 }
 
+void UnicodeRegex::split_isolated(std::string_view text, std::vector<std::string_view>& out) const {
+  std::vector<std::string_view> matches;
+  find_all(text, matches);
+  size_t at = 0;
+  for (std::string_view m : matches) {
+    const size_t begin = size_t(m.data() - text.data());
+    if (begin > at) out.push_back(text.substr(at, begin - at));
+    out.push_back(m);
+    at = begin + m.size();
+  }
+  if (at < text.size()) out.push_back(text.substr(at));
+}
+
 }  // namespace hytra

@@ -21,6 +21,8 @@ class UnicodeRegex {
   // Appends every non-overlapping leftmost-first match of valid UTF-8 `text`, in order (the text between matches
   // is skipped, as tiktoken's find_iter skips it). Thread-safe.
   void find_all(std::string_view text, std::vector<std::string_view>& out) const;
+  // Hugging Face's Split pre-tokenizer with behavior "Isolated": the matches and the text between them, in order.
+  void split_isolated(std::string_view text, std::vector<std::string_view>& out) const;
 
   // The PCRE2 form of a pattern (the rewriting above), for tests.
   static std::string translate(const std::string& pattern, const std::string& where);
