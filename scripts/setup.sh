@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 
 PKGS=(build-essential cmake git googletest libgtest-dev libopenmpi-dev libpcre2-dev libtomlplusplus-dev libxxhash-dev
-      libyaml-cpp-dev
+      libyaml-cpp-dev sentencepiece
       nlohmann-json3-dev openmpi-bin pkg-config python3-numpy)
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)

@@ -44,7 +44,11 @@ int cmd_inspect_data(int argc, char** argv) {
   t.add("--tokenizer-type", K::String, "None", "with --show: also print the text", store(tc.type));
   t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
   t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
-  t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json", store(tc.model));
+  t.add("--tokenizer-model", K::String, "None",
+        "Hugging Face tokenizer.json; TikTokenizer's JSON; a SentencePiece .model", store(tc.model));
+  t.add("--tiktoken-pattern", K::String, "None", "TikTokenizer's pre-tokenizer: v1 or v2", store(tc.tiktoken_pattern),
+        {"v1", "v2"});
+  t.add("--legacy-tokenizer", K::Bool, "false", "Megatron's legacy SentencePiece classes", store(tc.legacy));
   t.add("--vocab-size", K::Int, "None", "NullTokenizer's vocabulary without the end of document", store(tc.vocab_size));
   FlagTable::Result r = t.parse(std::vector<std::string>(argv + 1, argv + argc));
   if (r.help) {

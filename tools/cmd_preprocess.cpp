@@ -28,11 +28,17 @@ int cmd_preprocess(int argc, char** argv) {
       store(opt.append_eod));
   t.add("--workers", K::Int, "all cores", "tokenizer threads", store(workers));
   t.add("--log-interval", K::Int, "1000", "accepted for compatibility (progress is a bar)", store(log_interval));
-  t.add("--tokenizer-type", K::String, "None", "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or NullTokenizer",
+  t.add("--tokenizer-type", K::String, "None",
+        "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer, GPTSentencePieceTokenizer, "
+        "SentencePieceTokenizer or Llama2Tokenizer",
         store(tc.type));
   t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
   t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
-  t.add("--tokenizer-model", K::String, "None", "Hugging Face tokenizer.json (or its directory)", store(tc.model));
+  t.add("--tokenizer-model", K::String, "None",
+        "Hugging Face tokenizer.json (or its directory); TikTokenizer's JSON; a SentencePiece .model", store(tc.model));
+  t.add("--legacy-tokenizer", K::Bool, "false",
+        "SentencePieceTokenizer and Llama2Tokenizer as Megatron's legacy classes (special tokens; a leading bos)",
+        store(tc.legacy));
   t.add("--vocab-size", K::Int, "None", "NullTokenizer: ids below it (itself the end of document); TikTokenizer: all",
         store(tc.vocab_size));
   t.add("--tiktoken-pattern", K::String, "None", "TikTokenizer's pre-tokenizer: v1 or v2", store(tc.tiktoken_pattern),

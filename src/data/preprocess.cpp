@@ -14,6 +14,7 @@
 #include "data/tokenizer/gpt2_bpe.h"
 #include "data/tokenizer/null_tokenizer.h"
 #include "data/tokenizer/pretokenize.h"
+#include "data/tokenizer/sentencepiece.h"
 #include "data/tokenizer/tiktoken.h"
 
 namespace hytra {
@@ -52,8 +53,20 @@ std::unique_ptr<Tokenizer> load_tokenizer(const TokenizerConfig& cfg) {
   if (cfg.type == "TikTokenizer")
     return std::make_unique<TikTokenizer>(TikTokenConfig{cfg.model, cfg.tiktoken_pattern, cfg.vocab_size,
                                                          cfg.tiktoken_num_special_tokens, cfg.tiktoken_special_tokens});
-  fail(str("--tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or NullTokenizer, got '",
-           cfg.type, "'"));
+  if (cfg.type == "GPTSentencePieceTokenizer" || cfg.type == "SentencePieceTokenizer" ||
+      cfg.type == "Llama2Tokenizer") {
+    HYTRA_CHECK(!cfg.model.empty(), "--tokenizer-type ", cfg.type,
+                ": needs --tokenizer-model (a SentencePiece .model)");
+    using F = SentencePieceTokenizer::Flavor;
+    const F flavor = !cfg.legacy || cfg.type == "GPTSentencePieceTokenizer" ? F::Plain
+                     : cfg.type == "SentencePieceTokenizer"                 ? F::LegacySentencePiece
+                                                                            : F::LegacyLlama2;
+    return std::make_unique<SentencePieceTokenizer>(cfg.model, flavor);
+  }
+  fail(
+      str("--tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer, "
+          "GPTSentencePieceTokenizer, SentencePieceTokenizer or Llama2Tokenizer, got '",
+          cfg.type, "'"));
 }
 
 PreprocessStats preprocess(const PreprocessOptions& opt, const Tokenizer& tok,

@@ -35,15 +35,17 @@ PreprocessStats preprocess(const PreprocessOptions& opt, const Tokenizer& tokeni
                            const std::function<void(int64_t, int64_t)>& progress = {});
 
 struct TokenizerConfig {
-  std::string type;        // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer
+  std::string type;        // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer |
+                           // GPTSentencePieceTokenizer | SentencePieceTokenizer | Llama2Tokenizer
   std::string vocab_file;  // --vocab-file (GPT2BPETokenizer): encoder.json
   std::string merge_file;  // --merge-file (GPT2BPETokenizer): vocab.bpe
   std::string model;       // --tokenizer-model: tokenizer.json or its directory (HuggingFaceTokenizer), the JSON
-                           // vocabulary (TikTokenizer)
+                           // vocabulary (TikTokenizer), the .model file (SentencePiece types)
   int64_t vocab_size = 0;  // --vocab-size (NullTokenizer: ids 0..N-1, N the end of document; TikTokenizer: the total)
   std::string tiktoken_pattern{};                      // --tiktoken-pattern (TikTokenizer): v1 | v2
   int64_t tiktoken_num_special_tokens = 1000;          // --tiktoken-num-special-tokens
   std::vector<std::string> tiktoken_special_tokens{};  // --tiktoken-special-tokens
+  bool legacy = false;  // --legacy-tokenizer: Megatron's legacy SentencePieceTokenizer / Llama2Tokenizer classes
 };
 // Loads the tokenizer the flags describe; errors name the missing or bad flag.
 std::unique_ptr<Tokenizer> load_tokenizer(const TokenizerConfig& cfg);

@@ -170,6 +170,15 @@ void sum_squares(Exec& ex, Tensor& out, const Tensor& x) {
   ex.backend().sum_squares(ex, out, x);
 }
 
+void count_zeros(Exec& ex, Tensor& out, const Tensor& x) {
+  check_arg(ex, "count_zeros", "out", out);
+  check_arg(ex, "count_zeros", "x", x);
+  check_float("count_zeros", "x", x);
+  check_shape("count_zeros", "out", out, {1});
+  HYTRA_CHECK(out.dtype() == DType::I64, "count_zeros: argument 'out' must be int64, got ", out.desc());
+  ex.backend().count_zeros(ex, out, x);
+}
+
 void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) {
   const char* op = "embedding_fwd";
   check_arg(ex, op, "y", y);

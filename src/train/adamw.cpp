@@ -63,13 +63,6 @@ void AdamW::step(Exec& ex, double lr, double grad_scale) {
   }
 }
 
-double grad_global_norm(Exec& ex, ParamStore& params) {
-  Tensor& g = params.flat_grads();
-  Tensor out = Tensor::empty({1}, g.dtype() == DType::F64 ? DType::F64 : DType::F32, g.device());
-  ops::sum_squares(ex, out, g);
-  return std::sqrt(out.to_f64_vector()[0]);
-}
-
 double clip_coefficient(double norm, double clip) {
   if (clip <= 0) return 1.0;
   const double coeff = clip / (norm + 1e-6);

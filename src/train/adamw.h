@@ -62,8 +62,6 @@ class AdamW {
   int64_t step_ = 0;
 };
 
-// Global L2 norm of all gradients: one fixed-order sum of squares over the flat gradient buffer.
-double grad_global_norm(Exec& ex, ParamStore& params);
 // Megatron's clip coefficient: clip / (norm + 1e-6) when clip > 0 and that is below 1, else 1
 // (AdamW::step applies it while reading the gradients).
 double clip_coefficient(double norm, double clip);

@@ -186,16 +186,68 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
     for (Param* p : params_.all())
       if (p->tp_partial_grad) tp_->all_reduce_sum(p->grad);
   }
-  if (!sharded_ && pp_ == nullptr && tp_ == nullptr && ep_ == nullptr) return grad_global_norm(ex, params_);
-  // The norm: each rank's sums of squares over what it counts (sharded: its parts, summed over the ranks), then
-  // over those ranges in order, then over the tensor-parallel ranks and the pipeline's stages. The experts of an
-  // expert-parallel rank are summed apart, then over the expert-parallel group.
-  const Tensor& grads = params_.flat_grads();
+  return std::sqrt(counted_total(ex, params_.flat_grads(), Statistic::SumOfSquares));
+}
+
+double DataParallelOptimizer::params_norm(Exec& ex) {
+  return std::sqrt(counted_total(ex, params_.flat_master(), Statistic::SumOfSquares));
+}
+
+int64_t DataParallelOptimizer::grad_zeros(Exec& ex) {
+  return int64_t(counted_total(ex, params_.flat_grads(), Statistic::Zeros));
+}
+
+double DataParallelOptimizer::counted_total(Exec& ex, const Tensor& flat, Statistic stat) {
+  // Each range's statistic into one element (fp32 or fp64 sums of squares, int64 counts).
+  const DType part_dtype = stat == Statistic::Zeros ? DType::I64 : flat.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  auto measure_all = [&](const std::vector<FlatRange>& ranges) {
+    Tensor out = Tensor::zeros({std::max<int64_t>(1, int64_t(ranges.size()))}, part_dtype, flat.device());
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (ranges[i].size() == 0) continue;
+      Tensor slot = out.narrow(0, int64_t(i), 1);
+      const Tensor x = flat.narrow(0, ranges[i].begin, ranges[i].size());
+      if (stat == Statistic::Zeros)
+        ops::count_zeros(ex, slot, x);
+      else
+        ops::sum_squares(ex, slot, x);
+    }
+    return out;
+  };
+  auto host_sum = [](const Tensor& parts) {
+    double total = 0;
+    for (double v : parts.to_f64_vector()) total += v;
+    return total;
+  };
+  auto group_sum = [](dist::Communicator* c, double v) {
+    Tensor t = Tensor::empty({1}, DType::F64);
+    t.copy_from_f64({v});
+    Tensor d = t.to(c->device());
+    c->all_reduce_sum(d);
+    return d.to(Device::CPU).to_f64_vector()[0];
+  };
+  if (!sharded_ && pp_ == nullptr && tp_ == nullptr && ep_ == nullptr && stat == Statistic::SumOfSquares)
+    return host_sum(measure_all({{0, flat.numel()}}));
+  // Each rank's statistic over what it counts (sharded: its parts, summed over the ranks), then over those ranges
+  // in order, then over the tensor-parallel ranks and the pipeline's stages. The experts of an expert-parallel
+  // rank are summed apart, then over the expert-parallel group.
   // Replicated, an expert-parallel rank's experts are summed apart (below); sharded, the parts' sums over the
   // data-parallel group also sum the experts' over the ranks holding the others.
   const bool experts_apart = ep_ != nullptr && !sharded_;
+  std::vector<FlatRange> padding;  // counting zeros: the zero padding between parameters, which is no gradient
+  if (stat == Statistic::Zeros) {
+    const std::vector<Param*>& all = params_.all();
+    for (size_t i = 0; i < all.size(); ++i)
+      padding.push_back(
+          {all[i]->offset + all[i]->grad.numel(), i + 1 < all.size() ? all[i + 1]->offset : flat.numel()});
+  }
+  std::vector<FlatRange> experts_counted;
+  for (const FlatRange& r : expert_ranges_) {
+    const std::vector<FlatRange> pieces = outside(r, padding);
+    experts_counted.insert(experts_counted.end(), pieces.begin(), pieces.end());
+  }
   std::vector<FlatRange> cut = not_counted_;
   if (experts_apart) cut.insert(cut.end(), expert_ranges_.begin(), expert_ranges_.end());
+  cut.insert(cut.end(), padding.begin(), padding.end());
   std::sort(cut.begin(), cut.end(), [](const FlatRange& a, const FlatRange& b) { return a.begin < b.begin; });
   std::vector<FlatRange> ranges;
   if (sharded_) {  // each part's pieces outside the uncounted elements (maybe empty): as many on every rank
@@ -204,41 +256,22 @@ double DataParallelOptimizer::reduce_gradients(Exec& ex) {
       ranges.insert(ranges.end(), pieces.begin(), pieces.end());
     }
   } else {
-    ranges = outside({0, grads.numel()}, cut);
+    ranges = outside({0, flat.numel()}, cut);
   }
-  double experts = 0;
-  if (experts_apart) {
-    Tensor esq = Tensor::zeros({std::max<int64_t>(1, int64_t(expert_ranges_.size()))}, grads.dtype(), grads.device());
-    for (size_t i = 0; i < expert_ranges_.size(); ++i) {
-      Tensor slot = esq.narrow(0, int64_t(i), 1);
-      ops::sum_squares(ex, slot, grads.narrow(0, expert_ranges_[i].begin, expert_ranges_[i].size()));
+  const double experts = experts_apart ? group_sum(ep_, host_sum(measure_all(experts_counted))) : 0.0;
+  Tensor parts = measure_all(ranges);
+  if (sharded_) {  // summed over the data-parallel group (counts as fp64: exact below 2^53)
+    if (stat == Statistic::Zeros) {
+      Tensor wide = Tensor::empty({parts.numel()}, DType::F64);
+      wide.copy_from_f64(parts.to_f64_vector());
+      parts = wide.to(dp_->device());
     }
-    Tensor t = Tensor::empty({1}, DType::F64);
-    double mine = 0;
-    for (double s : esq.to_f64_vector()) mine += s;
-    t.copy_from_f64({mine});
-    Tensor d = t.to(ep_->device());
-    ep_->all_reduce_sum(d);
-    experts = d.to(Device::CPU).to_f64_vector()[0];
+    dp_->all_reduce_sum(parts);
   }
-  Tensor sq = Tensor::zeros({std::max<int64_t>(1, int64_t(ranges.size()))}, grads.dtype(), grads.device());
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    Tensor slot = sq.narrow(0, int64_t(i), 1);
-    if (ranges[i].size() > 0) ops::sum_squares(ex, slot, grads.narrow(0, ranges[i].begin, ranges[i].size()));
-  }
-  if (sharded_) dp_->all_reduce_sum(sq);
-  double total = 0;
-  for (double s : sq.to_f64_vector()) total += s;
-  total += experts;
-  for (dist::Communicator* c : {tp_, pp_}) {
-    if (c == nullptr) continue;
-    Tensor t = Tensor::empty({1}, DType::F64);
-    t.copy_from_f64({total});
-    Tensor d = t.to(c->device());
-    c->all_reduce_sum(d);
-    total = d.to(Device::CPU).to_f64_vector()[0];
-  }
-  return std::sqrt(total);
+  double total = host_sum(parts) + experts;
+  for (dist::Communicator* c : {tp_, pp_})
+    if (c != nullptr) total = group_sum(c, total);
+  return total;
 }
 
 void DataParallelOptimizer::step(Exec& ex, double lr, double grad_scale) {

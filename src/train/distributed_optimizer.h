@@ -66,6 +66,11 @@ class DataParallelOptimizer final : public ParamHooks {
   void begin_micro_batch(bool last_in_step) { armed_ = overlap_grad_ && last_in_step && dp_ != nullptr; }
   // Sums the gradients over the ranks (sharded: this rank's parts) and returns their global L2 norm.
   double reduce_gradients(Exec& ex);
+  // The L2 norm of the fp32 master weights (Megatron's --log-params-norm), and the number of gradient elements
+  // equal to zero (--log-num-zeros-in-grad; after reduce_gradients): over every parameter once, as the gradient norm
+  // counts them.
+  double params_norm(Exec& ex);
+  int64_t grad_zeros(Exec& ex);
   // AdamW at lr with the gradients times grad_scale (the clip coefficient); sharded: then the gathers.
   void step(Exec& ex, double lr, double grad_scale);
   // Waits for the step's gathers (overlap): before the values are read outside a training forward.
@@ -82,6 +87,10 @@ class DataParallelOptimizer final : public ParamHooks {
   void grads_ready(size_t first, size_t end) override;
 
  private:
+  enum class Statistic { SumOfSquares, Zeros };
+  // The statistic of `flat` (a flat buffer of the parameter store) over what this rank counts, summed over the
+  // ranks: the data-parallel parts (sharded), the expert-parallel, tensor-parallel and pipeline groups.
+  double counted_total(Exec& ex, const Tensor& flat, Statistic stat);
   FlatRange part_of(const GradBucket& b) const;  // this rank's part of a bucket (sharded)
   dist::Communicator* comm_of(const GradBucket& b) const { return b.expert ? edp_ : dp_; }
   void reduce(size_t bucket);                    // starts a bucket's reduction

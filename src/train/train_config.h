@@ -73,13 +73,14 @@ struct TrainConfig {
   std::vector<std::string> data_path;        // --data-path: PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (blend)
   std::string split = "969, 30, 1";          // --split: train, valid, test proportions
   std::string data_cache_path;               // --data-cache-path: index caches (default: beside the data)
-  std::string tokenizer_type;                // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer
+  std::string tokenizer_type;                // --tokenizer-type (data/preprocess.h: TokenizerConfig)
   std::string vocab_file;                    // --vocab-file: GPT-2 encoder.json
   std::string merge_file;                    // --merge-file: GPT-2 vocab.bpe
-  std::string tokenizer_model;               // --tokenizer-model: HF tokenizer.json (or its directory), tiktoken JSON
+  std::string tokenizer_model;               // --tokenizer-model: tokenizer.json, tiktoken JSON or SentencePiece .model
   std::string tiktoken_pattern;              // --tiktoken-pattern: v1 | v2 (TikTokenizer)
   int64_t tiktoken_num_special_tokens = 1000;        // --tiktoken-num-special-tokens
   std::vector<std::string> tiktoken_special_tokens;  // --tiktoken-special-tokens
+  bool legacy_tokenizer = false;                     // --legacy-tokenizer (SentencePiece types)
   DeviceChoice device = DeviceChoice::Auto;  // --device: cpu | cuda | auto (cuda when a GPU is visible)
   bool bf16 = false;                         // --bf16: bf16 activations/weights with fp32 master (CUDA)
   bool delay_wgrad_compute = false;          // --delay-wgrad-compute: weight-gradient GEMMs run after each
@@ -90,6 +91,9 @@ struct TrainConfig {
   bool exit_signal_handler = false;          // --exit-signal-handler: SIGTERM saves and exits 0 (train/exit_signal.h)
   bool no_cuda_graph = false;                // --no-cuda-graph: no CUDA-graph capture of the micro-batches
   std::string log_jsonl;                     // --log-jsonl FILE: one JSON object per logged iteration (hytra)
+  bool log_throughput = false;               // --log-throughput: TFLOP/s per GPU in the iteration line
+  bool log_params_norm = false;              // --log-params-norm: the master weights' L2 norm, after each step
+  bool log_num_zeros_in_grad = false;        // --log-num-zeros-in-grad: gradient elements equal to zero
   // TensorBoard (train/metrics/tensorboard.h; docs/configuration.md lists the tags): event files in this directory.
   std::string tensorboard_dir;                   // --tensorboard-dir
   int64_t tensorboard_log_interval = 1;          // --tensorboard-log-interval: iterations between the training scalars

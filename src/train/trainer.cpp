@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <set>
 
@@ -598,6 +599,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const auto t_start = Clock::now();
   auto t_interval = t_start;
   double interval_loss = 0, interval_gnorm = 0;
+  std::optional<int64_t> interval_zeros;  // the last iteration's, as Megatron logs them
+  std::optional<double> interval_params_norm;
   int64_t interval_iters = 0, interval_samples = 0, consumed = start.consumed_samples;
   if (start.iteration > 0)
     log << "hytra: resumed from " << tc.load << " at iteration " << start.iteration << " (" << consumed
@@ -703,7 +706,12 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       fail(str("iteration ", it, ": ", std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss,
                ", grad norm ", gnorm, "); ", report, ". Stopping: try a lower --lr or check the data."));
     }
+    // As Megatron: the zeros of the reduced gradients before the step, the weights' norm after it.
+    std::optional<int64_t> grad_zeros;
+    if (tc.log_num_zeros_in_grad) grad_zeros = opt.grad_zeros(ex);
     opt.step(ex, lr, clip_coefficient(gnorm, tc.clip_grad));
+    std::optional<double> params_norm;
+    if (tc.log_params_norm) params_norm = opt.params_norm(ex);
     consumed += step_batch;
     ex.synchronize();  // the step's device work is done: its wall time is exact (bench reads it)
     result.iter_seconds.push_back(std::chrono::duration<double>(Clock::now() - t_iter).count());
@@ -723,6 +731,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       if (tc.log_loss_scale_to_tensorboard) both("loss-scale", 1.0);
       if (tc.log_world_size_to_tensorboard) both("world-size", double(dp.size() * pp_size * tp.size));
       both("grad-norm", gnorm);
+      if (grad_zeros) both("num-zeros", double(*grad_zeros));
+      if (params_norm) both("params-norm", *params_norm);
       if (tc.log_memory_to_tensorboard) {
         const MemoryStats m = device_alloc.stats();
         at_iteration.push_back({"mem-reserved-bytes", double(m.reserved)});
@@ -747,6 +757,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     }
     interval_loss += loss;
     interval_gnorm = gnorm;
+    interval_zeros = grad_zeros;
+    interval_params_norm = params_norm;
     ++interval_iters;
     interval_samples += step_batch;
     progress.update(it);
@@ -764,7 +776,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       rec.ms_per_iter = 1e3 * secs / double(interval_iters);
       rec.tokens_per_s = tokens / secs;
       // Per rank (the world: data-parallel x tensor-parallel x pipeline ranks), as Megatron.
-      rec.tflops_per_gpu = flops_token * tokens / secs / 1e12 / double(dp.size() * pp_size * tp.size);
+      const double tflops_per_gpu = flops_token * tokens / secs / 1e12 / double(dp.size() * pp_size * tp.size);
+      if (tc.log_throughput) rec.tflops_per_gpu = tflops_per_gpu;
       rec.lr = lr_at(lr_cfg, schedule_step(it, consumed));  // Megatron logs the rate after this step's scheduler step
       rec.global_batch_size = step_batch;
       rec.losses = {{"lm loss", interval_loss / double(interval_iters)}};
@@ -774,12 +787,15 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       }
       moe_interval.fill(rec, mc);
       rec.grad_norm = interval_gnorm;
+      rec.num_zeros = interval_zeros;
+      rec.params_norm = interval_params_norm;
       if (progress.enabled()) std::fputs("\r\033[K", stderr);
       log << format_iteration_line(rec) << "\n" << std::flush;
       if (jsonl) jsonl->write(rec);
-      if (tensorboard) {  // the interval's timing, as Megatron writes it at its log lines
-        std::vector<NamedValue> timing = {{"throughput", rec.tflops_per_gpu.value_or(0.0)}};
-        if (tc.log_timers_to_tensorboard) timing.push_back({"iteration-time", rec.ms_per_iter / 1e3});
+      if (tensorboard &&
+          tc.log_timers_to_tensorboard) {  // the interval's timing, as Megatron writes it at its log lines
+        std::vector<NamedValue> timing = {{"iteration-time", rec.ms_per_iter / 1e3}};
+        if (tc.log_throughput) timing.push_back({"throughput", tflops_per_gpu});
         tensorboard->scalars(it, timing);
       }
       interval_loss = 0;

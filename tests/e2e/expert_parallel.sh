@@ -29,7 +29,7 @@ M=(--hidden-size 32 --num-attention-heads 4 --group-query-attention --num-query-
    --mtp-loss-scaling-factor 0.3 --position-embedding-type rope --vocab-size 256 --mock-data --seq-length 32
    --normalization RMSNorm --micro-batch-size 2 --global-batch-size 8 --lr 2e-3
    --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 --adam-beta2 0.95 --eval-interval 10
-   --eval-iters 2 --log-interval 1 --device cpu --hybrid-layer-pattern "$PATTERN")
+   --eval-iters 2 --log-interval 1 --log-params-norm --log-num-zeros-in-grad --device cpu --hybrid-layer-pattern "$PATTERN")
 RUN_FLAGS=(--disable-bias-linear)  # but the runs of run_with_bias
 ERROR_FLAGS=(--disable-bias-linear)
 source "$(dirname "$0")/multi_process.sh"

@@ -29,7 +29,7 @@ M=(--hidden-size 32 --num-attention-heads 4 --group-query-attention --num-query-
    --mtp-loss-scaling-factor 0.3 --normalization RMSNorm --position-embedding-type rope --disable-bias-linear
    --seq-length 32 --vocab-size 256 --mock-data --micro-batch-size 2 --global-batch-size 8 --lr 2e-3
    --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 --adam-beta2 0.95 --eval-interval 10
-   --eval-iters 2 --log-interval 1 --device cpu)
+   --eval-iters 2 --log-interval 1 --log-params-norm --log-num-zeros-in-grad --device cpu)
 source "$(dirname "$0")/multi_process.sh"
 run one 1 --hybrid-layer-pattern "$PATTERN" --save-interval 10
 run pp2 2 --hybrid-layer-pattern "$PATTERN" --pipeline-model-parallel-size 2

@@ -1,5 +1,5 @@
 # What the multi-process e2e tests compare (data_parallel.sh, pipeline_parallel.sh, tensor_parallel.sh,
-# expert_parallel.sh): a run's logged losses and grad norms (its --log-jsonl file) and the fp32 tensors of its final
+# expert_parallel.sh): a run's logged losses, grad norms, params norms and zero-gradient counts (its --log-jsonl file) and the fp32 tensors of its final
 # checkpoint, under the work folder W, and the checks that two runs agree.
 import array
 import json
@@ -7,13 +7,14 @@ import struct
 
 
 def losses(w, name):
-    """(iteration, key, value) of every logged loss and grad norm, validation entries tagged."""
+    """(iteration, key, value) of every logged loss, grad norm, params norm and count of zero gradients (the last two
+    with --log-params-norm / --log-num-zeros-in-grad), validation entries tagged."""
     out = []
     for line in open(f"{w}/{name}.jsonl"):
         r = json.loads(line)
         it, tag = (r["iteration"], "") if "iteration" in r else (r["validation_iteration"], "validation ")
         out += [(it, tag + k, v) for k, v in sorted(r.items())
-                if ("loss" in k or k == "grad_norm") and isinstance(v, float)]
+                if (("loss" in k or k in ("grad_norm", "params_norm")) and isinstance(v, float)) or k == "num_zeros"]
     return out
 
 
@@ -33,11 +34,23 @@ def tensors(w, name, iteration=20):
 
 
 def close(w, name, ref, first=1, tol=1e-5):
-    """Every logged loss and grad norm of `name` within tol relative of `ref`'s (from iteration `first` on)."""
+    """Every logged value of `name` (losses) within tol relative of `ref`'s (from iteration `first` on)."""
     got, want = losses(w, name), [x for x in losses(w, ref) if x[0] >= first]
     assert [x[:2] for x in got] == [x[:2] for x in want], (name, got[:3], want[:3])
     for (i, k, a), (_, _, b) in zip(want, got):
-        assert abs(a - b) <= tol * abs(a), f"{name}: iteration {i} {k}: {b} against {ref}'s {a}"
+        agree(name, ref, i, k, a, b, tol)
+
+
+def agree(name, ref, i, k, a, b, tol=1e-5):
+    """One logged value `b` of `name` against `ref`'s `a`: within tol relative. Zero-gradient counts are compared at
+    the first iteration alone, within 2: there the weights are the same and the gradients differ only in the order
+    of their sums, but later some gradients are pure rounding noise (the first layer's mHC mapping, whose streams
+    are equal), exactly zero in one run and not in another; counting a parameter twice, or the padding, would move
+    the count by hundreds."""
+    if k == "num_zeros":
+        assert i != 1 or abs(a - b) <= 2, f"{name}: iteration 1 num_zeros: {b} against {ref}'s {a}"
+        return
+    assert abs(a - b) <= tol * abs(a), f"{name}: iteration {i} {k}: {b} against {ref}'s {a}"
 
 
 def weights_close(w, name, ref, tol=1e-5):

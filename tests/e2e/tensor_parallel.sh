@@ -27,7 +27,8 @@ M=(--hidden-size 32 --num-attention-heads 4 --group-query-attention --num-query-
    --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-aux-loss-coeff 1e-3
    --mtp-loss-scaling-factor 0.3 --position-embedding-type rope --vocab-size 256 --mock-data
    --micro-batch-size 2 --global-batch-size 8 --lr 2e-3 --lr-decay-style cosine --lr-warmup-iters 2
-   --weight-decay 0.1 --adam-beta2 0.95 --eval-interval 10 --eval-iters 2 --log-interval 1 --device cpu)
+   --weight-decay 0.1 --adam-beta2 0.95 --eval-interval 10 --eval-iters 2 --log-interval 1
+   --log-params-norm --log-num-zeros-in-grad --device cpu)
 BASE=(--normalization RMSNorm --disable-bias-linear --seq-length 32)
 ERROR_FLAGS=("${BASE[@]}")
 source "$(dirname "$0")/multi_process.sh"

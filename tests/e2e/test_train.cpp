@@ -197,11 +197,16 @@ TEST(Train, TensorBoardScalarsCarryTheRunsValues) {
                "--log-batch-size-to-tensorboard",
                "--log-world-size-to-tensorboard",
                "--log-timers-to-tensorboard",
+               "--log-throughput",
+               "--log-params-norm",
+               "--log-num-zeros-in-grad",
                "--log-memory-to-tensorboard",
                "--log-validation-ppl-to-tensorboard",
                "--moe-per-layer-logging"});
   std::ostringstream log;
   const TrainResult r = train(m, t, log);
+  for (const char* field : {" throughput per GPU (TFLOP/s/GPU): ", " num zeros: ", " params norm: "})
+    EXPECT_NE(log.str().find(field), std::string::npos) << field;
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
   ASSERT_EQ(files.size(), 1u);
@@ -216,7 +221,8 @@ TEST(Train, TensorBoardScalarsCarryTheRunsValues) {
     return out;
   };
   const std::vector<int64_t> every = {1, 2, 3, 4, 5, 6}, samples = {8, 16, 24, 32, 40, 48};
-  for (const char* tag : {"learning-rate", "batch-size", "lm loss", "loss-scale", "world-size", "grad-norm"}) {
+  for (const char* tag : {"learning-rate", "batch-size", "lm loss", "loss-scale", "world-size", "grad-norm",
+                          "params-norm", "num-zeros"}) {
     EXPECT_EQ(steps(tag), every) << tag;
     EXPECT_EQ(steps(std::string(tag) + " vs samples"), samples) << tag;
   }
@@ -246,13 +252,17 @@ TEST(Train, TensorBoardScalarsCarryTheRunsValues) {
   tiny_config(m2, t2,
               {"--train-iters", "6", "--tensorboard-dir", dir, "--no-log-learnig-rate-to-tensorboard",
                "--no-log-loss-scale-to-tensorboard", "--tensorboard-log-interval", "2"});
-  train(m2, t2, log);
+  std::ostringstream log2;
+  train(m2, t2, log2);
+  for (const char* field : {" throughput per GPU (TFLOP/s/GPU): ", " num zeros: ", " params norm: "})
+    EXPECT_EQ(log2.str().find(field), std::string::npos) << field << " without its flag";
   std::vector<std::filesystem::path> again;
   for (const auto& e : std::filesystem::directory_iterator(dir)) again.push_back(e.path());
   ASSERT_EQ(again.size(), 1u);
   const auto tags2 = test::tensorboard_scalars(test::read_tensorboard(again[0].string()));
   EXPECT_EQ(tags2.count("learning-rate"), 0u);
   EXPECT_EQ(tags2.count("loss-scale"), 0u);
+  for (const char* tag : {"throughput", "params-norm", "num-zeros"}) EXPECT_EQ(tags2.count(tag), 0u) << tag;
   ASSERT_EQ(tags2.count("lm loss"), 1u);
   EXPECT_EQ(tags2.at("lm loss").size(), 3u);  // iterations 2, 4, 6
 }

@@ -1,5 +1,6 @@
 #include "fuzz/fuzz_targets.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -7,10 +8,14 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "cli/config_file.h"
+#include "common/base64.h"
+#include "common/sentencepiece_writer.h"
 #include "core/json.h"
 #include "data/indexed_dataset.h"
 #include "data/tokenizer/byte_alphabet.h"
 #include "data/tokenizer/gpt2_bpe.h"
+#include "data/tokenizer/sentencepiece.h"
+#include "data/tokenizer/tiktoken.h"
 #include "interop/hf_convert.h"
 #include "model/pattern.h"
 
@@ -109,9 +114,69 @@ std::vector<FuzzTarget> fuzz_targets(const std::string& work_dir) {
     const std::string tok_seed =
         "{\"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": " + enc_seed +
         ", \"merges\": [[\"a\", \"b\"], \"ab c\"]}, \"added_tokens\": []}";
-    out.push_back({"tokenizer-json", {tok_seed}, [tok](const std::string& bytes) {
+    // Llama-3 style: a Split by a regex, then ByteLevel without its regex.
+    const std::string split_seed =
+        "{\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+        "{\"Regex\": \"\\\\p{L}+| ?[^\\\\s\\\\p{L}]+|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+        "{\"type\": \"ByteLevel\", \"use_regex\": false}]}, \"model\": {\"type\": \"BPE\", \"ignore_merges\": true, "
+        "\"vocab\": " +
+        enc_seed + ", \"merges\": [\"a b\", \"ab c\"]}}";
+    out.push_back({"tokenizer-json", {tok_seed, split_seed}, [tok](const std::string& bytes) {
                      write(tok, bytes);
                      (void)Gpt2Bpe::from_hf_tokenizer_json(tok).encode("abc abd");
+                   }});
+  }
+  // TikTokenizer's ranks file: the 256 bytes, then "ab" and "abc"; 3 special tokens.
+  {
+    const std::string path = w + "/tiktoken.json";
+    std::string seed = "[";
+    auto entry = [&](int rank, const std::string& bytes) {
+      seed += (rank ? ", " : "") + std::string("{\"rank\": ") + std::to_string(rank) +
+              ", \"token_bytes\": " + quoted(base64(bytes)) + ", \"token_str\": \"\"}";
+    };
+    for (int b = 0; b < 256; ++b) entry(b, std::string(1, char(b)));
+    entry(256, "ab");
+    entry(257, "abc");
+    seed += "]";
+    out.push_back({"tiktoken-vocab", {seed}, [path](const std::string& bytes) {
+                     write(path, bytes);
+                     TikTokenConfig cfg;
+                     cfg.path = path;
+                     cfg.pattern = "v2";
+                     cfg.vocab_size = 261;
+                     cfg.num_special_tokens = 3;
+                     (void)TikTokenizer(cfg).encode("abc abd");
+                   }});
+  }
+  // SentencePiece .model files: a BPE model with the hand-built charsmap and a Unigram one with byte pieces.
+  {
+    const std::string path = w + "/sp.model";
+    const std::vector<Piece> pieces = {{"<unk>", 0, 2},
+                                       {"<s>", 0, 3},
+                                       {"</s>", 0, 3},
+                                       {"xy", 0, 4},
+                                       {"\xE2\x96\x81", -1, 1},
+                                       {"a", -1, 1},
+                                       {"b", -1, 1},
+                                       {"ab", -2, 5},
+                                       {"\xE2\x96\x81"
+                                        "a",
+                                        -2, 1}};
+    std::vector<Piece> with_bytes = pieces;
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      with_bytes.push_back({name, 0, 6});
+    }
+    out.push_back({"sentencepiece-model",
+                   {model_bytes(pieces, 2, false, true, two_rule_charsmap()), model_bytes(with_bytes, 1, true, false)},
+                   [path](const std::string& bytes) {
+                     write(path, bytes);
+                     for (auto flavor : {SentencePieceTokenizer::Flavor::Plain,
+                                         SentencePieceTokenizer::Flavor::LegacySentencePiece}) {
+                       const SentencePieceTokenizer tok(path, flavor);
+                       (void)tok.decode(tok.encode("ABab xy  a\xC3\xA9<EOD>\xFF"));
+                     }
                    }});
   }
   // Config files.

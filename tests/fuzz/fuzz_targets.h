@@ -15,8 +15,8 @@ struct FuzzTarget {
 };
 
 // The targets, their files kept under `work_dir` (created): safetensors, checkpoint (manifest and directory),
-// indexed dataset (.idx), gpt2-vocab (encoder.json), gpt2-merges (vocab.bpe), tokenizer-json, yaml, toml, pattern,
-// json, hf-config (config.json).
+// indexed dataset (.idx), gpt2-vocab (encoder.json), gpt2-merges (vocab.bpe), tokenizer-json, tiktoken-vocab,
+// sentencepiece-model, yaml, toml, pattern, json, hf-config (config.json).
 std::vector<FuzzTarget> fuzz_targets(const std::string& work_dir);
 
 }  // namespace hytra::test

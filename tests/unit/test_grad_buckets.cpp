@@ -1,10 +1,13 @@
 // The data-parallel buckets (train/grad_buckets.h) and AdamW over parts of the flat buffers, the two pieces the
 // distributed optimizer is built from: buckets tile the buffer at parameter starts, fill from the last
 // parameter, never cut a parameter list that reads as one tensor, and divide by the ranks when ParamStore
-// aligns for them; AdamW over parts updates exactly those elements, bitwise as the whole-buffer AdamW does.
+// aligns for them; AdamW over parts updates exactly those elements, bitwise as the whole-buffer AdamW does. The
+// logged statistics (--log-num-zeros-in-grad, --log-params-norm) count each parameter's elements, not the padding.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <random>
 
 #include "common/random.h"
 #include "train/adamw.h"
@@ -126,6 +129,32 @@ TEST(AdamW, PartsUpdateExactlyTheirElementsAsTheWholeBufferDoes) {
   int64_t at = 0;
   for (const FlatRange& r : parts)
     for (int64_t i = r.begin; i < r.end; ++i) ASSERT_EQ(mp[at++], mw[i]) << "moment of element " << i;
+}
+
+TEST(DataParallelOptimizer, ZerosAndParamsNormCountEachParameterOnce) {
+  ParamStore s;
+  make_params(s);
+  s.finalize(DType::F32, Device::CPU);
+  init_params(s, 5);
+  // Gradients random in (0, 1) with zeros (either sign) at random elements of the parameters; the padding stays zero.
+  std::mt19937 rng(3);
+  int64_t zeros = 0;
+  double squares = 0;
+  for (Param* p : s.all()) {
+    float* g = p->grad.data<float>();
+    const float* w = p->master.data<float>();
+    for (int64_t i = 0; i < p->grad.numel(); ++i) {
+      const uint32_t r = rng();
+      g[i] = r % 5 == 0 ? (r % 2 ? 0.0f : -0.0f) : 0.5f + float(r % 1000) / 2000.0f;
+      zeros += r % 5 == 0;
+      squares += double(w[i]) * double(w[i]);
+    }
+  }
+  ASSERT_GT(s.flat_grads().numel(), s.num_elements()) << "the test needs padding between parameters";
+  DataParallelOptimizer opt(s, AdamWConfig{}, nullptr, DataParallelOptions{});
+  Exec& ex = Exec::for_device(Device::CPU);
+  EXPECT_EQ(opt.grad_zeros(ex), zeros);
+  EXPECT_NEAR(opt.params_norm(ex), std::sqrt(squares), 1e-6 * std::sqrt(squares));
 }
 
 }  // namespace

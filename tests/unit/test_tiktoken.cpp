@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/base64.h"
 #include "common/error_of.h"
 #include "core/json.h"
 #include "data/tokenizer/byte_alphabet.h"
@@ -19,6 +20,7 @@
 
 namespace hytra {
 namespace {
+using test::base64;
 using test::error_of;
 namespace fs = std::filesystem;
 
@@ -45,18 +47,6 @@ TEST(TikToken, PatternsSplitLikeABacktrackingRegex) {
   // \s is Unicode White_Space (NEL U+0085 included, BOM U+FEFF not), whatever the GPT-2 tables say.
   EXPECT_EQ(split("v1", "a\u0085\u0085b"), (std::vector<std::string>{"a", "\u0085", "\u0085b"}));
   EXPECT_EQ(split("v1", "a\ufeff\ufeffb"), (std::vector<std::string>{"a", "\ufeff\ufeff", "b"}));
-}
-
-std::string base64(const std::string& bytes) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    const size_t n = std::min<size_t>(3, bytes.size() - i);
-    uint32_t v = 0;
-    for (size_t j = 0; j < 3; ++j) v = v << 8 | (j < n ? uint8_t(bytes[i + j]) : 0u);
-    for (size_t j = 0; j < 4; ++j) out += j <= n ? k[v >> (18 - 6 * j) & 63] : '=';
-  }
-  return out;
 }
 
 // GPT-2's merges as a NeMo-style ranks file: ranks 0-255 the single bytes, then each merge's token in merge order.

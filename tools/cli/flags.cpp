@@ -228,12 +228,17 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         store(c.data_cache_path));
   t.add("--split", K::String, "", "train, valid, test proportions of each dataset", store(c.split));
   t.add("--tokenizer-type", K::String, "",
-        "GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer (with --vocab-size; sets the vocabulary)",
+        "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer (with --vocab-size), "
+        "GPTSentencePieceTokenizer, SentencePieceTokenizer or Llama2Tokenizer (sets the vocabulary)",
         store(c.tokenizer_type));
   t.add("--vocab-file", K::String, "", "GPT-2 encoder.json", store(c.vocab_file));
   t.add("--merge-file", K::String, "", "GPT-2 vocab.bpe", store(c.merge_file));
-  t.add("--tokenizer-model", K::String, "", "Hugging Face tokenizer.json (or its directory); TikTokenizer's JSON",
+  t.add("--tokenizer-model", K::String, "",
+        "Hugging Face tokenizer.json (or its directory); TikTokenizer's JSON; a SentencePiece .model",
         store(c.tokenizer_model));
+  t.add("--legacy-tokenizer", K::Bool, "",
+        "SentencePieceTokenizer and Llama2Tokenizer as Megatron's legacy classes (special tokens; a leading bos)",
+        store(c.legacy_tokenizer));
   t.add("--tiktoken-pattern", K::String, "None", "TikTokenizer's pre-tokenizer: v1 or v2", store(c.tiktoken_pattern),
         {"v1", "v2"});
   t.add("--tiktoken-num-special-tokens", K::Int, "", "TikTokenizer: ids before the vocabulary's",
@@ -280,6 +285,14 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--finetune", K::Bool, "", "load weights only: iteration 0, fresh optimizer and data position",
         store(c.finetune));
   t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE", store(c.log_jsonl));
+  t.add("--log-throughput", K::Bool, "",
+        "the TFLOP/s per GPU in the iteration line (and the TensorBoard scalar "
+        "with --log-timers-to-tensorboard)",
+        store(c.log_throughput));
+  t.add("--log-params-norm", K::Bool, "", "the L2 norm of the weights after each step (line and TensorBoard)",
+        store(c.log_params_norm));
+  t.add("--log-num-zeros-in-grad", K::Bool, "", "the number of gradient elements equal to zero (line and TensorBoard)",
+        store(c.log_num_zeros_in_grad));
   t.add("--check-for-nan-in-loss-and-grad", K::Bool, "",
         "stop on a non-finite loss or gradient norm, naming the first parameter and sub-layer that went non-finite",
         store(c.check_for_nan_in_loss_and_grad));
@@ -363,10 +376,11 @@ void resolve_train_config(ModelConfig& model, TrainConfig& train) {
     // Megatron takes the vocabulary from the tokenizer; --vocab-size is for the mock and null tokenizers and sizes
     // TikTokenizer's.
     const bool sized = train.tokenizer_type == "NullTokenizer" || train.tokenizer_type == "TikTokenizer";
-    const int64_t v = load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model,
-                                      sized ? model.vocab_size : 0, train.tiktoken_pattern,
-                                      train.tiktoken_num_special_tokens, train.tiktoken_special_tokens})
-                          ->vocab_size();
+    const int64_t v =
+        load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model,
+                        sized ? model.vocab_size : 0, train.tiktoken_pattern, train.tiktoken_num_special_tokens,
+                        train.tiktoken_special_tokens, train.legacy_tokenizer})
+            ->vocab_size();
     // (NullTokenizer: --vocab-size counts the ids without the end of document, which the tokenizer adds)
     if (model.vocab_size != 0 && model.vocab_size != v && train.tokenizer_type != "NullTokenizer")
       fail(str("--vocab-size: ", model.vocab_size, " differs from the tokenizer's vocabulary (", v, ")"));

@@ -33,7 +33,6 @@ const std::vector<NoEffect>& table() {
       {"--deterministic-mode", K::Bool, "hytra is always deterministic (same config and seed, same bits)", {}},
       {"--accumulate-allreduce-grads-in-fp32", K::Bool, "gradients are always accumulated and reduced in fp32", {}},
       {"--attention-softmax-in-fp32", K::Bool, "the attention softmax is always computed in fp32", {}},
-      {"--log-throughput", K::Bool, "the iteration line always shows the throughput", {}},
       {"--no-masked-softmax-fusion", K::Bool, "kernel fusion switch", {}},
       {"--masked-softmax-fusion", K::Bool, "kernel fusion switch", {}},
       {"--no-bias-gelu-fusion", K::Bool, "kernel fusion switch", {}},
