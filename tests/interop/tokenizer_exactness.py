@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """hytra's tokenizers against their reference implementations, token for token (issue 26; run on the GPU machine,
-where tiktoken and tokenizers are installed). Usage: tokenizer_exactness.py HYTRA_BINARY GPT2_DIR BROWN_JSONL WORKDIR
+where tiktoken, tokenizers and sentencepiece are installed). Usage: tokenizer_exactness.py HYTRA_BINARY GPT2_DIR BROWN_JSONL WORKDIR
 
 TikTokenizer: a NeMo-style ranks file made from GPT-2's merges (ranks 0-255 the bytes, then each merge's token, as
 tests/unit/test_tiktoken.cpp makes it), 1000 special tokens; the reference is tiktoken.Encoding with Megatron's
@@ -10,7 +10,9 @@ with `hytra preprocess` and the ids are read back from the .bin/.idx. Prints the
 and exits non-zero when there is any.
 HuggingFaceTokenizer with a Llama-3 style tokenizer.json (a Split by Llama-3's regex, then ByteLevel without its
 regex; GPT-2's vocabulary and merges; ignore_merges on and off): the reference is the `tokenizers` package's
-Tokenizer.from_file(...).encode(text, add_special_tokens=False).ids, on the same texts."""
+Tokenizer.from_file(...).encode(text, add_special_tokens=False).ids, on the same texts.
+GPTSentencePieceTokenizer with models the `sentencepiece` package trains here (SP_MODELS): the reference is its
+SentencePieceProcessor.encode_as_ids, on the same texts (those with at least one token)."""
 import base64
 import json
 import os
@@ -28,6 +30,14 @@ PATTERNS = {
           r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 }
 NUM_SPECIAL = 1000
+# SentencePiece models trained on 150 Brown documents: BPE and Unigram with the default nmt_nfkc normalizer, byte
+# fallback, and the identity normalizer without whitespace removal (Llama's settings).
+SP_MODELS = {
+    "sp_bpe": {"model_type": "bpe"},
+    "sp_unigram_bytes": {"model_type": "unigram", "byte_fallback": True, "split_digits": True},
+    "sp_bpe_llama_style": {"model_type": "bpe", "byte_fallback": True, "normalization_rule_name": "identity",
+                           "remove_extra_whitespaces": False, "add_dummy_prefix": True},
+}
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -92,15 +102,43 @@ def read_indexed(prefix):
     return [sum(seqs[docs[d]:docs[d + 1]], []) for d in range(n_doc - 1)]
 
 
+def compare(label, hytra, work, texts, flags, encode, decode, n_torture):
+    """hytra preprocess's ids of every text (documents with no token dropped, as preprocess drops them) against
+    encode(text); prints the first differences and a summary; returns the mismatching documents."""
+    kept = [i for i, t in enumerate(texts) if encode(t)]
+    n_torture = sum(i < n_torture for i in kept)
+    texts = [texts[i] for i in kept]
+    docs = os.path.join(work, "docs_" + label.replace(" ", "_").replace("=", "") + ".jsonl")
+    with open(docs, "w") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t}) + "\n")
+    prefix = docs[:-6]
+    subprocess.run([hytra, "preprocess", "--input", docs, "--output-prefix", prefix] + flags, check=True,
+                   stdout=subprocess.DEVNULL)
+    got = read_indexed(prefix + "_text_document")
+    assert len(got) == len(texts), (label, len(got), len(texts))
+    bad, tokens = 0, 0
+    for i, t in enumerate(texts):
+        want = encode(t)
+        tokens += len(want)
+        if got[i] != want:
+            bad += 1
+            if bad <= 3:
+                k = next((j for j, (a, b) in enumerate(zip(got[i], want)) if a != b), min(len(got[i]), len(want)))
+                print(f"  {label} document {i}: first difference at token {k}: hytra {got[i][k:k + 5]} "
+                      f"reference {want[k:k + 5]} ({decode(want[max(0, k - 3):k + 3])!r})")
+    print(f"{label}: {len(texts)} documents ({n_torture} of the torture text, {len(texts) - n_torture} of the Brown "
+          f"corpus), {tokens} tokens: {bad} mismatching documents")
+    return bad
+
+
 def main():
     hytra, gpt2_dir, brown, work = sys.argv[1:5]
     os.makedirs(work, exist_ok=True)
     texts = [line for line in TORTURE.split("\n") if line] + [TORTURE]
     n_torture = len(texts)
-    texts += [json.loads(line)["text"] for line in open(brown, encoding="utf-8") if line.strip()]
-    with open(os.path.join(work, "docs.jsonl"), "w") as f:
-        for t in texts:
-            f.write(json.dumps({"text": t}) + "\n")
+    brown_texts = [json.loads(line)["text"] for line in open(brown, encoding="utf-8") if line.strip()]
+    texts += brown_texts
     ranks_path = os.path.join(work, "gpt2_ranks.json")
     ranks = ranks_file(gpt2_dir, ranks_path)
     failed = 0
@@ -109,26 +147,10 @@ def main():
         ref = tiktoken.Encoding(name=f"megatron-{name}", pat_str=pattern,
                                 mergeable_ranks={t: r + NUM_SPECIAL for t, r in ranks.items()},
                                 special_tokens={t: i for i, t in enumerate(specials)})
-        prefix = os.path.join(work, f"tik_{name}")
-        subprocess.run([hytra, "preprocess", "--input", os.path.join(work, "docs.jsonl"), "--output-prefix", prefix,
-                        "--tokenizer-type", "TikTokenizer", "--tokenizer-model", ranks_path, "--tiktoken-pattern",
-                        name, "--vocab-size", str(len(ranks) + NUM_SPECIAL), "--tiktoken-num-special-tokens",
-                        str(NUM_SPECIAL)], check=True, stdout=subprocess.DEVNULL)
-        got = read_indexed(prefix + "_text_document")
-        assert len(got) == len(texts), (len(got), len(texts))
-        bad, tokens = 0, 0
-        for i, t in enumerate(texts):
-            want = ref.encode_ordinary(t)
-            tokens += len(want)
-            if got[i] != want:
-                bad += 1
-                if bad <= 3:
-                    k = next((j for j, (a, b) in enumerate(zip(got[i], want)) if a != b), min(len(got[i]), len(want)))
-                    print(f"  {name} document {i}: first difference at token {k}: hytra {got[i][k:k + 5]} "
-                          f"tiktoken {want[k:k + 5]} ({ref.decode(want[max(0, k - 3):k + 3])!r})")
-        print(f"TikTokenizer {name}: {len(texts)} documents ({n_torture} of the torture text, {len(texts) - n_torture} "
-              f"of the Brown corpus), {tokens} tokens: {bad} mismatching documents")
-        failed += bad
+        failed += compare(f"TikTokenizer {name}", hytra, work, texts,
+                          ["--tokenizer-type", "TikTokenizer", "--tokenizer-model", ranks_path, "--tiktoken-pattern",
+                           name, "--vocab-size", str(len(ranks) + NUM_SPECIAL), "--tiktoken-num-special-tokens",
+                           str(NUM_SPECIAL)], ref.encode_ordinary, ref.decode, n_torture)
     from tokenizers import Tokenizer
     vocab = json.load(open(os.path.join(gpt2_dir, "encoder.json"), encoding="utf-8"))
     merges = [m for m in open(os.path.join(gpt2_dir, "vocab.bpe"), encoding="utf-8").read().split("\n")[1:] if m]
@@ -146,24 +168,24 @@ def main():
         with open(path, "w") as f:
             json.dump(doc, f)
         ref = Tokenizer.from_file(path)
-        prefix = os.path.join(work, f"hf_{int(ignore_merges)}")
-        subprocess.run([hytra, "preprocess", "--input", os.path.join(work, "docs.jsonl"), "--output-prefix", prefix,
-                        "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", path], check=True,
-                       stdout=subprocess.DEVNULL)
-        got = read_indexed(prefix + "_text_document")
-        bad, tokens = 0, 0
-        for i, t in enumerate(texts):
-            want = ref.encode(t, add_special_tokens=False).ids
-            tokens += len(want)
-            if got[i] != want:
-                bad += 1
-                if bad <= 3:
-                    k = next((j for j, (a, b) in enumerate(zip(got[i], want)) if a != b), min(len(got[i]), len(want)))
-                    print(f"  HF ignore_merges={ignore_merges} document {i}: first difference at token {k}: "
-                          f"hytra {got[i][k:k + 5]} tokenizers {want[k:k + 5]} ({ref.decode(want[max(0, k - 3):k + 3])!r})")
-        print(f"HuggingFaceTokenizer (Llama-3 style Split + ByteLevel, ignore_merges={ignore_merges}): {len(texts)} "
-              f"documents, {tokens} tokens: {bad} mismatching documents")
-        failed += bad
+        failed += compare(f"HuggingFaceTokenizer Llama-3 style ignore_merges={ignore_merges}", hytra, work, texts,
+                          ["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", path],
+                          lambda t: ref.encode(t, add_special_tokens=False).ids, ref.decode, n_torture)
+    import sentencepiece as spm
+    corpus = os.path.join(work, "sp_corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        for t in brown_texts[:150]:  # one line each (SentencePiece's trainer skips lines over 4192 bytes)
+            f.writelines(line + "\n" for line in t.split("\n") if line.strip())
+    for name, options in SP_MODELS.items():
+        spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(work, name), vocab_size=4000,
+                                       num_threads=1, minloglevel=2, **options)
+        model = os.path.join(work, name + ".model")
+        ref = spm.SentencePieceProcessor(model_file=model)
+        failed += compare(f"GPTSentencePieceTokenizer {name}", hytra, work, texts,
+                          ["--tokenizer-type", "GPTSentencePieceTokenizer", "--tokenizer-model", model],
+                          ref.encode_as_ids, ref.decode_ids, n_torture)
+    print(f"sentencepiece {spm.__version__}, tokenizers {__import__('tokenizers').__version__}, "
+          f"tiktoken {tiktoken.__version__}")
     sys.exit(1 if failed else 0)
 
 

@@ -1,16 +1,20 @@
 // SentencePiece .model files (docs/spec/tokenizers.md §10): the protobuf reader's defaults and named errors; hand-
-// worked segmentations (BPE's leftmost merge on equal scores, Unigram's longest last piece on equal totals); and
-// exactness against SentencePiece itself (Debian's spm_train / spm_encode, which scripts/setup.sh installs): models it
+// worked segmentations (BPE's leftmost merge on equal scores, Unigram's longest last piece on equal totals, its float
+// sums); and exactness against SentencePiece itself (Debian's spm_train / spm_encode 0.1, which scripts/setup.sh
+// installs; Unigram near-ties aside, see expect_like_spm): models it
 // trains on the Brown corpus (BPE and Unigram, nmt_nfkc and identity normalizers, byte fallback, user-defined
 // symbols, no whitespace removal) and models this test writes by hand (UNUSED pieces, ties, control and user-defined
 // pieces, scores that only double precision tells apart), on a torture text and Brown documents, id for id.
 #include <gtest/gtest.h>
 
+#include <cfloat>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -117,18 +121,41 @@ std::vector<std::vector<int32_t>> spm_ids(const fs::path& model, const fs::path&
   return ids;
 }
 
+// The total score of a Unigram segmentation, in double; nullopt when it holds an unknown or byte piece.
+std::optional<double> unigram_total(const SpVocabulary& v, const std::vector<int32_t>& ids) {
+  double total = 0;
+  for (int32_t id : ids) {
+    if (v.type(id) == SpPieceType::Unknown || v.type(id) == SpPieceType::Byte) return std::nullopt;
+    total += v.type(id) == SpPieceType::UserDefined ? -0.1 : double(v.score(id));
+  }
+  return total;
+}
+
+// hytra's ids of each line against spm_encode's. The local spm_encode is SentencePiece 0.1 (Debian's), which sums
+// Unigram scores in double where 0.2 (hytra's reference, tests/interop/tokenizer_exactness.py) sums them in float:
+// for Unigram models a line may differ where the two segmentations' totals are equal to float rounding (a near-tie
+// that the precision decides), and nowhere else.
 void expect_like_spm(const fs::path& model, const fs::path& dir, const std::vector<std::string>& lines) {
   const SentencePieceTokenizer tok(model.string(), SentencePieceTokenizer::Flavor::Plain);
+  const SpVocabulary& vocab = tok.encoder().vocab();
+  const bool unigram = read_sentencepiece_model(model.string()).model_type == SpModelType::Unigram;
   const auto want = spm_ids(model, dir, lines);
   ASSERT_EQ(want.size(), lines.size()) << model;
-  int bad = 0;
+  int bad = 0, near_ties = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::vector<int32_t> got = tok.encode(lines[i]);
-    if (got != want[i] && ++bad <= 3)
+    if (got == want[i]) continue;
+    const auto a = unigram_total(vocab, got), b = unigram_total(vocab, want[i]);
+    if (unigram && a && b && std::fabs(*a - *b) <= 4 * std::fabs(*b) * FLT_EPSILON) {
+      ++near_ties;
+      continue;
+    }
+    if (++bad <= 3)
       ADD_FAILURE() << model.filename() << " line " << i << " '" << lines[i].substr(0, 60) << "': " << got.size()
                     << " ids, spm_encode " << want[i].size();
   }
   EXPECT_EQ(bad, 0) << model.filename() << ": " << bad << " of " << lines.size() << " lines differ";
+  EXPECT_LE(near_ties, int(lines.size() / 100) + 2) << model.filename() << ": too many near-ties";
 }
 
 #define REQUIRE_SPM() \
@@ -191,6 +218,20 @@ TEST(SentencePiece, HandWorkedTieBreaks) {
       "uni");
   // "▁ab": ▁ab (-3) ties ▁a + b (-3) and ▁ + a + b (-3): the earliest start wins.
   EXPECT_EQ(texts_of(uni, uni.encode("ab")), (std::vector<std::string>{kU + "ab"}));
+  // SentencePiece 0.2 sums in float: ▁a + bc (-1 - 2e-9) and ▁ab + c (-1 + 1e-9) both round to -1, and the
+  // earlier start stays (0.1's double sums chose ▁ab + c).
+  const SpEncoder quirk(parse_sentencepiece_model(model_bytes({{"<unk>", 0, 2},
+                                                               {kU + "a", -1, 1},
+                                                               {"bc", -2e-9f, 1},
+                                                               {kU + "ab", -1, 1},
+                                                               {"c", 1e-9f, 1},
+                                                               {"a", -3, 1},
+                                                               {"b", -3, 1},
+                                                               {kU, -2, 1}},
+                                                              1),
+                                                  "quirk"),
+                        "quirk");
+  EXPECT_EQ(texts_of(quirk, quirk.encode("abc")), (std::vector<std::string>{kU + "a", "bc"}));
   // An unknown character (one UNKNOWN id for a run), an empty text, spaces only.
   EXPECT_EQ(uni.encode("zz"), (std::vector<int32_t>{1, 0}));
   EXPECT_TRUE(uni.encode("").empty());
@@ -251,7 +292,8 @@ TEST(SentencePiece, MatchesSpmEncodeOnHandMadeModels) {
   }
   write_file(dir / "bpe_bytes.model", model_bytes(bytes, 2, true, false));
   expect_like_spm(dir / "bpe_bytes.model", dir, lines);
-  // Unigram: scores that tie only in float (the double sums decide), a user-defined piece, an UNUSED piece.
+  // Unigram: scores that tie in float (0.1's double sums decide them: a near-tie here), a user-defined piece, an
+  // UNUSED piece.
   const std::vector<Piece> uni = {{"<unk>", 0, 2},   {"<s>", 0, 3},      {"</s>", 0, 3},    {kU + "a", -1, 1},
                                   {"bc", -2e-9f, 1}, {kU + "ab", -1, 1}, {"c", 1e-9f, 1},   {"a", -3, 1},
                                   {"b", -3, 1},      {kU, -2, 1},        {"cab", -0.5f, 4}, {"ab", -1, 5},

@@ -144,9 +144,9 @@ SpEncoder::Pieces SpEncoder::segment_bpe(std::string_view t) const {
   return out;
 }
 
-// unigram_model.cc's EncodeOptimized: the best-scoring segmentation by dynamic programming over byte positions.
-// The sums of normal pieces are formed and compared in double and stored in float, an unknown character's in float,
-// exactly as SentencePiece's; on equal scores the earliest start (the longest last piece) stays.
+// unigram_model.cc's EncodeOptimized: the best-scoring segmentation by dynamic programming over byte positions, in
+// float as SentencePiece 0.2 computes it (0.1.x formed the sums in double, which decides a few near-ties in long
+// texts otherwise); on equal scores the earliest start (the longest last piece) stays.
 SpEncoder::Pieces SpEncoder::segment_unigram(std::string_view t) const {
   struct Best {
     int32_t id = -1;
@@ -168,11 +168,11 @@ SpEncoder::Pieces SpEncoder::segment_unigram(std::string_view t) const {
       const int32_t id = trie_[node].id;
       if (id < 0 || vocab_.type(id) == SpPieceType::Unused) continue;
       const size_t len = end + 1 - start;
-      const double piece = vocab_.type(id) == SpPieceType::UserDefined ? double(float(len) * max_score_) - 0.1
-                                                                       : double(vocab_.score(id));
-      const double candidate = piece + double(base);
+      const float piece =
+          vocab_.type(id) == SpPieceType::UserDefined ? float(len) * max_score_ - 0.1f : vocab_.score(id);
+      const float candidate = piece + base;
       Best& b = best[end + 1];
-      if (b.start < 0 || candidate > double(b.score)) b = {id, float(candidate), int64_t(start)};
+      if (b.start < 0 || candidate > b.score) b = {id, candidate, int64_t(start)};
       if (len == mb) has_single = true;
     }
     if (!has_single) {
