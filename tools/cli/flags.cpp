@@ -239,11 +239,11 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--legacy-tokenizer", K::Bool, "",
         "SentencePieceTokenizer and Llama2Tokenizer as Megatron's legacy classes (special tokens; a leading bos)",
         store(c.legacy_tokenizer));
-  t.add("--tiktoken-pattern", K::String, "None", "TikTokenizer's pre-tokenizer: v1 or v2", store(c.tiktoken_pattern),
+  t.add("--tiktoken-pattern", K::String, "", "TikTokenizer's pre-tokenizer: v1 or v2", store(c.tiktoken_pattern),
         {"v1", "v2"});
   t.add("--tiktoken-num-special-tokens", K::Int, "", "TikTokenizer: ids before the vocabulary's",
         store(c.tiktoken_num_special_tokens));
-  t.add("--tiktoken-special-tokens", K::StringList, "None", "TikTokenizer: the first special tokens (<unk> <s> </s>)",
+  t.add("--tiktoken-special-tokens", K::StringList, "", "TikTokenizer: the first special tokens (<unk> <s> </s>)",
         store(c.tiktoken_special_tokens));
   t.add("--device", K::String, "", "cpu, cuda or auto", store_enum(c.device, "--device"), names_of<DeviceChoice>());
   t.add("--delay-wgrad-compute", K::Bool, "",
