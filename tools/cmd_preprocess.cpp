@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_table.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "data/preprocess.h"
-#include "cli/flag_table.h"
-#include "train/metrics/progress.h"
 
 namespace hytra {
 namespace {

@@ -26,6 +26,7 @@ int cmd_train(int argc, char** argv) {
       if (world.rank() == 0) std::cout << help;
       return 0;
     }
+    log_level = int(train_cfg.logging_level);
     par = std::make_unique<dist::ParallelContext>(make_run_context(world, train_cfg));
     resolve_train_config(model, train_cfg);
     train(model, train_cfg, rank_log(world), par.get());

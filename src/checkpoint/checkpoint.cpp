@@ -19,6 +19,8 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/log.h"
+#include "core/progress.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -144,15 +146,20 @@ void save_checkpoint(const std::string& save_dir, CheckpointContents c, int64_t 
   for (const std::string& left : leftover_save_temporaries(save_dir)) fs::remove_all(left, ec);
   const fs::path final_dir = fs::path(save_dir) / name;
   const fs::path tmp_dir = fs::path(save_dir) / (name + ".tmp-" + std::to_string(getpid()));
+  // Progress: the weights written, the optimizer state, the manifest's checksums.
+  ProgressBar bar("save " + final_dir.string(), 3, info_file(), 0.1, kPlainProgressSeconds);
   try {
     HYTRA_CHECK(fs::create_directory(tmp_dir, ec) && !ec, tmp_dir.string(), ": cannot create (", ec.message(), ")");
     std::vector<std::string> files = {kModelFile};
     write_safetensors((tmp_dir / files[0]).string(), std::move(c.model), {{"format", "pt"}});
+    bar.update(1);
     if (!c.optimizer.empty()) {
       files.push_back("optimizer.safetensors");
       write_safetensors((tmp_dir / files[1]).string(), std::move(c.optimizer), {{"format", "pt"}});
     }
+    bar.update(2);
     write_file_atomic((tmp_dir / "manifest.json").string(), manifest_text(c.manifest, tmp_dir, files));
+    bar.update(3);
     fsync_directory(tmp_dir.string());
     if (fs::exists(final_dir)) {
       // Re-saving an iteration (the one "latest" may name): swap the two directories atomically,

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "data/index_cache.h"
 #include "data/mt19937.h"
 
@@ -126,6 +127,9 @@ GptIndices build_gpt_indices(const std::vector<int64_t>& lengths, SplitRange ran
   }
   idx.num_epochs = plan.num_epochs;
   idx.separate_final_epoch = plan.separate_final_epoch;
+  // Progress: the document index, the sample index, the shuffle index.
+  ProgressBar bar("index of sequences [" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ")", 3,
+                  info_file(), 0.1, kPlainProgressSeconds);
   RandomState rng(seed);
   if (idx.separate_final_epoch) {
     append_document_index(idx.document_index, range, idx.num_epochs - 1, rng);
@@ -134,8 +138,10 @@ GptIndices build_gpt_indices(const std::vector<int64_t>& lengths, SplitRange ran
     append_document_index(idx.document_index, range, idx.num_epochs, rng);
   }
 
+  bar.update(1);
   idx.sample_index =
       build_sample_index(lengths, idx.document_index, seq_length, idx.num_epochs * plan.tokens_per_epoch);
+  bar.update(2);
   const int64_t n = int64_t(idx.sample_index.size()) / 2 - 1;
   if (idx.separate_final_epoch) {
     append_shuffled_range(idx.shuffle_index, 0, plan.sans_final, rng);

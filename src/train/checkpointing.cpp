@@ -9,6 +9,7 @@
 #include "checkpoint/key_map.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "ops/exec.h"
 
 namespace hytra {
@@ -291,8 +292,11 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, Optim
   const bool reads_optimizer = !tc.finetune && !tc.no_load_optim;
   std::set<std::string> reads = {"model.safetensors"};
   if (reads_optimizer) reads.insert("optimizer.safetensors");
+  // Progress: verifying the files, the weights, the optimizer state.
+  ProgressBar bar("load " + dir, reads_optimizer ? 3 : 2, info_file(), 0.1, kPlainProgressSeconds);
   std::vector<std::string> warnings;
   check_manifest_files(m, dir, reads, strictness, warnings);
+  bar.update(1);
   for (const auto& w : warnings) log_warn(w);
   check_architecture(m, arch, strictness, tc.finetune, dir);
   // A tensor-parallel shard reads the whole tensor, then takes its slices (train/tensor_parallel_state.h).
@@ -316,6 +320,7 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, Optim
   load_tensors(dir + "/model.safetensors", weights, strictness, tc.ckpt_allow_non_finite, elsewhere);
   take_shards();
   params.sync_values_from_master();
+  bar.update(2);
   ResumePoint at;
   if (tc.finetune) return at;
   at = {m.iteration, m.consumed_samples, m.consumed_valid_samples};
@@ -331,6 +336,7 @@ ResumePoint load_training_state(const TrainConfig& tc, ParamStore& params, Optim
   }
   load_tensors(dir + "/optimizer.safetensors", moments, strictness, tc.ckpt_allow_non_finite, moments_elsewhere);
   take_shards();
+  bar.update(3);
   opt.step = m.optimizer_step;
   at.optimizer_loaded = true;
   return at;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/allocator.h"
+#include "core/log.h"
 #include "nn/module.h"
 #include "ops/ops.h"
 
@@ -34,9 +35,10 @@ MicroBatchRunner::MicroBatchRunner(Exec& ex, HybridModel& model, StepContext& ct
   const std::string blocker = model.graph_blocker();
   graphs_ = graphs_off.empty() && blocker.empty();
   if (graphs_)
-    log << "hytra: CUDA graphs: each training micro-batch's forward and backward is captured once and replayed\n";
+    info_stream(log)
+        << "hytra: CUDA graphs: each training micro-batch's forward and backward is captured once and replayed\n";
   else
-    log << "hytra: CUDA graphs off: " << (graphs_off.empty() ? blocker : graphs_off) << "\n";
+    info_stream(log) << "hytra: CUDA graphs off: " << (graphs_off.empty() ? blocker : graphs_off) << "\n";
 }
 
 Tensor MicroBatchRunner::queue_model(const Tensor& ids, const Tensor& labels, const Tensor& loss_grad,

@@ -102,6 +102,9 @@ void TrainConfig::validate() const {
   need(eval_interval >= 0, str("--eval-interval: expected >= 0, got ", eval_interval));
   need(eval_iters >= 0, str("--eval-iters: expected >= 0, got ", eval_iters));
   need(log_interval > 0, str("--log-interval: expected a positive integer, got ", log_interval));
+  need(logging_level >= 0 && logging_level <= 50,
+       str("--logging-level: expected a level from 0 to 50 (10 debug, 20 info, 30 warning, 40 error), got ",
+           logging_level));
   need(tensorboard_log_interval > 0,
        str("--tensorboard-log-interval: expected a positive integer, got ", tensorboard_log_interval));
   for (auto [flag, v] : {std::pair<const char*, int64_t>{"--save-interval", save_interval},

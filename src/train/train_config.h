@@ -92,6 +92,7 @@ struct TrainConfig {
   bool no_cuda_graph = false;                // --no-cuda-graph: no CUDA-graph capture of the micro-batches
   std::string log_jsonl;                     // --log-jsonl FILE: one JSON object per logged iteration (hytra)
   bool log_throughput = false;               // --log-throughput: TFLOP/s per GPU in the iteration line
+  int64_t logging_level = 20;                // --logging-level: notes at this level and above (core/log.h)
   bool log_params_norm = false;              // --log-params-norm: the master weights' L2 norm, after each step
   bool log_num_zeros_in_grad = false;        // --log-num-zeros-in-grad: gradient elements equal to zero
   // TensorBoard (train/metrics/tensorboard.h; docs/configuration.md lists the tags): event files in this directory.

@@ -13,6 +13,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "core/progress.h"
 #include "data/gpt_data.h"
 #include "data/gpt_dataset.h"
 #include "data/loader.h"
@@ -30,7 +32,6 @@
 #include "train/lr_schedule.h"
 #include "train/metrics/jsonl.h"
 #include "train/metrics/log_line.h"
-#include "train/metrics/progress.h"
 #include "train/metrics/tensorboard.h"
 #include "train/micro_batch.h"
 #include "train/pipeline_runner.h"
@@ -392,8 +393,14 @@ double validate_loss(MicroBatchRunner& runner, PipelineRunner* pipe, const Sampl
     pipe->evaluate(batches);
     return dp.mean(pipe->mean_loss());
   }
-  for (const Batch& b : batches) runner.queue(b, 1, false, false);
-  return dp.mean(runner.mean_loss());
+  ProgressBar bar("validation", steps, info_file(), 0.1, kPlainProgressSeconds);
+  for (const Batch& b : batches) {
+    runner.queue(b, 1, false, false);
+    bar.advance();
+  }
+  const double loss = dp.mean(runner.mean_loss());
+  bar.finish();
+  return loss;
 }
 
 // Training and validation samples: --mock-data, or Megatron's GPT datasets over --data-path with
@@ -498,13 +505,13 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   // A resumable job's first start (--save DIR --load DIR, nothing saved yet) trains from scratch, as Megatron.
   const bool load = !tc.load.empty() && !holds_no_checkpoint(tc.load);
   if (!tc.load.empty() && !load)
-    log << "hytra: --load " << tc.load << " holds no checkpoint yet: training from the start\n";
+    info_stream(log) << "hytra: --load " << tc.load << " holds no checkpoint yet: training from the start\n";
   if (load) {
     const auto t_load = std::chrono::steady_clock::now();
     start = load_training_state(tc, store, opt.load_target(), arch,
                                 pipeline.active() || ep.on() ? names_elsewhere(whole, store) : std::set<std::string>{});
-    log << "hytra: loaded the checkpoint of iteration " << start.iteration << " from " << tc.load << " in "
-        << seconds_text(std::chrono::steady_clock::now() - t_load) << "\n";
+    info_stream(log) << "hytra: loaded the checkpoint of iteration " << start.iteration << " from " << tc.load << " in "
+                     << seconds_text(std::chrono::steady_clock::now() - t_load) << "\n";
   }
   if (load) opt.loaded(start.optimizer_loaded);
   if (tp.on()) opt.set_tensor_parallel(tp.comm);
@@ -518,30 +525,31 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
                      par->embedding && shares_embedding ? store.find(kWordEmbeddingKey) : nullptr);
   const int64_t mbs = tc.micro_batch_size, gbs = tc.global_batch();
   const double flops_token = flops_per_token(mc, whole.layer_counts());
-  for (const std::string& note : tc.no_effect) log << "hytra: " << note << "\n";
-  if (tc.train_samples > 0) log << "hytra: setting training iterations to " << tc.train_iters << "\n";
+  for (const std::string& note : tc.no_effect) info_stream(log) << "hytra: " << note << "\n";
+  if (tc.train_samples > 0) info_stream(log) << "hytra: setting training iterations to " << tc.train_iters << "\n";
   if (tc.rampup.on())  // Megatron's line, its missing space included
-    log << "hytra: will use batch size rampup starting from global batch size " << tc.rampup.start
-        << " to global batch size " << gbs << " with batchsize increments " << tc.rampup.increment << " over "
-        << tc.rampup.samples << " samples.\nhytra: setting initial batch size to " << tc.rampup.start << "\n";
-  log << "hytra: training " << result.num_params << " parameters on " << device_name(dev)
-      << (tc.bf16 ? " (bf16, fp32 master weights)" : " (fp32)") << ", pattern '" << model.plan().main.value_or("")
-      << "', " << tc.train_iters << " iterations of " << gbs << " x " << mc.seq_length << " tokens ("
-      << tc.num_micro_batches() << " micro-batches of " << mbs
-      << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string())
-      << (tc.rampup.on() ? " after the ramp" : "") << ")\n";
+    info_stream(log) << "hytra: will use batch size rampup starting from global batch size " << tc.rampup.start
+                     << " to global batch size " << gbs << " with batchsize increments " << tc.rampup.increment
+                     << " over " << tc.rampup.samples << " samples.\nhytra: setting initial batch size to "
+                     << tc.rampup.start << "\n";
+  info_stream(log) << "hytra: training " << result.num_params << " parameters on " << device_name(dev)
+                   << (tc.bf16 ? " (bf16, fp32 master weights)" : " (fp32)") << ", pattern '"
+                   << model.plan().main.value_or("") << "', " << tc.train_iters << " iterations of " << gbs << " x "
+                   << mc.seq_length << " tokens (" << tc.num_micro_batches() << " micro-batches of " << mbs
+                   << (dp.size() > 1 ? str(" on each of ", dp.size(), " data-parallel ranks") : std::string())
+                   << (tc.rampup.on() ? " after the ramp" : "") << ")\n";
   if (tp.on())
-    log << "hytra: tensor-parallel: " << tp.size << " ranks split each layer's weights"
-        << (tp.seq() ? ", the activations between them split along the sequence" : "") << "\n";
+    info_stream(log) << "hytra: tensor-parallel: " << tp.size << " ranks split each layer's weights"
+                     << (tp.seq() ? ", the activations between them split along the sequence" : "") << "\n";
 
-  if (dp.size() > 1) log << "hytra: data-parallel: " << opt.describe() << "\n";
+  if (dp.size() > 1) info_stream(log) << "hytra: data-parallel: " << opt.describe() << "\n";
   if (dp.size() > 1 || pipeline.active() || tp.on()) {  // what one rank holds (rank 0: the log's)
     const int64_t bytes = store.flat_values().nbytes() + store.flat_grads().nbytes() +
                           (store.has_separate_master() ? store.flat_master().nbytes() : 0) + opt.moment_bytes();
     char mib[32];
     std::snprintf(mib, sizeof mib, "%.2f", double(bytes) / 1048576.0);
-    log << "hytra: rank 0 holds " << store.num_elements() << " parameters: " << mib
-        << " MiB with their gradients, master weights and Adam moments\n";
+    info_stream(log) << "hytra: rank 0 holds " << store.num_elements() << " parameters: " << mib
+                     << " MiB with their gradients, master weights and Adam moments\n";
   }
   // The first rank of the group builds the dataset index caches first, the others then read them (Megatron's
   // order: no two processes write one cache).
@@ -559,7 +567,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   std::unique_ptr<TensorBoardWriter> tensorboard;
   if (!tc.tensorboard_dir.empty() && rank0) {
     tensorboard = std::make_unique<TensorBoardWriter>(tc.tensorboard_dir);
-    log << "hytra: TensorBoard events in " << tensorboard->path() << "\n";
+    info_stream(log) << "hytra: TensorBoard events in " << tensorboard->path() << "\n";
   }
   StepContext ctx(ex);
   ctx.delay_wgrad = tc.delay_wgrad_compute;
@@ -576,10 +584,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   std::unique_ptr<CombinedSchedule> combined;
   if (tc.overlap_moe_expert_parallel_comm) {
     if (!pipeline.active()) combined = std::make_unique<CombinedSchedule>(ex, model, ctx, timeline.get());
-    log << "hytra: EP-overlap: the forward of each micro-batch interleaved with the backward of "
-        << (pipeline.active() ? "another in each steady step of the pipeline" : "the one before")
-        << ", their expert-parallel all-to-alls overlapping the other's computation"
-        << (tc.delay_wgrad_compute ? " and delayed weight gradients" : "") << "\n";
+    info_stream(log) << "hytra: EP-overlap: the forward of each micro-batch interleaved with the backward of "
+                     << (pipeline.active() ? "another in each steady step of the pipeline" : "the one before")
+                     << ", their expert-parallel all-to-alls overlapping the other's computation"
+                     << (tc.delay_wgrad_compute ? " and delayed weight gradients" : "") << "\n";
   }
   std::unique_ptr<PipelineRunner> pipe;
   if (pipeline.active()) {
@@ -587,9 +595,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
       pipeline_schedule(pp_size, pp_rank, b / (mbs * dp.size()), int64_t(chunks.size()));  // named errors, up front
     pipe = std::make_unique<PipelineRunner>(ex, chunks, *pipeline.comm(), ctx, tc.overlap_moe_expert_parallel_comm,
                                             timeline.get());
-    log << "hytra: pipeline: " << pp_size << " stages, "
-        << (chunks.size() > 1 ? str("interleaved 1F1B (", chunks.size(), " model chunks a rank)") : std::string("1F1B"))
-        << " over " << tc.num_micro_batches() << " micro-batches a step\n";
+    info_stream(log) << "hytra: pipeline: " << pp_size << " stages, "
+                     << (chunks.size() > 1 ? str("interleaved 1F1B (", chunks.size(), " model chunks a rank)")
+                                           : std::string("1F1B"))
+                     << " over " << tc.num_micro_batches() << " micro-batches a step\n";
   }
   MoeInterval moe_interval;
   std::vector<double> interval_mtp;  // per MTP depth, summed over the interval's steps
@@ -603,11 +612,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   std::optional<double> interval_params_norm;
   int64_t interval_iters = 0, interval_samples = 0, consumed = start.consumed_samples;
   if (start.iteration > 0)
-    log << "hytra: resumed from " << tc.load << " at iteration " << start.iteration << " (" << consumed
-        << " samples consumed)\n";
+    info_stream(log) << "hytra: resumed from " << tc.load << " at iteration " << start.iteration << " (" << consumed
+                     << " samples consumed)\n";
   if (start.iteration >= tc.train_iters)
-    log << "hytra: the checkpoint's iteration " << start.iteration << " is at or past --train-iters " << tc.train_iters
-        << ": nothing to train\n";
+    info_stream(log) << "hytra: the checkpoint's iteration " << start.iteration << " is at or past --train-iters "
+                     << tc.train_iters << ": nothing to train\n";
   const ExitSignal exit_signal(tc.exit_signal_handler);
   Allocator& device_alloc = allocator_for(dev);
   device_alloc.reset_peak();
@@ -636,8 +645,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     pipeline.barrier();  // the checkpoint is complete before any rank goes on (or exits)
     dp.barrier();
     last_saved = iteration;
-    log << "hytra: saved the checkpoint of iteration " << iteration << " to " << tc.save << " in "
-        << seconds_text(Clock::now() - t_save) << "\n";
+    info_stream(log) << "hytra: saved the checkpoint of iteration " << iteration << " to " << tc.save << " in "
+                     << seconds_text(Clock::now() - t_save) << "\n";
     t_interval = Clock::now();
   };
   // The step counter of the learning-rate schedule: samples in a sample-based run, iterations otherwise.
@@ -650,7 +659,8 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     // The batch-size ramp (Megatron's update_num_microbatches): a checkpoint before the first larger step.
     const int64_t step_batch = tc.global_batch_at(consumed);
     if (tc.num_micro_batches_at(consumed) != num_micro) {
-      log << "hytra: ramping up batch size from " << (num_micro * mbs * dp.size()) << " to " << step_batch << "\n";
+      info_stream(log) << "hytra: ramping up batch size from " << (num_micro * mbs * dp.size()) << " to " << step_batch
+                       << "\n";
       if (!tc.save.empty() && it > 1 && last_saved != it - 1) save_now(it - 1);
       num_micro = tc.num_micro_batches_at(consumed);
     }
@@ -825,10 +835,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     if (!tc.save.empty() && ((tc.save_interval > 0 && it % tc.save_interval == 0) || it == tc.train_iters || exiting))
       save_now(it);
     if (exiting) {
-      log << "hytra: exiting at iteration " << it
-          << (signalled ? std::string(" (SIGTERM received, --exit-signal-handler)")
-                        : str(" (--exit-interval ", tc.exit_interval, ")"))
-          << (signalled && !tc.save.empty() ? str(", saved in ", tc.save) : std::string()) << "\n";
+      info_stream(log) << "hytra: exiting at iteration " << it
+                       << (signalled ? std::string(" (SIGTERM received, --exit-signal-handler)")
+                                     : str(" (--exit-interval ", tc.exit_interval, ")"))
+                       << (signalled && !tc.save.empty() ? str(", saved in ", tc.save) : std::string()) << "\n";
       break;
     }
   }
@@ -842,7 +852,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
                   "activations and workspace)\n",
                   double(held_before) / 1048576.0, double(result.peak_memory_bytes) / 1048576.0,
                   double(result.peak_memory_bytes - held_before) / 1048576.0);
-    log << line;
+    info_stream(log) << line;
   }
   result.flops_per_token = flops_token;
   result.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();

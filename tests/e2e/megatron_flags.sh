@@ -132,3 +132,15 @@ HYTRA_NUM_THREADS=1 "$H" train --num-layers 3 --num-experts 4 --moe-layer-freq "
 grep -q "pattern '\[\*-\]\[\*E\]\[\*E\]'" "$W/gpt.log" || fail "the GPT MoE stack: $(grep -m1 pattern "$W/gpt.log")"
 grep -q "differs from" "$W/gpt.log" && fail "a GPT stack warns: $(grep -m1 'differs from' "$W/gpt.log")"
 echo "ok: a GPT stack with --num-experts and --moe-layer-freq, without a false warning"
+
+# --logging-level 30 (warnings): no "hytra: ..." notes, the iteration lines as always; a level outside 0-50 is named.
+GPT=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --vocab-size 256 --mock-data --seq-length 32
+     --micro-batch-size 2 --train-iters 2 --lr 1e-3 --device cpu --log-interval 1)
+HYTRA_NUM_THREADS=1 "$H" train "${GPT[@]}" --logging-level 30 > "$W/quiet.log" 2>&1 || fail "--logging-level 30"
+grep -q "^hytra: " "$W/quiet.log" && fail "--logging-level 30 printed a note: $(grep -m1 '^hytra: ' "$W/quiet.log")"
+[ "$(grep -c 'iteration .*/ *2 |' "$W/quiet.log")" = 2 ] || fail "--logging-level 30 lost the iteration lines"
+HYTRA_NUM_THREADS=1 "$H" train "${GPT[@]}" > "$W/info.log" 2>&1 || fail "the default level"
+grep -q "^hytra: training " "$W/info.log" || fail "the default level has no 'hytra: training' note"
+"$H" train "${GPT[@]}" --logging-level 60 > "$W/bad.log" 2>&1 && fail "--logging-level 60 was accepted"
+grep -q -- "--logging-level: expected a level from 0 to 50" "$W/bad.log" || fail "$(tail -1 "$W/bad.log")"
+echo "ok: --logging-level 30 keeps the iteration lines and drops the notes"

@@ -10,9 +10,9 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "train/metrics/jsonl.h"
 #include "train/metrics/log_line.h"
-#include "train/metrics/progress.h"
 
 namespace hytra {
 namespace {
@@ -176,6 +176,30 @@ TEST(Progress, TextAndTtyOnly) {
   }
   EXPECT_EQ(std::ftell(f), 0L);  // not a terminal: nothing written
   std::fclose(f);
+}
+
+// Off a terminal with a plain-line interval: a line per interval, and one at the end when any was written; a wait
+// shorter than the interval writes nothing.
+TEST(Progress, PlainLinesForLongWaitsOffATerminal) {
+  auto lines_of = [](double interval, int updates) {
+    std::FILE* f = std::tmpfile();
+    {
+      ProgressBar bar("save", updates, f, 0.0, interval);
+      for (int i = 1; i <= updates; ++i) bar.update(i);
+    }
+    std::rewind(f);
+    std::vector<std::string> lines;
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, f)) lines.emplace_back(buf);
+    std::fclose(f);
+    return lines;
+  };
+  const std::vector<std::string> every = lines_of(1e-9, 3);
+  ASSERT_EQ(every.size(), 4u);  // three updates and the end
+  EXPECT_EQ(every[0].rfind("hytra: save [", 0), 0u) << every[0];
+  EXPECT_NE(every[3].find(" 3/3  100.0%"), std::string::npos) << every[3];
+  EXPECT_TRUE(lines_of(1e9, 3).empty());
+  EXPECT_TRUE(lines_of(0, 3).empty());
 }
 
 }  // namespace

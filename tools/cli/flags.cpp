@@ -285,6 +285,8 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--finetune", K::Bool, "", "load weights only: iteration 0, fresh optimizer and data position",
         store(c.finetune));
   t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE", store(c.log_jsonl));
+  t.add("--logging-level", K::Int, "", "print notes of this level and above (10 debug, 20 info, 30 warning, 40 error)",
+        store(c.logging_level));
   t.add("--log-throughput", K::Bool, "",
         "the TFLOP/s per GPU in the iteration line (and the TensorBoard scalar "
         "with --log-timers-to-tensorboard)",

@@ -251,7 +251,7 @@ class GraphBuilder {
         plan->owned = std::move(owned_);
         plan->owned.push_back(std::move(cfgs[size_t(i)]));
         plan->owned.push_back(std::move(exec));
-        if (const char* env = std::getenv("HYTRA_CUDNN_LOG"); env && env[0] == '1')
+        if (const char* env = std::getenv("HYTRA_CUDNN_LOG"); log_shows(10) || (env && env[0] == '1'))
           log_info(str("cuDNN ", what, ": engine ", engine, ", workspace ", ws, " bytes"));
         return plan;
       }

@@ -1,5 +1,5 @@
 // Terminal progress bar (progress.h).
-#include "train/metrics/progress.h"
+#include "core/progress.h"
 
 #include <unistd.h>
 
@@ -19,8 +19,7 @@ std::string hms(double seconds) {
 
 }  // namespace
 
-std::string format_progress(const std::string& label, int64_t done, int64_t total, double elapsed_s,
-                            int bar_width) {
+std::string format_progress(const std::string& label, int64_t done, int64_t total, double elapsed_s, int bar_width) {
   std::string s = label;
   char buf[128];
   const double rate = elapsed_s > 0.0 ? double(done) / elapsed_s : 0.0;
@@ -35,16 +34,17 @@ std::string format_progress(const std::string& label, int64_t done, int64_t tota
   s += buf;
   std::snprintf(buf, sizeof buf, "  %.1f/s", rate);
   s += buf;
-  if (total > 0)
-    s += "  ETA " + (rate > 0.0 ? hms(double(std::max<int64_t>(0, total - done)) / rate) : "--:--:--");
+  if (total > 0) s += "  ETA " + (rate > 0.0 ? hms(double(std::max<int64_t>(0, total - done)) / rate) : "--:--:--");
   return s;
 }
 
-ProgressBar::ProgressBar(std::string label, int64_t total, std::FILE* out, double min_interval_s)
+ProgressBar::ProgressBar(std::string label, int64_t total, std::FILE* out, double min_interval_s,
+                         double plain_interval_s)
     : label_(std::move(label)),
       total_(total),
       out_(out),
       min_interval_s_(min_interval_s),
+      plain_interval_s_(plain_interval_s),
       enabled_(out != nullptr && isatty(fileno(out)) == 1),
       start_(Clock::now()),
       last_draw_(start_) {}
@@ -53,20 +53,34 @@ ProgressBar::~ProgressBar() { finish(); }
 
 void ProgressBar::update(int64_t done) {
   done_ = done;
-  if (!enabled_ || finished_) return;
+  if (finished_ || out_ == nullptr || (!enabled_ && plain_interval_s_ <= 0)) return;
   const auto now = Clock::now();
-  if (std::chrono::duration<double>(now - last_draw_).count() < min_interval_s_) return;
+  if (std::chrono::duration<double>(now - last_draw_).count() < (enabled_ ? min_interval_s_ : plain_interval_s_))
+    return;
   last_draw_ = now;
-  draw();
+  if (enabled_)
+    draw();
+  else
+    plain_line();
 }
 
 void ProgressBar::finish() {
   if (finished_) return;
   finished_ = true;
-  if (!enabled_) return;
-  draw();
-  std::fputc('\n', out_);
+  if (enabled_) {
+    draw();
+    std::fputc('\n', out_);
+    std::fflush(out_);
+  } else if (plain_written_) {
+    plain_line();
+  }
+}
+
+void ProgressBar::plain_line() {
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+  std::fprintf(out_, "hytra: %s\n", format_progress(label_, done_, total_, elapsed).c_str());
   std::fflush(out_);
+  plain_written_ = true;
 }
 
 void ProgressBar::draw() {
