@@ -1,7 +1,7 @@
 // CPU reductions (ops.h "reductions"): sum(x) and sum(x^2) over all elements, and the count of zeros.
 // Deterministic: x is cut into fixed blocks of kBlock elements; each block is summed in order in
 // fp64 (one parallel_for task owns each block), and the block partials are added in block order,
-// so the result does not depend on the thread count. out is fp32, or fp64 for fp64 x.
+// so the result does not depend on the thread count. out is fp32, or fp64 for fp64 x (count_zeros: int64).
 #include <algorithm>
 #include <vector>
 
