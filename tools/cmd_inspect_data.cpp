@@ -49,7 +49,12 @@ int cmd_inspect_data(int argc, char** argv) {
   t.add("--tiktoken-pattern", K::String, "None", "TikTokenizer's pre-tokenizer: v1 or v2", store(tc.tiktoken_pattern),
         {"v1", "v2"});
   t.add("--legacy-tokenizer", K::Bool, "false", "Megatron's legacy SentencePiece classes", store(tc.legacy));
-  t.add("--vocab-size", K::Int, "None", "NullTokenizer's vocabulary without the end of document", store(tc.vocab_size));
+  t.add("--vocab-size", K::Int, "None",
+        "NullTokenizer's vocabulary without the end of document; TikTokenizer's whole vocabulary", store(tc.vocab_size));
+  t.add("--tiktoken-num-special-tokens", K::Int, "1000", "TikTokenizer: ids before the vocabulary's",
+        store(tc.tiktoken_num_special_tokens));
+  t.add("--tiktoken-special-tokens", K::StringList, "None", "TikTokenizer: the first special tokens",
+        store(tc.tiktoken_special_tokens));
   FlagTable::Result r = t.parse(std::vector<std::string>(argv + 1, argv + argc));
   if (r.help) {
     std::cout << t.help_text("hytra inspect-data PREFIX [--show N] | --data-path P --seq-length L ...");

@@ -20,7 +20,6 @@ class ProtoReader {
   // The next field's number and wire type; false at the end of the message.
   bool next(uint32_t& field, WireType& type);
   uint64_t varint();
-  int32_t int32() { return int32_t(uint32_t(varint())); }  // negative values are 10-byte sign-extended varints
   bool boolean() { return varint() != 0; }
   float fixed32_float();
   std::string_view bytes();

@@ -1,5 +1,6 @@
 #include "data/tokenizer/sentencepiece.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -11,7 +12,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path, Fl
   eod_ = encoder_.eos_id();
   if (flavor_ == Flavor::LegacyLlama2)
     HYTRA_CHECK(encoder_.bos_id() >= 0, model_path,
-                ": Llama2Tokenizer puts the bos piece before each text, but the model has no control piece '<s>'");
+                ": Llama2Tokenizer puts the bos piece before each text, but the model's bos piece is no control piece");
   if (flavor_ != Flavor::LegacySentencePiece) return;
   // Megatron's _SentencePieceTokenizer: a special token that is a piece keeps the piece's id; any other takes the next
   // id after the pieces. pad / bos / eos are the model's control pieces, or <PAD> / <BOS> / <EOS>.
@@ -20,8 +21,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path, Fl
   auto add = [&](const std::string& text) {
     auto it = id_of.find(text);
     if (it == id_of.end()) {
-      it = id_of.emplace(text, int32_t(encoder_.vocab().size() + int64_t(appended_.size()))).first;
-      appended_.push_back(text);
+      it = id_of.emplace(text, int32_t(encoder_.vocab().size() + appended_++)).first;
     }
     specials_.emplace_back(text, it->second);
     return it->second;
@@ -72,15 +72,17 @@ std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view utf8) const
 }
 
 std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids) const {
+  // As Megatron's legacy detokenize: the text between special tokens decoded, each special as " TEXT ".
   std::string out;
   std::vector<int32_t> run;
   for (int32_t id : ids) {
-    if (id >= encoder_.vocab().size() && id < vocab_size()) {
-      out += encoder_.decode(run) + " " + appended_[size_t(id - encoder_.vocab().size())] + " ";
-      run.clear();
-    } else {
+    auto it = std::find_if(specials_.begin(), specials_.end(), [&](const auto& s) { return s.second == id; });
+    if (it == specials_.end()) {
       run.push_back(id);
+      continue;
     }
+    out += encoder_.decode(run) + " " + it->first + " ";
+    run.clear();
   }
   return out + encoder_.decode(run);
 }

@@ -24,14 +24,14 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::vector<int32_t> encode(std::string_view utf8) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
   int32_t eod() const override { return eod_; }
-  int64_t vocab_size() const override { return encoder_.vocab().size() + int64_t(appended_.size()); }
+  int64_t vocab_size() const override { return encoder_.vocab().size() + appended_; }
   const SpEncoder& encoder() const { return encoder_; }
 
  private:
   SpEncoder encoder_;
   Flavor flavor_;
   std::vector<std::pair<std::string, int32_t>> specials_;  // LegacySentencePiece: text -> id, Megatron's order
-  std::vector<std::string> appended_;                      // the specials past the model's pieces, in id order
+  int64_t appended_ = 0;                                   // specials past the model's pieces
   int32_t eod_ = -1;
 };
 

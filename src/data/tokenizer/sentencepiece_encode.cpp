@@ -21,6 +21,7 @@ size_t one_char_length(char c) {
 SpEncoder::SpEncoder(const SpModelProto& m, const std::string& where)
     : model_type_(m.model_type),
       byte_fallback_(m.byte_fallback),
+      add_dummy_prefix_(m.add_dummy_prefix && !m.treat_whitespace_as_suffix),
       where_(where),
       vocab_(m, where),
       normalizer_(m, vocab_.user_defined(), where) {
@@ -215,14 +216,20 @@ std::vector<int32_t> SpEncoder::encode(std::string_view text) const {
 
 std::string SpEncoder::decode(const std::vector<int32_t>& ids) const {
   std::string out;
+  bool first = true;
   for (int32_t id : ids) {
     HYTRA_CHECK(id >= 0 && id < vocab_.size(), where_, ": id ", id, " is outside the ", vocab_.size(), " pieces");
+    std::string_view piece = vocab_.text(id);
     switch (vocab_.type(id)) {
-      case SpPieceType::Control: break;
-      case SpPieceType::Byte: out += char(std::stoi(vocab_.text(id).substr(3, 2), nullptr, 16)); break;
+      case SpPieceType::Control: continue;
+      case SpPieceType::Byte: out += char(vocab_.byte_of(id)); break;
       case SpPieceType::Unknown: out += " \xE2\x81\x87 "; break;
-      default: out += vocab_.text(id);
+      default:
+        // The dummy prefix: the first piece's leading "▁" is no space of the text.
+        if (first && add_dummy_prefix_ && piece.substr(0, 3) == "\xE2\x96\x81") piece.remove_prefix(3);
+        out += piece;
     }
+    first = false;
   }
   std::string text;
   for (size_t i = 0; i < out.size();) {
@@ -233,7 +240,6 @@ std::string SpEncoder::decode(const std::vector<int32_t>& ids) const {
       text += out[i++];
     }
   }
-  if (!text.empty() && text[0] == ' ') text.erase(0, 1);  // the dummy prefix
   return text;
 }
 

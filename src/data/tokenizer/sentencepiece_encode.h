@@ -44,6 +44,7 @@ class SpEncoder {
 
   SpModelType model_type_;
   bool byte_fallback_;
+  bool add_dummy_prefix_;  // a "▁" before the text (decode drops it)
   std::string where_;
   SpVocabulary vocab_;
   SpNormalizer normalizer_;

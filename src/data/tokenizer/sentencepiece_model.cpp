@@ -16,7 +16,6 @@ enum : uint32_t {
   kModelType = 3,
   kTreatWhitespaceAsSuffix = 24,
   kByteFallback = 35,
-  kUnkPiece = 45,
   kBosPiece = 46,
   kEosPiece = 47,
   kPadPiece = 48
@@ -78,8 +77,6 @@ void parse_trainer(ProtoReader r, SpModelProto& m, const std::string& where) {
     } else if (f == kByteFallback) {
       expect_type(r, t, ProtoReader::kVarint, "trainer_spec.byte_fallback", where);
       m.byte_fallback = r.boolean();
-    } else if (f == kUnkPiece) {
-      string_field(m.unk_piece, "trainer_spec.unk_piece");
     } else if (f == kBosPiece) {
       string_field(m.bos_piece, "trainer_spec.bos_piece");
     } else if (f == kEosPiece) {
@@ -134,7 +131,6 @@ SpModelProto parse_sentencepiece_model(std::string_view bytes, const std::string
     }
   }
   HYTRA_CHECK(!m.pieces.empty(), where, ": no pieces (not a SentencePiece model)");
-  if (m.unk_piece.empty()) m.unk_piece = "<unk>";
   return m;
 }
 
@@ -154,6 +150,7 @@ SpVocabulary::SpVocabulary(const SpModelProto& m, const std::string& where) {
     texts_.push_back(p.text);
     scores_.push_back(p.score);
     types_.push_back(p.type);
+    byte_values_.push_back(0);
     const bool reserved =
         p.type == SpPieceType::Unknown || p.type == SpPieceType::Control || p.type == SpPieceType::Byte;
     auto& map = reserved ? reserved_ : normal_;
@@ -169,6 +166,7 @@ SpVocabulary::SpVocabulary(const SpModelProto& m, const std::string& where) {
       const int v = byte_piece_value(p.text);
       HYTRA_CHECK(v >= 0, where, ": BYTE piece ", id, " is '", p.text, "'; expected <0xHH> (two uppercase hex digits)");
       byte_ids_[v] = id;
+      byte_values_.back() = uint8_t(v);
     }
   }
   HYTRA_CHECK(unk_id_ >= 0, where, ": no UNKNOWN piece; expected one");

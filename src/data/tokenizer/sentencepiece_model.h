@@ -25,7 +25,7 @@ struct SpModelProto {
   SpModelType model_type = SpModelType::Unigram;
   bool byte_fallback = false;
   bool treat_whitespace_as_suffix = false;
-  std::string unk_piece = "<unk>", bos_piece = "<s>", eos_piece = "</s>", pad_piece = "<pad>";
+  std::string bos_piece = "<s>", eos_piece = "</s>", pad_piece = "<pad>";
   // NormalizerSpec
   std::string precompiled_charsmap;  // empty: identity
   bool add_dummy_prefix = true, remove_extra_whitespaces = true, escape_whitespaces = true;
@@ -48,6 +48,7 @@ class SpVocabulary {
   int32_t control_id(const std::string& text) const;
   int32_t unk_id() const { return unk_id_; }
   int32_t byte_id(uint8_t b) const { return byte_ids_[b]; }  // byte_fallback models
+  uint8_t byte_of(int32_t id) const { return byte_values_[size_t(id)]; }  // a BYTE piece's byte
   SpPieceType type(int32_t id) const { return types_[size_t(id)]; }
   float score(int32_t id) const { return scores_[size_t(id)]; }
   const std::string& text(int32_t id) const { return texts_[size_t(id)]; }
@@ -59,6 +60,7 @@ class SpVocabulary {
   std::vector<std::string> texts_;
   std::vector<float> scores_;
   std::vector<SpPieceType> types_;
+  std::vector<uint8_t> byte_values_;  // per piece: its byte (BYTE pieces)
   std::vector<std::string> user_defined_;
   int32_t unk_id_ = -1;
   int32_t byte_ids_[256] = {};

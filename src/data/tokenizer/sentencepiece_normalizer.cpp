@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace hytra {
 namespace {
@@ -16,30 +17,12 @@ uint32_t value_of(uint32_t u) { return u & 0x7FFFFFFFu; }
 uint32_t label_of(uint32_t u) { return u & 0x800000FFu; }
 uint32_t offset_of(uint32_t u) { return (u >> 10) << ((u & 0x200u) >> 6); }
 
-// The length of the valid UTF-8 character starting `s` (SentencePiece's DecodeUTF8 rules: no overlong forms, no
-// surrogates, at most U+10FFFF; a U+FFFD in the text is valid), or 0 when it is malformed.
+// The length of the valid UTF-8 character starting `s` (SentencePiece's DecodeUTF8 rules, Unicode's
+// well-formedness: no overlong forms, no surrogates, at most U+10FFFF; a U+FFFD in the text is valid), or 0.
 size_t valid_char_length(std::string_view s) {
-  const auto b = [&](size_t i) { return uint8_t(s[i]); };
-  const auto trail = [&](size_t i) { return i < s.size() && (b(i) & 0xC0) == 0x80; };
-  const uint8_t c = b(0);
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) {
-    if (!trail(1)) return 0;
-    const uint32_t cp = uint32_t(c & 0x1F) << 6 | (b(1) & 0x3F);
-    return cp >= 0x80 ? 2 : 0;
-  }
-  if ((c & 0xF0) == 0xE0) {
-    if (!trail(1) || !trail(2)) return 0;
-    const uint32_t cp = uint32_t(c & 0x0F) << 12 | uint32_t(b(1) & 0x3F) << 6 | (b(2) & 0x3F);
-    return cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF) ? 3 : 0;
-  }
-  if ((c & 0xF8) == 0xF0) {
-    if (!trail(1) || !trail(2) || !trail(3)) return 0;
-    const uint32_t cp =
-        uint32_t(c & 0x07) << 18 | uint32_t(b(1) & 0x3F) << 12 | uint32_t(b(2) & 0x3F) << 6 | (b(3) & 0x3F);
-    return cp >= 0x10000 && cp <= 0x10FFFF ? 4 : 0;
-  }
-  return 0;
+  char32_t cp;
+  const int n = utf8_step(s, 0, cp);
+  return n > 0 ? size_t(n) : 0;
 }
 
 }  // namespace
@@ -69,8 +52,7 @@ SpNormalizer::SpNormalizer(const SpModelProto& m, const std::vector<std::string>
     for (int i = 3; i >= 0; --i) v = v << 8 | uint8_t(blob[4 + 4 * u + size_t(i)]);
     units_[u] = v;
   }
-  pool_storage_ = blob.substr(4 + trie_bytes);
-  pool_ = pool_storage_;
+  pool_ = blob.substr(4 + trie_bytes);
 }
 
 size_t SpNormalizer::user_defined_prefix(std::string_view text) const {
@@ -104,7 +86,7 @@ size_t SpNormalizer::charsmap_match(std::string_view text, std::string_view& rep
   const size_t end = pool_.find('\0', best_value);
   HYTRA_CHECK(end != std::string_view::npos, where_,
               ": normalizer_spec.precompiled_charsmap: the replacement at offset ", best_value, " has no NUL end");
-  replacement = pool_.substr(best_value, end - best_value);
+  replacement = std::string_view(pool_).substr(best_value, end - best_value);
   return best;
 }
 

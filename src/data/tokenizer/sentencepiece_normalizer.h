@@ -28,8 +28,7 @@ class SpNormalizer {
   size_t charsmap_match(std::string_view text, std::string_view& replacement) const;
 
   std::vector<uint32_t> units_;  // the double array
-  std::string_view pool_;        // NUL-terminated replacements (a view into pool_storage_)
-  std::string pool_storage_;
+  std::string pool_;             // NUL-terminated replacements
   std::vector<std::string> user_defined_;
   size_t user_defined_max_ = 0;
   bool add_dummy_prefix_, remove_extra_whitespaces_, escape_whitespaces_, suffix_;

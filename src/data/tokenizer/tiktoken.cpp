@@ -1,8 +1,11 @@
 #include "data/tokenizer/tiktoken.h"
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <queue>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -57,6 +60,8 @@ TikTokenizer::TikTokenizer(const TikTokenConfig& cfg)
         return UnicodeRegex(p, "--tiktoken-pattern " + cfg.pattern);
       }()) {
   vocab_size_ = cfg.vocab_size > 0 ? cfg.vocab_size : int64_t(1) << 17;
+  HYTRA_CHECK(vocab_size_ <= std::numeric_limits<int32_t>::max(), "--vocab-size: ", vocab_size_,
+              " is past the largest int32 token id");
   num_special_ = cfg.num_special_tokens;
   std::vector<std::string> specials = cfg.special_tokens;
   if (specials.empty()) specials = {"<unk>", "<s>", "</s>"};
@@ -68,8 +73,8 @@ TikTokenizer::TikTokenizer(const TikTokenConfig& cfg)
   HYTRA_CHECK(int64_t(specials.size()) <= num_special_ && num_special_ < vocab_size_,
               "--tiktoken-num-special-tokens: expected ", specials.size(), " (the special tokens) to --vocab-size (",
               vocab_size_, ") - 1, got ", num_special_);
-  for (int64_t k = int64_t(specials.size()); k < num_special_; ++k) specials.push_back(str("<SPECIAL_", k, ">"));
-  id_bytes_ = specials;
+  // The <SPECIAL_k> texts past the given tokens are made when decoded (their count is only bounded by --vocab-size).
+  special_texts_ = specials;
   eos_ = int32_t(std::find(specials.begin(), specials.end(), "</s>") - specials.begin());
 
   const std::string& path = cfg.path;
@@ -164,9 +169,14 @@ std::string TikTokenizer::decode(const std::vector<int32_t>& ids) const {
 std::string TikTokenizer::decode_bytes(const std::vector<int32_t>& ids) const {
   std::string out;
   for (int32_t id : ids) {
-    HYTRA_CHECK(id >= 0 && id < int32_t(id_bytes_.size()), "decode: token id ", id, " out of range [0, ",
-                id_bytes_.size(), ")");
-    out += id_bytes_[size_t(id)];
+    HYTRA_CHECK(id >= 0 && id < num_special_ + int64_t(id_bytes_.size()), "decode: token id ", id, " out of range [0, ",
+                num_special_ + int64_t(id_bytes_.size()), ")");
+    if (id >= num_special_)
+      out += id_bytes_[size_t(id - num_special_)];
+    else if (size_t(id) < special_texts_.size())
+      out += special_texts_[size_t(id)];
+    else
+      out += str("<SPECIAL_", id, ">");
   }
   return out;
 }

@@ -41,7 +41,8 @@ class TikTokenizer final : public Tokenizer {
  private:
   int32_t rank_of(std::string_view bytes) const;  // -1 when not a token
   std::unordered_map<std::string, int32_t> ranks_;
-  std::vector<std::string> id_bytes_;  // bytes of each id (special tokens: their text)
+  std::vector<std::string> special_texts_;  // the given special tokens (ids 0, 1, ...)
+  std::vector<std::string> id_bytes_;       // bytes of each rank (id = rank + the special-token count)
   UnicodeRegex pattern_;
   int64_t vocab_size_ = 0, num_special_ = 0;
   int32_t eos_ = -1;

@@ -251,8 +251,8 @@ class GraphBuilder {
         plan->owned = std::move(owned_);
         plan->owned.push_back(std::move(cfgs[size_t(i)]));
         plan->owned.push_back(std::move(exec));
-        if (const char* env = std::getenv("HYTRA_CUDNN_LOG"); log_shows(10) || (env && env[0] == '1'))
-          log_info(str("cuDNN ", what, ": engine ", engine, ", workspace ", ws, " bytes"));
+        if (const char* env = std::getenv("HYTRA_CUDNN_LOG"); log_shows(10) || (log_enabled && env && env[0] == '1'))
+          std::fprintf(stderr, "cuDNN %s: engine %lld, workspace %lld bytes\n", what, (long long)engine, (long long)ws);
         return plan;
       }
       tried += "]";
