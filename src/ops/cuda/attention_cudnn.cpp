@@ -252,7 +252,8 @@ class GraphBuilder {
         plan->owned.push_back(std::move(cfgs[size_t(i)]));
         plan->owned.push_back(std::move(exec));
         if (const char* env = std::getenv("HYTRA_CUDNN_LOG"); log_shows(10) || (log_enabled && env && env[0] == '1'))
-          std::fprintf(stderr, "cuDNN %s: engine %lld, workspace %lld bytes\n", what, (long long)engine, (long long)ws);
+          std::fprintf(stderr, "cuDNN %s: engine %lld, workspace %lld bytes\n", what.c_str(), (long long)engine,
+                       (long long)ws);
         return plan;
       }
       tried += "]";
