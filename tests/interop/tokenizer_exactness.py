@@ -162,6 +162,26 @@ def main():
         failed += compare(f"GPTSentencePieceTokenizer {name}", hytra, work, texts,
                           ["--tokenizer-type", "GPTSentencePieceTokenizer", "--tokenizer-model", model],
                           ref.encode_as_ids, ref.decode_ids, n_torture)
+    # A hand-made Unigram model whose segmentations tie in float and not in double (0.2 sums in float: "abc" is
+    # "▁a bc"; 0.1 summed in double: "▁ab c"), with a user-defined piece and an UNUSED one.
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    proto = pb.ModelProto()
+    for text, score, kind in [("<unk>", 0, 2), ("<s>", 0, 3), ("</s>", 0, 3), ("\u2581a", -1, 1), ("bc", -2e-9, 1),
+                              ("\u2581ab", -1, 1), ("c", 1e-9, 1), ("a", -3, 1), ("b", -3, 1), ("\u2581", -2, 1),
+                              ("cab", -0.5, 4), ("ab", -1, 5), ("x", -4, 1), ("y", -4, 1)]:
+        piece = proto.pieces.add()
+        piece.piece, piece.score, piece.type = text, score, kind
+    proto.trainer_spec.model_type = 1
+    proto.normalizer_spec.name = "identity"
+    model = os.path.join(work, "sp_quirk.model")
+    with open(model, "wb") as f:
+        f.write(proto.SerializeToString())
+    ref = spm.SentencePieceProcessor(model_file=model)
+    quirk_texts = ["abc", "ab abc", "abcabc", "cab xyab", "ba cab", "xyz abcab c"]
+    print("hand-made Unigram 'abc':", [ref.id_to_piece(i) for i in ref.encode_as_ids("abc")])
+    failed += compare("GPTSentencePieceTokenizer sp_quirk", hytra, work, quirk_texts,
+                      ["--tokenizer-type", "GPTSentencePieceTokenizer", "--tokenizer-model", model],
+                      ref.encode_as_ids, ref.decode_ids, len(quirk_texts))
     print(f"sentencepiece {spm.__version__}, tokenizers {__import__('tokenizers').__version__}, "
           f"tiktoken {tiktoken.__version__}")
     sys.exit(1 if failed else 0)
