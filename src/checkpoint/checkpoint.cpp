@@ -31,6 +31,7 @@ namespace {
 
 constexpr const char* kLatest = "latest_checkpointed_iteration.txt";
 constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kRunConfigFile = "run_config.yaml";
 constexpr const char* kVersion = "0.1.0";
 
 // A file's checksum: XXH3-64 (hex), or FNV-1a 64 for checkpoints written before hytra switched (read only).
@@ -157,6 +158,10 @@ void save_checkpoint(const std::string& save_dir, CheckpointContents c, int64_t 
       files.push_back("optimizer.safetensors");
       write_safetensors((tmp_dir / files[1]).string(), std::move(c.optimizer), {{"format", "pt"}});
     }
+    if (!c.run_config.empty()) {
+      files.push_back(kRunConfigFile);
+      write_file_atomic((tmp_dir / kRunConfigFile).string(), c.run_config);
+    }
     bar.update(2);
     write_file_atomic((tmp_dir / "manifest.json").string(), manifest_text(c.manifest, tmp_dir, files));
     bar.update(3);
@@ -219,6 +224,16 @@ std::string resolve_checkpoint_dir(const std::string& load) {
 
 namespace {
 
+// A listed file's size and checksum against its manifest entry `info` (manifest `path`).
+void verify_listed_file(const std::string& p, const Json& info, const std::string& path) {
+  HYTRA_CHECK(fs::is_regular_file(p), p, ": listed in ", path, " but not a regular file");
+  HYTRA_CHECK(int64_t(fs::file_size(p)) == info.at("bytes").as_int("bytes"), p, ": size differs from the manifest");
+  const bool fnv = info.find("xxh3_64") == nullptr;  // an older checkpoint's FNV-1a checksum
+  const char* kind = fnv ? "fnv1a64" : "xxh3_64";
+  HYTRA_CHECK(info.at(kind).as_string(kind) == file_checksum(p, fnv), p,
+              ": checksum differs from the manifest (corrupt file)");
+}
+
 CheckpointManifest parse_manifest(const std::string& dir, const std::string& path) {
   HYTRA_CHECK(fs::is_regular_file(path), path, ": not a regular file (expected the checkpoint's JSON manifest)");
   const Json j = Json::parse_file(path);
@@ -259,12 +274,7 @@ CheckpointManifest parse_manifest(const std::string& dir, const std::string& pat
       m.missing.push_back(file);
       continue;
     }
-    HYTRA_CHECK(fs::is_regular_file(p), p, ": listed in ", path, " but not a regular file");
-    HYTRA_CHECK(int64_t(fs::file_size(p)) == info.at("bytes").as_int("bytes"), p, ": size differs from the manifest");
-    const bool fnv = info.find("xxh3_64") == nullptr;  // an older checkpoint's FNV-1a checksum
-    const char* kind = fnv ? "fnv1a64" : "xxh3_64";
-    HYTRA_CHECK(info.at(kind).as_string(kind) == file_checksum(p, fnv), p,
-                ": checksum differs from the manifest (corrupt file)");
+    verify_listed_file(p, info, path);
     m.files.push_back(file);
   }
   HYTRA_CHECK(listed.count(kModelFile), path, ": 'files' does not list ", kModelFile,
@@ -287,6 +297,25 @@ CheckpointManifest read_manifest(const std::string& dir) {
     const std::string what = e.what();
     if (what.find(dir) != std::string::npos) throw;
     fail(str(path, ": ", what));  // a missing key or a wrong type: the JSON accessors do not name the file
+  }
+}
+
+std::string checkpoint_run_config(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "manifest.json").string();
+  try {
+    HYTRA_CHECK(fs::is_regular_file(path), path, ": not a regular file (expected the checkpoint's JSON manifest)");
+    const Json j = Json::parse_file(path);
+    HYTRA_CHECK(j.is_object(), path, ": expected a JSON object");
+    const Json* info = j.at("files").find(kRunConfigFile);
+    if (info == nullptr) return "";
+    const std::string p = (fs::path(dir) / kRunConfigFile).string();
+    HYTRA_CHECK(fs::exists(p), p, ": listed in ", path, " but missing");
+    verify_listed_file(p, *info, path);
+    return p;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find(dir) != std::string::npos) throw;
+    fail(str(path, ": ", what));
   }
 }
 

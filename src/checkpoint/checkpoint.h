@@ -45,6 +45,7 @@ struct CheckpointContents {
   CheckpointManifest manifest;
   std::vector<SafetensorsTensor> model;      // canonical keys
   std::vector<SafetensorsTensor> optimizer;  // empty: no optimizer state
+  std::string run_config;                    // run_config.yaml's text; empty: no such file
 };
 
 std::string iteration_dir_name(int64_t iteration);  // "iter_0000100"
@@ -63,6 +64,10 @@ std::string resolve_checkpoint_dir(const std::string& load);
 // trains from scratch).
 bool holds_no_checkpoint(const std::string& load);
 CheckpointManifest read_manifest(const std::string& dir);  // verifies the present files' sizes and checksums
+// The path of the iteration directory `dir`'s run_config.yaml, its size and checksum verified against the manifest
+// (the other files are not read); "" when the manifest does not list one (an older hytra's or a converted
+// checkpoint).
+std::string checkpoint_run_config(const std::string& dir);
 // The file rules of a load from `dir` that reads the files `reads`: each must be listed and present; missing
 // and unlisted files are errors or `warnings` per `strictness` (above).
 void check_manifest_files(const CheckpointManifest& m, const std::string& dir, const std::set<std::string>& reads,

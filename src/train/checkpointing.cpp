@@ -92,6 +92,7 @@ void save_training_state(const TrainConfig& tc, const std::vector<ParamState>& p
   c.manifest.optimizer_step = optimizer_step;
   c.manifest.config = config_text;
   for (const ArchitectureEntry& e : arch) c.manifest.model.emplace_back(e.name, e.value);
+  c.run_config = tc.run_config;
   for (const ParamState& p : params) {
     c.model.push_back(to_file(p.name, p.value));
     c.optimizer.push_back(to_file(p.name + ".exp_avg", p.exp_avg));

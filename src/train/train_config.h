@@ -118,6 +118,12 @@ struct TrainConfig {
   Strictness ckpt_strictness = Strictness::AssumeOkUnexpected;  // --ckpt-strictness (checkpoint/key_map.h)
   bool finetune = false;               // --finetune: weights only; iteration, data position, optimizer reset
   bool ckpt_allow_non_finite = false;  // --ckpt-allow-non-finite (hytra): save/load tensors holding NaN/Inf
+  // --use-checkpoint-args: the model and tokenizer flags come from --load's run_config.yaml (tools/cli/flags.h).
+  bool use_checkpoint_args = false;
+  std::vector<std::string> from_checkpoint;  // what it set ("--hidden-size 64 (was 32)"), logged once each
+  // The run's resolved flags as a YAML file that --config reads (tools/cli/flags.h); each checkpoint's
+  // run_config.yaml. Empty: none written.
+  std::string run_config;
 
   // The parallel layout (docs/parallelism.md). Only data parallelism runs yet: the other sizes must be 1.
   int tensor_model_parallel_size = 1;      // --tensor-model-parallel-size

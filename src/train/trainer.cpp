@@ -526,6 +526,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   const int64_t mbs = tc.micro_batch_size, gbs = tc.global_batch();
   const double flops_token = flops_per_token(mc, whole.layer_counts());
   for (const std::string& note : tc.no_effect) info_stream(log) << "hytra: " << note << "\n";
+  for (const std::string& note : tc.from_checkpoint) info_stream(log) << "hytra: from the checkpoint: " << note << "\n";
   if (tc.train_samples > 0) info_stream(log) << "hytra: setting training iterations to " << tc.train_iters << "\n";
   if (tc.rampup.on())  // Megatron's line, its missing space included
     info_stream(log) << "hytra: will use batch size rampup starting from global batch size " << tc.rampup.start

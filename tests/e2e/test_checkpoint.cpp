@@ -613,6 +613,82 @@ TEST(Checkpoint, LoadRefusesAnotherArchitecture) {
   EXPECT_EQ(run(with({"--load", dir, "--ckpt-strictness", "raise_all"})).losses.size(), 2u);  // the same model
 }
 
+// Each save holds run_config.yaml, listed in the manifest with its checksum: the run's resolved flags. --config reads
+// it back as the same run, and --use-checkpoint-args takes the model from it as Megatron does: a resume that gives
+// only the training flags (and a wrong --normalization, which the checkpoint's replaces) continues the
+// uninterrupted run bit for bit.
+TEST(Checkpoint, RunConfigAndUseCheckpointArgs) {
+  const std::string dir = testing::TempDir() + "hytra_ckpt_run_config";
+  const std::string dir2 = dir + "_2";
+  fs::remove_all(dir);
+  fs::remove_all(dir2);
+  const TrainResult full = run({});
+  run({"--save", dir, "--exit-interval", "6"});
+  const std::string cfg = dir + "/iter_0000006/run_config.yaml";
+  ASSERT_TRUE(fs::exists(cfg));
+  EXPECT_NE(read_text(dir + "/iter_0000006/manifest.json").find("\"run_config.yaml\": {\"bytes\""), std::string::npos);
+  auto train_with = [](const std::vector<std::string>& args, std::string* log_text) {
+    ModelConfig m;
+    TrainConfig t;
+    EXPECT_TRUE(parse_train_args(args, m, t, nullptr));
+    std::ostringstream log;
+    TrainResult r = train(m, t, log);
+    if (log_text) *log_text = log.str();
+    return r;
+  };
+  auto expect_second_half = [&](const TrainResult& r) {
+    ASSERT_EQ(r.losses.size(), 6u);
+    for (size_t i = 0; i < 6; ++i) EXPECT_TRUE(same_bits(full.losses[6 + i], r.losses[i])) << "iteration " << 7 + i;
+  };
+  expect_second_half(train_with({"--config", cfg, "--load", dir, "--save", dir2}, nullptr));
+  const std::vector<std::string> training = {"--micro-batch-size",
+                                             "2",
+                                             "--global-batch-size",
+                                             "4",
+                                             "--train-iters",
+                                             "12",
+                                             "--lr",
+                                             "1e-2",
+                                             "--lr-decay-style",
+                                             "cosine",
+                                             "--lr-warmup-iters",
+                                             "2",
+                                             "--eval-interval",
+                                             "4",
+                                             "--eval-iters",
+                                             "1",
+                                             "--log-interval",
+                                             "4",
+                                             "--mock-data",
+                                             "--device",
+                                             "cpu",
+                                             "--load",
+                                             dir};
+  auto with = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> a = training;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  std::string log;
+  expect_second_half(train_with(with({"--use-checkpoint-args", "--normalization", "LayerNorm"}), &log));
+  EXPECT_NE(log.find("from the checkpoint: --normalization RMSNorm (was LayerNorm)"), std::string::npos) << log;
+  EXPECT_NE(log.find("from the checkpoint: --hybrid-layer-pattern [*-]*- (was None)"), std::string::npos) << log;
+  EXPECT_NE(log.find("from the checkpoint: --hidden-size 32 (was 0)"), std::string::npos) << log;
+  // Megatron takes the sizes only where the run leaves them unset: a --seq-length given stays (a warning on load).
+  const std::string e = error_of([&] {
+    train_with(with({"--use-checkpoint-args", "--seq-length", "8", "--ckpt-strictness", "raise_all"}), nullptr);
+  });
+  EXPECT_NE(e.find("--seq-length: checkpoint 16, this run 8"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] {
+              train_with({"--use-checkpoint-args", "--mock-data", "--train-iters", "1"}, nullptr);
+            }).find("--use-checkpoint-args: needs --load"),
+            std::string::npos);
+  // A run_config.yaml changed after the save is refused, naming it.
+  write_text(cfg, read_text(cfg) + "hidden-size: 64\n");
+  const std::string damaged = error_of([&] { train_with(with({"--use-checkpoint-args"}), nullptr); });
+  EXPECT_NE(damaged.find(cfg + ": size differs from the manifest"), std::string::npos) << damaged;
+}
+
 std::vector<SafetensorsTensor> tensors_of(const std::string& path) {
   SafetensorsFile f(path);
   std::vector<SafetensorsTensor> out;
@@ -697,7 +773,7 @@ TEST(Checkpoint, ManifestMustVouchForEveryTensorFile) {
     return std::string(sum);
   };
   std::string old = good;
-  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "run_config.yaml"})
     old = std::regex_replace(
         old, std::regex(std::string("(\"") + file + "\": \\{\"bytes\": [0-9]+, )\"xxh3_64\": \"[0-9a-f]+\""),
         "$1\"fnv1a64\": \"" + fnv1a(file) + "\"");

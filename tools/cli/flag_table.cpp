@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -88,24 +90,29 @@ bool parse_bool_value(const std::string& flag, const std::string& text) {
 }
 
 namespace {
-std::string shown(int64_t v) { return std::to_string(v); }
-std::string shown(double v) { return exact_number_text(v); }
-std::string shown(const std::string& v) { return v.empty() ? "None" : v; }
+using Value = std::optional<FlagValues>;
+Value values_of(int64_t v) { return FlagValues{std::to_string(v)}; }
+Value values_of(double v) { return FlagValues{exact_number_text(v)}; }
+Value values_of(bool v) { return FlagValues{v ? "true" : "false"}; }
+Value values_of(const std::string& v) { return v.empty() ? Value() : FlagValues{v}; }
 template <class T>
-std::string shown(const std::optional<T>& v) {
-  return v ? shown(*v) : "None";
+Value values_of(const std::optional<T>& v) {
+  return v ? values_of(*v) : Value();
 }
 template <class T>
-std::string shown(const std::vector<T>& v) {
-  if (v.empty()) return "None";
-  std::string out;
-  for (const T& x : v) out += (out.empty() ? "" : " ") + shown(x);
-  return out;
+Value values_of(const std::vector<T>& v) {
+  FlagValues out;
+  for (const T& x : v) out.push_back(values_of(x)->at(0));
+  return out.empty() ? Value() : out;
+}
+template <class T>
+std::function<Value()> reader(const T& f) {
+  return [&f] { return values_of(f); };
 }
 }  // namespace
 
 Binding store(int64_t& f) {
-  return {[&f](const FlagValues& v) { f = parse_int_value("", v.at(0)); }, [&f] { return shown(f); }};
+  return {[&f](const FlagValues& v) { f = parse_int_value("", v.at(0)); }, reader(f)};
 }
 Binding store(int& f) {
   return {[&f](const FlagValues& v) {
@@ -114,43 +121,42 @@ Binding store(int& f) {
                         x);
             f = int(x);
           },
-          [&f] { return shown(int64_t(f)); }};
+          [&f] { return values_of(int64_t(f)); }};
 }
 Binding store(double& f) {
-  return {[&f](const FlagValues& v) { f = parse_float_value("", v.at(0)); }, [&f] { return shown(f); }};
+  return {[&f](const FlagValues& v) { f = parse_float_value("", v.at(0)); }, reader(f)};
 }
 Binding store(bool& f) {
-  return {[&f](const FlagValues& v) { f = parse_bool_value("", v.at(0)); },
-          [&f] { return std::string(f ? "true" : "false"); }};
+  return {[&f](const FlagValues& v) { f = parse_bool_value("", v.at(0)); }, reader(f)};
 }
 Binding store(std::string& f) {
-  return {[&f](const FlagValues& v) { f = v.at(0); }, [&f] { return shown(f); }};
+  return {[&f](const FlagValues& v) { f = v.at(0); }, reader(f)};
 }
 Binding store(std::optional<int64_t>& f) {
-  return {[&f](const FlagValues& v) { f = parse_int_value("", v.at(0)); }, [&f] { return shown(f); }};
+  return {[&f](const FlagValues& v) { f = parse_int_value("", v.at(0)); }, reader(f)};
 }
 Binding store(std::optional<double>& f) {
-  return {[&f](const FlagValues& v) { f = parse_float_value("", v.at(0)); }, [&f] { return shown(f); }};
+  return {[&f](const FlagValues& v) { f = parse_float_value("", v.at(0)); }, reader(f)};
 }
 Binding store(std::optional<std::string>& f) {
-  return {[&f](const FlagValues& v) { f = v.at(0); }, [&f] { return shown(f); }};
+  return {[&f](const FlagValues& v) { f = v.at(0); }, reader(f)};
 }
 Binding store(std::vector<int64_t>& f) {
   return {[&f](const FlagValues& v) {
             f.clear();
             for (const auto& s : v) f.push_back(parse_int_value("", s));
           },
-          [&f] { return shown(f); }};
+          reader(f)};
 }
 Binding store(std::vector<double>& f) {
   return {[&f](const FlagValues& v) {
             f.clear();
             for (const auto& s : v) f.push_back(parse_float_value("", s));
           },
-          [&f] { return shown(f); }};
+          reader(f)};
 }
 Binding store(std::vector<std::string>& f) {
-  return {[&f](const FlagValues& v) { f = v; }, [&f] { return shown(f); }};
+  return {[&f](const FlagValues& v) { f = v; }, reader(f)};
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -175,7 +181,7 @@ void FlagTable::add(std::string name, FlagSpec::Kind kind, std::string default_t
   s.default_text = std::move(default_text);
   s.help = std::move(help);
   s.set = std::move(set.set);
-  s.show = std::move(set.show);
+  s.value = std::move(set.value);
   s.choices = std::move(choices);
   add(std::move(s));
 }
@@ -189,6 +195,7 @@ void FlagTable::add(FlagSpec spec) {
     HYTRA_ASSERT(n != "--config" && n != "--help", "reserved flag name: ", n);
     HYTRA_ASSERT(index_.emplace(canonical(n), specs_.size()).second, "flag defined twice: ", n);
   }
+  if (spec.value) spec.initial = spec.value();
   specs_.push_back(std::move(spec));
 }
 
@@ -220,7 +227,20 @@ std::string FlagTable::suggest(const std::string& name) const {
 bool FlagTable::is_set(const std::string& name) const {
   const FlagSpec* s = find(name);
   HYTRA_ASSERT(s != nullptr, "is_set of an unknown flag: ", name);
-  return set_.count(s->name) > 0;
+  return given_.count(s->name) > 0;
+}
+
+const FlagValues* FlagTable::given(const std::string& name) const {
+  const FlagSpec* s = find(name);
+  HYTRA_ASSERT(s != nullptr, "given of an unknown flag: ", name);
+  auto it = given_.find(s->name);
+  return it == given_.end() ? nullptr : &it->second;
+}
+
+std::optional<FlagValues> FlagTable::value_of(const std::string& name) const {
+  const FlagSpec* s = find(name);
+  HYTRA_ASSERT(s != nullptr, "value_of an unknown flag: ", name);
+  return s->value ? s->value() : std::nullopt;
 }
 
 void FlagTable::check(const FlagSpec& s, const FlagValues& values) const {
@@ -265,7 +285,7 @@ void FlagTable::apply(const FlagSpec& s, const FlagValues& values) {
     if (msg.rfind(s.name + ":", 0) == 0) throw;
     fail(str(s.name, ": ", msg.rfind(": ", 0) == 0 ? msg.substr(2) : msg));
   }
-  set_.insert(s.name);
+  given_[s.name] = values;
 }
 
 void FlagTable::apply_config(const ConfigFile& file) {
@@ -382,8 +402,46 @@ std::string FlagTable::help_text(const std::string& usage) const {
     for (const auto& a : s.aliases) left += ", " + a;
     const std::string mv = metavar(s);
     if (!mv.empty()) left += " " + mv;
-    const std::string def = !s.default_text.empty() ? s.default_text : s.show ? s.show() : "";
+    const std::optional<FlagValues> v = s.value ? s.value() : std::nullopt;
+    const std::string def = !s.default_text.empty() ? s.default_text : !s.value ? "" : v ? join(*v, " ") : "None";
     row(left, s.help + (def.empty() ? "" : " (default: " + def + ")"));
+  }
+  return out;
+}
+
+namespace {
+// A YAML double-quoted scalar: backslash and quote escaped, control bytes as \xNN (UTF-8 passes through).
+std::string yaml_quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+}  // namespace
+
+std::string FlagTable::resolved_yaml(const std::string& header) const {
+  std::string out;
+  std::istringstream lines(header);
+  for (std::string line; std::getline(lines, line);) out += "# " + line + "\n";
+  for (const FlagSpec& s : specs_) {
+    if (!s.value) continue;
+    const std::optional<FlagValues> v = s.value();
+    if (!v || (!s.default_text.empty() && v == s.initial)) continue;
+    const bool text = s.kind == Kind::String || s.kind == Kind::StringList;
+    std::string items;
+    for (const std::string& x : *v) items += (items.empty() ? "" : ", ") + (text ? yaml_quoted(x) : x);
+    out += s.name.substr(2) + ": " + (is_list(s.kind) ? "[" + items + "]" : items) + "\n";
   }
   return out;
 }

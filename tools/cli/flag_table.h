@@ -29,10 +29,13 @@ struct FlagSpec {
   enum class Kind { Int, Float, String, Bool, IntList, FloatList, StringList };
   std::string name;  // "--lr"
   Kind kind = Kind::String;
-  // Shown by --help as the default: default_text when given (what a value means, e.g. "None" or
-  // "hidden/heads"), else show(), the bound config field's value before parsing (its initialiser).
+  // What an unset value means, shown by --help as the default (e.g. "None" or "hidden/heads"): given only where
+  // the default is decided at run time; otherwise --help shows value() before parsing (the field's initialiser).
   std::string default_text;
-  std::function<std::string()> show;
+  // The bound field's value as the flag's values (what the command line would give), nullopt when unset (None).
+  // --help shows it as the default; the resolved run configuration (FlagTable::resolved_yaml) writes it.
+  std::function<std::optional<FlagValues>()> value;
+  std::optional<FlagValues> initial;  // value() when the row was added (set by FlagTable::add)
   std::string help;
   // Receives the checked values: one element for scalars ("true"/"false" for Bool), one or more for
   // lists. It may throw hytra::Error for a value the type check cannot judge.
@@ -48,17 +51,18 @@ int64_t parse_int_value(const std::string& flag, const std::string& text);
 double parse_float_value(const std::string& flag, const std::string& text);
 bool parse_bool_value(const std::string& flag, const std::string& text);
 
-// A row's setter, and for rows bound to one config field, that field's value as text.
+// A row's setter, and the bound config field's value as flag values (FlagSpec::value).
 struct Binding {
   std::function<void(const FlagValues&)> set;
-  std::function<std::string()> show;
-  Binding(std::function<void(const FlagValues&)> s, std::function<std::string()> sh = {})
-      : set(std::move(s)), show(std::move(sh)) {}
+  std::function<std::optional<FlagValues>()> value;
+  Binding(std::function<void(const FlagValues&)> s, std::function<std::optional<FlagValues>()> v = {})
+      : set(std::move(s)), value(std::move(v)) {}
   template <class F, class = std::enable_if_t<std::is_invocable_v<F&, const FlagValues&>>>
   Binding(F f) : set(std::move(f)) {}
 };
 
-// Setters for the common case: store the (already checked) value into a config field (and show it).
+// Setters for the common case: store the (already checked) value into a config field (and read it back). A string
+// or list that is empty, or an optional without a value, reads back as unset.
 Binding store(int64_t& field);
 Binding store(int& field);
 Binding store(double& field);
@@ -100,6 +104,15 @@ class FlagTable {
 
   // Whether the flag (by name or alias) was given in a config file or on the command line.
   bool is_set(const std::string& name) const;
+  // The values the flag was last given (config file or command line), or nullptr.
+  const FlagValues* given(const std::string& name) const;
+  // The bound row's current value (FlagSpec::value; nullopt also for a row without one).
+  std::optional<FlagValues> value_of(const std::string& name) const;
+  // The resolved configuration: a flat YAML document that --config reads back, one `key: value` line per row with
+  // a value, in table order, after the comment lines `header` (each line prefixed "# "). A row whose default is
+  // decided at run time (it has a default_text) is written only when its value differs from its initial one, so
+  // the derivation happens again on reading; rows without a value getter (the no-effect flags) are left out.
+  std::string resolved_yaml(const std::string& header) const;
   // "--lr-decay: unknown flag; did you mean --lr-decay-style?" style suggestion, or "" if none is close.
   std::string suggest(const std::string& name) const;
   const std::vector<FlagSpec>& rows() const { return specs_; }
@@ -113,7 +126,7 @@ class FlagTable {
 
   std::vector<FlagSpec> specs_;
   std::map<std::string, size_t> index_;  // name or alias -> row
-  std::set<std::string> set_;            // canonical names given so far
+  std::map<std::string, FlagValues> given_;  // canonical names given so far -> their last values
   std::string positionals_help_;
 };
 

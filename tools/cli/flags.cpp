@@ -1,5 +1,6 @@
 #include "cli/flags.h"
 
+#include "cli/checkpoint_args.h"
 #include "cli/no_effect_flags.h"
 #include "core/error.h"
 #include "data/preprocess.h"
@@ -9,18 +10,30 @@ namespace hytra {
 namespace {
 using K = FlagSpec::Kind;
 
-// A bool flag that sets a field to `value` (e.g. --swiglu -> activation = SwiGLU).
+FlagValues bool_values(bool b) { return {b ? "true" : "false"}; }
+
+// A bool flag that sets a field to `value` (e.g. --swiglu -> activation = SwiGLU); it reads true while the field
+// holds that value.
 template <class T>
-std::function<void(const FlagValues&)> set_if(T& field, T value) {
-  return [&field, value](const FlagValues& v) {
-    if (v[0] == "true") field = value;
-  };
+Binding set_if(T& field, T value) {
+  return {[&field, value](const FlagValues& v) {
+            if (v[0] == "true") field = value;
+          },
+          [&field, value] { return std::optional<FlagValues>(bool_values(field == value)); }};
+}
+// A bool flag that sets a field to its negation (--disable-bias-linear -> add_bias_linear = false).
+Binding store_not(bool& field) {
+  return {[&field](const FlagValues& v) { field = v[0] != "true"; },
+          [&field] { return std::optional<FlagValues>(bool_values(!field)); }};
 }
 // An enum-valued field: its values' names are the flag's choices (model/enum_text.h).
 template <class E>
 Binding store_enum(E& field, const char* flag) {
   return {[&field, flag](const FlagValues& v) { field = enum_of<E>(v[0], flag); },
-          [&field] { return std::string(name_of(field)); }};
+          [&field] {  // (an enum's "None" is Python's None: unset)
+            const std::string name = name_of(field);
+            return name == "None" ? std::nullopt : std::optional<FlagValues>(FlagValues{name});
+          }};
 }
 
 // A list of enum values (each element one of the names).
@@ -31,9 +44,9 @@ Binding store_enum_list(std::vector<E>& field, const char* flag) {
             for (const std::string& s : v) field.push_back(enum_of<E>(s, flag));
           },
           [&field] {
-            std::string out;
-            for (E e : field) out += (out.empty() ? "" : " ") + std::string(name_of(e));
-            return out.empty() ? std::string("None") : out;
+            FlagValues out;
+            for (E e : field) out.emplace_back(name_of(e));
+            return out.empty() ? std::nullopt : std::optional<FlagValues>(out);
           }};
 }
 
@@ -85,30 +98,29 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--num-query-groups", K::Int, "", "KV heads (with --group-query-attention)", store(c.num_query_groups));
   t.add("--kv-channels", K::Int, "hidden/heads", "head dimension", store(c.kv_channels));
   t.add("--qk-layernorm", K::Bool, "", "normalise q and k over the head dim", store(c.qk_layernorm));
-  t.add("--disable-bias-linear", K::Bool, "false", "no biases in linear layers",
-        [&c](const FlagValues& v) { c.add_bias_linear = v[0] != "true"; });
+  t.add("--disable-bias-linear", K::Bool, "", "no biases in linear layers", store_not(c.add_bias_linear));
   t.add("--normalization", K::String, "", "LayerNorm or RMSNorm", store_enum(c.normalization, "--normalization"),
         names_of<NormKind>());
-  t.add("--norm-epsilon", K::Float, "1e-5", "norm epsilon", store(c.norm_epsilon));
-  t.add("--swiglu", K::Bool, "false", "gated SiLU MLP", set_if(c.activation, Activation::SwiGLU));
-  t.add("--squared-relu", K::Bool, "false", "squared-ReLU MLP", set_if(c.activation, Activation::SquaredReLU));
-  t.add("--quick-geglu", K::Bool, "false", "quick-GeGLU MLP: g * sigmoid(1.702 g) * (lin + --glu-linear-offset)",
+  t.add("--norm-epsilon", K::Float, "", "norm epsilon", store(c.norm_epsilon));
+  t.add("--swiglu", K::Bool, "", "gated SiLU MLP", set_if(c.activation, Activation::SwiGLU));
+  t.add("--squared-relu", K::Bool, "", "squared-ReLU MLP", set_if(c.activation, Activation::SquaredReLU));
+  t.add("--quick-geglu", K::Bool, "", "quick-GeGLU MLP: g * sigmoid(1.702 g) * (lin + --glu-linear-offset)",
         set_if(c.activation, Activation::QuickGeGLU));
-  t.add("--glu-linear-offset", K::Float, "0.0", "added to the GLU linear half", store(c.glu_linear_offset));
+  t.add("--glu-linear-offset", K::Float, "", "added to the GLU linear half", store(c.glu_linear_offset));
   t.add("--activation-func-clamp-value", K::Float, "None", "MoE GLU clamp: gate <= L, linear in [-L, L]",
         store(c.activation_func_clamp_value));
   t.add("--position-embedding-type", K::String, "", "learned_absolute, rope or none",
         store_enum(c.position_embedding_type, "--position-embedding-type"), names_of<PositionEmbedding>());
   t.add("--max-position-embeddings", K::Int, "seq-length", "position table size", store(c.max_position_embeddings));
   t.add("--rotary-base", K::Float, "", "RoPE theta", store(c.rotary_base));
-  t.add("--rotary-percent", K::Float, "1.0", "fraction of the head dim that rotates", store(c.rotary_percent));
+  t.add("--rotary-percent", K::Float, "", "fraction of the head dim that rotates", store(c.rotary_percent));
   t.add("--rotary-interleaved", K::Bool, "", "rotate adjacent pairs instead of halves", store(c.rotary_interleaved));
   t.add("--untie-embeddings-and-output-weights", K::Bool, "", "separate LM head weight",
         store(c.untie_embeddings_and_output_weights));
   t.add("--init-method-std", K::Float, "", "init std", store(c.init_method_std));
-  t.add("--hidden-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
+  t.add("--hidden-dropout", K::Float, "", "only 0.0 is implemented (Megatron's default is 0.1)",
         store(c.hidden_dropout));
-  t.add("--attention-dropout", K::Float, "0.0", "only 0.0 is implemented (Megatron's default is 0.1)",
+  t.add("--attention-dropout", K::Float, "", "only 0.0 is implemented (Megatron's default is 0.1)",
         store(c.attention_dropout));
   t.add("--vocab-size", K::Int, "None", "tokenizer vocabulary (NullTokenizer / --mock-data)", store(c.vocab_size));
   t.add("--make-vocab-size-divisible-by", K::Int, "", "vocabulary padding multiple",
@@ -145,11 +157,11 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
         store_enum(c.moe_router_dtype, "--moe-router-dtype"), {"fp32", "fp64"});
   t.add("--moe-router-enable-expert-bias", K::Bool, "", "aux-loss-free balancing bias (sigmoid routing)",
         store(c.moe_router_enable_expert_bias));
-  t.add("--moe-router-bias-update-rate", K::Float, "1e-3", "expert bias step per global batch",
+  t.add("--moe-router-bias-update-rate", K::Float, "", "expert bias step per global batch",
         store(c.moe_router_bias_update_rate));
   t.add("--moe-router-load-balancing-type", K::String, "", "aux_loss, seq_aux_loss, global_aux_loss or none",
         store_enum(c.moe_router_load_balancing_type, "--moe-router-load-balancing-type"), names_of<LoadBalancing>());
-  t.add("--moe-aux-loss-coeff", K::Float, "0.0", "load-balancing loss weight", store(c.moe_aux_loss_coeff));
+  t.add("--moe-aux-loss-coeff", K::Float, "", "load-balancing loss weight", store(c.moe_aux_loss_coeff));
   t.add("--moe-z-loss-coeff", K::Float, "None", "router z-loss weight", store(c.moe_z_loss_coeff));
   t.add("--moe-expert-capacity-factor", K::Float, "", "expert capacity factor (None: dropless)",
         store(c.moe_expert_capacity_factor));
@@ -191,16 +203,21 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
                   parse_int_value("--rampup-batch-size", v[2])};
       HYTRA_CHECK(c.rampup.on(), "--rampup-batch-size: expected a positive start batch size, got ", c.rampup.start);
     };
+    ramp.value = [&c] {
+      if (!c.rampup.on()) return std::optional<FlagValues>();
+      return std::optional<FlagValues>(FlagValues{std::to_string(c.rampup.start), std::to_string(c.rampup.increment),
+                                                  std::to_string(c.rampup.samples)});
+    };
     t.add(std::move(ramp));
   }
   t.add("--lr", K::Float, "None", "peak learning rate", store(c.lr));
-  t.add("--min-lr", K::Float, "0.0", "learning rate floor", store(c.min_lr));
+  t.add("--min-lr", K::Float, "", "learning rate floor", store(c.min_lr));
   t.add("--lr-decay-style", K::String, "", "constant, linear, cosine, inverse-square-root, WSD",
         store_enum(c.lr_decay_style, "--lr-decay-style"), names_of<LrDecayStyle>());
   t.add("--lr-warmup-iters", K::Int, "", "warmup steps", store(c.lr_warmup_iters));
   t.add("--lr-warmup-fraction", K::Float, "None", "warmup as a fraction of the decay steps",
         store(c.lr_warmup_fraction));
-  t.add("--lr-warmup-init", K::Float, "0.0", "learning rate at the first step", store(c.lr_warmup_init));
+  t.add("--lr-warmup-init", K::Float, "", "learning rate at the first step", store(c.lr_warmup_init));
   t.add("--lr-decay-iters", K::Int, "train-iters", "decay horizon", store(c.lr_decay_iters));
   t.add("--lr-wsd-decay-style", K::String, "", "WSD anneal: exponential, linear, cosine, minus_sqrt",
         store_enum(c.lr_wsd_decay_style, "--lr-wsd-decay-style"), names_of<WsdDecayStyle>());
@@ -213,12 +230,13 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--optimizer", K::String, "", "adam (AdamW; sgd is not implemented)", store_enum(c.optimizer, "--optimizer"),
         names_of<OptimizerKind>());
   t.add("--weight-decay", K::Float, "", "decoupled weight decay (not on norms and biases)", store(c.weight_decay));
-  t.add("--clip-grad", K::Float, "1.0", "global gradient-norm clip (0 = off)", store(c.clip_grad));
+  t.add("--clip-grad", K::Float, "", "global gradient-norm clip (0 = off)", store(c.clip_grad));
   t.add("--adam-beta1", K::Float, "", "Adam beta1", store(c.adam_beta1));
   t.add("--adam-beta2", K::Float, "", "Adam beta2", store(c.adam_beta2));
-  t.add("--adam-eps", K::Float, "1e-8", "Adam epsilon", store(c.adam_eps));
-  t.add("--seed", K::Int, "1234", "seed for init and data",
-        [&c](const FlagValues& v) { c.seed = uint64_t(parse_int_value("--seed", v[0])); });
+  t.add("--adam-eps", K::Float, "", "Adam epsilon", store(c.adam_eps));
+  t.add("--seed", K::Int, "", "seed for init and data",
+        {[&c](const FlagValues& v) { c.seed = uint64_t(parse_int_value("--seed", v[0])); },
+         [&c] { return std::optional<FlagValues>(FlagValues{std::to_string(int64_t(c.seed))}); }});
   t.add("--eval-interval", K::Int, "", "iterations between validations (0 = never)", store(c.eval_interval));
   t.add("--eval-iters", K::Int, "", "validation batches", store(c.eval_iters));
   t.add("--log-interval", K::Int, "", "iterations per log line", store(c.log_interval));
@@ -282,6 +300,9 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--ckpt-allow-non-finite", K::Bool, "",
         "save and load checkpoints whose tensors hold NaN or Inf (refused by default, naming the tensor)",
         store(c.ckpt_allow_non_finite));
+  t.add("--use-checkpoint-args", K::Bool, "",
+        "take the model and tokenizer flags from --load's checkpoint (its run_config.yaml), as Megatron",
+        store(c.use_checkpoint_args));
   t.add("--finetune", K::Bool, "", "load weights only: iteration 0, fresh optimizer and data position",
         store(c.finetune));
   t.add("--log-jsonl", K::String, "", "append one JSON object per logged iteration to FILE", store(c.log_jsonl));
@@ -299,15 +320,15 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         "stop on a non-finite loss or gradient norm, naming the first parameter and sub-layer that went non-finite",
         store(c.check_for_nan_in_loss_and_grad));
   t.add("--no-check-for-nan-in-loss-and-grad", K::Bool, "", "train on through a non-finite loss or gradient",
-        [&c](const FlagValues& v) { c.check_for_nan_in_loss_and_grad = v[0] != "true"; });
+        store_not(c.check_for_nan_in_loss_and_grad));
   t.add("--tensorboard-dir", K::String, "", "write TensorBoard event files (Megatron's scalar names) into DIR",
         store(c.tensorboard_dir));
   t.add("--tensorboard-log-interval", K::Int, "", "iterations between the TensorBoard training scalars",
         store(c.tensorboard_log_interval));
   t.add("--no-log-learnig-rate-to-tensorboard", K::Bool, "", "no learning-rate scalar (Megatron's spelling)",
-        [&c](const FlagValues& v) { c.log_learning_rate_to_tensorboard = v[0] != "true"; });
+        store_not(c.log_learning_rate_to_tensorboard));
   t.add("--no-log-loss-scale-to-tensorboard", K::Bool, "", "no loss-scale scalar",
-        [&c](const FlagValues& v) { c.log_loss_scale_to_tensorboard = v[0] != "true"; });
+        store_not(c.log_loss_scale_to_tensorboard));
   t.add("--log-batch-size-to-tensorboard", K::Bool, "", "the batch-size scalar",
         store(c.log_batch_size_to_tensorboard));
   t.add("--log-world-size-to-tensorboard", K::Bool, "", "the world-size scalar",
@@ -358,8 +379,15 @@ bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model,
     if (help) *help = table.help_text("hytra train [--config FILE]");
     return false;
   }
-  if (table.is_set("--swiglu") && table.is_set("--squared-relu"))
-    fail("--swiglu: cannot be combined with --squared-relu");
+  if (train.use_checkpoint_args) apply_checkpoint_args(table, train);
+  // Before the derived values below, so that reading the file derives them again.
+  train.run_config = table.resolved_yaml(
+      "hytra train: the resolved flags of this run; `hytra train --config FILE` reads them back.\n"
+      "Flags whose default is decided at run time appear only when given.");
+  auto given_true = [&table](const char* flag) {
+    return table.given(flag) && *table.given(flag) == FlagValues{"true"};
+  };
+  if (given_true("--swiglu") && given_true("--squared-relu")) fail("--swiglu: cannot be combined with --squared-relu");
   if (train.lr_decay_iters == 0) train.lr_decay_iters = train.train_iters;
   if (train.train_samples > 0) {  // Megatron's update_train_iters (train/batch_schedule.h)
     if (table.is_set("--train-iters")) fail("--train-samples: cannot be combined with --train-iters (give one)");

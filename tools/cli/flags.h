@@ -10,8 +10,9 @@ namespace hytra {
 void add_model_flags(FlagTable& table, ModelConfig& cfg);
 void add_train_flags(FlagTable& table, TrainConfig& cfg);
 
-// Configuration in two steps: parse_train_flags fills the configs from the flags and the --config
-// file (no other file is read; returns false when --help was asked, the help text then in *help);
+// Configuration in two steps: parse_train_flags fills the configs from the flags, the --config file and, with
+// --use-checkpoint-args, the checkpoint's run_config.yaml (cli/checkpoint_args.h), and records the result as
+// TrainConfig::run_config (returns false when --help was asked, the help text then in *help);
 // resolve_train_config completes them from files (the vocabulary size from the tokenizer, as
 // Megatron) and validates both, the one place every violation is collected and named.
 bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model, TrainConfig& train,
