@@ -1,5 +1,5 @@
 # Decide whether to build the CUDA backend (HYTRA_CUDA=AUTO|ON|OFF) and set nvcc flags.
-# Sets HYTRA_HAVE_CUDA. The default target is sm_90a (H100/H200: wgmma, TMA).
+# Sets HYTRA_HAVE_CUDA. The default targets are sm_80 (A100), sm_90a (H100/H200: wgmma, TMA) and sm_100a (B200).
 set(HYTRA_HAVE_CUDA OFF)
 if(NOT HYTRA_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -24,9 +24,28 @@ if(HYTRA_HAVE_CUDA)
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
-  set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -gencode=arch=compute_${HYTRA_CUDA_ARCH},code=sm_${HYTRA_CUDA_ARCH} --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter")
+  # One cubin per listed architecture, plus PTX of the newest without its "a" suffix (arch-specific PTX runs only on
+  # that architecture), which the driver compiles for GPUs newer than the list. Kernels that need Hopper instructions
+  # compile empty for the other architectures and are never launched there (docs/ARCHITECTURE.md "GPUs").
+  set(gencode "")
+  set(newest "")
+  foreach(arch IN LISTS HYTRA_CUDA_ARCH)
+    if(NOT arch MATCHES "^[0-9]+a?$")
+      message(FATAL_ERROR "HYTRA_CUDA_ARCH: expected compute capabilities such as 80;90a;100a, got '${arch}'")
+    endif()
+    string(APPEND gencode " -gencode=arch=compute_${arch},code=sm_${arch}")
+    string(REGEX REPLACE "a$" "" number "${arch}")
+    if(newest STREQUAL "" OR number GREATER newest)
+      set(newest "${number}")
+    endif()
+  endforeach()
+  if(newest STREQUAL "")
+    message(FATAL_ERROR "HYTRA_CUDA_ARCH: expected at least one compute capability, e.g. 90a")
+  endif()
+  string(APPEND gencode " -gencode=arch=compute_${newest},code=compute_${newest}")
+  set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS}${gencode} --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter")
   set(CMAKE_CUDA_FLAGS_RELEASE "-O3")
-  message(STATUS "hytra: CUDA backend ON (sm_${HYTRA_CUDA_ARCH}, nvcc ${CMAKE_CUDA_COMPILER_VERSION})")
+  message(STATUS "hytra: CUDA backend ON (${HYTRA_CUDA_ARCH} + PTX ${newest}, nvcc ${CMAKE_CUDA_COMPILER_VERSION})")
 else()
   message(STATUS "hytra: CUDA backend OFF")
 endif()

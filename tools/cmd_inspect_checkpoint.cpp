@@ -1,6 +1,6 @@
 // `hytra inspect-checkpoint PATH`: the manifest (when PATH is a checkpoint directory or a --save
 // directory) and every tensor of its safetensors files (or of one .safetensors file): name, dtype,
-// shape and an XXH3-64 checksum of its bytes.
+// shape and an XXH3-64 checksum of its bytes; run_config.yaml is named, not printed.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -56,7 +56,12 @@ int cmd_inspect_checkpoint(int argc, char** argv) {
     std::cout << "  UNLISTED: " << file << " is not in the manifest (unverified; a load never reads it)\n";
   if (!m.has_model_record) std::cout << "  model configuration: not recorded (an older hytra checkpoint)\n";
   for (const auto& [name, value] : m.model) std::cout << "  model " << name << " = " << value << "\n";
-  for (const std::string& file : m.files) list_tensors(dir + "/" + file);
+  for (const std::string& file : m.files) {
+    if (file == "run_config.yaml")
+      std::cout << dir << "/" << file << ": the run's resolved flags (hytra train --config reads it)\n";
+    else
+      list_tensors(dir + "/" + file);
+  }
   return 0;
 }
 

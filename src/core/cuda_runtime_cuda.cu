@@ -107,8 +107,27 @@ class CudaCachingAllocator final : public Allocator {
   MemoryStats s_;
 };
 
+__global__ void probe_kernel() {}
+
+// A build without code for the device (HYTRA_CUDA_ARCH leaves it out, and the PTX is for a newer one) would fail at
+// its first kernel; say why instead.
+void check_device_code() {
+  cudaFuncAttributes attr{};
+  const cudaError_t st = cudaFuncGetAttributes(&attr, probe_kernel);
+  (void)cudaGetLastError();
+  if (st != cudaErrorNoKernelImageForDevice && st != cudaErrorInvalidDeviceFunction) return cuda_check(st, "probe");
+  int dev = 0, major = 0, minor = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+  cuda_check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
+  fail(str("this hytra has no CUDA code for the device (compute capability ", major, ".", minor,
+           "): rebuild with its architecture in HYTRA_CUDA_ARCH (e.g. -DHYTRA_CUDA_ARCH=\"", major, minor, ";90a\")"));
+}
+
 CudaCachingAllocator& caching_allocator() {
   HYTRA_CHECK(cuda_available(), "no CUDA device is available (device 'cuda' was requested)");
+  static const bool checked = (check_device_code(), true);
+  (void)checked;
   static CudaCachingAllocator a;
   return a;
 }

@@ -4,11 +4,17 @@
 #include "core/allocator.h"
 #include "core/cuda_graph.h"
 #include "core/error.h"
+#include "core/nvtx.h"
 #include "core/tensor.h"
 
 namespace hytra {
 
 bool cuda_available() { return false; }
+
+// (NVTX comes with the CUDA toolkit; --profile-nvtx refuses a build without it.)
+bool nvtx_available() { return false; }
+void nvtx_push(const char*) {}
+void nvtx_pop() {}
 
 void cuda_stream_synchronize(void*) {}
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/nvtx.h"
 #include "model/layer_kinds.h"
 #include "model/naming.h"
 #include "model/pattern.h"
@@ -138,6 +139,7 @@ void HybridModel::forward_mtp(StepContext& ctx, const Tensor& y, const Tensor& i
     Tensor losses;
     {
       DropScope keep(ctx, checkpoint);
+      const NvtxRange range("MTP depth forward");
       losses = mtp_[size_t(k)]->forward(ctx, h, ids_k, labels_k, h_next);
     }
     s.mtp_dloss.push_back(dloss);
@@ -167,7 +169,11 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
   Exec& ex = ctx.ex();
   HYTRA_ASSERT(first_ != input.defined(), "HybridModel::forward: a stage after the first takes the hidden state");
   ctx.params_needed(param_first_[0]);
-  Tensor h = first_ ? embedding_->forward(ctx, ids) : input;  // (B,T,C)
+  Tensor h;
+  {
+    const NvtxRange range("embedding forward");
+    h = first_ ? embedding_->forward(ctx, ids) : input;  // (B,T,C)
+  }
   if (position_embedding_) {
     const int64_t B = ids.size(0), T = ids.size(1);
     std::vector<float> pos(size_t(B * T));
@@ -188,6 +194,7 @@ Tensor HybridModel::forward(StepContext& ctx, const Tensor& ids, const Tensor& l
     DropScope keep(ctx, units_[u].recompute);
     for (size_t i = units_[u].begin; i < units_[u].end; ++i) {
       ctx.params_needed(param_first_[i + 1]);
+      const NvtxRange range(sublayer_names_[i], " forward");
       residual_->step(ctx, i, state);
       if (ctx.check_finite) check_finite(ctx, i, state.f.defined() ? state.f : state.h, "output");
     }
@@ -224,7 +231,11 @@ Tensor HybridModel::logits(StepContext& ctx, const Tensor& ids) {
 // are not part of the returned LM loss (their gradients are applied in backward and their values
 // logged, docs/spec/mtp.md §2).
 Tensor HybridModel::head(StepContext& ctx, const Tensor& y, const Tensor& ids, const Tensor& labels) {
-  Tensor losses = output_->forward(ctx, y, labels, ctx.grad_enabled ? ctx.loss_grad : Tensor());
+  Tensor losses;
+  {
+    const NvtxRange range("output layer and loss forward");
+    losses = output_->forward(ctx, y, labels, ctx.grad_enabled ? ctx.loss_grad : Tensor());
+  }
   Saved& s = ctx.saved<Saved>(this);
   s.mtp_active = ctx.grad_enabled && !mtp_.empty();
   if (s.mtp_active) forward_mtp(ctx, y, ids, labels);
@@ -244,9 +255,13 @@ Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
     if (unit.recompute) {  // full recompute: rebuild the unit's saved state from its input
       RerunScope rerun(ctx);
       ResidualStream::State state = saved.unit_in[u];
-      for (size_t j = unit.begin; j < unit.end; ++j) residual_->step(ctx, j, state);
+      for (size_t j = unit.begin; j < unit.end; ++j) {
+        const NvtxRange range(sublayer_names_[j], " recompute");
+        residual_->step(ctx, j, state);
+      }
     }
     for (size_t i = unit.end; i-- > unit.begin;) {
+      const NvtxRange range(sublayer_names_[i], " backward");
       d = residual_->step_backward(ctx, i, d);
       if (ctx.check_finite) check_finite(ctx, i, d, "input gradient");
       if (in_slots) sublayers_[i]->backward_dw(ctx);
@@ -257,14 +272,21 @@ Tensor HybridModel::backward(StepContext& ctx, const Tensor& grad) {
   const Tensor dh = residual_->leave_backward(ctx, d);
   if (position_embedding_)  // (whole on every rank: under sequence parallelism, the whole sequence's gradient)
     position_embedding_->backward(ctx, tp_.seq() ? seq_gather(ctx.ex(), tp_, dh) : dh);
-  embedding_->backward(ctx, dh);
+  {
+    const NvtxRange range("embedding backward");
+    embedding_->backward(ctx, dh);
+  }
   if (ready) ctx.grads_ready(0, n);
   return Tensor();
 }
 
 Tensor HybridModel::head_backward(StepContext& ctx, const Tensor& dloss, Saved& saved) {
   Exec& ex = ctx.ex();
-  Tensor dy = output_->backward(ctx, dloss);  // d(final norm output)
+  Tensor dy;
+  {
+    const NvtxRange range("output layer and loss backward");
+    dy = output_->backward(ctx, dloss);  // d(final norm output)
+  }
   if (saved.mtp_active) {  // the depths in reverse: each returns d(its input hidden state)
     StepContext::NoHandover whole(ctx);  // (forward_mtp says why)
     Tensor dnext;
@@ -275,6 +297,7 @@ Tensor HybridModel::head_backward(StepContext& ctx, const Tensor& dloss, Saved& 
         RerunScope rerun(ctx);
         mtp_[size_t(k)]->forward(ctx, in.h, in.ids, in.labels, unused);
       }
+      const NvtxRange range("MTP depth backward");
       dnext = mtp_[size_t(k)]->backward(ctx, saved.mtp_dloss[size_t(k)], dnext);
       if (ctx.delay_wgrad && ctx.wgrad_in_slots) mtp_[size_t(k)]->backward_dw(ctx);
     }
@@ -322,6 +345,7 @@ void HybridModel::backward_dw(StepContext& ctx) {
   for (auto it = mtp_.rbegin(); it != mtp_.rend(); ++it) (*it)->backward_dw(ctx);
   ctx.grads_ready(param_first_.back(), n);
   for (size_t i = sublayers_.size(); i-- > 0;) {
+    const NvtxRange range(sublayer_names_[i], " weight gradients");
     sublayers_[i]->backward_dw(ctx);
     ctx.grads_ready(param_first_[i], param_first_[i + 1]);
   }

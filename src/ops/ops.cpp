@@ -5,12 +5,22 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/nvtx.h"
 #include "ops/backend.h"
 
 namespace hytra::ops {
 namespace {
 
 using Arg = std::pair<const char*, const Tensor*>;
+
+// The backend, inside an NVTX range named after the op (--profile-nvtx, core/nvtx.h): `on(ex, "gemm")->gemm(...)`;
+// the temporary, and so the range, ends with the call's full expression.
+struct InRange {
+  NvtxRange range;
+  Backend& backend;
+  Backend* operator->() const { return &backend; }
+};
+InRange on(const Exec& ex, const char* op) { return {NvtxRange(op), ex.backend()}; }
 
 // Defined and on the executor's device (fp64 only on the CPU).
 void check_placed(const Exec& ex, const char* op, const char* arg, const Tensor& t) {
@@ -87,19 +97,19 @@ void gemm(Exec& ex, Tensor& C, const Tensor& A, const Tensor& B, bool trans_a, b
   int64_t Kb = trans_b ? B.size(o + 1) : B.size(o), N = trans_b ? B.size(o) : B.size(o + 1);
   HYTRA_CHECK(K == Kb, op, ": inner dims differ: op(A) is ", M, "x", K, ", op(B) is ", Kb, "x", N);
   HYTRA_CHECK(C.size(o) == M && C.size(o + 1) == N, op, ": C must be ", M, "x", N, ", got ", C.desc());
-  ex.backend().gemm(ex, C, A, B, trans_a, trans_b, alpha, beta);
+  on(ex, "gemm")->gemm(ex, C, A, B, trans_a, trans_b, alpha, beta);
 }
 
 void fill(Exec& ex, Tensor& y, double value) {
   check_arg(ex, "fill", "y", y);
-  ex.backend().fill(ex, y, value);
+  on(ex, "fill")->fill(ex, y, value);
 }
 
 void copy(Exec& ex, Tensor& y, const Tensor& x) {
   check_arg(ex, "copy", "y", y);
   check_arg(ex, "copy", "x", x);
   check_same_numel("copy", "y", y, x);
-  ex.backend().copy(ex, y, x);
+  on(ex, "copy")->copy(ex, y, x);
 }
 
 void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b) {
@@ -108,7 +118,7 @@ void add(Exec& ex, Tensor& y, const Tensor& a, const Tensor& b) {
     check_float("add", n, *t);
     check_same_numel("add", n, *t, y);
   }
-  ex.backend().add(ex, y, a, b);
+  on(ex, "add")->add(ex, y, a, b);
 }
 
 void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha) {
@@ -117,13 +127,13 @@ void axpy(Exec& ex, Tensor& y, const Tensor& x, double alpha) {
   check_float("axpy", "y", y);
   check_float("axpy", "x", x);
   check_same_numel("axpy", "x", x, y);
-  ex.backend().axpy(ex, y, x, alpha);
+  on(ex, "axpy")->axpy(ex, y, x, alpha);
 }
 
 void scale(Exec& ex, Tensor& y, double alpha) {
   check_arg(ex, "scale", "y", y);
   check_float("scale", "y", y);
-  ex.backend().scale(ex, y, alpha);
+  on(ex, "scale")->scale(ex, y, alpha);
 }
 
 namespace {
@@ -146,12 +156,12 @@ void check_slice(Exec& ex, const char* op, const Tensor& big, const char* big_na
 
 void slice_copy(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) {
   check_slice(ex, "slice_copy", x, "x", y, "y", dim, start);
-  ex.backend().slice_copy(ex, y, x, dim, start);
+  on(ex, "slice_copy")->slice_copy(ex, y, x, dim, start);
 }
 
 void slice_scatter(Exec& ex, Tensor& y, const Tensor& x, int64_t dim, int64_t start) {
   check_slice(ex, "slice_scatter", y, "y", x, "x", dim, start);
-  ex.backend().slice_scatter(ex, y, x, dim, start);
+  on(ex, "slice_scatter")->slice_scatter(ex, y, x, dim, start);
 }
 
 void sum(Exec& ex, Tensor& out, const Tensor& x) {
@@ -159,7 +169,7 @@ void sum(Exec& ex, Tensor& out, const Tensor& x) {
   check_arg(ex, "sum", "x", x);
   check_float("sum", "x", x);
   check_stat("sum", "out", out, x, {1});
-  ex.backend().sum(ex, out, x);
+  on(ex, "sum")->sum(ex, out, x);
 }
 
 void sum_squares(Exec& ex, Tensor& out, const Tensor& x) {
@@ -167,7 +177,7 @@ void sum_squares(Exec& ex, Tensor& out, const Tensor& x) {
   check_arg(ex, "sum_squares", "x", x);
   check_float("sum_squares", "x", x);
   check_stat("sum_squares", "out", out, x, {1});
-  ex.backend().sum_squares(ex, out, x);
+  on(ex, "sum_squares")->sum_squares(ex, out, x);
 }
 
 void count_zeros(Exec& ex, Tensor& out, const Tensor& x) {
@@ -176,7 +186,7 @@ void count_zeros(Exec& ex, Tensor& out, const Tensor& x) {
   check_float("count_zeros", "x", x);
   check_shape("count_zeros", "out", out, {1});
   HYTRA_CHECK(out.dtype() == DType::I64, "count_zeros: argument 'out' must be int64, got ", out.desc());
-  ex.backend().count_zeros(ex, out, x);
+  on(ex, "count_zeros")->count_zeros(ex, out, x);
 }
 
 void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) {
@@ -189,7 +199,7 @@ void embedding_fwd(Exec& ex, Tensor& y, const Tensor& ids, const Tensor& table) 
   check_ids(op, "ids", ids, ids.numel());
   check_shape(op, "y", y, {ids.numel(), table.size(1)});
   check_same_dtype(op, "y", y, table);
-  ex.backend().embedding_fwd(ex, y, ids, table);
+  on(ex, "embedding_fwd")->embedding_fwd(ex, y, ids, table);
 }
 
 void embedding_bwd(Exec& ex, Tensor& dtable, const Tensor& dy, const Tensor& ids) {
@@ -202,7 +212,7 @@ void embedding_bwd(Exec& ex, Tensor& dtable, const Tensor& dy, const Tensor& ids
   check_shape(op, "dy", dy, {ids.numel(), dtable.size(1)});
   check_float(op, "dy", dy);
   check_float(op, "dtable", dtable);
-  ex.backend().embedding_bwd(ex, dtable, dy, ids);
+  on(ex, "embedding_bwd")->embedding_bwd(ex, dtable, dy, ids);
 }
 
 namespace {
@@ -224,7 +234,7 @@ void rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const Tenso
   check_shape(op, "w", w, {C});
   check_float(op, "w", w);
   check_stat(op, "rstd", rstd, x, {N});
-  ex.backend().rmsnorm_fwd(ex, y, rstd, x, w, eps);
+  on(ex, "rmsnorm_fwd")->rmsnorm_fwd(ex, y, rstd, x, w, eps);
 }
 
 void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
@@ -240,7 +250,7 @@ void rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tenso
   check_shape(op, "dw", dw, {C});
   check_float(op, "dw", dw);
   check_stat(op, "rstd", rstd, x, {N});
-  ex.backend().rmsnorm_bwd(ex, dx, dw, dy, x, w, rstd);
+  on(ex, "rmsnorm_bwd")->rmsnorm_bwd(ex, dx, dw, dy, x, w, rstd);
 }
 
 void add_rmsnorm_fwd(Exec& ex, Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b, const Tensor& w,
@@ -263,7 +273,7 @@ void add_rmsnorm_fwd(Exec& ex, Tensor& sum, Tensor& y, Tensor& rstd, const Tenso
     HYTRA_CHECK(y.raw() != t->raw() || N * C == 0, op, ": y must not alias '", n, "'");
   HYTRA_CHECK(sum.raw() != b.raw() || a.raw() == b.raw() || N * C == 0, op,
               ": sum may alias a, not b (pass the aliased operand as a)");
-  ex.backend().add_rmsnorm_fwd(ex, sum, y, rstd, a, b, w, eps);
+  on(ex, "add_rmsnorm_fwd")->add_rmsnorm_fwd(ex, sum, y, rstd, a, b, w, eps);
 }
 
 void rmsnorm_bwd_add(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
@@ -285,7 +295,7 @@ void rmsnorm_bwd_add(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dy, const T
   check_stat(op, "rstd", rstd, x, {N});
   for (auto [n, t] : {Arg{"dy", &dy}, {"x", &x}})
     HYTRA_CHECK(dx.raw() != t->raw() || N * C == 0, op, ": dx must not alias '", n, "' (it may alias dres)");
-  ex.backend().rmsnorm_bwd_add(ex, dx, dw, dy, x, w, rstd, dres);
+  on(ex, "rmsnorm_bwd_add")->rmsnorm_bwd_add(ex, dx, dw, dy, x, w, rstd, dres);
 }
 
 void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -305,7 +315,7 @@ void layernorm_fwd(Exec& ex, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor
   }
   check_stat(op, "mean", mean, x, {N});
   check_stat(op, "rstd", rstd, x, {N});
-  ex.backend().layernorm_fwd(ex, y, mean, rstd, x, w, b, eps);
+  on(ex, "layernorm_fwd")->layernorm_fwd(ex, y, mean, rstd, x, w, b, eps);
 }
 
 void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& w,
@@ -324,7 +334,7 @@ void layernorm_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& db, const Tensor& d
   }
   check_stat(op, "mean", mean, x, {N});
   check_stat(op, "rstd", rstd, x, {N});
-  ex.backend().layernorm_bwd(ex, dx, dw, db, dy, x, w, mean, rstd);
+  on(ex, "layernorm_bwd")->layernorm_bwd(ex, dx, dw, db, dy, x, w, mean, rstd);
 }
 
 namespace {
@@ -359,7 +369,7 @@ void gated_rmsnorm_fwd(Exec& ex, Tensor& y, Tensor& rstd, const Tensor& x, const
               "), got ", w.desc());
   check_same_dtype(op, "w", w, x);
   check_stat(op, "rstd", rstd, x, {N, C / group_size});
-  ex.backend().gated_rmsnorm_fwd(ex, y, rstd, x, z, w, group_size, eps, norm_before_gate);
+  on(ex, "gated_rmsnorm_fwd")->gated_rmsnorm_fwd(ex, y, rstd, x, z, w, group_size, eps, norm_before_gate);
 }
 
 void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& z,
@@ -381,17 +391,17 @@ void gated_rmsnorm_bwd(Exec& ex, Tensor& dx, Tensor& dz, Tensor& dw, const Tenso
   check_same_dtype(op, "w", w, x);
   check_stat(op, "dw", dw, x, w.shape());
   check_stat(op, "rstd", rstd, x, {N, C / group_size});
-  ex.backend().gated_rmsnorm_bwd(ex, dx, dz, dw, dy, x, z, w, rstd, group_size, norm_before_gate);
+  on(ex, "gated_rmsnorm_bwd")->gated_rmsnorm_bwd(ex, dx, dz, dw, dy, x, z, w, rstd, group_size, norm_before_gate);
 }
 
 void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) {
   check_rope(ex, "rope_fwd", y, x, rotary_dim);
-  ex.backend().rope_fwd(ex, y, x, rotary_dim, base, interleaved);
+  on(ex, "rope_fwd")->rope_fwd(ex, y, x, rotary_dim, base, interleaved);
 }
 
 void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved) {
   check_rope(ex, "rope_bwd", dx, dy, rotary_dim);
-  ex.backend().rope_bwd(ex, dx, dy, rotary_dim, base, interleaved);
+  on(ex, "rope_bwd")->rope_bwd(ex, dx, dy, rotary_dim, base, interleaved);
 }
 
 namespace {
@@ -416,13 +426,13 @@ void check_qkv_rope(Exec& ex, const char* op, const char* qkv_name, const Tensor
 void qkv_rope_fwd(Exec& ex, Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t rotary_dim, double base,
                   bool interleaved) {
   check_qkv_rope(ex, "qkv_rope_fwd", "qkv", qkv, q, k, v, rotary_dim);
-  ex.backend().qkv_rope_fwd(ex, q, k, v, qkv, rotary_dim, base, interleaved);
+  on(ex, "qkv_rope_fwd")->qkv_rope_fwd(ex, q, k, v, qkv, rotary_dim, base, interleaved);
 }
 
 void qkv_rope_bwd(Exec& ex, Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t rotary_dim,
                   double base, bool interleaved) {
   check_qkv_rope(ex, "qkv_rope_bwd", "dqkv", dqkv, dq, dk, dv, rotary_dim);
-  ex.backend().qkv_rope_bwd(ex, dqkv, dq, dk, dv, rotary_dim, base, interleaved);
+  on(ex, "qkv_rope_bwd")->qkv_rope_bwd(ex, dqkv, dq, dk, dv, rotary_dim, base, interleaved);
 }
 
 namespace {
@@ -444,7 +454,7 @@ void check_attention(Exec& ex, const char* op, const Tensor& q, const Tensor& k,
 void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                    double softmax_scale) {
   check_attention(ex, "attention_fwd", q, k, v, out, lse);
-  ex.backend().attention_fwd(ex, out, lse, q, k, v, softmax_scale);
+  on(ex, "attention_fwd")->attention_fwd(ex, out, lse, q, k, v, softmax_scale);
 }
 
 void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k,
@@ -456,7 +466,7 @@ void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& d
   check_shape(op, "dout", dout, q.shape());
   check_shape(op, "dk", dk, k.shape());
   check_shape(op, "dv", dv, v.shape());
-  ex.backend().attention_bwd(ex, dq, dk, dv, dout, q, k, v, out, lse, softmax_scale);
+  on(ex, "attention_bwd")->attention_bwd(ex, dq, dk, dv, dout, q, k, v, out, lse, softmax_scale);
 }
 
 // ---- conv1d, SSD scan, gated delta rule -----------------------------------------------------------
@@ -521,7 +531,7 @@ void conv1d_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& w, const Ten
   check_pitched(ex, "conv1d_fwd", "y", y);
   check_shape("conv1d_fwd", "y", y, x.shape());
   check_same_dtype("conv1d_fwd", "y", y, x);
-  ex.backend().conv1d_fwd(ex, y, x, w, bias, silu);
+  on(ex, "conv1d_fwd")->conv1d_fwd(ex, y, x, w, bias, silu);
 }
 
 void conv1d_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x, const Tensor& w,
@@ -537,7 +547,7 @@ void conv1d_bwd(Exec& ex, Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& d
   check_stat(op, "dw", dw, x, w.shape());
   check_arg(ex, op, "dbias", dbias);
   check_stat(op, "dbias", dbias, x, bias.shape());
-  ex.backend().conv1d_bwd(ex, dx, dw, dbias, dy, x, w, bias, silu);
+  on(ex, "conv1d_bwd")->conv1d_bwd(ex, dx, dw, dbias, dy, x, w, bias, silu);
 }
 
 void ssd_chunk_scan_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm, const Tensor& Cm,
@@ -546,7 +556,7 @@ void ssd_chunk_scan_fwd(Exec& ex, Tensor& y, const Tensor& x, const Tensor& dt_r
   check_ssd(ex, "ssd_chunk_scan_fwd", x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size);
   check_act(ex, "ssd_chunk_scan_fwd", "y", y, x, x.shape());
   if (keep != nullptr) keep->clear();
-  ex.backend().ssd_chunk_scan_fwd(ex, y, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size, keep);
+  on(ex, "ssd_chunk_scan_fwd")->ssd_chunk_scan_fwd(ex, y, x, dt_raw, Bm, Cm, dt_bias, A_log, D, chunk_size, keep);
 }
 
 void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tensor& dC, Tensor& ddt_bias, Tensor& dA_log,
@@ -564,15 +574,16 @@ void ssd_chunk_scan_bwd(Exec& ex, Tensor& dx, Tensor& ddt_raw, Tensor& dB, Tenso
   check_act(ex, op, "dC", dC, x, Cm.shape());
   for (auto [n, t] : {Arg{"ddt_bias", &ddt_bias}, {"dA_log", &dA_log}, {"dD", &dD}})
     check_small_param(ex, op, n, *t, x, x.size(2));
-  ex.backend().ssd_chunk_scan_bwd(ex, dx, ddt_raw, dB, dC, ddt_bias, dA_log, dD, dy, x, dt_raw, Bm, Cm, dt_bias, A_log,
-                                  D, chunk_size, kept != nullptr && !kept->empty() ? kept : nullptr);
+  on(ex, "ssd_chunk_scan_bwd")
+      ->ssd_chunk_scan_bwd(ex, dx, ddt_raw, dB, dC, ddt_bias, dA_log, dD, dy, x, dt_raw, Bm, Cm, dt_bias, A_log, D,
+                           chunk_size, kept != nullptr && !kept->empty() ? kept : nullptr);
 }
 
 void gated_delta_rule_fwd(Exec& ex, Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& alpha,
                           const Tensor& beta_raw, const Tensor& A_log, const Tensor& dt_bias, int64_t chunk_size) {
   check_gdn(ex, "gated_delta_rule_fwd", q, k, v, alpha, beta_raw, A_log, dt_bias, chunk_size);
   check_act(ex, "gated_delta_rule_fwd", "o", o, q, v.shape());
-  ex.backend().gated_delta_rule_fwd(ex, o, q, k, v, alpha, beta_raw, A_log, dt_bias, chunk_size);
+  on(ex, "gated_delta_rule_fwd")->gated_delta_rule_fwd(ex, o, q, k, v, alpha, beta_raw, A_log, dt_bias, chunk_size);
 }
 
 void gated_delta_rule_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dalpha, Tensor& dbeta_raw,
@@ -589,8 +600,9 @@ void gated_delta_rule_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& 
   check_act(ex, op, "dbeta_raw", dbeta_raw, q, beta_raw.shape());
   check_small_param(ex, op, "dA_log", dA_log, q, v.size(2));
   check_small_param(ex, op, "ddt_bias", ddt_bias, q, v.size(2));
-  ex.backend().gated_delta_rule_bwd(ex, dq, dk, dv, dalpha, dbeta_raw, dA_log, ddt_bias, dout, q, k, v, alpha, beta_raw,
-                                    A_log, dt_bias, chunk_size);
+  on(ex, "gated_delta_rule_bwd")
+      ->gated_delta_rule_bwd(ex, dq, dk, dv, dalpha, dbeta_raw, dA_log, ddt_bias, dout, q, k, v, alpha, beta_raw, A_log,
+                             dt_bias, chunk_size);
 }
 
 // ---- mixture-of-experts ---------------------------------------------------------------------------
@@ -637,8 +649,8 @@ void moe_router_fwd(Exec& ex, Tensor& probs, Tensor& top, const Tensor& logits, 
     check_arg(ex, op, "expert_bias", expert_bias);
     check_stat(op, "expert_bias", expert_bias, logits, {E});
   }
-  ex.backend().moe_router_fwd(ex, probs, top, logits, expert_bias, k, score, pre_softmax, num_groups, group_topk,
-                              scaling);
+  on(ex, "moe_router_fwd")
+      ->moe_router_fwd(ex, probs, top, logits, expert_bias, k, score, pre_softmax, num_groups, group_topk, scaling);
 }
 
 void moe_router_bwd(Exec& ex, Tensor& dlogits, const Tensor& dprobs, const Tensor& logits, const Tensor& top,
@@ -654,7 +666,7 @@ void moe_router_bwd(Exec& ex, Tensor& dlogits, const Tensor& dprobs, const Tenso
   }
   check_shape(op, "dlogits", dlogits, logits.shape());
   check_shape(op, "dprobs", dprobs, top.shape());
-  ex.backend().moe_router_bwd(ex, dlogits, dprobs, logits, top, score, pre_softmax, scaling);
+  on(ex, "moe_router_bwd")->moe_router_bwd(ex, dlogits, dprobs, logits, top, score, pre_softmax, scaling);
 }
 
 void moe_aux_loss(Exec& ex, Tensor& loss, Tensor& counts, Tensor& dlogits, const Tensor& logits,
@@ -679,7 +691,8 @@ void moe_aux_loss(Exec& ex, Tensor& loss, Tensor& counts, Tensor& dlogits, const
     check_shape(op, "dlogits", dlogits, logits.shape());
     check_same_dtype(op, "dlogits", dlogits, logits);
   }
-  ex.backend().moe_aux_loss(ex, loss, counts, dlogits, logits, global_counts, k, score, num_seqs, coeff, grad_scale);
+  on(ex, "moe_aux_loss")
+      ->moe_aux_loss(ex, loss, counts, dlogits, logits, global_counts, k, score, num_seqs, coeff, grad_scale);
 }
 
 void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, double coeff, double grad_scale) {
@@ -690,7 +703,7 @@ void moe_z_loss(Exec& ex, Tensor& loss, Tensor& dlogits, const Tensor& logits, d
   check_arg(ex, op, "dlogits", dlogits);
   check_shape(op, "dlogits", dlogits, logits.shape());
   check_same_dtype(op, "dlogits", dlogits, logits);
-  ex.backend().moe_z_loss(ex, loss, dlogits, logits, coeff, grad_scale);
+  on(ex, "moe_z_loss")->moe_z_loss(ex, loss, dlogits, logits, coeff, grad_scale);
 }
 
 void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_token, Tensor& row_slot,
@@ -706,7 +719,8 @@ void moe_plan_dropless(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_to
   for (auto [n, t] : {Arg{"row_token", &row_token}, {"row_slot", &row_slot}, {"slot_row", &slot_row},
                       {"token_rows", &token_rows}})
     check_i32(ex, op, n, *t, {NK});
-  ex.backend().moe_plan_dropless(ex, counts, offsets, row_token, row_slot, slot_row, token_rows, top, num_experts);
+  on(ex, "moe_plan_dropless")
+      ->moe_plan_dropless(ex, counts, offsets, row_token, row_slot, slot_row, token_rows, top, num_experts);
 }
 
 int64_t moe_capacity_rows(int64_t N, int64_t K, int64_t E, int64_t capacity, bool pad_to_capacity,
@@ -743,9 +757,9 @@ void moe_plan_capacity(Exec& ex, Tensor& counts, Tensor& offsets, Tensor& row_to
   check_i32(ex, op, "token_offsets", token_offsets, {N + 1});
   check_i32(ex, op, "prob_offsets", prob_offsets, {NK + 1});
   check_i32(ex, op, "prob_rows", prob_rows, {NK});
-  ex.backend().moe_plan_capacity(ex, counts, offsets, row_token, row_prob, token_offsets, token_rows, prob_offsets,
-                                 prob_rows, top, probs, num_experts, capacity, drop_by_position, pad_to_capacity,
-                                 pad_multiple);
+  on(ex, "moe_plan_capacity")
+      ->moe_plan_capacity(ex, counts, offsets, row_token, row_prob, token_offsets, token_rows, prob_offsets, prob_rows,
+                          top, probs, num_experts, capacity, drop_by_position, pad_to_capacity, pad_multiple);
 }
 
 void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx) {
@@ -755,7 +769,7 @@ void gather_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& idx) {
   HYTRA_CHECK(idx.dim() == 1, op, ": idx must be (R), got ", idx.desc());
   check_i32(ex, op, "idx", idx, idx.shape());
   check_act(ex, op, "y", y, x, {idx.size(0), x.size(1)});
-  ex.backend().gather_rows(ex, y, x, idx);
+  on(ex, "gather_rows")->gather_rows(ex, y, x, idx);
 }
 
 void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offsets, const Tensor& rows) {
@@ -767,7 +781,7 @@ void scatter_add_rows(Exec& ex, Tensor& y, const Tensor& x, const Tensor& offset
   check_i32(ex, op, "offsets", offsets, {y.size(0) + 1});
   HYTRA_CHECK(rows.dim() == 1, op, ": rows must be (M), got ", rows.desc());
   check_i32(ex, op, "rows", rows, rows.shape());
-  ex.backend().scatter_add_rows(ex, y, x, offsets, rows);
+  on(ex, "scatter_add_rows")->scatter_add_rows(ex, y, x, offsets, rows);
 }
 
 void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, ExpertActivation act,
@@ -780,7 +794,7 @@ void moe_act_fwd(Exec& ex, Tensor& y, const Tensor& h, const Tensor& probs, Expe
   check_act_kind(op, h, y, act, glu_interleave);
   check_arg(ex, op, "probs", probs);
   check_stat(op, "probs", probs, h, {h.size(0)});
-  ex.backend().moe_act_fwd(ex, y, h, probs, act, glu_interleave, linear_offset, clamp);
+  on(ex, "moe_act_fwd")->moe_act_fwd(ex, y, h, probs, act, glu_interleave, linear_offset, clamp);
 }
 
 void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const Tensor& h, const Tensor& probs,
@@ -796,7 +810,7 @@ void moe_act_bwd(Exec& ex, Tensor& dh, Tensor& dprobs, const Tensor& dy, const T
   check_stat(op, "probs", probs, h, {h.size(0)});
   check_arg(ex, op, "dprobs", dprobs);
   check_stat(op, "dprobs", dprobs, h, {h.size(0)});
-  ex.backend().moe_act_bwd(ex, dh, dprobs, dy, h, probs, act, glu_interleave, linear_offset, clamp);
+  on(ex, "moe_act_bwd")->moe_act_bwd(ex, dh, dprobs, dy, h, probs, act, glu_interleave, linear_offset, clamp);
 }
 
 // ---- grouped GEMM ---------------------------------------------------------------------------------
@@ -821,7 +835,7 @@ void grouped_gemm(Exec& ex, Tensor& y, const Tensor& a, const Tensor& w, const T
   HYTRA_CHECK((trans_w ? w.size(2) : w.size(1)) == K, op, ": w ", w.desc(), " does not contract with a ", a.desc(),
               trans_w ? " (expected (E,N,K))" : " (expected (E,K,N))");
   check_act(ex, op, "y", y, a, {a.size(0), N});
-  ex.backend().grouped_gemm(ex, y, a, w, offsets, trans_w);
+  on(ex, "grouped_gemm")->grouped_gemm(ex, y, a, w, offsets, trans_w);
 }
 
 void grouped_gemm_wgrad(Exec& ex, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& offsets, float beta) {
@@ -835,7 +849,7 @@ void grouped_gemm_wgrad(Exec& ex, Tensor& dw, const Tensor& dy, const Tensor& x,
   check_act(ex, op, "dy", dy, x, {x.size(0), dw.size(1)});
   check_i32(ex, op, "offsets", offsets, {dw.size(0) + 1});
   HYTRA_CHECK(beta == 0.0f || beta == 1.0f, op, ": beta must be 0 or 1, got ", beta);
-  ex.backend().grouped_gemm_wgrad(ex, dw, dy, x, offsets, beta);
+  on(ex, "grouped_gemm_wgrad")->grouped_gemm_wgrad(ex, dw, dy, x, offsets, beta);
 }
 
 void grouped_gemm_glu(Exec& ex, Tensor& h, Tensor& y, const Tensor& a, const Tensor& w, const Tensor& offsets,
@@ -852,7 +866,8 @@ void grouped_gemm_glu(Exec& ex, Tensor& h, Tensor& y, const Tensor& a, const Ten
   check_act_kind(op, h, y, act, glu_interleave);
   check_arg(ex, op, "probs", probs);
   check_stat(op, "probs", probs, h, {h.size(0)});
-  ex.backend().grouped_gemm_glu(ex, h, y, a, w, offsets, probs, act, glu_interleave, linear_offset, clamp);
+  on(ex, "grouped_gemm_glu")
+      ->grouped_gemm_glu(ex, h, y, a, w, offsets, probs, act, glu_interleave, linear_offset, clamp);
 }
 
 // ---- mHC ------------------------------------------------------------------------------------------
@@ -881,7 +896,7 @@ void sinkhorn_fwd(Exec& ex, Tensor& M, const Tensor& logits, int64_t iterations,
   check_fp32(ex, op, "logits", logits, logits.shape());
   check_fp32(ex, op, "M", M, logits.shape());
   check_same_dtype(op, "M", M, logits);
-  ex.backend().sinkhorn_fwd(ex, M, logits, iterations, variant);
+  on(ex, "sinkhorn_fwd")->sinkhorn_fwd(ex, M, logits, iterations, variant);
 }
 
 void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& logits, int64_t iterations,
@@ -893,7 +908,7 @@ void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& log
     check_fp32(ex, op, n, *t, logits.shape());
     check_same_dtype(op, n, *t, logits);
   }
-  ex.backend().sinkhorn_bwd(ex, dlogits, dM, logits, iterations, variant);
+  on(ex, "sinkhorn_bwd")->sinkhorn_bwd(ex, dlogits, dM, logits, iterations, variant);
 }
 
 namespace {
@@ -927,7 +942,7 @@ void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tens
   check_fp32(ex, op, "r", r, {N});
   for (auto [nm, t] : {Arg{"h_pre", &h_pre}, {"h_post", &h_post}, {"h_res", &h_res}, {"r", &r}})
     check_same_dtype(op, nm, *t, proj);
-  ex.backend().mhc_coeffs_fwd(ex, h_pre, h_post, h_res, r, x, proj, alpha, bias, iterations, variant);
+  on(ex, "mhc_coeffs_fwd")->mhc_coeffs_fwd(ex, h_pre, h_post, h_res, r, x, proj, alpha, bias, iterations, variant);
 }
 
 void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
@@ -946,8 +961,9 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor&
   check_fp32(ex, op, "dh_post", dh_post, {N, n});
   check_fp32(ex, op, "dh_res", dh_res, {N, n, n});
   check_fp32(ex, op, "r", r, {N});
-  ex.backend().mhc_coeffs_bwd(ex, dx, dproj, dalpha, dbias, dh_pre, dh_post, dh_res, x, proj, alpha, bias, r,
-                              iterations, variant);
+  on(ex, "mhc_coeffs_bwd")
+      ->mhc_coeffs_bwd(ex, dx, dproj, dalpha, dbias, dh_pre, dh_post, dh_res, x, proj, alpha, bias, r, iterations,
+                       variant);
 }
 
 void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
@@ -958,7 +974,7 @@ void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
   check_fp32(ex, op, "w", w, {w.size(0), x.size(1)});
   check_fp32(ex, op, "proj", proj, {x.size(0), w.size(0)});
   check_same_dtype(op, "proj", proj, w);
-  ex.backend().mhc_proj_fwd(ex, proj, x, w);
+  on(ex, "mhc_proj_fwd")->mhc_proj_fwd(ex, proj, x, w);
 }
 
 void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const Tensor& x, const Tensor& w) {
@@ -972,7 +988,7 @@ void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const T
   check_fp32(ex, op, "dproj", dproj, {x.size(0), w.size(0)});
   check_same_dtype(op, "dw", dw, w);
   check_same_dtype(op, "dproj", dproj, w);
-  ex.backend().mhc_proj_bwd(ex, dx, dw, dproj, x, w);
+  on(ex, "mhc_proj_bwd")->mhc_proj_bwd(ex, dx, dw, dproj, x, w);
 }
 
 void mhc_aggregate_fwd(Exec& ex, Tensor& u, const Tensor& X, const Tensor& h_pre) {
@@ -981,7 +997,7 @@ void mhc_aggregate_fwd(Exec& ex, Tensor& u, const Tensor& X, const Tensor& h_pre
   const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
   check_act(ex, op, "u", u, X, {N, C});
   check_fp32(ex, op, "h_pre", h_pre, {N, n});
-  ex.backend().mhc_aggregate_fwd(ex, u, X, h_pre);
+  on(ex, "mhc_aggregate_fwd")->mhc_aggregate_fwd(ex, u, X, h_pre);
 }
 
 void mhc_aggregate_bwd(Exec& ex, Tensor& dX, Tensor& dh_pre, const Tensor& du, const Tensor& X, const Tensor& h_pre) {
@@ -992,7 +1008,7 @@ void mhc_aggregate_bwd(Exec& ex, Tensor& dX, Tensor& dh_pre, const Tensor& du, c
   check_act(ex, op, "du", du, X, {N, C});
   check_fp32(ex, op, "h_pre", h_pre, {N, n});
   check_fp32(ex, op, "dh_pre", dh_pre, {N, n});
-  ex.backend().mhc_aggregate_bwd(ex, dX, dh_pre, du, X, h_pre);
+  on(ex, "mhc_aggregate_bwd")->mhc_aggregate_bwd(ex, dX, dh_pre, du, X, h_pre);
 }
 
 void mhc_combine_fwd(Exec& ex, Tensor& Y, const Tensor& X, const Tensor& F, const Tensor& h_res, const Tensor& h_post) {
@@ -1003,7 +1019,7 @@ void mhc_combine_fwd(Exec& ex, Tensor& Y, const Tensor& X, const Tensor& F, cons
   check_act(ex, op, "F", F, X, {N, C});
   check_fp32(ex, op, "h_res", h_res, {N, n, n});
   check_fp32(ex, op, "h_post", h_post, {N, n});
-  ex.backend().mhc_combine_fwd(ex, Y, X, F, h_res, h_post);
+  on(ex, "mhc_combine_fwd")->mhc_combine_fwd(ex, Y, X, F, h_res, h_post);
 }
 
 void mhc_combine_bwd(Exec& ex, Tensor& dX, Tensor& dF, Tensor& dh_res, Tensor& dh_post, const Tensor& dY,
@@ -1019,7 +1035,7 @@ void mhc_combine_bwd(Exec& ex, Tensor& dX, Tensor& dF, Tensor& dh_res, Tensor& d
   check_fp32(ex, op, "h_post", h_post, {N, n});
   check_fp32(ex, op, "dh_res", dh_res, {N, n, n});
   check_fp32(ex, op, "dh_post", dh_post, {N, n});
-  ex.backend().mhc_combine_bwd(ex, dX, dF, dh_res, dh_post, dY, X, F, h_res, h_post);
+  on(ex, "mhc_combine_bwd")->mhc_combine_bwd(ex, dX, dF, dh_res, dh_post, dY, X, F, h_res, h_post);
 }
 
 namespace {
@@ -1042,30 +1058,30 @@ void check_pointwise(Exec& ex, const char* op, const Tensor& a, const char* an, 
 
 void swiglu_fwd(Exec& ex, Tensor& y, const Tensor& x) {
   check_glu(ex, "swiglu_fwd", y, "y", x, "x");
-  ex.backend().swiglu_fwd(ex, y, x);
+  on(ex, "swiglu_fwd")->swiglu_fwd(ex, y, x);
 }
 void swiglu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
   check_glu(ex, "swiglu_bwd", dy, "dy", x, "x");
   check_pointwise(ex, "swiglu_bwd", dx, "dx", x, "x");
-  ex.backend().swiglu_bwd(ex, dx, dy, x);
+  on(ex, "swiglu_bwd")->swiglu_bwd(ex, dx, dy, x);
 }
 void gelu_fwd(Exec& ex, Tensor& y, const Tensor& x) {
   check_pointwise(ex, "gelu_fwd", y, "y", x, "x");
-  ex.backend().gelu_fwd(ex, y, x);
+  on(ex, "gelu_fwd")->gelu_fwd(ex, y, x);
 }
 void gelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
   check_pointwise(ex, "gelu_bwd", dx, "dx", x, "x");
   check_pointwise(ex, "gelu_bwd", dy, "dy", x, "x");
-  ex.backend().gelu_bwd(ex, dx, dy, x);
+  on(ex, "gelu_bwd")->gelu_bwd(ex, dx, dy, x);
 }
 void sqrelu_fwd(Exec& ex, Tensor& y, const Tensor& x) {
   check_pointwise(ex, "sqrelu_fwd", y, "y", x, "x");
-  ex.backend().sqrelu_fwd(ex, y, x);
+  on(ex, "sqrelu_fwd")->sqrelu_fwd(ex, y, x);
 }
 void sqrelu_bwd(Exec& ex, Tensor& dx, const Tensor& dy, const Tensor& x) {
   check_pointwise(ex, "sqrelu_bwd", dx, "dx", x, "x");
   check_pointwise(ex, "sqrelu_bwd", dy, "dy", x, "x");
-  ex.backend().sqrelu_bwd(ex, dx, dy, x);
+  on(ex, "sqrelu_bwd")->sqrelu_bwd(ex, dx, dy, x);
 }
 
 namespace {
@@ -1091,7 +1107,7 @@ void lm_head_ce_fwd(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& x, const 
   check_lm_head(ex, "lm_head_ce_fwd", x, w, labels, &lse, "vocab_chunk", vocab_chunk);
   check_arg(ex, "lm_head_ce_fwd", "loss", loss);
   check_stat("lm_head_ce_fwd", "loss", loss, x, {x.size(0)});
-  ex.backend().lm_head_ce_fwd(ex, loss, lse, x, w, labels, vocab_chunk);
+  on(ex, "lm_head_ce_fwd")->lm_head_ce_fwd(ex, loss, lse, x, w, labels, vocab_chunk);
 }
 
 void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const Tensor& x, const Tensor& w,
@@ -1102,7 +1118,7 @@ void lm_head_ce_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dloss, const
   check_shape(op, "dx", dx, x.shape());
   check_shape(op, "dw", dw, w.shape());
   check_stat(op, "dloss", dloss, x, {x.size(0)});
-  ex.backend().lm_head_ce_bwd(ex, dx, dw, dloss, x, w, labels, lse, vocab_chunk);
+  on(ex, "lm_head_ce_bwd")->lm_head_ce_bwd(ex, dx, dw, dloss, x, w, labels, lse, vocab_chunk);
 }
 
 void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Tensor& x, const Tensor& w,
@@ -1114,7 +1130,7 @@ void lm_head_ce_fwd_bwd(Exec& ex, Tensor& loss, Tensor& dx, Tensor& dw, const Te
   check_stat(op, "dloss", dloss, x, {x.size(0)});
   check_shape(op, "dx", dx, x.shape());
   check_shape(op, "dw", dw, w.shape());
-  ex.backend().lm_head_ce_fwd_bwd(ex, loss, dx, dw, x, w, labels, dloss, token_chunk);
+  on(ex, "lm_head_ce_fwd_bwd")->lm_head_ce_fwd_bwd(ex, loss, dx, dw, x, w, labels, dloss, token_chunk);
 }
 
 void mtp_shift(Exec& ex, Tensor& ids_next, Tensor& labels_next, Tensor& dloss, Tensor& targets, const Tensor& ids,
@@ -1137,7 +1153,7 @@ void mtp_shift(Exec& ex, Tensor& ids_next, Tensor& labels_next, Tensor& dloss, T
   check_stat(op, "targets", targets, dloss, {1});
   HYTRA_CHECK(ids_next.raw() != ids.raw() && labels_next.raw() != labels.raw(), op,
               ": the rolled outputs must not alias their inputs");
-  ex.backend().mtp_shift(ex, ids_next, labels_next, dloss, targets, ids, labels, scale, grad_scale);
+  on(ex, "mtp_shift")->mtp_shift(ex, ids_next, labels_next, dloss, targets, ids, labels, scale, grad_scale);
 }
 
 void vocab_shard_ids(Exec& ex, Tensor& out, const Tensor& ids, int64_t start, int64_t count, int64_t outside) {
@@ -1147,7 +1163,7 @@ void vocab_shard_ids(Exec& ex, Tensor& out, const Tensor& ids, int64_t start, in
   check_ids(op, "ids", ids, ids.numel());
   check_ids(op, "out", out, ids.numel());
   HYTRA_CHECK(start >= 0 && count > 0, op, ": the shard [", start, ", +", count, ") is empty or negative");
-  ex.backend().vocab_shard_ids(ex, out, ids, start, count, outside);
+  on(ex, "vocab_shard_ids")->vocab_shard_ids(ex, out, ids, start, count, outside);
 }
 
 void ce_shard_target(Exec& ex, Tensor& target, const Tensor& loss, const Tensor& lse, const Tensor& shard_labels) {
@@ -1160,7 +1176,7 @@ void ce_shard_target(Exec& ex, Tensor& target, const Tensor& loss, const Tensor&
   check_stat(op, "loss", loss, loss, {N});
   check_stat(op, "lse", lse, loss, {N});
   check_stat(op, "target", target, loss, {N});
-  ex.backend().ce_shard_target(ex, target, loss, lse, shard_labels);
+  on(ex, "ce_shard_target")->ce_shard_target(ex, target, loss, lse, shard_labels);
 }
 
 void ce_shard_combine(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& lse_parts, const Tensor& target,
@@ -1178,13 +1194,13 @@ void ce_shard_combine(Exec& ex, Tensor& loss, Tensor& lse, const Tensor& lse_par
   check_stat(op, "target", target, target, {N});
   check_stat(op, "loss", loss, target, {N});
   check_stat(op, "lse", lse, target, {N});
-  ex.backend().ce_shard_combine(ex, loss, lse, lse_parts, target, labels);
+  on(ex, "ce_shard_combine")->ce_shard_combine(ex, loss, lse, lse_parts, target, labels);
 }
 
 void random_normal(Exec& ex, Tensor& y, uint64_t seed, uint64_t stream, double mean, double std) {
   check_arg(ex, "random_normal", "y", y);
   check_float("random_normal", "y", y);
-  ex.backend().random_normal(ex, y, seed, stream, mean, std);
+  on(ex, "random_normal")->random_normal(ex, y, seed, stream, mean, std);
 }
 
 void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p_copy, double lr, double beta1,
@@ -1202,7 +1218,7 @@ void adamw(Exec& ex, Tensor& p, Tensor& m, Tensor& v, const Tensor& g, Tensor& p
     check_same_numel(op, "p_copy", p_copy, p);
   }
   HYTRA_CHECK(step >= 1, op, ": step must be >= 1, got ", step);
-  ex.backend().adamw(ex, p, m, v, g, p_copy, lr, beta1, beta2, eps, weight_decay, grad_scale, step);
+  on(ex, "adamw")->adamw(ex, p, m, v, g, p_copy, lr, beta1, beta2, eps, weight_decay, grad_scale, step);
 }
 
 }  // namespace hytra::ops

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/nvtx.h"
 
 namespace hytra {
 
@@ -17,6 +18,8 @@ void TrainConfig::validate() const {
     if (!ok) errs.push_back(msg);
   };
   need(micro_batch_size > 0, str("--micro-batch-size: expected a positive integer, got ", micro_batch_size));
+  need(!profile_nvtx || nvtx_available(),
+       "--profile-nvtx: this hytra build has no CUDA backend (NVTX comes with the CUDA toolkit; build with nvcc)");
   // As ModelConfig's sizes: batch x sequence x width must stay inside 64-bit shape arithmetic.
   for (auto [flag, v] : {std::pair<const char*, int64_t>{"--micro-batch-size", micro_batch_size},
                          {"--global-batch-size", global_batch_size}})

@@ -90,6 +90,7 @@ struct TrainConfig {
   bool check_for_nan_in_loss_and_grad = true;     // off: --no-check-for-nan-in-loss-and-grad (training goes on)
   bool exit_signal_handler = false;          // --exit-signal-handler: SIGTERM saves and exits 0 (train/exit_signal.h)
   bool no_cuda_graph = false;                // --no-cuda-graph: no CUDA-graph capture of the micro-batches
+  bool profile_nvtx = false;                 // --profile-nvtx: NVTX ranges per op, sub-layer and phase (core/nvtx.h)
   std::string log_jsonl;                     // --log-jsonl FILE: one JSON object per logged iteration (hytra)
   bool log_throughput = false;               // --log-throughput: TFLOP/s per GPU in the iteration line
   int64_t logging_level = 20;                // --logging-level: notes at this level and above (core/log.h)

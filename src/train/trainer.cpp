@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/nvtx.h"
 #include "core/progress.h"
 #include "data/gpt_data.h"
 #include "data/gpt_dataset.h"
@@ -443,6 +444,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   HYTRA_CHECK(tc.data_parallel_size == dp.size(), "the training configuration's data-parallel size (",
               tc.data_parallel_size, ") differs from the data-parallel group's (", dp.size(), ")");
   const bool rank0 = par == nullptr || par->rank == 0;
+  nvtx_enabled = tc.profile_nvtx;
   const Device dev = resolve_device(tc.device);
   HYTRA_CHECK(par == nullptr || par->dp == nullptr || par->dp->device() == dev,
               "the data-parallel group "
@@ -657,6 +659,7 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
   int64_t num_micro = tc.num_micro_batches_at(consumed);
   for (int64_t it = start.iteration + 1; it <= tc.train_iters; ++it) {
     const auto t_iter = Clock::now();
+    const NvtxRange iteration_range("iteration");
     // The batch-size ramp (Megatron's update_num_microbatches): a checkpoint before the first larger step.
     const int64_t step_batch = tc.global_batch_at(consumed);
     if (tc.num_micro_batches_at(consumed) != num_micro) {
@@ -708,7 +711,11 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     }
     store.finish_grads();
     pipeline.sync_embedding(store, shares_embedding);
-    const double gnorm = opt.reduce_gradients(ex);
+    double gnorm = 0;
+    {
+      const NvtxRange range("gradient reduction");
+      gnorm = opt.reduce_gradients(ex);
+    }
     if (tc.check_for_nan_in_loss_and_grad && !(std::isfinite(loss) && std::isfinite(gnorm))) {
       std::vector<Batch> batches;  // this rank's micro-batches of the step, for the report's rerun
       for (int64_t m = 0; m < num_micro; ++m)
@@ -720,7 +727,10 @@ TrainResult train(const ModelConfig& mc, const TrainConfig& tc, std::ostream& lo
     // As Megatron: the zeros of the reduced gradients before the step, the weights' norm after it.
     std::optional<int64_t> grad_zeros;
     if (tc.log_num_zeros_in_grad) grad_zeros = opt.grad_zeros(ex);
-    opt.step(ex, lr, clip_coefficient(gnorm, tc.clip_grad));
+    {
+      const NvtxRange range("optimizer step");
+      opt.step(ex, lr, clip_coefficient(gnorm, tc.clip_grad));
+    }
     std::optional<double> params_norm;
     if (tc.log_params_norm) params_norm = opt.params_norm(ex);
     consumed += step_batch;

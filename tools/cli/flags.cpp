@@ -279,6 +279,10 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
         "run every micro-batch eagerly (by default a CUDA run replays each training micro-batch's forward and "
         "backward as a captured CUDA graph where the model allows)",
         store(c.no_cuda_graph));
+  t.add("--profile-nvtx", K::Bool, "",
+        "NVTX ranges for Nsight Systems / Compute: each op call, each sub-layer's forward, backward and weight "
+        "gradients, the optimizer step (host-side: with CUDA graphs they mark the capture; add --no-cuda-graph)",
+        store(c.profile_nvtx));
   t.add("--bf16", K::Bool, "",
         "bf16 weights and activations with fp32 master weights, gradients and optimizer state (CUDA)", store(c.bf16));
   t.add("--save", K::String, "", "checkpoint directory (SAVE/iter_XXXXXXX)", store(c.save));

@@ -17,7 +17,9 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "core/cuda_check_cuda.h"
 #include "core/error.h"
@@ -417,8 +419,9 @@ CUtensorMap tensor_map(const void* ptr, int rank, const uint64_t* dims, const ui
   return m;
 }
 
-// sm90a: the device is a Hopper and the kernel was built for it (its wgmma code exists only in an sm_90a
-// build; a build for another architecture compiles it empty).
+// sm90a: the device is a Hopper, the kernel was built for it (its wgmma code exists only in an sm_90a
+// build; a build for another architecture compiles it empty) and HYTRA_PORTABLE_KERNELS=1 does not ask for the
+// portable kernels (how the parity tests check, on a Hopper, the path other GPUs take).
 struct DeviceInfo {
   bool sm90a = false;
   int sms = 0;
@@ -435,7 +438,11 @@ const DeviceInfo& device_info() {
         cudaFuncGetAttributes(&attr, grouped_gemm_kernel<GroupedMode::Forward, ops::ExpertActivation::SwiGLU, false>) ==
         cudaSuccess;
     cudaGetLastError();  // a kernel without code for this device is a fallback, not an error
-    d.sm90a = major == 9 && built && attr.binaryVersion == 90;
+    const char* portable = std::getenv("HYTRA_PORTABLE_KERNELS");
+    const bool forced = portable != nullptr && std::string(portable) == "1";
+    HYTRA_CHECK(portable == nullptr || forced || std::string(portable) == "0" || std::string(portable).empty(),
+                "HYTRA_PORTABLE_KERNELS: expected 1 (the portable kernels on every GPU) or 0, got '", portable, "'");
+    d.sm90a = major == 9 && built && attr.binaryVersion == 90 && !forced;
     return d;
   }();
   return info;
