@@ -33,9 +33,16 @@ namespace {
 using namespace sm90;
 using bf16_t = __nv_bfloat16;
 
+// The Hopper code exists in the host pass and the sm_90a device pass only: the passes for other architectures
+// compile the kernel empty (never launched there, device_info()) and leave its helpers out.
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define HYTRA_SM90A_CODE 1
+#else
+#define HYTRA_SM90A_CODE 0
+#endif
+
 constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kThreads = 384, kMaxGroups = 256;
 constexpr int kStageA = BM * BK, kStageB = BN * BK;  // elements
-constexpr int kBox = 64 * 64;                        // elements of one 64-line box
 constexpr uint32_t kStageBytes = (kStageA + kStageB) * 2;
 // Output staging (Stager): per consumer warpgroup two 8 KB buffers of 64 rows x 128 bytes (32 fp32 or 64 bf16,
 // one 128-byte swizzled line a row), stored by TMA while the MMAs of the next tile run.
@@ -57,6 +64,9 @@ struct Tile {
 };
 
 // Group e's rows [offsets[e], offsets[e+1]), clipped to R (bad offsets must not send a tile past the tensors).
+#if HYTRA_SM90A_CODE
+constexpr int kBox = 64 * 64;  // elements of one 64-line box
+
 __device__ __forceinline__ int group_end(const Params& p, int e) {
   return int(min(int64_t(p.g.offsets[e + 1]), p.g.R));
 }
@@ -292,12 +302,14 @@ __device__ __forceinline__ void rows_epilogue(const Params& p, const CUtensorMap
   }
 }
 
+#endif  // HYTRA_SM90A_CODE
+
 template <GroupedMode MODE, ops::ExpertActivation ACT, bool CLAMP>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                         const __grid_constant__ CUtensorMap tc, const __grid_constant__ CUtensorMap td,
                         const Params p) {
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if !HYTRA_SM90A_CODE
   return;  // built for another architecture: never launched (device_info().sm90a is false)
 #else
   constexpr int TA = MODE == GroupedMode::Wgrad ? 1 : 0;
