@@ -8,12 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_table.h"
+#include "cli/flags.h"
 #include "commands.h"
 #include "core/error.h"
 #include "data/gpt_data.h"
 #include "data/indexed_dataset.h"
 #include "data/preprocess.h"
-#include "cli/flag_table.h"
 
 namespace hytra {
 namespace {
@@ -41,20 +42,10 @@ int cmd_inspect_data(int argc, char** argv) {
   t.add("--seed", K::Int, "1234", "shuffle seed", store(seed));
   t.add("--num-samples", K::StringList, "one epoch each", "samples asked of train, valid, test", store(num_samples_text));
   t.add("--show-samples", K::Int, "0", "samples to print per split", store(show_samples));
-  t.add("--tokenizer-type", K::String, "None", "with --show: also print the text", store(tc.type));
-  t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
-  t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
-  t.add("--tokenizer-model", K::String, "None",
-        "Hugging Face tokenizer.json; TikTokenizer's JSON; a SentencePiece .model", store(tc.model));
-  t.add("--tiktoken-pattern", K::String, "None", "TikTokenizer's pre-tokenizer: v1 or v2", store(tc.tiktoken_pattern),
-        {"v1", "v2"});
-  t.add("--legacy-tokenizer", K::Bool, "false", "Megatron's legacy SentencePiece classes", store(tc.legacy));
+  add_tokenizer_flags(t, tc);  // (with --show: also print the text)
   t.add("--vocab-size", K::Int, "None",
-        "NullTokenizer's vocabulary without the end of document; TikTokenizer's whole vocabulary", store(tc.vocab_size));
-  t.add("--tiktoken-num-special-tokens", K::Int, "1000", "TikTokenizer: ids before the vocabulary's",
-        store(tc.tiktoken_num_special_tokens));
-  t.add("--tiktoken-special-tokens", K::StringList, "None", "TikTokenizer: the first special tokens",
-        store(tc.tiktoken_special_tokens));
+        "NullTokenizer's vocabulary without the end of document; TikTokenizer's whole vocabulary",
+        store(tc.vocab_size));
   FlagTable::Result r = t.parse(std::vector<std::string>(argv + 1, argv + argc));
   if (r.help) {
     std::cout << t.help_text("hytra inspect-data PREFIX [--show N] | --data-path P --seq-length L ...");

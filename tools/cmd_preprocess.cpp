@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/flag_table.h"
+#include "cli/flags.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/progress.h"
@@ -28,25 +29,9 @@ int cmd_preprocess(int argc, char** argv) {
       store(opt.append_eod));
   t.add("--workers", K::Int, "all cores", "tokenizer threads", store(workers));
   t.add("--log-interval", K::Int, "1000", "accepted for compatibility (progress is a bar)", store(log_interval));
-  t.add("--tokenizer-type", K::String, "None",
-        "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer, GPTSentencePieceTokenizer, "
-        "SentencePieceTokenizer or Llama2Tokenizer",
-        store(tc.type));
-  t.add("--vocab-file", K::String, "None", "GPT-2 encoder.json", store(tc.vocab_file));
-  t.add("--merge-file", K::String, "None", "GPT-2 vocab.bpe", store(tc.merge_file));
-  t.add("--tokenizer-model", K::String, "None",
-        "Hugging Face tokenizer.json (or its directory); TikTokenizer's JSON; a SentencePiece .model", store(tc.model));
-  t.add("--legacy-tokenizer", K::Bool, "false",
-        "SentencePieceTokenizer and Llama2Tokenizer as Megatron's legacy classes (special tokens; a leading bos)",
-        store(tc.legacy));
+  add_tokenizer_flags(t, tc);
   t.add("--vocab-size", K::Int, "None", "NullTokenizer: ids below it (itself the end of document); TikTokenizer: all",
         store(tc.vocab_size));
-  t.add("--tiktoken-pattern", K::String, "None", "TikTokenizer's pre-tokenizer: v1 or v2", store(tc.tiktoken_pattern),
-        {"v1", "v2"});
-  t.add("--tiktoken-num-special-tokens", K::Int, "", "TikTokenizer: ids before the vocabulary's",
-        store(tc.tiktoken_num_special_tokens));
-  t.add("--tiktoken-special-tokens", K::StringList, "None", "TikTokenizer: the first special tokens",
-        store(tc.tiktoken_special_tokens));
   if (t.parse(std::vector<std::string>(argv + 1, argv + argc)).help) {
     std::cout << t.help_text("hytra preprocess --input FILE --output-prefix P --tokenizer-type T ...");
     return 0;

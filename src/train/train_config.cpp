@@ -119,7 +119,7 @@ void TrainConfig::validate() const {
   need(data_path.empty() || seed <= UINT32_MAX,
        str("--seed: expected 0..", UINT32_MAX, " with --data-path (the shuffle is numpy's RandomState, as in ",
            "Megatron), got ", int64_t(seed)));
-  need(data_path.empty() || !tokenizer_type.empty(),
+  need(data_path.empty() || !tokenizer.type.empty(),
        "--tokenizer-type: required with --data-path (it fixes the vocabulary size)");
   if (!errs.empty()) {
     std::string msg = "invalid training configuration:";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checkpoint/key_map.h"
+#include "data/preprocess.h"
 #include "model/enum_text.h"
 #include "train/batch_schedule.h"
 #include "train/lr_schedule.h"
@@ -73,14 +74,8 @@ struct TrainConfig {
   std::vector<std::string> data_path;        // --data-path: PREFIX, or W1 PREFIX1 W2 PREFIX2 ... (blend)
   std::string split = "969, 30, 1";          // --split: train, valid, test proportions
   std::string data_cache_path;               // --data-cache-path: index caches (default: beside the data)
-  std::string tokenizer_type;                // --tokenizer-type (data/preprocess.h: TokenizerConfig)
-  std::string vocab_file;                    // --vocab-file: GPT-2 encoder.json
-  std::string merge_file;                    // --merge-file: GPT-2 vocab.bpe
-  std::string tokenizer_model;               // --tokenizer-model: tokenizer.json, tiktoken JSON or SentencePiece .model
-  std::string tiktoken_pattern;              // --tiktoken-pattern: v1 | v2 (TikTokenizer)
-  int64_t tiktoken_num_special_tokens = 1000;        // --tiktoken-num-special-tokens
-  std::vector<std::string> tiktoken_special_tokens;  // --tiktoken-special-tokens
-  bool legacy_tokenizer = false;                     // --legacy-tokenizer (SentencePiece types)
+  // --tokenizer-type and its files and options (its vocab_size is set from --vocab-size when the tokenizer loads).
+  TokenizerConfig tokenizer;
   DeviceChoice device = DeviceChoice::Auto;  // --device: cpu | cuda | auto (cuda when a GPU is visible)
   bool bf16 = false;                         // --bf16: bf16 activations/weights with fp32 master (CUDA)
   bool delay_wgrad_compute = false;          // --delay-wgrad-compute: weight-gradient GEMMs run after each

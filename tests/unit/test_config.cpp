@@ -160,7 +160,7 @@ TEST(Config, DataSeedsMustFitRandomState) {
   t.micro_batch_size = 1;
   t.train_iters = 1;
   t.data_path = {"prefix"};
-  t.tokenizer_type = "GPT2BPETokenizer";
+  t.tokenizer.type = "GPT2BPETokenizer";
   for (uint64_t seed : {uint64_t(1) << 32, ~uint64_t(0)}) {
     t.seed = seed;
     try {
@@ -222,7 +222,7 @@ TEST(Config, FlagParsingReadsNoTokenizerFile) {
   ModelConfig m;
   TrainConfig t;
   EXPECT_TRUE(parse_train_flags(args, m, t, nullptr));
-  EXPECT_EQ(t.vocab_file, "/nonexistent/encoder.json");
+  EXPECT_EQ(t.tokenizer.vocab_file, "/nonexistent/encoder.json");
   try {
     resolve_train_config(m, t);
     ADD_FAILURE() << "no error";
@@ -339,7 +339,7 @@ TEST(Config, ResolvedFlagsReadBackAsTheSameRun) {
   EXPECT_EQ(m2.recompute_modules, m1.recompute_modules);
   EXPECT_FALSE(t2.check_for_nan_in_loss_and_grad);
   EXPECT_EQ(t2.seed, 77u);
-  EXPECT_EQ(t2.tiktoken_special_tokens, (std::vector<std::string>{"<a\"b>", "c\\d", "tab\tx"}));
+  EXPECT_EQ(t2.tokenizer.tiktoken_special_tokens, (std::vector<std::string>{"<a\"b>", "c\\d", "tab\tx"}));
   EXPECT_EQ(t2.train_iters, t1.train_iters);
   EXPECT_GT(t2.train_iters, 0);
   EXPECT_EQ(t2.lr_decay_iters, t1.lr_decay_iters);

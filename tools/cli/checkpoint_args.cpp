@@ -52,9 +52,10 @@ std::vector<std::string> checkpoint_arg_flags() {
   std::vector<std::string> out;
   for (const FlagSpec& row : model.rows())
     if (!run_choices().count(row.name)) out.push_back(row.name);
-  for (const char* f : {"--tokenizer-type", "--tokenizer-model", "--vocab-file", "--merge-file", "--legacy-tokenizer",
-                        "--tiktoken-pattern", "--tiktoken-num-special-tokens", "--tiktoken-special-tokens"})
-    out.emplace_back(f);
+  TokenizerConfig scratch_tokenizer;
+  FlagTable tokenizer;
+  add_tokenizer_flags(tokenizer, scratch_tokenizer);
+  for (const FlagSpec& row : tokenizer.rows()) out.push_back(row.name);
   return out;
 }
 

@@ -52,6 +52,26 @@ Binding store_enum_list(std::vector<E>& field, const char* flag) {
 
 }  // namespace
 
+void add_tokenizer_flags(FlagTable& t, TokenizerConfig& c) {
+  t.add("--tokenizer-type", K::String, "",
+        "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer (with --vocab-size), "
+        "GPTSentencePieceTokenizer, SentencePieceTokenizer or Llama2Tokenizer",
+        store(c.type));
+  t.add("--vocab-file", K::String, "", "GPT-2 encoder.json", store(c.vocab_file));
+  t.add("--merge-file", K::String, "", "GPT-2 vocab.bpe", store(c.merge_file));
+  t.add("--tokenizer-model", K::String, "",
+        "Hugging Face tokenizer.json (or its directory); TikTokenizer's JSON; a SentencePiece .model", store(c.model));
+  t.add("--legacy-tokenizer", K::Bool, "",
+        "SentencePieceTokenizer and Llama2Tokenizer as Megatron's legacy classes (special tokens; a leading bos)",
+        store(c.legacy));
+  t.add("--tiktoken-pattern", K::String, "", "TikTokenizer's pre-tokenizer: v1 or v2", store(c.tiktoken_pattern),
+        {"v1", "v2"});
+  t.add("--tiktoken-num-special-tokens", K::Int, "", "TikTokenizer: ids before the vocabulary's",
+        store(c.tiktoken_num_special_tokens));
+  t.add("--tiktoken-special-tokens", K::StringList, "", "TikTokenizer: the first special tokens (<unk> <s> </s>)",
+        store(c.tiktoken_special_tokens));
+}
+
 void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--hybrid-layer-pattern", K::String, "",
         "hybrid layer pattern (M * - E G | / [...]); default: [*-] x --num-layers (GPT)",
@@ -245,24 +265,7 @@ void add_train_flags(FlagTable& t, TrainConfig& c) {
   t.add("--data-cache-path", K::String, "beside the data", "directory of the sampling index caches",
         store(c.data_cache_path));
   t.add("--split", K::String, "", "train, valid, test proportions of each dataset", store(c.split));
-  t.add("--tokenizer-type", K::String, "",
-        "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer (with --vocab-size), "
-        "GPTSentencePieceTokenizer, SentencePieceTokenizer or Llama2Tokenizer (sets the vocabulary)",
-        store(c.tokenizer_type));
-  t.add("--vocab-file", K::String, "", "GPT-2 encoder.json", store(c.vocab_file));
-  t.add("--merge-file", K::String, "", "GPT-2 vocab.bpe", store(c.merge_file));
-  t.add("--tokenizer-model", K::String, "",
-        "Hugging Face tokenizer.json (or its directory); TikTokenizer's JSON; a SentencePiece .model",
-        store(c.tokenizer_model));
-  t.add("--legacy-tokenizer", K::Bool, "",
-        "SentencePieceTokenizer and Llama2Tokenizer as Megatron's legacy classes (special tokens; a leading bos)",
-        store(c.legacy_tokenizer));
-  t.add("--tiktoken-pattern", K::String, "", "TikTokenizer's pre-tokenizer: v1 or v2", store(c.tiktoken_pattern),
-        {"v1", "v2"});
-  t.add("--tiktoken-num-special-tokens", K::Int, "", "TikTokenizer: ids before the vocabulary's",
-        store(c.tiktoken_num_special_tokens));
-  t.add("--tiktoken-special-tokens", K::StringList, "", "TikTokenizer: the first special tokens (<unk> <s> </s>)",
-        store(c.tiktoken_special_tokens));
+  add_tokenizer_flags(t, c.tokenizer);
   t.add("--device", K::String, "", "cpu, cuda or auto", store_enum(c.device, "--device"), names_of<DeviceChoice>());
   t.add("--delay-wgrad-compute", K::Bool, "",
         "queue weight-gradient GEMMs and run them after each micro-batch's backward (identical gradients)",
@@ -406,17 +409,14 @@ bool parse_train_flags(const std::vector<std::string>& args, ModelConfig& model,
 }
 
 void resolve_train_config(ModelConfig& model, TrainConfig& train) {
-  if (!train.tokenizer_type.empty()) {
+  TokenizerConfig& tok = train.tokenizer;
+  if (!tok.type.empty()) {
     // Megatron takes the vocabulary from the tokenizer; --vocab-size is for the mock and null tokenizers and sizes
     // TikTokenizer's.
-    const bool sized = train.tokenizer_type == "NullTokenizer" || train.tokenizer_type == "TikTokenizer";
-    const int64_t v =
-        load_tokenizer({train.tokenizer_type, train.vocab_file, train.merge_file, train.tokenizer_model,
-                        sized ? model.vocab_size : 0, train.tiktoken_pattern, train.tiktoken_num_special_tokens,
-                        train.tiktoken_special_tokens, train.legacy_tokenizer})
-            ->vocab_size();
+    tok.vocab_size = tok.type == "NullTokenizer" || tok.type == "TikTokenizer" ? model.vocab_size : 0;
+    const int64_t v = load_tokenizer(tok)->vocab_size();
     // (NullTokenizer: --vocab-size counts the ids without the end of document, which the tokenizer adds)
-    if (model.vocab_size != 0 && model.vocab_size != v && train.tokenizer_type != "NullTokenizer")
+    if (model.vocab_size != 0 && model.vocab_size != v && tok.type != "NullTokenizer")
       fail(str("--vocab-size: ", model.vocab_size, " differs from the tokenizer's vocabulary (", v, ")"));
     model.vocab_size = v;
   }

@@ -7,6 +7,9 @@
 
 namespace hytra {
 
+// --tokenizer-type, --vocab-file, --merge-file, --tokenizer-model, --legacy-tokenizer and the --tiktoken-* flags, as
+// train, preprocess and inspect-data take them (each adds its own --vocab-size).
+void add_tokenizer_flags(FlagTable& table, TokenizerConfig& cfg);
 void add_model_flags(FlagTable& table, ModelConfig& cfg);
 void add_train_flags(FlagTable& table, TrainConfig& cfg);
 

@@ -19,74 +19,59 @@ inline double to_f64(float x) { return x; }
 inline double to_f64(bf16 x) { return bf16_to_float(x); }
 inline double to_f64(double x) { return x; }
 
-template <class T>
-double reduce(const T* x, int64_t n, bool squares) {
+// The sum of term(x[i]) in Acc, block by block as above.
+template <class Acc, class T, class Term>
+Acc blocked_sum(const T* x, int64_t n, Term term) {
   const int64_t nblocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(size_t(nblocks), 0.0);
+  std::vector<Acc> partial(size_t(nblocks), Acc(0));
   parallel_for(nblocks, 4, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const T* p = x + b * kBlock;
       const int64_t len = std::min(kBlock, n - b * kBlock);
-      double s = 0.0;
-      if (squares)
-        for (int64_t i = 0; i < len; ++i) s += to_f64(p[i]) * to_f64(p[i]);
-      else
-        for (int64_t i = 0; i < len; ++i) s += to_f64(p[i]);
+      Acc s = 0;
+      for (int64_t i = 0; i < len; ++i) s += term(to_f64(p[i]));
       partial[size_t(b)] = s;
     }
   });
-  double total = 0.0;
-  for (double s : partial) total += s;
+  Acc total = 0;
+  for (Acc s : partial) total += s;
   return total;
 }
 
-void reduce_into(Tensor& out, const Tensor& x, bool squares) {
-  double total = 0.0;
+// blocked_sum over x's elements as its floating dtype.
+template <class Acc, class Term>
+Acc blocked_sum(const Tensor& x, Term term, const char* op) {
   switch (x.dtype()) {
-    case DType::F32: total = reduce(x.data<float>(), x.numel(), squares); break;
-    case DType::BF16: total = reduce(x.data<bf16>(), x.numel(), squares); break;
-    case DType::F64: total = reduce(x.data<double>(), x.numel(), squares); break;
-    default: HYTRA_ASSERT(false, "reduction of non-floating ", dtype_name(x.dtype()));
+    case DType::F32: return blocked_sum<Acc>(x.data<float>(), x.numel(), term);
+    case DType::BF16: return blocked_sum<Acc>(x.data<bf16>(), x.numel(), term);
+    case DType::F64: return blocked_sum<Acc>(x.data<double>(), x.numel(), term);
+    default: HYTRA_ASSERT(false, op, " of non-floating ", dtype_name(x.dtype()));
   }
+  return 0;
+}
+
+void store_total(Tensor& out, double total) {
   if (out.dtype() == DType::F64)
     out.data<double>()[0] = total;
   else
     out.data<float>()[0] = float(total);
 }
 
-template <class T>
-int64_t zeros(const T* x, int64_t n) {
-  const int64_t nblocks = (n + kBlock - 1) / kBlock;
-  std::vector<int64_t> partial(size_t(nblocks), 0);
-  parallel_for(nblocks, 4, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const T* p = x + b * kBlock;
-      const int64_t len = std::min(kBlock, n - b * kBlock);
-      int64_t c = 0;
-      for (int64_t i = 0; i < len; ++i) c += to_f64(p[i]) == 0.0;
-      partial[size_t(b)] = c;
-    }
-  });
-  int64_t total = 0;
-  for (int64_t c : partial) total += c;
-  return total;
-}
-
 }  // namespace
 
 void count_zeros(Exec& ex, Tensor& out, const Tensor& x) {
-  int64_t total = 0;
-  switch (x.dtype()) {
-    case DType::F32: total = zeros(x.data<float>(), x.numel()); break;
-    case DType::BF16: total = zeros(x.data<bf16>(), x.numel()); break;
-    case DType::F64: total = zeros(x.data<double>(), x.numel()); break;
-    default: HYTRA_ASSERT(false, "count_zeros of non-floating ", dtype_name(x.dtype()));
-  }
-  out.data<int64_t>()[0] = total;
+  out.data<int64_t>()[0] = blocked_sum<int64_t>(
+      x, [](double v) { return int64_t(v == 0.0); }, "count_zeros");
 }
 
-void sum(Exec& ex, Tensor& out, const Tensor& x) { reduce_into(out, x, false); }
+void sum(Exec& ex, Tensor& out, const Tensor& x) {
+  store_total(out, blocked_sum<double>(
+                       x, [](double v) { return v; }, "sum"));
+}
 
-void sum_squares(Exec& ex, Tensor& out, const Tensor& x) { reduce_into(out, x, true); }
+void sum_squares(Exec& ex, Tensor& out, const Tensor& x) {
+  store_total(out, blocked_sum<double>(
+                       x, [](double v) { return v * v; }, "sum_squares"));
+}
 
 }  // namespace hytra::cpu
