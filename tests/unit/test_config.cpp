@@ -306,6 +306,7 @@ TEST(Config, ResolvedFlagsReadBackAsTheSameRun) {
                                          "cpu",
                                          "--tiktoken-special-tokens",
                                          "<a\"b>",
+                                         "",
                                          "c\\d",
                                          "tab\tx",
                                          "--mamba-num-groups",
@@ -339,7 +340,7 @@ TEST(Config, ResolvedFlagsReadBackAsTheSameRun) {
   EXPECT_EQ(m2.recompute_modules, m1.recompute_modules);
   EXPECT_FALSE(t2.check_for_nan_in_loss_and_grad);
   EXPECT_EQ(t2.seed, 77u);
-  EXPECT_EQ(t2.tokenizer.tiktoken_special_tokens, (std::vector<std::string>{"<a\"b>", "c\\d", "tab\tx"}));
+  EXPECT_EQ(t2.tokenizer.tiktoken_special_tokens, (std::vector<std::string>{"<a\"b>", "", "c\\d", "tab\tx"}));
   EXPECT_EQ(t2.train_iters, t1.train_iters);
   EXPECT_GT(t2.train_iters, 0);
   EXPECT_EQ(t2.lr_decay_iters, t1.lr_decay_iters);

@@ -99,10 +99,13 @@ template <class T>
 Value values_of(const std::optional<T>& v) {
   return v ? values_of(*v) : Value();
 }
+std::string text_of(int64_t v) { return std::to_string(v); }
+std::string text_of(double v) { return exact_number_text(v); }
+const std::string& text_of(const std::string& v) { return v; }  // (a list's empty element stays an element)
 template <class T>
 Value values_of(const std::vector<T>& v) {
   FlagValues out;
-  for (const T& x : v) out.push_back(values_of(x)->at(0));
+  for (const T& x : v) out.push_back(text_of(x));
   return out.empty() ? Value() : out;
 }
 template <class T>
