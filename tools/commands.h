@@ -12,5 +12,6 @@ int cmd_inspect_checkpoint(int argc, char** argv);
 int cmd_eval_step(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
 
 }  // namespace hytra

@@ -23,6 +23,7 @@ const Subcommand kCommands[] = {
     {"inspect-checkpoint", hytra::cmd_inspect_checkpoint, "list a checkpoint's manifest and tensors"},
     {"eval-step", hytra::cmd_eval_step, "one forward/backward of a checkpoint on a batch: losses and gradients"},
     {"convert", hytra::cmd_convert, "a checkpoint to a Hugging Face folder (--to-hf) and back (--from-hf)"},
+    {"generate", hytra::cmd_generate, "continue a prompt with a trained model (KV cache, recurrent states)"},
     {"bench", hytra::cmd_bench, "train a named config for N steps: tokens/s, TFLOP/s, MFU, peak memory"},
     {"ops", hytra::cmd_ops, "list the ops and the backends that implement them"},
     {"preprocess", hytra::cmd_preprocess, "tokenize JSON Lines or text into Megatron .bin/.idx files"},

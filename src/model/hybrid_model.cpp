@@ -9,6 +9,7 @@
 #include "model/naming.h"
 #include "model/pattern.h"
 #include "model/recompute_plan.h"
+#include "nn/decode_cache.h"
 #include "nn/hyper_connection.h"
 #include "nn/moe/moe_layer.h"
 #include "nn/mtp.h"
@@ -215,14 +216,22 @@ void HybridModel::check_finite(StepContext& ctx, size_t i, const Tensor& t, cons
 
 Tensor HybridModel::logits(StepContext& ctx, const Tensor& ids) {
   HYTRA_CHECK(first_ && last_ && !tp_.on(), "logits: a whole model on one rank (no pipeline or tensor parallelism)");
-  HYTRA_CHECK(!position_embedding_, "logits: not with learned absolute position embeddings");
   Exec& ex = ctx.ex();
-  ResidualStream::State state = residual_->enter(ctx, embedding_->forward(ctx, ids));
+  Tensor h = embedding_->forward(ctx, ids);
+  if (position_embedding_) {  // positions from 0, or (decoding) from the cache's
+    const int64_t B = ids.size(0), T = ids.size(1), p0 = ctx.decode != nullptr ? ctx.decode->position() : 0;
+    HYTRA_CHECK(p0 + T <= cfg_.max_positions(), "logits: position ", p0 + T - 1, " is past the ", cfg_.max_positions(),
+                " learned positions (--max-position-embeddings)");
+    Tensor pos_ids = Tensor::empty({B, T}, DType::I32);
+    for (int64_t i = 0; i < B * T; ++i) pos_ids.data<int32_t>()[i] = int32_t(p0 + i % T);
+    ops::add(ex, h, h, position_embedding_->forward(ctx, pos_ids.to(ids.device())));
+  }
+  ResidualStream::State state = residual_->enter(ctx, h);
   for (size_t i = 0; i < sublayers_.size(); ++i) residual_->step(ctx, i, state);
   const Tensor y = residual_->leave(ctx, state);  // (B,T,C)
   const int64_t B = ids.size(0), T = ids.size(1), C = y.size(2);
   const Tensor& w = output_->weight().value;  // (V,C)
-  Tensor out = Tensor::empty({B * T, w.size(0)}, DType::F32, y.device());
+  Tensor out = Tensor::empty({B * T, w.size(0)}, stat_dtype(y.dtype()), y.device());
   ops::gemm(ex, out, y.view({B * T, C}), w, false, true, 1.0f, 0.0f);
   return out.view({B, T, w.size(0)});
 }

@@ -57,8 +57,9 @@ class HybridModel {
   // (stage_boundary_shape: the hidden state, or the mHC streams); one before the last returns that for the next
   // stage instead of losses.
   Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& labels, const Tensor& input = Tensor());
-  // The LM head's logits (B,T,padded vocabulary), fp32, of a whole model (one stage, no tensor parallelism; MTP
-  // depths unused): for comparisons with other implementations (hytra eval-step).
+  // The LM head's logits (B,T,padded vocabulary), fp32 (fp64 for fp64 params), of a whole model (one stage, no tensor
+  // parallelism; MTP depths unused): for comparisons with other implementations (hytra eval-step), and with ctx.decode
+  // set the next token's logits (B,1,padded vocabulary) for ids (B,1) at the cache's position (hytra generate).
   Tensor logits(StepContext& ctx, const Tensor& ids);
   // Backpropagates `grad`, accumulating parameter gradients: dloss (B,T) on the last stage, else the gradient
   // of the hidden state forward() returned. Returns the gradient of `input` (a stage after the first).

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "nn/decode_cache.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -34,13 +35,51 @@ SelfAttention::SelfAttention(const AttentionOptions& whole, const std::string& p
 
 int64_t SelfAttention::rotary_dim() const { return int64_t(double(opt_.head_dim) * opt_.rotary_percent); }
 
+void SelfAttention::split_qkv(StepContext& ctx, const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) {
+  Exec& ex = ctx.ex();
+  const int64_t B = qkv.size(0), T = qkv.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
+  const int64_t R = H / G;  // query heads per KV group
+  // Per KV group the rows are [R query heads; k; v]: slicing dim 1 gives q in (B,T,G*R = H,D) order.
+  Tensor grouped = qkv.view({B * T * G, R + 2, D});
+  Tensor qg = q.view({B * T * G, R, D}), kg = k.view({B * T * G, 1, D}), vg = v.view({B * T * G, 1, D});
+  ops::slice_copy(ex, qg, grouped, 1, 0);
+  ops::slice_copy(ex, kg, grouped, 1, R);
+  ops::slice_copy(ex, vg, grouped, 1, R + 1);
+  if (q_norm_) {
+    q = q_norm_->forward(ctx, q);
+    k = k_norm_->forward(ctx, k);
+  }
+}
+
+Tensor SelfAttention::decode_body(StepContext& ctx, const Tensor& x) {
+  HYTRA_CHECK(x.size(1) == 1 && !opt_.tp.on(),
+              "self_attention: decoding takes one token per sequence on one rank, got ", x.desc());
+  DecodeCache& cache = *ctx.decode;
+  const Tensor qkv = qkv_->forward(ctx, x);
+  const int64_t B = x.size(0), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
+  Tensor q = Tensor::empty({B, 1, H, D}, x.dtype(), x.device());
+  Tensor k = Tensor::empty({B, 1, G, D}, x.dtype(), x.device());
+  Tensor v = Tensor::empty({B, 1, G, D}, x.dtype(), x.device());
+  split_qkv(ctx, qkv, q, k, v);
+  Cache& c = cache.state<Cache>(this);
+  if (!c.k.defined()) {
+    c.k = Tensor::empty({B, cache.capacity(), G, D}, x.dtype(), x.device());
+    c.v = Tensor::empty({B, cache.capacity(), G, D}, x.dtype(), x.device());
+  }
+  Tensor out = Tensor::empty({B, H, D}, x.dtype(), x.device());
+  ops::attention_decode(ctx.ex(), out, c.k, c.v, q.view({B, H, D}), k.view({B, G, D}), v.view({B, G, D}),
+                        cache.position(), 1.0 / std::sqrt(double(D)), opt_.use_rope ? rotary_dim() : 0,
+                        opt_.rotary_base, opt_.rotary_interleaved);
+  return proj_->forward(ctx, out.view({B, 1, H * D}));
+}
+
 Tensor SelfAttention::forward_body(StepContext& ctx, const Tensor& x) {
   Exec& ex = ctx.ex();
   HYTRA_CHECK(x.dim() == 3 && x.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden, "), got ",
               x.desc());
+  if (ctx.decode != nullptr) return decode_body(ctx, x);
   Tensor qkv = qkv_->forward(ctx, x);  // (B,T,G*(R+2)*D): the whole sequence (sequence parallelism: gathered)
   const int64_t B = qkv.size(0), T = qkv.size(1), H = opt_.num_heads, G = opt_.num_kv_heads, D = opt_.head_dim;
-  const int64_t R = H / G;  // query heads per KV group
   Saved& s = ctx.saved<Saved>(this);
   s.q = Tensor::empty({B, T, H, D}, x.dtype(), x.device());
   s.k = Tensor::empty({B, T, G, D}, x.dtype(), x.device());
@@ -48,16 +87,7 @@ Tensor SelfAttention::forward_body(StepContext& ctx, const Tensor& x) {
   if (fused_split_rope()) {
     ops::qkv_rope_fwd(ex, s.q, s.k, s.v, qkv, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
   } else {
-    // Per KV group the rows are [R query heads; k; v]: slicing dim 1 gives q in (B,T,G*R = H,D) order.
-    Tensor grouped = qkv.view({B * T * G, R + 2, D});
-    Tensor q = s.q.view({B * T * G, R, D}), k = s.k.view({B * T * G, 1, D}), v = s.v.view({B * T * G, 1, D});
-    ops::slice_copy(ex, q, grouped, 1, 0);
-    ops::slice_copy(ex, k, grouped, 1, R);
-    ops::slice_copy(ex, v, grouped, 1, R + 1);
-    if (q_norm_) {
-      s.q = q_norm_->forward(ctx, s.q);
-      s.k = k_norm_->forward(ctx, s.k);
-    }
+    split_qkv(ctx, qkv, s.q, s.k, s.v);
     if (opt_.use_rope) {
       ops::rope_fwd(ex, s.q, s.q, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);
       ops::rope_fwd(ex, s.k, s.k, rotary_dim(), opt_.rotary_base, opt_.rotary_interleaved);

@@ -41,6 +41,13 @@ class SelfAttention : public PreNormModule {
     Tensor out;      // (B,T,H,D)
     Tensor lse;      // (B,H,T)
   };
+  struct Cache {  // one-token decoding (nn/decode_cache.h)
+    Tensor k, v;  // (B,capacity,Hkv,D): the rotated keys and the values of the positions so far
+  };
+  // forward_body with ctx.decode set: one token per sequence, (B,1,C), against the cached keys and values.
+  Tensor decode_body(StepContext& ctx, const Tensor& y);
+  // q (B,T,H,D), k, v (B,T,Hkv,D) out of the QKV projection, QK-normed, not rotated.
+  void split_qkv(StepContext& ctx, const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v);
   int64_t rotary_dim() const;
   // Split and RoPE in one op (ops::qkv_rope_fwd); with QK-norm the norm sits between them.
   bool fused_split_rope() const { return opt_.use_rope && !opt_.qk_norm; }

@@ -34,4 +34,21 @@ void channel_conv_bwd(Exec& ex, const Tensor& din, Tensor& dw, Tensor& dbias, co
   HYTRA_ASSERT(c0 == in.size(2), "channel_conv_bwd: the parts cover ", c0, " of ", in.size(2), " channels");
 }
 
+void channel_conv_step(Exec& ex, const std::vector<Tensor*>& parts, Tensor& state, const Tensor& in, int64_t start,
+                       const Tensor& w, const Tensor& bias) {
+  const int64_t B = in.size(0), C = w.size(0);
+  HYTRA_ASSERT(in.dim() == 3 && in.size(1) == 1, "channel_conv_step takes one token per sequence, got ", in.desc());
+  Tensor x = Tensor::empty({B, 1, C}, in.dtype(), in.device());
+  ops::slice_copy(ex, x, in, 2, start);
+  Tensor y = Tensor::empty({B, C}, in.dtype(), in.device());
+  ops::conv1d_step(ex, y, state, x.view({B, C}), w, bias, true);
+  int64_t c0 = 0;
+  for (Tensor* part : parts) {
+    Tensor out = part->view({B, part->numel() / B});
+    ops::slice_copy(ex, out, y, 1, c0);
+    c0 += out.size(1);
+  }
+  HYTRA_ASSERT(c0 == C, "channel_conv_step: the parts cover ", c0, " of ", C, " channels");
+}
+
 }  // namespace hytra

@@ -17,5 +17,9 @@ void channel_conv_fwd(Exec& ex, const std::vector<Tensor*>& parts, const Tensor&
 // din[:, :, range i] = the input gradient from dparts[i]; dw (C,K) and dbias (C) += per range.
 void channel_conv_bwd(Exec& ex, const Tensor& din, Tensor& dw, Tensor& dbias, const std::vector<const Tensor*>& dparts,
                       const Tensor& in, const Tensor& w, const Tensor& bias);
+// One-token decoding (nn/decode_cache.h): the same for one token per sequence, in (B,1,W) holding the conv input at
+// columns [start, start + C) and parts[i] (B,...); state (B,K-1,C) holds the previous K-1 inputs and takes this one's.
+void channel_conv_step(Exec& ex, const std::vector<Tensor*>& parts, Tensor& state, const Tensor& in, int64_t start,
+                       const Tensor& w, const Tensor& bias);
 
 }  // namespace hytra

@@ -18,6 +18,8 @@
 
 namespace hytra {
 
+class DecodeCache;  // nn/decode_cache.h
+
 // What the data-parallel optimizer learns from a micro-batch (train/distributed_optimizer.h, its overlap of
 // communication with computation): parameters are named by their place in ParamStore::all().
 class ParamHooks {
@@ -139,6 +141,9 @@ class StepContext {
   // and input gradient and names the first that is not finite here ("" while none is).
   bool check_finite = false;
   std::string first_non_finite;
+
+  // One-token decoding (nn/decode_cache.h; null: a training or evaluation pass over whole sequences).
+  DecodeCache* decode = nullptr;
 
   bool delay_wgrad = false;
   void push_wgrad(const void* owner, std::function<void()> task) { wgrad_.push_back({owner, std::move(task)}); }

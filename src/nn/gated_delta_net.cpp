@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "nn/channel_conv.h"
+#include "nn/decode_cache.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -51,6 +52,7 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
   Exec& ex = ctx.ex();
   HYTRA_CHECK(in.dim() == 3 && in.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden, "), got ",
               in.desc());
+  if (ctx.decode != nullptr) return decode_body(ctx, in);
   const DType dt = in.dtype();
   const Device dev = in.device();
   Saved& s = ctx.saved<Saved>(this);
@@ -76,6 +78,37 @@ Tensor GatedDeltaNet::forward_body(StepContext& ctx, const Tensor& in) {
   Tensor gated = Tensor::empty({B, T, V}, dt, dev);
   Tensor gated2 = gated.view({B * T, V});
   ops::gated_rmsnorm_fwd(ex, gated2, s.rstd, s.o, gate(s.proj), out_norm_w_->value, dv, opt_.norm_eps, true);
+  return out_proj_->forward(ctx, gated);
+}
+
+Tensor GatedDeltaNet::decode_body(StepContext& ctx, const Tensor& in) {
+  HYTRA_CHECK(in.size(1) == 1 && !opt_.tp.on(),
+              "self_attention: decoding takes one token per sequence on one rank, got ", in.desc());
+  Exec& ex = ctx.ex();
+  const DType dt = in.dtype();
+  const Device dev = in.device();
+  const Tensor proj = in_proj_->forward(ctx, in);  // (B,1,proj_dim): [q k v | z | beta | alpha]
+  const int64_t B = in.size(0), Hk = opt_.key_heads, Hv = opt_.value_heads, dk = opt_.key_head_dim,
+                dv = opt_.value_head_dim, K = opt_.conv_kernel, V = v_dim();
+  Cache& c = ctx.decode->state<Cache>(this);
+  if (!c.conv.defined()) {
+    c.conv = Tensor::empty({B, K - 1, conv_dim()}, dt, dev);
+    c.S = Tensor::empty({B, Hv, dv, dk}, stat_dtype(dt), dev);
+    ops::fill(ex, c.conv, 0.0);
+    ops::fill(ex, c.S, 0.0);
+  }
+  Tensor beta = Tensor::empty({B, 1, Hv}, dt, dev), alpha = Tensor::empty({B, 1, Hv}, dt, dev);
+  ops::slice_copy(ex, beta, proj, 2, conv_dim() + V);
+  ops::slice_copy(ex, alpha, proj, 2, conv_dim() + V + Hv);
+  Tensor q = Tensor::empty({B, Hk, dk}, dt, dev), k = Tensor::empty({B, Hk, dk}, dt, dev);
+  Tensor v = Tensor::empty({B, Hv, dv}, dt, dev);
+  channel_conv_step(ex, {&q, &k, &v}, c.conv, proj, 0, conv_w_->value.view({conv_dim(), K}), conv_b_->value);
+  Tensor o = Tensor::empty({B, Hv, dv}, dt, dev);
+  ops::gdn_step(ex, o, c.S, q, k, v, alpha.view({B, Hv}), beta.view({B, Hv}), a_log_->master, dt_bias_->master);
+  Tensor rstd = Tensor::empty({B, Hv}, stat_dtype(dt), dev);
+  Tensor gated = Tensor::empty({B, 1, V}, dt, dev);
+  Tensor gated2 = gated.view({B, V});
+  ops::gated_rmsnorm_fwd(ex, gated2, rstd, o.view({B, V}), gate(proj), out_norm_w_->value, dv, opt_.norm_eps, true);
   return out_proj_->forward(ctx, gated);
 }
 

@@ -53,6 +53,13 @@ class GatedDeltaNet : public PreNormModule {
     return proj.view({proj.size(0) * proj.size(1), proj.size(2)}).narrow(1, conv_dim(), v_dim());
   }
 
+  struct Cache {  // one-token decoding (nn/decode_cache.h)
+    Tensor conv;  // (B,K-1,conv_dim): the last K-1 conv inputs
+    Tensor S;     // (B,Hv,dv,dk) fp32: the delta-rule state
+  };
+  // forward_body with ctx.decode set: one token per sequence, (B,1,C), through the cached conv inputs and state.
+  Tensor decode_body(StepContext& ctx, const Tensor& y);
+
   struct Saved {
     Tensor proj;         // (B,T,proj_dim) in_proj output: the conv input and the gate z, read in place
     Tensor q, k;         // (B,T,Hk,dk) conv output

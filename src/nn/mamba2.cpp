@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "nn/channel_conv.h"
+#include "nn/decode_cache.h"
 #include "ops/ops.h"
 
 namespace hytra {
@@ -53,6 +54,7 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
   Exec& ex = ctx.ex();
   HYTRA_CHECK(in.dim() == 3 && in.size(2) == opt_.hidden, "mixer: input must be (B,T,", opt_.hidden, "), got ",
               in.desc());
+  if (ctx.decode != nullptr) return decode_body(ctx, in);
   const DType dt = in.dtype();
   const Device dev = in.device();
   Saved& s = ctx.saved<Saved>(this);
@@ -76,6 +78,35 @@ Tensor Mamba2Mixer::forward_body(StepContext& ctx, const Tensor& in) {
   Tensor gated = Tensor::empty({B, T, Di}, dt, dev);
   Tensor gated2 = gated.view({B * T, Di});
   ops::gated_rmsnorm_fwd(ex, gated2, s.rstd, s.y, gate(s.zxbcdt), norm_w_->value, Di / G, 1e-5, false);
+  return out_proj_->forward(ctx, gated);
+}
+
+Tensor Mamba2Mixer::decode_body(StepContext& ctx, const Tensor& in) {
+  HYTRA_CHECK(in.size(1) == 1 && !opt_.tp.on(), "mixer: decoding takes one token per sequence on one rank, got ",
+              in.desc());
+  Exec& ex = ctx.ex();
+  const DType dt = in.dtype();
+  const Device dev = in.device();
+  const Tensor zxbcdt = in_proj_->forward(ctx, in);  // (B,1,2 Di + 2GN + H)
+  const int64_t B = in.size(0), H = opt_.num_heads, P = opt_.head_dim, G = opt_.num_groups, N = opt_.state_dim,
+                K = opt_.conv_kernel, Di = d_inner();
+  Cache& c = ctx.decode->state<Cache>(this);
+  if (!c.conv.defined()) {
+    c.conv = Tensor::empty({B, K - 1, conv_dim()}, dt, dev);
+    c.ssm = Tensor::empty({B, H, P, N}, stat_dtype(dt), dev);
+    ops::fill(ex, c.conv, 0.0);
+    ops::fill(ex, c.ssm, 0.0);
+  }
+  Tensor x = Tensor::empty({B, H, P}, dt, dev), b = Tensor::empty({B, G, N}, dt, dev);
+  Tensor cm = Tensor::empty({B, G, N}, dt, dev), dt_raw = Tensor::empty({B, 1, H}, dt, dev);
+  channel_conv_step(ex, {&x, &b, &cm}, c.conv, zxbcdt, Di, conv_w_->value.view({conv_dim(), K}), conv_b_->value);
+  ops::slice_copy(ex, dt_raw, zxbcdt, 2, Di + conv_dim());
+  Tensor y = Tensor::empty({B, H, P}, dt, dev);
+  ops::ssd_step(ex, y, c.ssm, x, dt_raw.view({B, H}), b, cm, dt_bias_->master, a_log_->master, d_->master);
+  Tensor rstd = Tensor::empty({B, G}, stat_dtype(dt), dev);
+  Tensor gated = Tensor::empty({B, 1, Di}, dt, dev);
+  Tensor gated2 = gated.view({B, Di});
+  ops::gated_rmsnorm_fwd(ex, gated2, rstd, y.view({B, Di}), gate(zxbcdt), norm_w_->value, Di / G, 1e-5, false);
   return out_proj_->forward(ctx, gated);
 }
 

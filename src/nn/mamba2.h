@@ -51,6 +51,13 @@ class Mamba2Mixer : public PreNormModule {
   Tensor conv_input(const Tensor& zxbcdt) const { return zxbcdt.narrow(2, d_inner(), conv_dim()); }
   Tensor dt_part(const Tensor& zxbcdt) const { return zxbcdt.narrow(2, d_inner() + conv_dim(), opt_.num_heads); }
 
+  struct Cache {  // one-token decoding (nn/decode_cache.h)
+    Tensor conv;  // (B,K-1,conv_dim): the last K-1 conv inputs
+    Tensor ssm;   // (B,H,P,N) fp32: the SSD state
+  };
+  // forward_body with ctx.decode set: one token per sequence, (B,1,C), through the cached conv inputs and state.
+  Tensor decode_body(StepContext& ctx, const Tensor& y);
+
   struct Saved {
     Tensor zxbcdt;  // (B,T,2 d_inner + 2GN + H) in_proj output: the gate z, the conv input, raw dt
     Tensor x;       // (B,T,H,P) conv output, x part

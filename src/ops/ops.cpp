@@ -605,6 +605,90 @@ void gated_delta_rule_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& 
                              dt_bias, chunk_size);
 }
 
+// ---- one-token decoding ------------------------------------------------------------------------------
+
+void attention_decode(Exec& ex, Tensor& out, Tensor& k_cache, Tensor& v_cache, const Tensor& q, const Tensor& k,
+                      const Tensor& v, int64_t position, double softmax_scale, int64_t rotary_dim, double rotary_base,
+                      bool interleaved) {
+  const char* op = "attention_decode";
+  check_arg(ex, op, "q", q);
+  check_float(op, "q", q);
+  HYTRA_CHECK(q.dim() == 3 && k.dim() == 3, op, ": q must be (B,H,D) and k (B,Hkv,D), got ", q.desc(), " and ",
+              k.desc());
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), G = k.size(1);
+  HYTRA_CHECK(G > 0 && H % G == 0, op, ": query heads H = ", H, " must be a multiple of KV heads Hkv = ", G);
+  check_act(ex, op, "k", k, q, {B, G, D});
+  check_act(ex, op, "v", v, q, {B, G, D});
+  check_act(ex, op, "out", out, q, q.shape());
+  HYTRA_CHECK(k_cache.dim() == 4, op, ": k_cache must be (B,S,Hkv,D), got ", k_cache.desc());
+  const int64_t S = k_cache.size(1);
+  check_act(ex, op, "k_cache", k_cache, q, {B, S, G, D});
+  check_act(ex, op, "v_cache", v_cache, q, {B, S, G, D});
+  HYTRA_CHECK(position >= 0 && position < S, op, ": position ", position, " must be in [0, ", S,
+              ") (the caches' length)");
+  HYTRA_CHECK(rotary_dim >= 0 && rotary_dim <= D && rotary_dim % 2 == 0, op, ": rotary_dim must be even and in [0, ", D,
+              "], got ", rotary_dim);
+  on(ex, op)->attention_decode(ex, out, k_cache, v_cache, q, k, v, position, softmax_scale, rotary_dim, rotary_base,
+                               interleaved);
+}
+
+void conv1d_step(Exec& ex, Tensor& y, Tensor& state, const Tensor& x, const Tensor& w, const Tensor& bias, bool silu) {
+  const char* op = "conv1d_step";
+  check_arg(ex, op, "x", x);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 2, op, ": x must be (B,C), got ", x.desc());
+  const int64_t B = x.size(0), C = x.size(1);
+  HYTRA_CHECK(w.dim() == 2 && w.size(0) == C && w.size(1) >= 2, op, ": w must be (", C, ",K) with K >= 2, got ",
+              w.desc());
+  check_act(ex, op, "w", w, x, w.shape());
+  check_act(ex, op, "bias", bias, x, {C});
+  check_act(ex, op, "y", y, x, x.shape());
+  check_act(ex, op, "state", state, x, {B, w.size(1) - 1, C});
+  on(ex, op)->conv1d_step(ex, y, state, x, w, bias, silu);
+}
+
+void ssd_step(Exec& ex, Tensor& y, Tensor& state, const Tensor& x, const Tensor& dt_raw, const Tensor& Bm,
+              const Tensor& Cm, const Tensor& dt_bias, const Tensor& A_log, const Tensor& D) {
+  const char* op = "ssd_step";
+  check_arg(ex, op, "x", x);
+  check_float(op, "x", x);
+  HYTRA_CHECK(x.dim() == 3 && Bm.dim() == 3, op, ": x must be (B,H,P) and Bm (B,G,N), got ", x.desc(), " and ",
+              Bm.desc());
+  const int64_t B = x.size(0), H = x.size(1), P = x.size(2), G = Bm.size(1), N = Bm.size(2);
+  HYTRA_CHECK(G > 0 && H % G == 0, op, ": heads H = ", H, " must be a multiple of groups G = ", G);
+  check_act(ex, op, "y", y, x, x.shape());
+  check_act(ex, op, "dt_raw", dt_raw, x, {B, H});
+  check_act(ex, op, "Bm", Bm, x, {B, G, N});
+  check_act(ex, op, "Cm", Cm, x, {B, G, N});
+  check_arg(ex, op, "state", state);
+  check_stat(op, "state", state, x, {B, H, P, N});
+  check_small_param(ex, op, "dt_bias", dt_bias, x, H);
+  check_small_param(ex, op, "A_log", A_log, x, H);
+  check_small_param(ex, op, "D", D, x, H);
+  on(ex, op)->ssd_step(ex, y, state, x, dt_raw, Bm, Cm, dt_bias, A_log, D);
+}
+
+void gdn_step(Exec& ex, Tensor& o, Tensor& state, const Tensor& q, const Tensor& k, const Tensor& v,
+              const Tensor& alpha, const Tensor& beta_raw, const Tensor& A_log, const Tensor& dt_bias) {
+  const char* op = "gdn_step";
+  check_arg(ex, op, "q", q);
+  check_float(op, "q", q);
+  HYTRA_CHECK(q.dim() == 3 && v.dim() == 3, op, ": q must be (B,Hk,dk) and v (B,Hv,dv), got ", q.desc(), " and ",
+              v.desc());
+  const int64_t B = q.size(0), Hk = q.size(1), dk = q.size(2), Hv = v.size(1), dv = v.size(2);
+  HYTRA_CHECK(Hk > 0 && Hv % Hk == 0, op, ": value heads Hv = ", Hv, " must be a multiple of key heads Hk = ", Hk);
+  check_act(ex, op, "k", k, q, q.shape());
+  check_act(ex, op, "v", v, q, {B, Hv, dv});
+  check_act(ex, op, "o", o, q, v.shape());
+  check_act(ex, op, "alpha", alpha, q, {B, Hv});
+  check_act(ex, op, "beta_raw", beta_raw, q, {B, Hv});
+  check_arg(ex, op, "state", state);
+  check_stat(op, "state", state, q, {B, Hv, dv, dk});
+  check_small_param(ex, op, "A_log", A_log, q, Hv);
+  check_small_param(ex, op, "dt_bias", dt_bias, q, Hv);
+  on(ex, op)->gdn_step(ex, o, state, q, k, v, alpha, beta_raw, A_log, dt_bias);
+}
+
 // ---- mixture-of-experts ---------------------------------------------------------------------------
 namespace {
 void check_logits(Exec& ex, const char* op, const Tensor& logits) {
