@@ -18,6 +18,8 @@ const std::vector<std::pair<std::string, std::string>>& fragment_aliases() {
       {".input_layernorm.bias", ".self_attention.linear_qkv.layer_norm_bias"},
       {".pre_mlp_layernorm.weight", ".mlp.linear_fc1.layer_norm_weight"},
       {".pre_mlp_layernorm.bias", ".mlp.linear_fc1.layer_norm_bias"},
+      {".self_attention.q_layernorm.weight", ".self_attention.linear_q_up_proj.layer_norm_weight"},  // MLA, local spec
+      {".self_attention.kv_layernorm.weight", ".self_attention.linear_kv_up_proj.layer_norm_weight"},
       {".mixer.conv1d_weight", ".mixer.conv1d.weight"},
       {".mixer.conv1d_bias", ".mixer.conv1d.bias"},
   };

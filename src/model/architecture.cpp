@@ -61,7 +61,12 @@ const std::set<std::string>& weight_defining() {
                                               "glu_linear_offset",
                                               "enable_mhc_connections",
                                               "mhc_num_residual_streams",
-                                              "mhc_variant"};
+                                              "mhc_variant",
+                                              "q_lora_rank",
+                                              "kv_lora_rank",
+                                              "qk_head_dim",
+                                              "qk_pos_emb_head_dim",
+                                              "v_head_dim"};
   return names;
 }
 
@@ -77,6 +82,7 @@ std::vector<ArchitectureEntry> architecture_record(const ModelConfig& c, const L
   const bool attention = plan.main && plan.main->find('*') != std::string::npos;
   const bool mamba = plan.main && plan.main->find('M') != std::string::npos;
   const bool gdn = plan.main && plan.main->find('G') != std::string::npos;
+  const bool mla = plan.main && plan.main->find('+') != std::string::npos;
   const bool moe = c.num_experts > 0;
   add("layer_sequence", layer_sequence(plan));
   add("hybrid_layer_pattern", plan.main.value_or(""));
@@ -103,6 +109,18 @@ std::vector<ArchitectureEntry> architecture_record(const ModelConfig& c, const L
       add("rotary_interleaved", text(c.rotary_interleaved));
       add("rotary_base", text(c.rotary_base));
     }
+  }
+  if (mla) {  // (its RoPE is applied whatever --position-embedding-type says, as in Megatron)
+    if (!attention) {
+      add("num_attention_heads", text(c.num_attention_heads));
+      add("qk_layernorm", text(c.qk_layernorm));
+    }
+    add("q_lora_rank", text(c.q_lora_rank));
+    add("kv_lora_rank", text(c.kv_lora_rank));
+    add("qk_head_dim", text(c.qk_head_dim));
+    add("qk_pos_emb_head_dim", text(c.qk_pos_emb_head_dim));
+    add("v_head_dim", text(c.v_head_dim));
+    if (!(attention && c.position_embedding_type == PositionEmbedding::Rope)) add("rotary_base", text(c.rotary_base));
   }
   if (mamba) {
     add("mamba_state_dim", text(c.mamba_state_dim));

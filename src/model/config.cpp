@@ -69,7 +69,12 @@ void ModelConfig::validate() const {
                          {"--moe-mlp-glu-interleave-size", moe_mlp_glu_interleave_size},
                          {"--mhc-num-residual-streams", mhc_num_residual_streams},
                          {"--mhc-recompute-layer-num", mhc_recompute_layer_num},
-                         {"--recompute-num-layers", recompute_num_layers}})
+                         {"--recompute-num-layers", recompute_num_layers},
+                         {"--q-lora-rank", q_lora_rank},
+                         {"--kv-lora-rank", kv_lora_rank},
+                         {"--qk-head-dim", qk_head_dim},
+                         {"--qk-pos-emb-head-dim", qk_pos_emb_head_dim},
+                         {"--v-head-dim", v_head_dim}})
     need(v <= INT32_MAX, str(flag, ": expected at most ", INT32_MAX, ", got ", v));
   const bool sizes_bounded = errs.empty();  // the derived sizes below cannot overflow
   // The GPT stack and the ratios generate a pattern of --num-layers symbols.

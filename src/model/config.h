@@ -41,6 +41,17 @@ struct ModelConfig {
   double rotary_base = 10000.0;                      // --rotary-base
   double rotary_percent = 1.0;                       // --rotary-percent
   bool rotary_interleaved = false;                   // --rotary-interleaved
+  // Multi-latent attention (`+`, docs/spec/mla.md); Megatron's command-line defaults.
+  bool multi_latent_attention = false;  // --multi-latent-attention: a GPT stack's attention is MLA (`[+-]` layers)
+  int64_t q_lora_rank = 0;              // --q-lora-rank: rq (0 = None: a plain query projection)
+  int64_t kv_lora_rank = 32;            // --kv-lora-rank: rkv
+  int64_t qk_head_dim = 128;            // --qk-head-dim: dn, the query/key channels without RoPE
+  int64_t qk_pos_emb_head_dim = 64;     // --qk-pos-emb-head-dim: dr, the RoPE channels (one key shared by the heads)
+  int64_t v_head_dim = 128;             // --v-head-dim: dv
+  double rotary_scaling_factor = 1.0;   // --rotary-scaling-factor: YaRN's factor (only <= 1, plain RoPE, is built)
+  double mscale = 1.0;                  // --mscale (YaRN)
+  double mscale_all_dim = 0.0;          // --mscale-all-dim (YaRN)
+  std::string rope_type;                // --rope-type: rope | yarn (unset: yarn with MLA; the same at factor <= 1)
   bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
   double init_method_std = 0.02;                     // --init-method-std
   double hidden_dropout = 0.0;                       // --hidden-dropout: only 0 is implemented (Megatron default 0.1)

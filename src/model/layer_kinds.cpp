@@ -6,6 +6,7 @@
 #include "nn/attention.h"
 #include "nn/gated_delta_net.h"
 #include "nn/mamba2.h"
+#include "nn/mla.h"
 #include "nn/mlp.h"
 #include "nn/moe/moe_layer.h"
 
@@ -64,6 +65,51 @@ std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec&
   o.rotary_percent = c.rotary_percent;
   o.rotary_interleaved = c.rotary_interleaved;
   return std::make_unique<SelfAttention>(o, s.prefix, store);
+}
+
+// docs/spec/mla.md. YaRN past factor 1 (its frequencies and attention scaling) is not built: at factor <= 1 both
+// --rope-type choices are plain RoPE with softmax scale 1/sqrt(dn + dr).
+void check_mla(const ModelConfig& c, std::vector<std::string>& errors) {
+  const size_t before = errors.size();
+  for (const auto& [flag, v] : {std::pair{"--kv-lora-rank", c.kv_lora_rank},
+                                {"--qk-head-dim", c.qk_head_dim},
+                                {"--qk-pos-emb-head-dim", c.qk_pos_emb_head_dim},
+                                {"--v-head-dim", c.v_head_dim}})
+    if (v <= 0) errors.push_back(str(flag, ": expected a positive integer, got ", v));
+  if (c.q_lora_rank < 0)
+    errors.push_back(str("--q-lora-rank: expected a positive integer (or unset), got ", c.q_lora_rank));
+  if (errors.size() > before) return;
+  if (c.qk_pos_emb_head_dim % 2 != 0)
+    errors.push_back(
+        str("--qk-pos-emb-head-dim: RoPE rotates pairs, expected an even number, got ", c.qk_pos_emb_head_dim));
+  if (c.v_head_dim > c.qk_head_dim + c.qk_pos_emb_head_dim)
+    errors.push_back(
+        str("--v-head-dim: multi-latent attention here needs at most --qk-head-dim + --qk-pos-emb-head-dim (",
+            c.qk_head_dim + c.qk_pos_emb_head_dim, "), got ", c.v_head_dim));
+  if (!(c.rotary_scaling_factor <= 1.0))
+    errors.push_back(
+        str("--rotary-scaling-factor: YaRN context extension (a factor above 1) is not built yet in "
+            "hytra, got ",
+            c.rotary_scaling_factor));
+  if (c.rotary_interleaved)
+    errors.push_back("--rotary-interleaved: not with multi-latent attention (Megatron refuses it too)");
+}
+
+std::unique_ptr<Module> make_mla(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
+  MlaOptions o;
+  static_cast<PreNormOptions&>(o) = pre_norm(c, s);
+  o.hidden = c.hidden_size;
+  o.num_heads = c.num_attention_heads;
+  o.q_lora_rank = c.q_lora_rank;
+  o.kv_lora_rank = c.kv_lora_rank;
+  o.qk_head_dim = c.qk_head_dim;
+  o.qk_pos_emb_head_dim = c.qk_pos_emb_head_dim;
+  o.v_head_dim = c.v_head_dim;
+  o.latent_norms = c.qk_layernorm;
+  o.recompute_core = c.recomputes(RecomputeModule::CoreAttn);
+  o.bias = c.add_bias_linear;
+  o.rotary_base = c.rotary_base;
+  return std::make_unique<MultiLatentAttention>(o, s.prefix, store);
 }
 
 std::unique_ptr<Module> make_mlp(const ModelConfig& c, const SubLayerSpec& s, ParamStore& store) {
@@ -174,6 +220,16 @@ int64_t attention_params(const ModelConfig& c) {  // linear_qkv + linear_proj
 double attention_core_flops(const ModelConfig& c) {  // causal QK^T and PV, a step is 3 forwards
   return 6.0 * double(c.seq_length) * double(c.num_attention_heads * c.head_dim());
 }
+int64_t mla_params(const ModelConfig& c) {  // the down and up projections + linear_proj
+  const int64_t h = c.hidden_size, n = c.num_attention_heads, rq = c.q_lora_rank, rkv = c.kv_lora_rank;
+  const int64_t dq = c.qk_head_dim + c.qk_pos_emb_head_dim, dv = c.v_head_dim;
+  const int64_t query = rq > 0 ? h * rq + rq * n * dq : h * n * dq;
+  return query + h * (rkv + c.qk_pos_emb_head_dim) + rkv * n * (c.qk_head_dim + dv) + n * dv * h;
+}
+double mla_core_flops(const ModelConfig& c) {  // causal QK^T over dn + dr and PV over dv, a step is 3 forwards
+  return 3.0 * double(c.seq_length) * double(c.num_attention_heads) *
+         double(c.qk_head_dim + c.qk_pos_emb_head_dim + c.v_head_dim);
+}
 int64_t mlp_params(const ModelConfig& c) {  // linear_fc1 + linear_fc2
   return c.hidden_size * c.ffn_size() * (glu(c) ? 2 : 1) + c.ffn_size() * c.hidden_size;
 }
@@ -214,8 +270,8 @@ const std::vector<LayerKind>& layer_kinds() {
        nullptr},
       {'G', "gated delta net", "hyper_connection.", std::nullopt, make_gdn, check_gdn, gdn_params, delta_rule_flops},
       {'M', "Mamba-2", "hyper_connection.", RecomputeModule::Mamba, make_mamba2, check_mamba2, mamba_params, ssd_flops},
-      {'+', "multi-latent attention", "self_attention_hyper_connection.", std::nullopt, nullptr, nullptr, nullptr,
-       nullptr},
+      {'+', "multi-latent attention", "self_attention_hyper_connection.", std::nullopt, make_mla, check_mla, mla_params,
+       mla_core_flops},
       {'-', "MLP", "mlp_hyper_connection.", RecomputeModule::Mlp, make_mlp, nullptr, mlp_params, no_flops},
       {'E', "mixture-of-experts", "mlp_hyper_connection.", RecomputeModule::Moe, make_moe, check_moe, moe_params,
        no_flops},
@@ -252,6 +308,10 @@ std::vector<std::string> tensor_parallel_errors(const ModelConfig& c, const Laye
   const bool attention = counts.of('*') > 0, mamba = counts.of('M') > 0, gdn = counts.of('G') > 0;
   need(attention, c.num_attention_heads, "--num-attention-heads");
   need(attention, c.kv_heads(), "--num-query-groups: the KV groups");
+  if (counts.of('+') > 0)
+    errors.push_back(
+        "--tensor-model-parallel-size: multi-latent attention ('+') is not split over tensor-parallel "
+        "ranks yet (use 1)");
   need(mamba, c.mamba_heads(), "--mamba-num-heads: the Mamba heads");
   need(mamba, c.mamba_num_groups, "--mamba-num-groups");
   need(gdn, c.linear_num_key_heads, "--linear-num-key-heads");

@@ -56,6 +56,9 @@ LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeli
   PlanOptions o;
   const bool ratios = cfg.hybrid_attention_ratio.has_value() || cfg.hybrid_mlp_ratio.has_value();
   const bool gpt = cfg.hybrid_layer_pattern.empty() && !ratios;
+  HYTRA_CHECK(gpt || !cfg.multi_latent_attention || cfg.hybrid_layer_pattern.find('*') == std::string::npos,
+              "--multi-latent-attention: a pattern writes its multi-latent attention layers as '+' (its '*' layers are "
+              "standard attention, and Megatron allows no mix of the two)");
   HYTRA_CHECK(gpt || cfg.moe_layer_freq.empty(),
               "--moe-layer-freq: only for GPT stacks (without --hybrid-layer-pattern or the ratios): a pattern's E "
               "symbols place its MoE layers");
@@ -66,12 +69,14 @@ LayerPlan plan_for(const ModelConfig& cfg, int64_t pipeline_size, int64_t pipeli
     // `[*E]` for its MoE layers (--num-experts; --moe-layer-freq picks them, every layer by default).
     HYTRA_CHECK(cfg.num_layers > 0,
                 "--hybrid-layer-pattern: give a pattern, the hybrid ratios, or --num-layers for a GPT stack");
+    // With --multi-latent-attention the attention is MLA: `[+-]`, `[+E]`.
     const std::vector<bool> moe = moe_layers_of(cfg.moe_layer_freq, cfg.num_layers);
+    const std::string a(1, cfg.multi_latent_attention ? '+' : '*');
     std::string p;
-    for (int64_t i = 0; i < cfg.num_layers; ++i) p += cfg.num_experts > 0 && moe[size_t(i)] ? "[*E]" : "[*-]";
+    for (int64_t i = 0; i < cfg.num_layers; ++i) p += "[" + a + (cfg.num_experts > 0 && moe[size_t(i)] ? "E]" : "-]");
     // --mtp-num-layers D: each depth's inner layer is one attention + MLP (or MoE, as the last layer) pair.
     const bool moe_mtp = cfg.num_experts > 0 && moe.back();
-    for (int64_t d = 0; d < cfg.mtp_num_layers; ++d) p += moe_mtp ? "/*E" : "/*-";
+    for (int64_t d = 0; d < cfg.mtp_num_layers; ++d) p += "/" + a + (moe_mtp ? "E" : "-");
     o.pattern = p;
   }
   // (A GPT stack's --num-layers counts its `[*-]` groups, which its pattern has by construction.)

@@ -115,6 +115,15 @@ const std::vector<Variant>& variants() {
          c.mhc_num_residual_streams = 2;
        }},
       {"a [*-] group and an MTP part (unused)", "[*-]M/*-", [](ModelConfig&) {}},
+      {"multi-latent attention", "+-M+",
+       [](ModelConfig& c) {
+         c.q_lora_rank = 8;
+         c.kv_lora_rank = 6;
+         c.qk_head_dim = 4;
+         c.qk_pos_emb_head_dim = 4;
+         c.v_head_dim = 6;
+         c.qk_layernorm = true;
+       }},
       {"learned absolute positions", "*-G",
        [](ModelConfig& c) {
          c.position_embedding_type = PositionEmbedding::LearnedAbsolute;

@@ -84,6 +84,26 @@ const std::vector<std::string> kHybrid = {"--hybrid-layer-pattern", "M*G-", "--m
                                           "--linear-num-key-heads", "2",    "--linear-num-value-heads", "4",
                                           "--linear-key-head-dim",  "8",    "--linear-value-head-dim",  "8"};
 
+// A GPT stack (no pattern) of multi-latent attention layers (docs/spec/mla.md) with the query latent and latent norms.
+const std::vector<std::string> kMla = {"--hybrid-layer-pattern",
+                                       "",
+                                       "--num-layers",
+                                       "2",
+                                       "--multi-latent-attention",
+                                       "--q-lora-rank",
+                                       "16",
+                                       "--kv-lora-rank",
+                                       "12",
+                                       "--qk-head-dim",
+                                       "8",
+                                       "--qk-pos-emb-head-dim",
+                                       "4",
+                                       "--v-head-dim",
+                                       "8",
+                                       "--qk-layernorm",
+                                       "--normalization",
+                                       "RMSNorm"};
+
 TEST(Train, LossFallsAndRunsAreBitwiseIdentical) {
   ModelConfig m;
   TrainConfig t;
@@ -121,6 +141,20 @@ TEST(Train, HybridMambaGdnLearnsAndRunsAreBitwiseIdentical) {
   }
   ASSERT_EQ(a.val_losses.size(), 2u);
   EXPECT_LT(a.val_losses.back(), a.val_losses.front());
+}
+
+TEST(Train, MultiLatentAttentionLearnsAndRunsAreBitwiseIdentical) {
+  ModelConfig m;
+  TrainConfig t;
+  tiny_config(m, t, kMla);
+  EXPECT_EQ(plan_for(m).main, "[+-][+-]");
+  std::ostringstream log1, log2;
+  TrainResult a = train(m, t, log1);
+  TrainResult b = train(m, t, log2);
+  ASSERT_EQ(a.losses.size(), 40u);
+  EXPECT_GT(a.losses.front() - a.losses.back(), 2.0) << "first " << a.losses.front() << " last " << a.losses.back();
+  for (size_t i = 0; i < a.losses.size(); ++i)
+    EXPECT_EQ(std::memcmp(&a.losses[i], &b.losses[i], sizeof(double)), 0) << "iteration " << i + 1;
 }
 
 // Two MoE layers (softmax top-2 of 4 experts, aux and z losses, a shared expert) between attention
@@ -703,6 +737,11 @@ TEST(TrainCuda, GpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
 TEST(TrainCuda, HybridGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU";
   check_gpu_tracks_cpu(kHybrid);
+}
+
+TEST(TrainCuda, MlaGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU";
+  check_gpu_tracks_cpu(kMla);
 }
 
 TEST(TrainCuda, MoeGpuRunsTrackTheCpuRunAndBf16IsBitwiseDeterministic) {

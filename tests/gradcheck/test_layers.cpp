@@ -7,13 +7,14 @@
 #include "nn/attention.h"
 #include "nn/embedding.h"
 #include "nn/gated_delta_net.h"
-#include "nn/linear.h"
-#include "nn/mamba2.h"
-#include "nn/lm_head.h"
 #include "nn/hyper_connection.h"
+#include "nn/linear.h"
+#include "nn/lm_head.h"
+#include "nn/mamba2.h"
+#include "nn/mla.h"
 #include "nn/mlp.h"
-#include "nn/mtp.h"
 #include "nn/moe/moe_layer.h"
+#include "nn/mtp.h"
 #include "nn/norm.h"
 #include "ops/ops.h"
 
@@ -130,6 +131,43 @@ TEST(Gradcheck, SelfAttentionRotaryVariants) {
   uint64_t seed = 40;
   for (const auto& c : cases) {
     check_attention(c, seed);
+    seed += 2;
+  }
+}
+
+// Multi-latent attention: with the query latent and both latent norms; a plain query projection without norms, a
+// value head narrower than the query/key head, LayerNorm and a linear_proj bias; delayed weight gradients.
+TEST(Gradcheck, MultiLatentAttention) {
+  struct Case {
+    int64_t q_lora_rank, v_head_dim;
+    bool latent_norms, bias, delay_wgrad;
+    NormKind norm;
+  };
+  const Case cases[] = {{6, 4, true, false, false, NormKind::RMSNorm},
+                        {0, 3, false, true, false, NormKind::LayerNorm},
+                        {5, 6, true, false, true, NormKind::RMSNorm}};
+  uint64_t seed = 60;
+  for (const Case& c : cases) {
+    MlaOptions o;
+    o.hidden = 8;
+    o.num_heads = 3;
+    o.q_lora_rank = c.q_lora_rank;
+    o.kv_lora_rank = 5;
+    o.qk_head_dim = 4;
+    o.qk_pos_emb_head_dim = 2;
+    o.v_head_dim = c.v_head_dim;
+    o.latent_norms = c.latent_norms;
+    o.bias = c.bias;
+    o.norm = c.norm;
+    o.init_std = 0.5;
+    o.output_init_std = 0.5;
+    ParamStore store;
+    MultiLatentAttention mla(o, "decoder.layers.0.", store);
+    prepare(store, seed);
+    SCOPED_TRACE(testing::Message() << "q_lora_rank " << c.q_lora_rank << " v_head_dim " << c.v_head_dim);
+    GradcheckOptions opt;
+    opt.delay_wgrad = c.delay_wgrad;
+    gradcheck(store, input(8, seed + 1), mla, opt);
     seed += 2;
   }
 }

@@ -135,6 +135,20 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--rotary-base", K::Float, "", "RoPE theta", store(c.rotary_base));
   t.add("--rotary-percent", K::Float, "", "fraction of the head dim that rotates", store(c.rotary_percent));
   t.add("--rotary-interleaved", K::Bool, "", "rotate adjacent pairs instead of halves", store(c.rotary_interleaved));
+  t.add("--multi-latent-attention", K::Bool, "", "a GPT stack's attention layers are multi-latent attention ('+')",
+        store(c.multi_latent_attention));
+  t.add("--q-lora-rank", K::Int, "None", "MLA: the query latent's rank (None: a plain query projection)",
+        store(c.q_lora_rank));
+  t.add("--kv-lora-rank", K::Int, "", "MLA: the key/value latent's rank", store(c.kv_lora_rank));
+  t.add("--qk-head-dim", K::Int, "", "MLA: query/key channels per head without RoPE", store(c.qk_head_dim));
+  t.add("--qk-pos-emb-head-dim", K::Int, "", "MLA: query/key RoPE channels per head (one shared key)",
+        store(c.qk_pos_emb_head_dim));
+  t.add("--v-head-dim", K::Int, "", "MLA: value channels per head", store(c.v_head_dim));
+  t.add("--rotary-scaling-factor", K::Float, "", "MLA YaRN: the context extension factor (only <= 1 is built)",
+        store(c.rotary_scaling_factor));
+  t.add("--rope-type", K::String, "yarn with MLA", "MLA: rope or yarn", store(c.rope_type), {"rope", "yarn"});
+  t.add("--mscale", K::Float, "", "MLA YaRN: mscale", store(c.mscale));
+  t.add("--mscale-all-dim", K::Float, "", "MLA YaRN: mscale_all_dim", store(c.mscale_all_dim));
   t.add("--untie-embeddings-and-output-weights", K::Bool, "", "separate LM head weight",
         store(c.untie_embeddings_and_output_weights));
   t.add("--init-method-std", K::Float, "", "init std", store(c.init_method_std));

@@ -1,0 +1,186 @@
+#include "nn/mla.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "nn/decode_cache.h"
+#include "ops/ops.h"
+
+namespace hytra {
+namespace {
+
+// Columns [start, start + width) of x (N, W) as a new (N, width) tensor.
+Tensor columns(Exec& ex, const Tensor& x, int64_t start, int64_t width) {
+  Tensor y = Tensor::empty({x.size(0), width}, x.dtype(), x.device());
+  ops::slice_copy(ex, y, x, 1, start);
+  return y;
+}
+
+// y (N, W)[:, start : start + x.size(1)] = x.
+void put_columns(Exec& ex, Tensor y, const Tensor& x, int64_t start) { ops::slice_scatter(ex, y, x, 1, start); }
+
+}  // namespace
+
+MultiLatentAttention::MultiLatentAttention(const MlaOptions& opt, const std::string& prefix, ParamStore& store)
+    : opt_(opt) {
+  // Options from a validated configuration (ModelConfig::validate) satisfy these.
+  HYTRA_ASSERT(opt.hidden > 0 && opt.num_heads > 0 && opt.kv_lora_rank > 0 && opt.qk_head_dim > 0 &&
+                   opt.qk_pos_emb_head_dim > 0 && opt.qk_pos_emb_head_dim % 2 == 0 && opt.v_head_dim > 0 &&
+                   opt.v_head_dim <= dq() && !opt.tp.on(),
+               prefix);
+  const std::string p = prefix + "self_attention.";
+  const int64_t h = opt.hidden, n = opt.num_heads, rq = opt.q_lora_rank, rkv = opt.kv_lora_rank;
+  const int64_t dn = opt.qk_head_dim, dr = opt.qk_pos_emb_head_dim, dv = opt.v_head_dim;
+  norm_ = std::make_unique<Norm>(NormOptions{opt.norm, h, opt.norm_eps}, prefix + "input_layernorm.", store);
+  if (rq > 0) {
+    q_down_ = std::make_unique<Linear>(p + "linear_q_down_proj.", h, rq, false, opt.init_std, store);
+    if (opt.latent_norms)
+      q_norm_ = std::make_unique<Norm>(NormOptions{opt.norm, rq, opt.norm_eps}, p + "linear_q_up_proj.", store,
+                                       "layer_norm_");
+    q_up_ = std::make_unique<Linear>(p + "linear_q_up_proj.", rq, n * dq(), false, opt.init_std, store);
+  } else {
+    q_up_ = std::make_unique<Linear>(p + "linear_q_proj.", h, n * dq(), false, opt.init_std, store);
+  }
+  kv_down_ = std::make_unique<Linear>(p + "linear_kv_down_proj.", h, rkv + dr, false, opt.init_std, store);
+  if (opt.latent_norms)
+    kv_norm_ = std::make_unique<Norm>(NormOptions{opt.norm, rkv, opt.norm_eps}, p + "linear_kv_up_proj.", store,
+                                      "layer_norm_");
+  kv_up_ = std::make_unique<Linear>(p + "linear_kv_up_proj.", rkv, n * (dn + dv), false, opt.init_std, store);
+  proj_ = std::make_unique<Linear>(p + "linear_proj.", n * dv, h, opt.bias, opt.output_init_std, store);
+}
+
+double MultiLatentAttention::scale() const {
+  return opt_.softmax_scale > 0 ? opt_.softmax_scale : 1.0 / std::sqrt(double(dq()));
+}
+
+void MultiLatentAttention::assemble(StepContext& ctx, const Tensor& x, Tensor& Q, Tensor& K, Tensor& V, bool rotate) {
+  Exec& ex = ctx.ex();
+  const int64_t B = x.size(0), T = x.size(1), n = opt_.num_heads, rkv = opt_.kv_lora_rank;
+  const int64_t dn = opt_.qk_head_dim, dr = opt_.qk_pos_emb_head_dim, dv = opt_.v_head_dim, D = dq(), N = B * T * n;
+  const DType dt = x.dtype();
+  const Device dev = x.device();
+  Tensor q_in = x;
+  if (q_down_) {
+    q_in = q_down_->forward(ctx, x);
+    if (q_norm_) q_in = q_norm_->forward(ctx, q_in);
+  }
+  const Tensor q = q_up_->forward(ctx, q_in).view({N, D});  // per head [q_nope, q_pe]
+  const Tensor kv = kv_down_->forward(ctx, x);              // (B,T,rkv + dr): [kv_c, k_pe]
+  Tensor kv_c = Tensor::empty({B, T, rkv}, dt, dev), k_pe = Tensor::empty({B, T, 1, dr}, dt, dev);
+  ops::slice_copy(ex, kv_c, kv, 2, 0);
+  Tensor k_pe3 = k_pe.view({B, T, dr});
+  ops::slice_copy(ex, k_pe3, kv, 2, rkv);
+  if (kv_norm_) kv_c = kv_norm_->forward(ctx, kv_c);
+  const Tensor kvu = kv_up_->forward(ctx, kv_c).view({N, dn + dv});  // per head [k_nope, v]
+
+  Q = Tensor::empty({B, T, n, D}, dt, dev);
+  K = Tensor::empty({B, T, n, D}, dt, dev);
+  V = Tensor::empty({B, T, n, D}, dt, dev);
+  put_columns(ex, Q.view({N, D}), columns(ex, q, dn, dr), 0);
+  put_columns(ex, Q.view({N, D}), columns(ex, q, 0, dn), dr);
+  if (rotate) {
+    ops::rope_fwd(ex, Q, Q, dr, opt_.rotary_base, true);
+    ops::rope_fwd(ex, k_pe, k_pe, dr, opt_.rotary_base, true);
+  }
+  const Tensor k_pe2 = k_pe.view({B * T, dr});
+  for (int64_t j = 0; j < n; ++j) put_columns(ex, K.view({B * T, n * D}), k_pe2, j * D);
+  put_columns(ex, K.view({N, D}), columns(ex, kvu, 0, dn), dr);
+  ops::fill(ex, V, 0.0);
+  put_columns(ex, V.view({N, D}), columns(ex, kvu, dn, dv), 0);
+}
+
+Tensor MultiLatentAttention::forward_body(StepContext& ctx, const Tensor& x) {
+  HYTRA_CHECK(x.dim() == 3 && x.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden, "), got ",
+              x.desc());
+  if (ctx.decode != nullptr) return decode_body(ctx, x);
+  const int64_t B = x.size(0), T = x.size(1), n = opt_.num_heads, D = dq(), dv = opt_.v_head_dim;
+  Saved& s = ctx.saved<Saved>(this);
+  assemble(ctx, x, s.q, s.k, s.v, true);
+  s.out = Tensor::empty({B, T, n, D}, x.dtype(), x.device());
+  s.lse = Tensor::empty({B, n, T}, stat_dtype(x.dtype()), x.device());
+  ops::attention_fwd(ctx.ex(), s.out, s.lse, s.q, s.k, s.v, scale());
+  Tensor y = proj_->forward(ctx, columns(ctx.ex(), s.out.view({B * T * n, D}), 0, dv).view({B, T, n * dv}));
+  if (opt_.recompute_core) s.out = s.lse = Tensor();  // rebuilt from q, k, v in backward
+  return y;
+}
+
+Tensor MultiLatentAttention::decode_body(StepContext& ctx, const Tensor& x) {
+  HYTRA_CHECK(x.size(1) == 1, "self_attention: decoding takes one token per sequence, got ", x.desc());
+  DecodeCache& cache = *ctx.decode;
+  const int64_t B = x.size(0), n = opt_.num_heads, D = dq(), dv = opt_.v_head_dim;
+  Tensor q, k, v;
+  assemble(ctx, x, q, k, v, false);  // attention_decode rotates the first dr channels at the cache's position
+  Cache& c = cache.state<Cache>(this);
+  if (!c.k.defined()) {
+    c.k = Tensor::empty({B, cache.capacity(), n, D}, x.dtype(), x.device());
+    c.v = Tensor::empty({B, cache.capacity(), n, D}, x.dtype(), x.device());
+  }
+  Tensor out = Tensor::empty({B, n, D}, x.dtype(), x.device());
+  ops::attention_decode(ctx.ex(), out, c.k, c.v, q.view({B, n, D}), k.view({B, n, D}), v.view({B, n, D}),
+                        cache.position(), scale(), opt_.qk_pos_emb_head_dim, opt_.rotary_base, true);
+  return proj_->forward(ctx, columns(ctx.ex(), out.view({B * n, D}), 0, dv).view({B, 1, n * dv}));
+}
+
+Tensor MultiLatentAttention::backward_body(StepContext& ctx, const Tensor& dy) {
+  Exec& ex = ctx.ex();
+  Saved& s = ctx.saved<Saved>(this);
+  const int64_t B = s.q.size(0), T = s.q.size(1), n = opt_.num_heads, rkv = opt_.kv_lora_rank;
+  const int64_t dn = opt_.qk_head_dim, dr = opt_.qk_pos_emb_head_dim, dv = opt_.v_head_dim, D = dq(), N = B * T * n;
+  const DType dt = dy.dtype();
+  const Device dev = dy.device();
+  Tensor dout = zeros_on(ex, {B, T, n, D}, dt, dev);  // the value padding's gradient stays 0
+  put_columns(ex, dout.view({N, D}), proj_->backward(ctx, dy).view({N, dv}), 0);
+  if (!s.lse.defined()) {  // selective recompute "core_attn": the same (deterministic) forward again
+    s.out = Tensor::empty(s.q.shape(), dt, dev);
+    s.lse = Tensor::empty({B, n, T}, stat_dtype(dt), dev);
+    ops::attention_fwd(ex, s.out, s.lse, s.q, s.k, s.v, scale());
+  }
+  Tensor dQ = Tensor::empty(s.q.shape(), dt, dev), dK = Tensor::empty(s.k.shape(), dt, dev);
+  Tensor dV = Tensor::empty(s.v.shape(), dt, dev);
+  ops::attention_bwd(ex, dQ, dK, dV, dout, s.q, s.k, s.v, s.out, s.lse, scale());
+
+  // The query back to the projection's per-head [q_nope, q_pe].
+  ops::rope_bwd(ex, dQ, dQ, dr, opt_.rotary_base, true);
+  Tensor dq = Tensor::empty({N, D}, dt, dev);
+  put_columns(ex, dq, columns(ex, dQ.view({N, D}), 0, dr), dn);
+  put_columns(ex, dq, columns(ex, dQ.view({N, D}), dr, dn), 0);
+  Tensor dx = q_up_->backward(ctx, dq.view({B, T, n * D}));
+  if (q_down_) {
+    if (q_norm_) dx = q_norm_->backward(ctx, dx);
+    dx = q_down_->backward(ctx, dx);
+  }
+
+  // The keys and values back to [k_nope, v] per head, and the shared RoPE key's gradient summed over the heads
+  // (in fp32, rounded once).
+  Tensor dkvu = Tensor::empty({N, dn + dv}, dt, dev);
+  put_columns(ex, dkvu, columns(ex, dK.view({N, D}), dr, dn), 0);
+  put_columns(ex, dkvu, columns(ex, dV.view({N, D}), 0, dv), dn);
+  const Tensor dK_rows = dK.view({B * T, n * D});
+  Tensor sum = zeros_on(ex, {B * T, dr}, stat_dtype(dt), dev), head = Tensor::empty({B * T, dr}, stat_dtype(dt), dev);
+  for (int64_t j = 0; j < n; ++j) {
+    ops::copy(ex, head, columns(ex, dK_rows, j * D, dr));
+    ops::axpy(ex, sum, head, 1.0);
+  }
+  Tensor dk_pe = Tensor::empty({B, T, 1, dr}, dt, dev);
+  Tensor dk_pe2 = dk_pe.view({B * T, dr});
+  ops::copy(ex, dk_pe2, sum);
+  ops::rope_bwd(ex, dk_pe, dk_pe, dr, opt_.rotary_base, true);
+  Tensor dkv_c = kv_up_->backward(ctx, dkvu.view({B, T, n * (dn + dv)}));
+  if (kv_norm_) dkv_c = kv_norm_->backward(ctx, dkv_c);
+  Tensor dkv = Tensor::empty({B, T, rkv + dr}, dt, dev);
+  ops::slice_scatter(ex, dkv, dkv_c, 2, 0);
+  ops::slice_scatter(ex, dkv, dk_pe.view({B, T, dr}), 2, rkv);
+  ops::axpy(ex, dx, kv_down_->backward(ctx, dkv), 1.0);
+  s = Saved{};
+  return dx;
+}
+
+void MultiLatentAttention::backward_dw(StepContext& ctx) {
+  proj_->backward_dw(ctx);
+  kv_up_->backward_dw(ctx);
+  kv_down_->backward_dw(ctx);
+  q_up_->backward_dw(ctx);
+  if (q_down_) q_down_->backward_dw(ctx);
+}
+
+}  // namespace hytra

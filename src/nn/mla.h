@@ -1,0 +1,71 @@
+// MultiLatentAttention (`+`, docs/spec/mla.md): DeepSeek-V3's attention through low-rank latents.
+// f(x) = linear_proj(attention(Q, K, V)) on x = input_layernorm(h), n heads:
+//   q = linear_q_up_proj(norm(linear_q_down_proj(x))) (or linear_q_proj(x) without --q-lora-rank), n x (dn + dr):
+//       per head the dn no-RoPE channels, then the dr RoPE ones;
+//   [kv_c, k_pe] = linear_kv_down_proj(x) (rkv + dr); kv = linear_kv_up_proj(norm(kv_c)), n x (dn + dv): per head
+//       k_nope (dn), then v (dv); k_pe, one RoPE key shared by every head;
+//   Q = [rope(q_pe), q_nope], K = [rope(k_pe), k_nope] (every head the same k_pe), V = v; causal softmax attention
+//       with scale 1/sqrt(dn + dr).
+// The latent norms (with --qk-layernorm) use --normalization and --norm-epsilon. RoPE rotates adjacent pairs of the
+// dr channels (ops rope_fwd, interleaved): Megatron de-interleaves them and rotates halves, which places the same
+// values elsewhere in q and k alike, so every dot product is the same. The assembled heads put the dr RoPE channels
+// first (rope_fwd rotates a head's first channels); V is padded with zeros to dn + dr channels (the attention op
+// takes one head dim) and the padding dropped from the output.
+// Keys (docs/spec/mla.md §3): input_layernorm.weight, self_attention.{linear_q_down_proj, linear_q_up_proj,
+// linear_q_proj, linear_kv_down_proj, linear_kv_up_proj, linear_proj}.weight, linear_q_up_proj.layer_norm_weight and
+// linear_kv_up_proj.layer_norm_weight.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "nn/linear.h"
+#include "nn/norm.h"
+#include "nn/pre_norm.h"
+
+namespace hytra {
+
+struct MlaOptions : PreNormOptions {
+  int64_t hidden = 0, num_heads = 0;  // h, n
+  int64_t q_lora_rank = 0;            // rq (--q-lora-rank; 0: a plain query projection)
+  int64_t kv_lora_rank = 32;          // rkv (--kv-lora-rank)
+  int64_t qk_head_dim = 128;          // dn (--qk-head-dim)
+  int64_t qk_pos_emb_head_dim = 64;   // dr (--qk-pos-emb-head-dim)
+  int64_t v_head_dim = 128;           // dv (--v-head-dim)
+  bool latent_norms = false;          // --qk-layernorm
+  bool recompute_core = false;        // selective recompute "core_attn": rerun attention_fwd in backward
+  bool bias = false;                  // add_bias_linear (linear_proj only: Megatron's MLA projections have none)
+  double rotary_base = 10000.0;
+  double softmax_scale = 0.0;  // 0: 1 / sqrt(dn + dr)
+};
+
+class MultiLatentAttention : public PreNormModule {
+ public:
+  MultiLatentAttention(const MlaOptions& opt, const std::string& prefix, ParamStore& store);
+
+  Norm& input_norm() override { return *norm_; }
+  Tensor forward_body(StepContext& ctx, const Tensor& y) override;  // y = norm(x) (B,T,h) -> (B,T,h)
+  Tensor backward_body(StepContext& ctx, const Tensor& df) override;
+  void backward_dw(StepContext& ctx) override;
+
+ private:
+  struct Saved {
+    Tensor q, k, v;  // (B,T,n,dq): the assembled, rotated heads (v zero-padded)
+    Tensor out;      // (B,T,n,dq)
+    Tensor lse;      // (B,n,T)
+  };
+  struct Cache {  // one-token decoding (nn/decode_cache.h)
+    Tensor k, v;  // (B,capacity,n,dn + dr): the assembled, rotated keys and the zero-padded values
+  };
+  // The assembled heads (B,T,n,dn + dr) of the normed input x: q = [q_pe, q_nope], k = [k_pe, k_nope], v = [v, 0];
+  // the RoPE channels rotated (positions 0..T-1) when `rotate`.
+  void assemble(StepContext& ctx, const Tensor& x, Tensor& q, Tensor& k, Tensor& v, bool rotate);
+  // forward_body with ctx.decode set: one token per sequence against the cached keys and values.
+  Tensor decode_body(StepContext& ctx, const Tensor& x);
+  int64_t dq() const { return opt_.qk_head_dim + opt_.qk_pos_emb_head_dim; }
+  double scale() const;
+  MlaOptions opt_;
+  std::unique_ptr<Norm> norm_, q_norm_, kv_norm_;
+  std::unique_ptr<Linear> q_down_, q_up_, kv_down_, kv_up_, proj_;
+};
+
+}  // namespace hytra
