@@ -24,7 +24,7 @@ def main():
                     "--train-iters", "6", "--lr-warmup-iters", "1", "--log-interval", "1", "--eval-interval", "3",
                     "--eval-iters", "1", "--device", "cpu", "--tensorboard-dir", tb, "--log-jsonl", jsonl,
                     "--log-batch-size-to-tensorboard", "--log-world-size-to-tensorboard",
-                    "--log-timers-to-tensorboard", "--log-memory-to-tensorboard",
+                    "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-throughput",
                     "--log-validation-ppl-to-tensorboard", "--moe-per-layer-logging"],
                    check=True, stdout=subprocess.DEVNULL)
     acc = EventAccumulator(tb, size_guidance={"scalars": 0})
