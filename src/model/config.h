@@ -48,7 +48,7 @@ struct ModelConfig {
   int64_t qk_head_dim = 128;            // --qk-head-dim: dn, the query/key channels without RoPE
   int64_t qk_pos_emb_head_dim = 64;     // --qk-pos-emb-head-dim: dr, the RoPE channels (one key shared by the heads)
   int64_t v_head_dim = 128;             // --v-head-dim: dv
-  double rotary_scaling_factor = 1.0;   // --rotary-scaling-factor: YaRN's factor (only <= 1, plain RoPE, is built)
+  double rotary_scaling_factor = 1.0;   // --rotary-scaling-factor: YaRN's context extension factor (<= 1: none)
   double mscale = 1.0;                  // --mscale (YaRN)
   double mscale_all_dim = 0.0;          // --mscale-all-dim (YaRN)
   std::string rope_type;                // --rope-type: rope | yarn (unset: yarn with MLA; the same at factor <= 1)

@@ -67,8 +67,7 @@ std::unique_ptr<Module> make_attention(const ModelConfig& c, const SubLayerSpec&
   return std::make_unique<SelfAttention>(o, s.prefix, store);
 }
 
-// docs/spec/mla.md. YaRN past factor 1 (its frequencies and attention scaling) is not built: at factor <= 1 both
-// --rope-type choices are plain RoPE with softmax scale 1/sqrt(dn + dr).
+// docs/spec/mla.md.
 void check_mla(const ModelConfig& c, std::vector<std::string>& errors) {
   const size_t before = errors.size();
   for (const auto& [flag, v] : {std::pair{"--kv-lora-rank", c.kv_lora_rank},
@@ -86,11 +85,11 @@ void check_mla(const ModelConfig& c, std::vector<std::string>& errors) {
     errors.push_back(
         str("--v-head-dim: multi-latent attention here needs at most --qk-head-dim + --qk-pos-emb-head-dim (",
             c.qk_head_dim + c.qk_pos_emb_head_dim, "), got ", c.v_head_dim));
-  if (!(c.rotary_scaling_factor <= 1.0))
+  if (!(c.rotary_scaling_factor > 0 && std::isfinite(c.rotary_scaling_factor)))
+    errors.push_back(str("--rotary-scaling-factor: expected a positive number, got ", c.rotary_scaling_factor));
+  if (!std::isfinite(c.mscale) || !std::isfinite(c.mscale_all_dim))
     errors.push_back(
-        str("--rotary-scaling-factor: YaRN context extension (a factor above 1) is not built yet in "
-            "hytra, got ",
-            c.rotary_scaling_factor));
+        str("--mscale, --mscale-all-dim: expected finite numbers, got ", c.mscale, ", ", c.mscale_all_dim));
   if (c.rotary_interleaved)
     errors.push_back("--rotary-interleaved: not with multi-latent attention (Megatron refuses it too)");
 }
@@ -109,6 +108,14 @@ std::unique_ptr<Module> make_mla(const ModelConfig& c, const SubLayerSpec& s, Pa
   o.recompute_core = c.recomputes(RecomputeModule::CoreAttn);
   o.bias = c.add_bias_linear;
   o.rotary_base = c.rotary_base;
+  // YaRN unless --rope-type rope (docs/spec/mla.md §2): its frequencies and cos/sin scale, and the softmax scale m^2.
+  // The original context is MLATransformerConfig's original_max_position_embeddings, 4096 (no Megatron flag).
+  const int64_t dq = c.qk_head_dim + c.qk_pos_emb_head_dim;
+  if (c.rope_type != "rope")
+    o.yarn =
+        yarn_rope(c.qk_pos_emb_head_dim, c.rotary_base, 4096.0, c.rotary_scaling_factor, c.mscale, c.mscale_all_dim);
+  const double m = yarn_mscale(c.rotary_scaling_factor, c.mscale_all_dim);
+  o.softmax_scale = m * m / std::sqrt(double(dq));
   return std::make_unique<MultiLatentAttention>(o, s.prefix, store);
 }
 

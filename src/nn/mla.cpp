@@ -21,6 +21,25 @@ void put_columns(Exec& ex, Tensor y, const Tensor& x, int64_t start) { ops::slic
 
 }  // namespace
 
+double yarn_mscale(double factor, double mscale) { return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
+
+YarnRope yarn_rope(int64_t dr, double base, double original_positions, double factor, double mscale,
+                   double mscale_all_dim) {
+  YarnRope y;
+  if (factor <= 1.0) return y;
+  constexpr double kBetaFast = 32, kBetaSlow = 1, kPi = 3.14159265358979323846;
+  // The pair whose wavelength makes r turns over the original context.
+  auto pair = [&](double r) {
+    return double(dr) * std::log(original_positions / (2 * kPi * r)) / (2 * std::log(base));
+  };
+  y.factor = factor;
+  y.low = std::max(std::floor(pair(kBetaFast)), 0.0);
+  y.high = std::min(std::ceil(pair(kBetaSlow)), double(dr - 1));
+  if (y.high == y.low) y.high += 0.001;
+  y.scale = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim);
+  return y;
+}
+
 MultiLatentAttention::MultiLatentAttention(const MlaOptions& opt, const std::string& prefix, ParamStore& store)
     : opt_(opt) {
   // Options from a validated configuration (ModelConfig::validate) satisfy these.
@@ -53,7 +72,20 @@ double MultiLatentAttention::scale() const {
   return opt_.softmax_scale > 0 ? opt_.softmax_scale : 1.0 / std::sqrt(double(dq()));
 }
 
-void MultiLatentAttention::assemble(StepContext& ctx, const Tensor& x, Tensor& Q, Tensor& K, Tensor& V, bool rotate) {
+void MultiLatentAttention::rotate(Exec& ex, Tensor& t, bool inverse, int64_t first) const {
+  const int64_t dr = opt_.qk_pos_emb_head_dim;
+  const YarnRope& y = opt_.yarn;
+  HYTRA_ASSERT(yarn() || first == 0, "plain RoPE here starts at position 0");
+  if (yarn())
+    ops::rope_yarn(ex, t, t, dr, opt_.rotary_base, y.factor, y.low, y.high, y.scale, true, first, inverse);
+  else if (inverse)
+    ops::rope_bwd(ex, t, t, dr, opt_.rotary_base, true);
+  else
+    ops::rope_fwd(ex, t, t, dr, opt_.rotary_base, true);
+}
+
+void MultiLatentAttention::assemble(StepContext& ctx, const Tensor& x, Tensor& Q, Tensor& K, Tensor& V, bool rotate,
+                                    int64_t first) {
   Exec& ex = ctx.ex();
   const int64_t B = x.size(0), T = x.size(1), n = opt_.num_heads, rkv = opt_.kv_lora_rank;
   const int64_t dn = opt_.qk_head_dim, dr = opt_.qk_pos_emb_head_dim, dv = opt_.v_head_dim, D = dq(), N = B * T * n;
@@ -79,8 +111,8 @@ void MultiLatentAttention::assemble(StepContext& ctx, const Tensor& x, Tensor& Q
   put_columns(ex, Q.view({N, D}), columns(ex, q, dn, dr), 0);
   put_columns(ex, Q.view({N, D}), columns(ex, q, 0, dn), dr);
   if (rotate) {
-    ops::rope_fwd(ex, Q, Q, dr, opt_.rotary_base, true);
-    ops::rope_fwd(ex, k_pe, k_pe, dr, opt_.rotary_base, true);
+    this->rotate(ex, Q, false, first);
+    this->rotate(ex, k_pe, false, first);
   }
   const Tensor k_pe2 = k_pe.view({B * T, dr});
   for (int64_t j = 0; j < n; ++j) put_columns(ex, K.view({B * T, n * D}), k_pe2, j * D);
@@ -95,7 +127,7 @@ Tensor MultiLatentAttention::forward_body(StepContext& ctx, const Tensor& x) {
   if (ctx.decode != nullptr) return decode_body(ctx, x);
   const int64_t B = x.size(0), T = x.size(1), n = opt_.num_heads, D = dq(), dv = opt_.v_head_dim;
   Saved& s = ctx.saved<Saved>(this);
-  assemble(ctx, x, s.q, s.k, s.v, true);
+  assemble(ctx, x, s.q, s.k, s.v, true, 0);
   s.out = Tensor::empty({B, T, n, D}, x.dtype(), x.device());
   s.lse = Tensor::empty({B, n, T}, stat_dtype(x.dtype()), x.device());
   ops::attention_fwd(ctx.ex(), s.out, s.lse, s.q, s.k, s.v, scale());
@@ -108,8 +140,8 @@ Tensor MultiLatentAttention::decode_body(StepContext& ctx, const Tensor& x) {
   HYTRA_CHECK(x.size(1) == 1, "self_attention: decoding takes one token per sequence, got ", x.desc());
   DecodeCache& cache = *ctx.decode;
   const int64_t B = x.size(0), n = opt_.num_heads, D = dq(), dv = opt_.v_head_dim;
-  Tensor q, k, v;
-  assemble(ctx, x, q, k, v, false);  // attention_decode rotates the first dr channels at the cache's position
+  Tensor q, k, v;  // rotated here under YaRN; else attention_decode rotates the first dr channels
+  assemble(ctx, x, q, k, v, yarn(), cache.position());
   Cache& c = cache.state<Cache>(this);
   if (!c.k.defined()) {
     c.k = Tensor::empty({B, cache.capacity(), n, D}, x.dtype(), x.device());
@@ -117,7 +149,7 @@ Tensor MultiLatentAttention::decode_body(StepContext& ctx, const Tensor& x) {
   }
   Tensor out = Tensor::empty({B, n, D}, x.dtype(), x.device());
   ops::attention_decode(ctx.ex(), out, c.k, c.v, q.view({B, n, D}), k.view({B, n, D}), v.view({B, n, D}),
-                        cache.position(), scale(), opt_.qk_pos_emb_head_dim, opt_.rotary_base, true);
+                        cache.position(), scale(), yarn() ? 0 : opt_.qk_pos_emb_head_dim, opt_.rotary_base, true);
   return proj_->forward(ctx, columns(ctx.ex(), out.view({B * n, D}), 0, dv).view({B, 1, n * dv}));
 }
 
@@ -140,7 +172,7 @@ Tensor MultiLatentAttention::backward_body(StepContext& ctx, const Tensor& dy) {
   ops::attention_bwd(ex, dQ, dK, dV, dout, s.q, s.k, s.v, s.out, s.lse, scale());
 
   // The query back to the projection's per-head [q_nope, q_pe].
-  ops::rope_bwd(ex, dQ, dQ, dr, opt_.rotary_base, true);
+  rotate(ex, dQ, true, 0);
   Tensor dq = Tensor::empty({N, D}, dt, dev);
   put_columns(ex, dq, columns(ex, dQ.view({N, D}), 0, dr), dn);
   put_columns(ex, dq, columns(ex, dQ.view({N, D}), dr, dn), 0);
@@ -164,7 +196,7 @@ Tensor MultiLatentAttention::backward_body(StepContext& ctx, const Tensor& dy) {
   Tensor dk_pe = Tensor::empty({B, T, 1, dr}, dt, dev);
   Tensor dk_pe2 = dk_pe.view({B * T, dr});
   ops::copy(ex, dk_pe2, sum);
-  ops::rope_bwd(ex, dk_pe, dk_pe, dr, opt_.rotary_base, true);
+  rotate(ex, dk_pe, true, 0);
   Tensor dkv_c = kv_up_->backward(ctx, dkvu.view({B, T, n * (dn + dv)}));
   if (kv_norm_) dkv_c = kv_norm_->backward(ctx, dkv_c);
   Tensor dkv = Tensor::empty({B, T, rkv + dr}, dt, dev);

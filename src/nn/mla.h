@@ -24,6 +24,18 @@
 
 namespace hytra {
 
+// YaRN's RoPE over the dr channels (docs/spec/mla.md §2, ops rope_yarn); factor <= 1: plain RoPE.
+struct YarnRope {
+  double factor = 1.0, low = 0.0, high = 1.0;  // the extension factor and the ramp between pairs low and high
+  double scale = 1.0;                          // cos and sin multiplied by it
+};
+// yarn_mscale(s, c) = 1 if s <= 1 else 0.1 c ln(s) + 1.
+double yarn_mscale(double factor, double mscale);
+// The rope for dr channels, RoPE base `base`, the original context `original_positions` (Megatron's
+// original_max_position_embeddings), --rotary-scaling-factor, --mscale and --mscale-all-dim.
+YarnRope yarn_rope(int64_t dr, double base, double original_positions, double factor, double mscale,
+                   double mscale_all_dim);
+
 struct MlaOptions : PreNormOptions {
   int64_t hidden = 0, num_heads = 0;  // h, n
   int64_t q_lora_rank = 0;            // rq (--q-lora-rank; 0: a plain query projection)
@@ -35,7 +47,8 @@ struct MlaOptions : PreNormOptions {
   bool recompute_core = false;        // selective recompute "core_attn": rerun attention_fwd in backward
   bool bias = false;                  // add_bias_linear (linear_proj only: Megatron's MLA projections have none)
   double rotary_base = 10000.0;
-  double softmax_scale = 0.0;  // 0: 1 / sqrt(dn + dr)
+  YarnRope yarn;
+  double softmax_scale = 0.0;  // 0: 1 / sqrt(dn + dr); YaRN: yarn_mscale(factor, mscale_all_dim)^2 / sqrt(dn + dr)
 };
 
 class MultiLatentAttention : public PreNormModule {
@@ -57,8 +70,12 @@ class MultiLatentAttention : public PreNormModule {
     Tensor k, v;  // (B,capacity,n,dn + dr): the assembled, rotated keys and the zero-padded values
   };
   // The assembled heads (B,T,n,dn + dr) of the normed input x: q = [q_pe, q_nope], k = [k_pe, k_nope], v = [v, 0];
-  // the RoPE channels rotated (positions 0..T-1) when `rotate`.
-  void assemble(StepContext& ctx, const Tensor& x, Tensor& q, Tensor& k, Tensor& v, bool rotate);
+  // the RoPE channels rotated (positions first..first+T-1) when `rotate`.
+  void assemble(StepContext& ctx, const Tensor& x, Tensor& q, Tensor& k, Tensor& v, bool rotate, int64_t first);
+  // RoPE (YaRN or plain) on the first dr channels of each head of t (B,T,heads,D), in place; inverse: backward.
+  // Plain RoPE starts at position 0 (first must be 0).
+  void rotate(Exec& ex, Tensor& t, bool inverse, int64_t first) const;
+  bool yarn() const { return opt_.yarn.factor > 1.0; }
   // forward_body with ctx.decode set: one token per sequence against the cached keys and values.
   Tensor decode_body(StepContext& ctx, const Tensor& x);
   int64_t dq() const { return opt_.qk_head_dim + opt_.qk_pos_emb_head_dim; }

@@ -404,6 +404,17 @@ void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double
   on(ex, "rope_bwd")->rope_bwd(ex, dx, dy, rotary_dim, base, interleaved);
 }
 
+void rope_yarn(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, double factor, double low,
+               double high, double scale, bool interleaved, int64_t first_position, bool inverse) {
+  const char* op = "rope_yarn";
+  check_rope(ex, op, y, x, rotary_dim);
+  HYTRA_CHECK(factor > 0 && high > low && first_position >= 0, op,
+              ": expected factor > 0, high > low and a "
+              "non-negative first position, got factor ",
+              factor, ", low ", low, ", high ", high, ", first position ", first_position);
+  on(ex, op)->rope_yarn(ex, y, x, rotary_dim, base, factor, low, high, scale, interleaved, first_position, inverse);
+}
+
 namespace {
 // q (B,T,H,D), k and v (B,T,Hkv,D), qkv (B,T,Hkv*(H/Hkv+2)*D), one dtype; rotary_dim as rope.
 void check_qkv_rope(Exec& ex, const char* op, const char* qkv_name, const Tensor& qkv, const Tensor& q, const Tensor& k,

@@ -115,14 +115,24 @@ const std::vector<Variant>& variants() {
          c.mhc_num_residual_streams = 2;
        }},
       {"a [*-] group and an MTP part (unused)", "[*-]M/*-", [](ModelConfig&) {}},
-      {"multi-latent attention", "+-M+",
+      {"multi-latent attention with YaRN", "+-M+",
        [](ModelConfig& c) {
+         c.rotary_scaling_factor = 40;
+         c.mscale = 1;
+         c.mscale_all_dim = 1;
          c.q_lora_rank = 8;
          c.kv_lora_rank = 6;
          c.qk_head_dim = 4;
          c.qk_pos_emb_head_dim = 4;
          c.v_head_dim = 6;
          c.qk_layernorm = true;
+       }},
+      {"multi-latent attention, plain RoPE, no query latent", "+E",
+       [](ModelConfig& c) {
+         c.kv_lora_rank = 6;
+         c.qk_head_dim = 4;
+         c.qk_pos_emb_head_dim = 2;
+         c.v_head_dim = 6;
        }},
       {"learned absolute positions", "*-G",
        [](ModelConfig& c) {

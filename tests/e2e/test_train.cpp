@@ -102,7 +102,13 @@ const std::vector<std::string> kMla = {"--hybrid-layer-pattern",
                                        "8",
                                        "--qk-layernorm",
                                        "--normalization",
-                                       "RMSNorm"};
+                                       "RMSNorm",
+                                       "--rotary-scaling-factor",  // YaRN
+                                       "40",
+                                       "--mscale",
+                                       "1",
+                                       "--mscale-all-dim",
+                                       "1"};
 
 TEST(Train, LossFallsAndRunsAreBitwiseIdentical) {
   ModelConfig m;

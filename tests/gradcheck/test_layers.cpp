@@ -136,7 +136,7 @@ TEST(Gradcheck, SelfAttentionRotaryVariants) {
 }
 
 // Multi-latent attention: with the query latent and both latent norms; a plain query projection without norms, a
-// value head narrower than the query/key head, LayerNorm and a linear_proj bias; delayed weight gradients.
+// value head narrower than the query/key head, LayerNorm and a linear_proj bias; YaRN with delayed weight gradients.
 TEST(Gradcheck, MultiLatentAttention) {
   struct Case {
     int64_t q_lora_rank, v_head_dim;
@@ -161,6 +161,7 @@ TEST(Gradcheck, MultiLatentAttention) {
     o.norm = c.norm;
     o.init_std = 0.5;
     o.output_init_std = 0.5;
+    if (c.delay_wgrad) o.yarn = yarn_rope(2, 10000.0, 4096.0, 40.0, 1.0, 0.5);  // YaRN's frequencies and scale
     ParamStore store;
     MultiLatentAttention mla(o, "decoder.layers.0.", store);
     prepare(store, seed);

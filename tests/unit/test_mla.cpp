@@ -3,6 +3,7 @@
 // expanded, causal softmax with scale 1/sqrt(dn + dr). fp64 on the CPU, every output element compared.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -48,8 +49,20 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
   return y;
 }
 
-// Megatron's MLA RoPE: de-interleave, then rotate halves at position t.
-Vec rope(const Vec& x, int64_t t, double base) {
+// RoPE frequencies: plain, or YaRN's blend of extra = base^(-2i/dr) and extra / factor over the ramp from pair low
+// to pair high (docs/spec/mla.md §2), in fp32.
+std::vector<float> frequencies(int64_t dr, double base, double factor, double low, double high) {
+  std::vector<float> f;
+  for (int64_t i = 0; i < dr / 2; ++i) {
+    const float extra = 1.0f / std::pow(float(base), float(2 * i) / float(dr));
+    const float ramp = std::clamp((float(i) - float(low)) / (float(high) - float(low)), 0.0f, 1.0f);
+    f.push_back(factor > 1 ? extra / float(factor) * ramp + extra * (1.0f - ramp) : extra);
+  }
+  return f;
+}
+
+// Megatron's MLA RoPE: de-interleave, then rotate halves at position t, cos and sin times `scale`.
+Vec rope(const Vec& x, int64_t t, const std::vector<float>& inv_freq, double scale) {
   const size_t dr = x.size(), half = dr / 2;
   Vec y(dr), out(dr);
   for (size_t i = 0; i < half; ++i) {
@@ -57,15 +70,17 @@ Vec rope(const Vec& x, int64_t t, double base) {
     y[i + half] = x[2 * i + 1];
   }
   for (size_t i = 0; i < half; ++i) {
-    const float inv_freq = 1.0f / std::pow(float(base), float(2 * i) / float(dr));
-    const double a = double(float(t) * inv_freq);
-    out[i] = y[i] * std::cos(a) - y[i + half] * std::sin(a);
-    out[i + half] = y[i + half] * std::cos(a) + y[i] * std::sin(a);
+    const double a = double(float(t) * inv_freq[i]), c = scale * std::cos(a), s = scale * std::sin(a);
+    out[i] = y[i] * c - y[i + half] * s;
+    out[i + half] = y[i + half] * c + y[i] * s;
   }
   return out;
 }
 
-void check(const MlaOptions& o, uint64_t seed) {
+// softmax_scale: what the reference divides the scores by instead of 1/sqrt(dq) (0: that); inv_freq and rope_scale
+// the reference's RoPE.
+void check(const MlaOptions& o, uint64_t seed, const std::vector<float>& inv_freq, double rope_scale = 1.0,
+           double softmax_scale = 0.0) {
   ParamStore store;
   MultiLatentAttention mla(o, "decoder.layers.0.", store);
   store.finalize(DType::F64, Device::CPU);
@@ -101,14 +116,14 @@ void check(const MlaOptions& o, uint64_t seed) {
       }
       const Vec kv = linear(W["self_attention.linear_kv_down_proj.weight"], xn, rkv + dr);
       Vec kvc(kv.begin(), kv.begin() + rkv);
-      const Vec k_pe = rope(Vec(kv.begin() + rkv, kv.end()), t, o.rotary_base);
+      const Vec k_pe = rope(Vec(kv.begin() + rkv, kv.end()), t, inv_freq, rope_scale);
       if (o.latent_norms) kvc = rmsnorm(kvc, W["self_attention.linear_kv_up_proj.layer_norm_weight"], o.norm_eps);
       const Vec kvu = linear(W["self_attention.linear_kv_up_proj.weight"], kvc, n * (dn + dv));
       for (int64_t j = 0; j < n; ++j) {
         const auto qh = q.cbegin() + j * dq;
         const auto kvh = kvu.cbegin() + j * (dn + dv);
         Vec qq(qh, qh + dn), kk(kvh, kvh + dn);
-        const Vec q_pe = rope(Vec(qh + dn, qh + dq), t, o.rotary_base);
+        const Vec q_pe = rope(Vec(qh + dn, qh + dq), t, inv_freq, rope_scale);
         qq.insert(qq.end(), q_pe.begin(), q_pe.end());
         kk.insert(kk.end(), k_pe.begin(), k_pe.end());
         Q[size_t(t * n + j)] = qq;
@@ -124,7 +139,7 @@ void check(const MlaOptions& o, uint64_t seed) {
         for (int64_t u = 0; u <= t; ++u) {
           double d = 0;
           for (int64_t c = 0; c < dq; ++c) d += Q[size_t(t * n + j)][size_t(c)] * K[size_t(u * n + j)][size_t(c)];
-          s[size_t(u)] = d / std::sqrt(double(dq));
+          s[size_t(u)] = d * (softmax_scale > 0 ? softmax_scale : 1.0 / std::sqrt(double(dq)));
           m = std::max(m, s[size_t(u)]);
         }
         Vec out(static_cast<size_t>(dv), 0.0);
@@ -163,13 +178,34 @@ MlaOptions options() {
 }
 
 TEST(Mla, MatchesMegatronsFormulation) {
-  check(options(), 3);
+  const MlaOptions o = options();
+  check(o, 3, frequencies(4, o.rotary_base, 1, 0, 1));
   MlaOptions plain = options();  // a plain query projection, no latent norms, a value head as wide as dq, a bias
   plain.q_lora_rank = 0;
   plain.latent_norms = false;
   plain.v_head_dim = 8;
   plain.bias = true;
-  check(plain, 5);
+  check(plain, 5, frequencies(4, o.rotary_base, 1, 0, 1));
+}
+
+// YaRN (docs/spec/mla.md §2) at factor 40 over dr = 8 with base 10^4 and the original context 4096: the pairs that
+// turn 32 times over it start the ramp, those that turn once end it: corr(32) = 8 ln(4096 / 64 pi) / 2 ln 10^4 =
+// 1.31 and corr(1) = 2.81, so pairs 0-1 keep their frequency, pair 2 blends half, pair 3 is divided by 40. cos and sin
+// scale by mscale(40, 0.8) / mscale(40, 0.6); the softmax by mscale(40, 0.6)^2 / sqrt(dq).
+TEST(Mla, YarnMatchesMegatronsFormulation) {
+  const YarnRope y = yarn_rope(8, 1e4, 4096, 40, 0.8, 0.6);
+  EXPECT_EQ(y.low, 1.0);
+  EXPECT_EQ(y.high, 3.0);
+  EXPECT_DOUBLE_EQ(y.scale, (0.08 * std::log(40.0) + 1) / (0.06 * std::log(40.0) + 1));
+  EXPECT_EQ(yarn_mscale(1.0, 0.6), 1.0);
+  EXPECT_EQ(yarn_rope(8, 1e4, 4096, 1.0, 1, 1).factor, 1.0);  // no extension: plain RoPE
+  MlaOptions o = options();
+  o.qk_pos_emb_head_dim = 8;
+  o.rotary_base = 1e4;
+  o.yarn = y;
+  const double m = yarn_mscale(40, 0.6);
+  o.softmax_scale = m * m / std::sqrt(double(o.qk_head_dim + 8));
+  check(o, 9, frequencies(8, 1e4, 40, 1, 3), y.scale, o.softmax_scale);
 }
 
 // The GPT stack with --multi-latent-attention: `[+-]` layers with Megatron's MLA keys; the configuration's errors.
@@ -224,7 +260,7 @@ TEST(Mla, GptStackKeysAndConfigErrors) {
                       "pairs"),
             std::string::npos);
   EXPECT_NE(error_of([](ModelConfig& b) { b.v_head_dim = 7; }).find("--v-head-dim"), std::string::npos);
-  EXPECT_NE(error_of([](ModelConfig& b) { b.rotary_scaling_factor = 40; }).find("--rotary-scaling-factor: YaRN"),
+  EXPECT_NE(error_of([](ModelConfig& b) { b.rotary_scaling_factor = -1; }).find("--rotary-scaling-factor: expected"),
             std::string::npos);
   EXPECT_NE(error_of([](ModelConfig& b) { b.rotary_interleaved = true; }).find("--rotary-interleaved"),
             std::string::npos);

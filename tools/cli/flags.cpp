@@ -144,7 +144,7 @@ void add_model_flags(FlagTable& t, ModelConfig& c) {
   t.add("--qk-pos-emb-head-dim", K::Int, "", "MLA: query/key RoPE channels per head (one shared key)",
         store(c.qk_pos_emb_head_dim));
   t.add("--v-head-dim", K::Int, "", "MLA: value channels per head", store(c.v_head_dim));
-  t.add("--rotary-scaling-factor", K::Float, "", "MLA YaRN: the context extension factor (only <= 1 is built)",
+  t.add("--rotary-scaling-factor", K::Float, "", "MLA YaRN: the context extension factor",
         store(c.rotary_scaling_factor));
   t.add("--rope-type", K::String, "yarn with MLA", "MLA: rope or yarn", store(c.rope_type), {"rope", "yarn"});
   t.add("--mscale", K::Float, "", "MLA YaRN: mscale", store(c.mscale));

@@ -48,7 +48,46 @@ void rope_impl(Tensor& out, const Tensor& in, int64_t R, double base, bool inter
   });
 }
 
+// YaRN (ops.def rope_yarn): the same pairs, each rotated by its blended frequency, cos and sin scaled.
+template <class T>
+void rope_yarn_impl(Tensor& out, const Tensor& in, int64_t R, double base, double factor, double low, double high,
+                    T scale, bool interleaved, int64_t first, T sin_sign) {
+  const int64_t B = in.size(0), T_len = in.size(1), H = in.size(2), D = in.size(3), half = R / 2;
+  std::vector<T> cos_t(T_len * half), sin_t(T_len * half);  // (T, R/2) each
+  for (int64_t i = 0; i < half; ++i) {
+    const float extra = 1.0f / std::pow(float(base), float(2 * i) / float(R)), inter = extra / float(factor);
+    const float ramp = std::clamp((float(i) - float(low)) / (float(high) - float(low)), 0.0f, 1.0f);
+    const float inv_freq = inter * ramp + extra * (1.0f - ramp);
+    for (int64_t t = 0; t < T_len; ++t) {
+      const float angle = float(first + t) * inv_freq;
+      cos_t[size_t(t * half + i)] = scale * std::cos(T(angle));
+      sin_t[size_t(t * half + i)] = sin_sign * scale * std::sin(T(angle));
+    }
+  }
+  std::vector<T> row(D);
+  for (int64_t r = 0; r < B * T_len * H; ++r) {
+    const int64_t t = (r / H) % T_len;
+    load(in, r * D, D, row.data());
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
+      const T a = row[ia], b = row[ib], c = cos_t[size_t(t * half + i)], s = sin_t[size_t(t * half + i)];
+      row[ia] = a * c - b * s;
+      row[ib] = b * c + a * s;
+    }
+    store(out, r * D, D, row.data());
+  }
+}
+
 }  // namespace
+
+void rope_yarn(Exec&, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, double factor, double low,
+               double high, double scale, bool interleaved, int64_t first_position, bool inverse) {
+  with_compute_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    rope_yarn_impl<T>(y, x, rotary_dim, base, factor, low, high, T(scale), interleaved, first_position,
+                      T(inverse ? -1 : 1));
+  });
+}
 
 void rope_fwd(Exec&, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) {
   with_compute_type(x.dtype(), [&](auto t) {
