@@ -17,7 +17,7 @@ namespace hytra {
 
 namespace {
 const char* kUsage =
-    "usage: hytra convert --to-hf OUT_DIR [--hf-family llama|qwen3_moe|nemotron_h] [--hf-dtype bf16|fp32]\n"
+    "usage: hytra convert --to-hf OUT_DIR [--hf-family llama|qwen3_moe|nemotron_h|deepseek_v3] [--hf-dtype bf16|fp32]\n"
     "                     [--hf-max-shard-size BYTES] [model flags as for train] --load CKPT\n"
     "       hytra convert --from-hf HF_DIR --save CKPT_DIR\n"
     "       hytra convert --from-megatron FILE.safetensors [model flags as for train] --save CKPT_DIR\n"

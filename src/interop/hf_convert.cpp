@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -22,14 +23,15 @@ const char* hf_family_name(HfFamily f) {
     case HfFamily::Llama: return "llama";
     case HfFamily::Qwen3Moe: return "qwen3_moe";
     case HfFamily::NemotronH: return "nemotron_h";
+    case HfFamily::DeepseekV3: return "deepseek_v3";
   }
   return "?";
 }
 
 HfFamily hf_family_of(const std::string& name) {
-  for (HfFamily f : {HfFamily::Llama, HfFamily::Qwen3Moe, HfFamily::NemotronH})
+  for (HfFamily f : {HfFamily::Llama, HfFamily::Qwen3Moe, HfFamily::NemotronH, HfFamily::DeepseekV3})
     if (name == hf_family_name(f)) return f;
-  fail(str("--hf-family: expected llama, qwen3_moe or nemotron_h, got '", name, "'"));
+  fail(str("--hf-family: expected llama, qwen3_moe, nemotron_h or deepseek_v3, got '", name, "'"));
 }
 
 namespace {
@@ -47,8 +49,11 @@ std::vector<SubLayer> sublayers(const LayerPlan& plan, HfFamily family) {
   for (const LayerItem& item : plan.items)
     for (size_t j = 0; j < item.symbols.size(); ++j) {
       const char s = item.symbols[j];
-      // NemotronH: one block per physical layer. Llama / Qwen3: layer k is the k-th attention with the k-th MLP.
-      const int64_t hf = family == HfFamily::NemotronH ? item.physical[j] - 1 : s == '*' ? attention++ : mlp++;
+      // NemotronH: one block per physical layer. Llama / Qwen3 / DeepSeek-V3: layer k is the k-th attention with the
+      // k-th MLP.
+      const int64_t hf = family == HfFamily::NemotronH ? item.physical[j] - 1
+                         : s == '*' || s == '+'        ? attention++
+                                                       : mlp++;
       out.push_back({s, "decoder.layers." + std::to_string(item.logical) + ".", hf});
     }
   return out;
@@ -76,13 +81,27 @@ std::vector<Rule> rules_for(const ModelConfig& mc, const LayerPlan& plan, HfFami
   r.push_back({Rule::VocabRows,
                "embedding.word_embeddings.weight",
                {model + (nemo ? "embeddings.weight" : "embed_tokens.weight")}});
-  for (const SubLayer& s : sublayers(plan, family)) {
-    const std::string h = model + "layers." + std::to_string(s.hf_layer) + ".", p = s.prefix;
+  // One sub-layer of symbol `symbol`, hytra's key prefix p, the family's layer prefix h.
+  auto sublayer = [&](char symbol, const std::string& p, const std::string& h) {
     const std::string attn = nemo ? h + "mixer." : h + "self_attn.", mlp = nemo ? h + "mixer." : h + "mlp.";
     auto copy = [&](const std::string& a, const std::string& b, bool fp32 = false) {
       r.push_back({Rule::Copy, p + a, {b}, fp32});
     };
-    switch (s.symbol) {
+    switch (symbol) {
+      case '+':  // docs/spec/mla.md §3: every tensor as it is
+        copy("input_layernorm.weight", h + "input_layernorm.weight");
+        if (mc.q_lora_rank > 0) {
+          copy("self_attention.linear_q_down_proj.weight", attn + "q_a_proj.weight");
+          copy("self_attention.linear_q_up_proj.layer_norm_weight", attn + "q_a_layernorm.weight");
+          copy("self_attention.linear_q_up_proj.weight", attn + "q_b_proj.weight");
+        } else {
+          copy("self_attention.linear_q_proj.weight", attn + "q_proj.weight");
+        }
+        copy("self_attention.linear_kv_down_proj.weight", attn + "kv_a_proj_with_mqa.weight");
+        copy("self_attention.linear_kv_up_proj.layer_norm_weight", attn + "kv_a_layernorm.weight");
+        copy("self_attention.linear_kv_up_proj.weight", attn + "kv_b_proj.weight");
+        copy("self_attention.linear_proj.weight", attn + "o_proj.weight");
+        break;
       case '*':
         copy("self_attention.linear_qkv.layer_norm_weight", nemo ? h + "norm.weight" : h + "input_layernorm.weight");
         r.push_back({Rule::Qkv,
@@ -117,7 +136,12 @@ std::vector<Rule> rules_for(const ModelConfig& mc, const LayerPlan& plan, HfFami
           copy("mlp.experts.linear_fc2.weight" + i, x + "down_proj.weight");
         }
         if (mc.moe_shared_expert_intermediate_size > 0) {
-          copy("mlp.shared_experts.linear_fc1.weight", mlp + "shared_experts.up_proj.weight");
+          if (nemo)
+            copy("mlp.shared_experts.linear_fc1.weight", mlp + "shared_experts.up_proj.weight");
+          else
+            r.push_back({Rule::Glu,
+                         p + "mlp.shared_experts.linear_fc1.weight",
+                         {mlp + "shared_experts.gate_proj.weight", mlp + "shared_experts.up_proj.weight"}});
           copy("mlp.shared_experts.linear_fc2.weight", mlp + "shared_experts.down_proj.weight");
         }
         break;
@@ -127,8 +151,25 @@ std::vector<Rule> rules_for(const ModelConfig& mc, const LayerPlan& plan, HfFami
           copy(std::string("mixer.") + k, h + "mixer." + k);
         for (const char* k : {"A_log", "D", "dt_bias"}) copy(std::string("mixer.") + k, h + "mixer." + k, true);
         break;
-      default: fail(str("hytra convert: layer symbol '", s.symbol, "' has no ", hf_family_name(family), " form"));
+      default: fail(str("hytra convert: layer symbol '", symbol, "' has no ", hf_family_name(family), " form"));
     }
+  };
+  for (const SubLayer& s : sublayers(plan, family))
+    sublayer(s.symbol, s.prefix, model + "layers." + std::to_string(s.hf_layer) + ".");
+  // DeepSeek-V3's MTP depth d is layer L + d after the L main layers: its norms and projection, its transformer
+  // layer, and copies of the embedding and LM head (the released files carry them; docs/spec/hf_names.md).
+  const int64_t main_layers = int64_t(physical_sequence(plan).size() / 2);
+  for (int64_t d = 0; family == HfFamily::DeepseekV3 && d < plan.mtp_depths; ++d) {
+    const std::string p = "mtp.layers." + std::to_string(d) + ".";
+    const std::string h = model + "layers." + std::to_string(main_layers + d) + ".";
+    for (const char* k : {"enorm.weight", "hnorm.weight", "eh_proj.weight"}) r.push_back({Rule::Copy, p + k, {h + k}});
+    r.push_back({Rule::Copy, p + "final_layernorm.weight", {h + "shared_head.norm.weight"}});
+    for (size_t j = 0; j < plan.mtp_items.size(); ++j)
+      sublayer(plan.mtp_items[j].symbols[0], p + "mtp_model_layer.layers." + std::to_string(j) + ".", h);
+    r.push_back({Rule::VocabRows, "embedding.word_embeddings.weight", {h + "embed_tokens.weight"}});
+    r.push_back({Rule::VocabRows,
+                 mc.untie_embeddings_and_output_weights ? "output_layer.weight" : "embedding.word_embeddings.weight",
+                 {h + "shared_head.head.weight"}});
   }
   // The final norm's canonical name: decoder.final_layernorm with groups in the main pattern (names.md).
   const bool grouped = plan.main && plan.main->find('[') != std::string::npos;
@@ -217,8 +258,10 @@ std::string config_json(const ModelConfig& mc, const LayerPlan& plan, HfFamily f
   auto flag = [&](const std::string& k, bool v) { f.push_back({k, v ? "true" : "false"}); };
   const std::string seq = physical_sequence(plan);
   const bool nemo = family == HfFamily::NemotronH;
+  const bool deepseek = family == HfFamily::DeepseekV3;
   const char* arch = nemo                        ? "NemotronHForCausalLM"
                      : family == HfFamily::Llama ? "LlamaForCausalLM"
+                     : deepseek                  ? "DeepseekV3ForCausalLM"
                                                  : "Qwen3MoeForCausalLM";
   f.push_back({"architectures", "[" + json_quote(arch) + "]"});
   text("model_type", hf_family_name(family));
@@ -226,8 +269,8 @@ std::string config_json(const ModelConfig& mc, const LayerPlan& plan, HfFamily f
   integer("vocab_size", mc.vocab_size);
   integer("hidden_size", mc.hidden_size);
   integer("num_attention_heads", mc.num_attention_heads);
-  integer("num_key_value_heads", mc.kv_heads());
-  integer("head_dim", mc.head_dim());
+  integer("num_key_value_heads", deepseek ? mc.num_attention_heads : mc.kv_heads());
+  if (!deepseek) integer("head_dim", mc.head_dim());  // (DeepSeek-V3's config derives its own)
   integer("max_position_embeddings", mc.max_positions());
   flag("tie_word_embeddings", !mc.untie_embeddings_and_output_weights);
   flag("attention_bias", false);
@@ -279,6 +322,37 @@ std::string config_json(const ModelConfig& mc, const LayerPlan& plan, HfFamily f
     text("hidden_act", "silu");
     integer("intermediate_size", mc.ffn_size());
     flag("mlp_bias", false);
+    if (deepseek) {
+      if (mc.q_lora_rank > 0)
+        integer("q_lora_rank", mc.q_lora_rank);
+      else
+        f.push_back({"q_lora_rank", "null"});
+      integer("kv_lora_rank", mc.kv_lora_rank);
+      integer("qk_nope_head_dim", mc.qk_head_dim);
+      integer("qk_rope_head_dim", mc.qk_pos_emb_head_dim);
+      integer("v_head_dim", mc.v_head_dim);
+      flag("rope_interleave", true);
+      if (mc.rotary_scaling_factor > 1)
+        f.push_back({"rope_scaling", "{\"type\": \"yarn\", \"rope_type\": \"yarn\", \"factor\": " +
+                                         exact_number_text(mc.rotary_scaling_factor) +
+                                         ", \"original_max_position_embeddings\": 4096, \"beta_fast\": 32, "
+                                         "\"beta_slow\": 1, \"mscale\": " +
+                                         exact_number_text(mc.mscale) +
+                                         ", \"mscale_all_dim\": " + exact_number_text(mc.mscale_all_dim) + "}"});
+      integer("n_routed_experts", mc.num_experts);
+      integer("num_experts_per_tok", mc.moe_router_topk);
+      integer("moe_intermediate_size", mc.moe_ffn_size());
+      integer("n_shared_experts", mc.moe_shared_expert_intermediate_size / mc.moe_ffn_size());
+      integer("first_k_dense_replace", int64_t(std::count(seq.begin(), seq.end(), '-')));
+      integer("moe_layer_freq", 1);
+      integer("n_group", std::max<int64_t>(mc.moe_router_num_groups, 1));
+      integer("topk_group", std::max<int64_t>(mc.moe_router_group_topk, 1));
+      flag("norm_topk_prob", true);
+      num("routed_scaling_factor", mc.moe_router_topk_scaling_factor > 0 ? mc.moe_router_topk_scaling_factor : 1.0);
+      text("scoring_func", "sigmoid");
+      text("topk_method", "noaux_tc");
+      integer("num_nextn_predict_layers", plan.mtp_depths);
+    }
     if (family == HfFamily::Qwen3Moe) {
       integer("num_experts", mc.num_experts);
       integer("num_experts_per_tok", mc.moe_router_topk);
@@ -300,11 +374,58 @@ std::string config_json(const ModelConfig& mc, const LayerPlan& plan, HfFamily f
 
 }  // namespace
 
+namespace {
+
+// DeepSeek-V3 (DeepseekV3ForCausalLM, docs/spec/hf_names.md): MLA layers, the first k with a SwiGLU MLP and the rest
+// with a sigmoid-routed MoE (expert bias, shared experts, group limits summing each group's top 2), MTP depths of one
+// such MoE layer.
+std::vector<std::string> deepseek_export_errors(const ModelConfig& mc, const LayerPlan& plan, const std::string& seq) {
+  std::vector<std::string> e;
+  bool layers = seq.size() % 2 == 0 && !seq.empty();
+  for (size_t i = 0; layers && i < seq.size(); i += 2)
+    layers = seq[i] == '+' && (seq[i + 1] == 'E' || (seq[i + 1] == '-' && (i == 0 || seq[i - 1] == '-')));
+  if (!layers)
+    e.push_back("the pattern '" + seq +
+                "': DeepSeek-V3 layers are multi-latent attention + MLP pairs, then + MoE pairs " + "(+-+E+E...)");
+  std::string mtp;
+  for (const LayerItem& it : plan.mtp_items) mtp += it.symbols;
+  if (plan.mtp_depths > 0 && mtp != "+E") e.push_back("the MTP part '" + mtp + "': DeepSeek-V3's is one '+E' layer");
+  if (mc.activation != Activation::SwiGLU) e.push_back("the MLP activation: DeepSeek-V3's is SwiGLU (--swiglu)");
+  if (!mc.qk_layernorm) e.push_back("DeepSeek-V3 norms its latents (--qk-layernorm)");
+  if (mc.norm_epsilon != 1e-6) e.push_back("--norm-epsilon: DeepSeek-V3's latent norms use 1e-6");
+  if (mc.position_embedding_type == PositionEmbedding::LearnedAbsolute)
+    e.push_back("--position-embedding-type: DeepSeek-V3 has no learned position embedding (rope)");
+  if (mc.rotary_scaling_factor > 1 && mc.rope_type == "rope")
+    e.push_back("--rope-type rope with --rotary-scaling-factor above 1: no DeepSeek-V3 form (YaRN)");
+  if (mc.rotary_scaling_factor > 1 && mc.mscale_all_dim == 0 && mc.mscale != 1)
+    e.push_back("--mscale other than 1 with --mscale-all-dim 0: Hugging Face scales RoPE by mscale 1 then");
+  if (mc.num_experts == 0) {
+    e.push_back("--num-experts: DeepSeek-V3 needs experts");
+    return e;
+  }
+  if (mc.moe_router_score_function != RouterScore::Sigmoid || !mc.moe_router_enable_expert_bias)
+    e.push_back(
+        "DeepSeek-V3's router is sigmoid with an expert bias (--moe-router-score-function sigmoid "
+        "--moe-router-enable-expert-bias)");
+  if (mc.moe_router_num_groups > 1 && mc.moe_router_topk != 2 * mc.moe_router_group_topk)
+    e.push_back(
+        "--moe-router-group-topk: DeepSeek-V3 scores each group by its top 2 experts, so --moe-router-topk must "
+        "be twice --moe-router-group-topk");
+  if (mc.moe_shared_expert_intermediate_size <= 0 || mc.moe_shared_expert_intermediate_size % mc.moe_ffn_size() != 0)
+    e.push_back(
+        "--moe-shared-expert-intermediate-size: DeepSeek-V3's shared experts are a multiple of "
+        "--moe-ffn-hidden-size wide");
+  return e;
+}
+
+}  // namespace
+
 std::vector<std::string> hf_export_errors(const ModelConfig& mc, const LayerPlan& plan, HfFamily family) {
   std::vector<std::string> e;
   const std::string seq = physical_sequence(plan), name = hf_family_name(family);
-  if (plan.mtp_depths > 0)
-    e.push_back("--mtp-num-layers: MTP depths are not converted (train without them, or drop them)");
+  const bool deepseek = family == HfFamily::DeepseekV3;
+  if (plan.mtp_depths > 0 && !deepseek)
+    e.push_back("--mtp-num-layers: " + name + " has no MTP depths (train without them, or drop them)");
   if (mc.enable_mhc) e.push_back("--enable-mhc-connections: no " + name + " model has hyper-connections");
   if (mc.add_bias_linear) e.push_back("linear biases: " + name + " has none (--disable-bias-linear)");
   if (mc.normalization != NormKind::RMSNorm) e.push_back("--normalization: " + name + " uses RMSNorm");
@@ -312,7 +433,7 @@ std::vector<std::string> hf_export_errors(const ModelConfig& mc, const LayerPlan
   if (mc.moe_mlp_glu_interleave_size > 0) e.push_back("--moe-mlp-glu-interleave-size: no " + name + " form");
   if (mc.glu_linear_offset != 0.0 || mc.activation_func_clamp_value != 0.0)
     e.push_back("--glu-linear-offset / --activation-func-clamp-value: no " + name + " form");
-  if (mc.moe_router_num_groups > 1)
+  if (mc.moe_router_num_groups > 1 && !deepseek)
     e.push_back("--moe-router-num-groups: group-limited routing has no " + name + " form here");
   if (family == HfFamily::NemotronH) {
     if (seq.find_first_not_of("M*-E") != std::string::npos)
@@ -329,6 +450,7 @@ std::vector<std::string> hf_export_errors(const ModelConfig& mc, const LayerPlan
     if (mc.qk_layernorm) e.push_back("--qk-layernorm: NemotronH's attention has no q/k norm");
     return e;
   }
+  if (deepseek) return deepseek_export_errors(mc, plan, seq);
   bool pairs = seq.size() % 2 == 0;
   for (size_t i = 0; pairs && i < seq.size(); i += 2)
     pairs = seq[i] == '*' && (seq[i + 1] == '-' || (family == HfFamily::Qwen3Moe && seq[i + 1] == 'E'));
@@ -352,6 +474,7 @@ std::vector<std::string> hf_export_errors(const ModelConfig& mc, const LayerPlan
 
 HfFamily hf_family_for(const ModelConfig& mc, const LayerPlan& plan) {
   const std::string seq = physical_sequence(plan);
+  if (seq.find('+') != std::string::npos) return HfFamily::DeepseekV3;
   if (seq.find('M') != std::string::npos || mc.moe_router_score_function == RouterScore::Sigmoid ||
       mc.position_embedding_type == PositionEmbedding::None)
     return HfFamily::NemotronH;
@@ -474,6 +597,63 @@ struct HfConfig {
 
 std::string num_text(double v) { return exact_number_text(v); }
 
+// DeepSeek-V3's config.json as hytra flags beyond the common ones (docs/spec/hf_names.md): the pattern from
+// first_k_dense_replace and num_nextn_predict_layers, MLA's sizes, YaRN from rope_scaling, the MoE router.
+void read_deepseek_config(const HfConfig& c, int64_t layers, std::vector<std::string>& f) {
+  auto add = [&](std::initializer_list<std::string> v) { f.insert(f.end(), v); };
+  const int64_t dense = c.integer_or("first_k_dense_replace", 0), mtp = c.integer_or("num_nextn_predict_layers", 0);
+  HYTRA_CHECK(dense >= 0 && dense <= layers && mtp >= 0 && mtp <= 16, c.path,
+              ": first_k_dense_replace / num_nextn_predict_layers: expected 0..num_hidden_layers and 0..16, got ",
+              dense, " and ", mtp);
+  HYTRA_CHECK(c.integer_or("moe_layer_freq", 1) == 1, c.path, ": moe_layer_freq: hytra converts 1");
+  HYTRA_CHECK(c.text_or("scoring_func", "sigmoid") == "sigmoid" && c.text_or("topk_method", "noaux_tc") == "noaux_tc" &&
+                  c.flag_or("norm_topk_prob", true),
+              c.path, ": scoring_func / topk_method / norm_topk_prob: hytra converts sigmoid, noaux_tc and true");
+  HYTRA_CHECK(c.flag_or("rope_interleave", true), c.path, ": rope_interleave: hytra converts true");
+  std::string pattern;
+  for (int64_t k = 0; k < layers; ++k) pattern += k < dense ? "[+-]" : "[+E]";
+  for (int64_t d = 0; d < mtp; ++d) pattern += "/+E";
+  const int64_t moe_ffn = c.integer("moe_intermediate_size");
+  add({"--hybrid-layer-pattern",
+       pattern,
+       "--qk-layernorm",
+       "--kv-lora-rank",
+       std::to_string(c.integer("kv_lora_rank")),
+       "--qk-head-dim",
+       std::to_string(c.integer("qk_nope_head_dim")),
+       "--qk-pos-emb-head-dim",
+       std::to_string(c.integer("qk_rope_head_dim")),
+       "--v-head-dim",
+       std::to_string(c.integer("v_head_dim")),
+       "--num-experts",
+       std::to_string(c.integer("n_routed_experts")),
+       "--moe-router-topk",
+       std::to_string(c.integer("num_experts_per_tok")),
+       "--moe-ffn-hidden-size",
+       std::to_string(moe_ffn),
+       "--moe-shared-expert-intermediate-size",
+       std::to_string(moe_ffn * c.integer_or("n_shared_experts", 1)),
+       "--moe-router-score-function",
+       "sigmoid",
+       "--moe-router-enable-expert-bias"});
+  if (const int64_t rq = c.integer_or("q_lora_rank", 0); rq > 0) add({"--q-lora-rank", std::to_string(rq)});
+  const double scale = c.number_or("routed_scaling_factor", 1.0);
+  if (scale != 1.0) add({"--moe-router-topk-scaling-factor", num_text(scale)});
+  if (const int64_t groups = c.integer_or("n_group", 1); groups > 1)
+    add({"--moe-router-num-groups", std::to_string(groups), "--moe-router-group-topk",
+         std::to_string(c.integer("topk_group"))});
+  const Json* rs = c.find("rope_scaling");
+  if (rs != nullptr && !rs->is_null()) {
+    const HfConfig y{*rs, c.path + " rope_scaling"};
+    const std::string type = y.text_or("rope_type", y.text_or("type", ""));
+    HYTRA_CHECK(type == "yarn" && y.number_or("original_max_position_embeddings", 4096) == 4096 &&
+                    y.number_or("beta_fast", 32) == 32 && y.number_or("beta_slow", 1) == 1,
+                y.path, ": hytra converts YaRN with original_max_position_embeddings 4096, beta_fast 32, beta_slow 1");
+    add({"--rotary-scaling-factor", num_text(y.number_or("factor", 1.0)), "--mscale",
+         num_text(y.number_or("mscale", 1.0)), "--mscale-all-dim", num_text(y.number_or("mscale_all_dim", 0.0))});
+  }
+}
+
 }  // namespace
 
 HfModelFlags read_hf_config(const std::string& dir) {
@@ -486,8 +666,10 @@ HfModelFlags read_hf_config(const std::string& dir) {
     out.family = HfFamily::Qwen3Moe;
   else if (type == "nemotron_h")
     out.family = HfFamily::NemotronH;
+  else if (type == "deepseek_v3")
+    out.family = HfFamily::DeepseekV3;
   else
-    fail(str(c.path, ": model_type '", type, "': hytra converts llama, qwen3_moe and nemotron_h"));
+    fail(str(c.path, ": model_type '", type, "': hytra converts llama, qwen3_moe, nemotron_h and deepseek_v3"));
   std::vector<std::string>& f = out.flags;
   auto add = [&](std::initializer_list<std::string> v) { f.insert(f.end(), v); };
   const int64_t heads = c.integer("num_attention_heads");
@@ -545,6 +727,10 @@ HfModelFlags read_hf_config(const std::string& dir) {
   HYTRA_CHECK(c.text_or("hidden_act", "silu") == "silu", c.path, ": hidden_act: hytra converts silu (SwiGLU)");
   add({"--swiglu", "--position-embedding-type", "rope", "--rotary-base", num_text(c.number_or("rope_theta", 10000.0)),
        "--norm-epsilon", num_text(c.number_or("rms_norm_eps", 1e-6))});
+  if (out.family == HfFamily::DeepseekV3) {
+    read_deepseek_config(c, layers, f);
+    return out;
+  }
   const Json* scaling = c.find("rope_scaling");
   HYTRA_CHECK(scaling == nullptr || scaling->is_null(), c.path, ": rope_scaling: not converted (plain RoPE only)");
   if (out.family == HfFamily::Llama) {
@@ -618,6 +804,9 @@ std::map<std::string, HostTensor> import_hf_weights(const std::string& dir, cons
         const int64_t pad = mc.padded_vocab_size() - mc.vocab_size;
         t.values.resize(t.values.size() + size_t(pad * (numel(t.shape) / t.shape[0])), 0.0f);
         t.shape[0] += pad;
+        // DeepSeek-V3's MTP layers carry copies of the embedding and LM head: they must equal them.
+        HYTRA_CHECK(!out.count(r.hytra) || out[r.hytra].values == t.values, dir, ": tensor '", r.hf[0],
+                    "' differs from the model's ", r.hytra, " (its copy)");
         out[r.hytra] = std::move(t);
         break;
       }

@@ -16,8 +16,8 @@
 
 namespace hytra {
 
-enum class HfFamily { Llama, Qwen3Moe, NemotronH };
-const char* hf_family_name(HfFamily f);          // "llama", "qwen3_moe", "nemotron_h"
+enum class HfFamily { Llama, Qwen3Moe, NemotronH, DeepseekV3 };
+const char* hf_family_name(HfFamily f);          // "llama", "qwen3_moe", "nemotron_h", "deepseek_v3"
 HfFamily hf_family_of(const std::string& name);  // a named error for others
 
 // A whole tensor in fp32 on the host.

@@ -1,5 +1,6 @@
 // hytra convert (cli/hf_convert.h, interop/hf_convert.h): for a tiny model of each family (Llama, Qwen3-MoE, NemotronH
-// with Mamba, attention, MLP and MoE with shared experts), a trained checkpoint written as a Hugging Face folder in
+// with Mamba, attention, MLP and MoE with shared experts; DeepSeek-V3 with MLA, YaRN, grouped routing and MTP), a
+// trained checkpoint written as a Hugging Face folder in
 // fp32 and read back gives every tensor bit for bit; bf16 shards with an index read back as the bf16 values; the
 // imported checkpoint trains to the same loss as the original; models without a form are named errors.
 // (tests/interop/hf_transformers_check.py compares the logits with transformers' own classes on the GPU machine.)
@@ -33,18 +34,89 @@ const std::vector<std::string> kCommon = {"--hidden-size", "32", "--num-attentio
                                           "RMSNorm", "--disable-bias-linear", "--vocab-size", "256", "--seq-length",
                                           "16"};
 
+// A DeepSeek-V3-shaped model: MLA with the query latent and YaRN, a dense first layer, group-limited sigmoid routing
+// with the expert bias, a shared expert, one MTP depth.
+const std::vector<std::string> kDeepseek = {"--hybrid-layer-pattern",
+                                            "[+-][+E]/+E",
+                                            "--swiglu",
+                                            "--position-embedding-type",
+                                            "rope",
+                                            "--qk-layernorm",
+                                            "--norm-epsilon",
+                                            "1e-6",
+                                            "--q-lora-rank",
+                                            "16",
+                                            "--kv-lora-rank",
+                                            "12",
+                                            "--qk-head-dim",
+                                            "8",
+                                            "--qk-pos-emb-head-dim",
+                                            "4",
+                                            "--v-head-dim",
+                                            "8",
+                                            "--rotary-scaling-factor",
+                                            "40",
+                                            "--mscale",
+                                            "1",
+                                            "--mscale-all-dim",
+                                            "1",
+                                            "--num-experts",
+                                            "4",
+                                            "--moe-ffn-hidden-size",
+                                            "16",
+                                            "--moe-router-topk",
+                                            "2",
+                                            "--moe-router-score-function",
+                                            "sigmoid",
+                                            "--moe-router-enable-expert-bias",
+                                            "--moe-shared-expert-intermediate-size",
+                                            "16",
+                                            "--moe-router-num-groups",
+                                            "2",
+                                            "--moe-router-group-topk",
+                                            "1",
+                                            "--moe-router-topk-scaling-factor",
+                                            "2.5",
+                                            "--untie-embeddings-and-output-weights"};
+
 std::vector<Family> families() {
   return {
-      {"llama", {"--num-layers", "2", "--swiglu", "--position-embedding-type", "rope", "--untie-embeddings-and-output-weights"}},
+      {"llama",
+       {"--num-layers", "2", "--swiglu", "--position-embedding-type", "rope", "--untie-embeddings-and-output-weights"}},
       {"qwen3_moe",
        {"--hybrid-layer-pattern", "[*E][*-]", "--swiglu", "--position-embedding-type", "rope", "--qk-layernorm",
         "--num-experts", "4", "--moe-ffn-hidden-size", "16", "--moe-router-topk", "2"}},
       {"nemotron_h",
-       {"--hybrid-layer-pattern", "M*-E", "--squared-relu", "--position-embedding-type", "none", "--mamba-num-heads",
-        "4", "--mamba-head-dim", "16", "--mamba-num-groups", "2", "--mamba-state-dim", "16", "--mamba-chunk-size", "8",
-        "--num-experts", "4", "--moe-ffn-hidden-size", "16", "--moe-router-topk", "2", "--moe-router-score-function",
-        "sigmoid", "--moe-router-enable-expert-bias", "--moe-shared-expert-intermediate-size", "32",
-        "--moe-router-topk-scaling-factor", "2.5", "--untie-embeddings-and-output-weights"}},
+       {"--hybrid-layer-pattern",
+        "M*-E",
+        "--squared-relu",
+        "--position-embedding-type",
+        "none",
+        "--mamba-num-heads",
+        "4",
+        "--mamba-head-dim",
+        "16",
+        "--mamba-num-groups",
+        "2",
+        "--mamba-state-dim",
+        "16",
+        "--mamba-chunk-size",
+        "8",
+        "--num-experts",
+        "4",
+        "--moe-ffn-hidden-size",
+        "16",
+        "--moe-router-topk",
+        "2",
+        "--moe-router-score-function",
+        "sigmoid",
+        "--moe-router-enable-expert-bias",
+        "--moe-shared-expert-intermediate-size",
+        "32",
+        "--moe-router-topk-scaling-factor",
+        "2.5",
+        "--untie-embeddings-and-output-weights"}},
+      {"deepseek_v3", kDeepseek},
   };
 }
 

@@ -2,7 +2,7 @@
 """Interop check with transformers' own model classes (the GPU machine has transformers and PyTorch; never a hytra
 dependency). Usage: hf_transformers_check.py HYTRA_BINARY WORKDIR
 For a tiny random model of each family hytra converts (Llama, Qwen3-MoE, NemotronH with Mamba-2, attention, MLP and
-MoE with shared experts): hytra trains it 3 iterations on the CPU in fp32 and exports it with `hytra convert --to-hf
+MoE with shared experts, DeepSeek-V3 with MLA, YaRN, group-limited routing and MTP): hytra trains it 3 iterations on the CPU in fp32 and exports it with `hytra convert --to-hf
 --hf-dtype fp32`; transformers' AutoModelForCausalLM loads the folder and its logits on a batch are compared with
 hytra's (`hytra eval-step --device cpu`): at most 1e-4 relative to the largest logit. Then `hytra convert --from-hf`
 imports the folder and every tensor must equal the trained checkpoint's bit for bit."""
@@ -30,6 +30,16 @@ FAMILIES = {
                    "--moe-ffn-hidden-size", "32", "--moe-router-topk", "2", "--moe-router-score-function", "sigmoid",
                    "--moe-router-enable-expert-bias", "--moe-shared-expert-intermediate-size", "64",
                    "--moe-router-topk-scaling-factor", "2.5", "--untie-embeddings-and-output-weights"],
+    # MLA with the query latent and YaRN, a dense first layer, group-limited sigmoid routing with the expert bias and
+    # a shared expert, one MTP depth (transformers' class has no MTP: those tensors are left unused there).
+    "deepseek_v3": ["--hybrid-layer-pattern", "[+-][+E][+E]/+E", "--swiglu", "--position-embedding-type", "rope",
+                    "--qk-layernorm", "--norm-epsilon", "1e-6", "--q-lora-rank", "24", "--kv-lora-rank", "16",
+                    "--qk-head-dim", "16", "--qk-pos-emb-head-dim", "8", "--v-head-dim", "16",
+                    "--rotary-scaling-factor", "40", "--mscale", "1", "--mscale-all-dim", "1", "--num-experts", "8",
+                    "--moe-ffn-hidden-size", "32", "--moe-router-topk", "4", "--moe-router-score-function", "sigmoid",
+                    "--moe-router-enable-expert-bias", "--moe-shared-expert-intermediate-size", "32",
+                    "--moe-router-num-groups", "4", "--moe-router-group-topk", "2",
+                    "--moe-router-topk-scaling-factor", "2.5", "--untie-embeddings-and-output-weights"],
 }
 
 
