@@ -482,7 +482,7 @@ bool fits(const Tensor& t, DType dtype, const Shape& shape) {
 bool cudnn_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v) {
   if (q.dim() != 4 || k.dim() != 4) return false;
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2);
-  if (B * T * H == 0 || Hkv == 0 || H % Hkv != 0 || (D != 64 && D != 128)) return false;
+  if (B * T * H == 0 || Hkv == 0 || H % Hkv != 0 || (D != 64 && D != 128 && D != 192)) return false;
   return fits(q, DType::BF16, {B, T, H, D}) && fits(k, DType::BF16, {B, T, Hkv, D}) &&
          fits(v, DType::BF16, {B, T, Hkv, D});
 }

@@ -63,6 +63,7 @@ HYTRA_PARITY_CASES(attention) {
       {2, 333, 8, 2, 64, DType::BF16},
       {1, 100, 4, 4, 64, DType::BF16},
       {2, 777, 8, 2, 128, DType::BF16},
+      {2, 333, 16, 16, 192, DType::BF16},  // multi-latent attention's dn + dr = 128 + 64 (DeepSeek-V3)
   };
   for (const AttnSpec& s : specs) {
     add_fwd(s);
