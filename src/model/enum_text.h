@@ -20,7 +20,7 @@ enum class RecomputeMethod { None, Uniform, Block };           // --recompute-me
 enum class DropPolicy { Probs, Position };                     // --moe-token-drop-policy
 enum class RouterDtype { Default, Fp32, Fp64 };                // --moe-router-dtype (Default: None)
 // --recompute-modules (selective recompute, docs/spec/recompute.md §3).
-enum class RecomputeModule { CoreAttn, LayerNorm, Mlp, MoeAct, Moe, SharedExperts, Mhc, Mamba };
+enum class RecomputeModule { CoreAttn, LayerNorm, Mlp, MoeAct, Moe, SharedExperts, Mhc, Mamba, MlaUpProj };
 
 template <class E>
 struct EnumText;  // static constexpr std::array<std::pair<E, const char*>, N> names
@@ -80,7 +80,7 @@ struct EnumText<RouterDtype> {
 };
 template <>
 struct EnumText<RecomputeModule> {
-  static constexpr std::array<std::pair<RecomputeModule, const char*>, 8> names = {
+  static constexpr std::array<std::pair<RecomputeModule, const char*>, 9> names = {
       {{RecomputeModule::CoreAttn, "core_attn"},
        {RecomputeModule::LayerNorm, "layernorm"},
        {RecomputeModule::Mlp, "mlp"},
@@ -88,7 +88,8 @@ struct EnumText<RecomputeModule> {
        {RecomputeModule::Moe, "moe"},
        {RecomputeModule::SharedExperts, "shared_experts"},
        {RecomputeModule::Mhc, "mhc"},
-       {RecomputeModule::Mamba, "mamba"}}};
+       {RecomputeModule::Mamba, "mamba"},
+       {RecomputeModule::MlaUpProj, "mla_up_proj"}}};
 };
 template <>
 struct EnumText<LoadBalancing> {

@@ -106,6 +106,7 @@ std::unique_ptr<Module> make_mla(const ModelConfig& c, const SubLayerSpec& s, Pa
   o.v_head_dim = c.v_head_dim;
   o.latent_norms = c.qk_layernorm;
   o.recompute_core = c.recomputes(RecomputeModule::CoreAttn);
+  o.recompute_up = c.recomputes(RecomputeModule::MlaUpProj);
   o.bias = c.add_bias_linear;
   o.rotary_base = c.rotary_base;
   // YaRN unless --rope-type rope (docs/spec/mla.md §2): its frequencies and cos/sin scale, and the softmax scale m^2.

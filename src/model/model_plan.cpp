@@ -108,6 +108,8 @@ void check_plan(const ModelConfig& cfg, const LayerPlan& plan, std::vector<std::
          str("--hybrid-layer-pattern: layer symbol '", c, "' (", kind.name, ") is not built yet in hytra"));
     if (kind.check) kind.check(cfg, errors);
   }
+  need(!cfg.recomputes(RecomputeModule::MlaUpProj) || symbols.count('+'),
+       "--recompute-modules: 'mla_up_proj' needs multi-latent attention layers ('+')");
   need(plan.mtp_depths == 0 || cfg.position_embedding_type != PositionEmbedding::LearnedAbsolute,
        "--mtp-num-layers: multi-token prediction needs --position-embedding-type rope or none (docs/spec/mtp.md §2)");
   for (const LayerItem& item : plan.items) {

@@ -84,26 +84,36 @@ void MultiLatentAttention::rotate(Exec& ex, Tensor& t, bool inverse, int64_t fir
     ops::rope_fwd(ex, t, t, dr, opt_.rotary_base, true);
 }
 
-void MultiLatentAttention::assemble(StepContext& ctx, const Tensor& x, Tensor& Q, Tensor& K, Tensor& V, bool rotate,
-                                    int64_t first) {
+MultiLatentAttention::Latents MultiLatentAttention::down(StepContext& ctx, const Tensor& x) {
   Exec& ex = ctx.ex();
-  const int64_t B = x.size(0), T = x.size(1), n = opt_.num_heads, rkv = opt_.kv_lora_rank;
-  const int64_t dn = opt_.qk_head_dim, dr = opt_.qk_pos_emb_head_dim, dv = opt_.v_head_dim, D = dq(), N = B * T * n;
-  const DType dt = x.dtype();
-  const Device dev = x.device();
-  Tensor q_in = x;
+  const int64_t B = x.size(0), T = x.size(1), rkv = opt_.kv_lora_rank, dr = opt_.qk_pos_emb_head_dim;
+  Latents lat;
+  lat.q_in = x;
   if (q_down_) {
-    q_in = q_down_->forward(ctx, x);
-    if (q_norm_) q_in = q_norm_->forward(ctx, q_in);
+    lat.q_in = q_down_->forward(ctx, x);
+    if (q_norm_) lat.q_in = q_norm_->forward(ctx, lat.q_in);
   }
-  const Tensor q = q_up_->forward(ctx, q_in).view({N, D});  // per head [q_nope, q_pe]
-  const Tensor kv = kv_down_->forward(ctx, x);              // (B,T,rkv + dr): [kv_c, k_pe]
-  Tensor kv_c = Tensor::empty({B, T, rkv}, dt, dev), k_pe = Tensor::empty({B, T, 1, dr}, dt, dev);
-  ops::slice_copy(ex, kv_c, kv, 2, 0);
-  Tensor k_pe3 = k_pe.view({B, T, dr});
+  const Tensor kv = kv_down_->forward(ctx, x);  // (B,T,rkv + dr): [kv_c, k_pe]
+  lat.kv_c = Tensor::empty({B, T, rkv}, x.dtype(), x.device());
+  lat.k_pe = Tensor::empty({B, T, 1, dr}, x.dtype(), x.device());
+  ops::slice_copy(ex, lat.kv_c, kv, 2, 0);
+  Tensor k_pe3 = lat.k_pe.view({B, T, dr});
   ops::slice_copy(ex, k_pe3, kv, 2, rkv);
-  if (kv_norm_) kv_c = kv_norm_->forward(ctx, kv_c);
-  const Tensor kvu = kv_up_->forward(ctx, kv_c).view({N, dn + dv});  // per head [k_nope, v]
+  if (kv_norm_) lat.kv_c = kv_norm_->forward(ctx, lat.kv_c);
+  return lat;
+}
+
+void MultiLatentAttention::up(StepContext& ctx, const Latents& lat, Tensor& Q, Tensor& K, Tensor& V, bool rotate,
+                              int64_t first) {
+  Exec& ex = ctx.ex();
+  const int64_t B = lat.kv_c.size(0), T = lat.kv_c.size(1), n = opt_.num_heads;
+  const int64_t dn = opt_.qk_head_dim, dr = opt_.qk_pos_emb_head_dim, dv = opt_.v_head_dim, D = dq(), N = B * T * n;
+  const DType dt = lat.kv_c.dtype();
+  const Device dev = lat.kv_c.device();
+  const Tensor q = q_up_->forward(ctx, lat.q_in).view({N, D});           // per head [q_nope, q_pe]
+  const Tensor kvu = kv_up_->forward(ctx, lat.kv_c).view({N, dn + dv});  // per head [k_nope, v]
+  Tensor k_pe = Tensor::empty(lat.k_pe.shape(), dt, dev);
+  ops::copy(ex, k_pe, lat.k_pe);
 
   Q = Tensor::empty({B, T, n, D}, dt, dev);
   K = Tensor::empty({B, T, n, D}, dt, dev);
@@ -127,12 +137,17 @@ Tensor MultiLatentAttention::forward_body(StepContext& ctx, const Tensor& x) {
   if (ctx.decode != nullptr) return decode_body(ctx, x);
   const int64_t B = x.size(0), T = x.size(1), n = opt_.num_heads, D = dq(), dv = opt_.v_head_dim;
   Saved& s = ctx.saved<Saved>(this);
-  assemble(ctx, x, s.q, s.k, s.v, true, 0);
+  const Latents lat = down(ctx, x);
+  up(ctx, lat, s.q, s.k, s.v, true, 0);
   s.out = Tensor::empty({B, T, n, D}, x.dtype(), x.device());
   s.lse = Tensor::empty({B, n, T}, stat_dtype(x.dtype()), x.device());
   ops::attention_fwd(ctx.ex(), s.out, s.lse, s.q, s.k, s.v, scale());
   Tensor y = proj_->forward(ctx, columns(ctx.ex(), s.out.view({B * T * n, D}), 0, dv).view({B, T, n * dv}));
   if (opt_.recompute_core) s.out = s.lse = Tensor();  // rebuilt from q, k, v in backward
+  if (opt_.recompute_up) {                            // mla_up_proj: the latents kept, q, k and v rebuilt in backward
+    s.lat = lat;
+    s.q = s.k = s.v = Tensor();
+  }
   return y;
 }
 
@@ -141,7 +156,7 @@ Tensor MultiLatentAttention::decode_body(StepContext& ctx, const Tensor& x) {
   DecodeCache& cache = *ctx.decode;
   const int64_t B = x.size(0), n = opt_.num_heads, D = dq(), dv = opt_.v_head_dim;
   Tensor q, k, v;  // rotated here under YaRN; else attention_decode rotates the first dr channels
-  assemble(ctx, x, q, k, v, yarn(), cache.position());
+  up(ctx, down(ctx, x), q, k, v, yarn(), cache.position());
   Cache& c = cache.state<Cache>(this);
   if (!c.k.defined()) {
     c.k = Tensor::empty({B, cache.capacity(), n, D}, x.dtype(), x.device());
@@ -156,6 +171,7 @@ Tensor MultiLatentAttention::decode_body(StepContext& ctx, const Tensor& x) {
 Tensor MultiLatentAttention::backward_body(StepContext& ctx, const Tensor& dy) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
+  if (!s.q.defined()) up(ctx, s.lat, s.q, s.k, s.v, true, 0);  // mla_up_proj: the same (deterministic) ops again
   const int64_t B = s.q.size(0), T = s.q.size(1), n = opt_.num_heads, rkv = opt_.kv_lora_rank;
   const int64_t dn = opt_.qk_head_dim, dr = opt_.qk_pos_emb_head_dim, dv = opt_.v_head_dim, D = dq(), N = B * T * n;
   const DType dt = dy.dtype();

@@ -45,6 +45,7 @@ struct MlaOptions : PreNormOptions {
   int64_t v_head_dim = 128;           // dv (--v-head-dim)
   bool latent_norms = false;          // --qk-layernorm
   bool recompute_core = false;        // selective recompute "core_attn": rerun attention_fwd in backward
+  bool recompute_up = false;          // selective recompute "mla_up_proj" (docs/spec/mla.md §4)
   bool bias = false;                  // add_bias_linear (linear_proj only: Megatron's MLA projections have none)
   double rotary_base = 10000.0;
   YarnRope yarn;
@@ -61,7 +62,13 @@ class MultiLatentAttention : public PreNormModule {
   void backward_dw(StepContext& ctx) override;
 
  private:
+  // What the up projections start from: the query latent after its norm (or, without --q-lora-rank, the layer's
+  // normed input), the key/value latent after its norm, and the RoPE key before rotation (B,T,1,dr).
+  struct Latents {
+    Tensor q_in, kv_c, k_pe;
+  };
   struct Saved {
+    Latents lat;     // with recompute_up: what rebuilds q, k, v in the backward
     Tensor q, k, v;  // (B,T,n,dq): the assembled, rotated heads (v zero-padded)
     Tensor out;      // (B,T,n,dq)
     Tensor lse;      // (B,n,T)
@@ -69,9 +76,11 @@ class MultiLatentAttention : public PreNormModule {
   struct Cache {  // one-token decoding (nn/decode_cache.h)
     Tensor k, v;  // (B,capacity,n,dn + dr): the assembled, rotated keys and the zero-padded values
   };
-  // The assembled heads (B,T,n,dn + dr) of the normed input x: q = [q_pe, q_nope], k = [k_pe, k_nope], v = [v, 0];
+  // The down projections and latent norms of the normed input x.
+  Latents down(StepContext& ctx, const Tensor& x);
+  // The up projections and the assembled heads (B,T,n,dn + dr): q = [q_pe, q_nope], k = [k_pe, k_nope], v = [v, 0];
   // the RoPE channels rotated (positions first..first+T-1) when `rotate`.
-  void assemble(StepContext& ctx, const Tensor& x, Tensor& q, Tensor& k, Tensor& v, bool rotate, int64_t first);
+  void up(StepContext& ctx, const Latents& lat, Tensor& q, Tensor& k, Tensor& v, bool rotate, int64_t first);
   // RoPE (YaRN or plain) on the first dr channels of each head of t (B,T,heads,D), in place; inverse: backward.
   // Plain RoPE starts at position 0 (first must be 0).
   void rotate(Exec& ex, Tensor& t, bool inverse, int64_t first) const;

@@ -161,6 +161,19 @@ TEST(Train, MultiLatentAttentionLearnsAndRunsAreBitwiseIdentical) {
   EXPECT_GT(a.losses.front() - a.losses.back(), 2.0) << "first " << a.losses.front() << " last " << a.losses.back();
   for (size_t i = 0; i < a.losses.size(); ++i)
     EXPECT_EQ(std::memcmp(&a.losses[i], &b.losses[i], sizeof(double)), 0) << "iteration " << i + 1;
+  // Selective recompute of the up projections and the core attention (docs/spec/mla.md §4): the same bits.
+  std::vector<std::string> recompute = kMla;
+  recompute.insert(recompute.end(),
+                   {"--recompute-granularity", "selective", "--recompute-modules", "mla_up_proj", "core_attn"});
+  ModelConfig mr;
+  TrainConfig tr;
+  tiny_config(mr, tr, recompute);
+  const TrainResult r = train(mr, tr, log2);
+  ASSERT_EQ(r.losses.size(), a.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a.losses[i], &r.losses[i], sizeof(double)), 0) << "recompute, iteration " << i + 1;
+    EXPECT_EQ(std::memcmp(&a.grad_norms[i], &r.grad_norms[i], sizeof(double)), 0) << "recompute, iteration " << i + 1;
+  }
 }
 
 // Two MoE layers (softmax top-2 of 4 experts, aux and z losses, a shared expert) between attention
