@@ -80,6 +80,9 @@ class MoE(nn.Module):
         self.E, self.k, self.Fe = E, a.moe_router_topk, Fe
         self.aux_coeff, self.rate, self.fp32_router = a.moe_aux_loss_coeff, a.moe_router_bias_update_rate, \
             a.moe_router_dtype == "fp32"
+        # Group-limited routing (Megatron's group_limited_topk; 0: none) and the top-k scaling factor (0: none).
+        self.groups, self.group_topk = getattr(a, "moe_router_num_groups", 0), getattr(a, "moe_router_group_topk", 0)
+        self.scaling = getattr(a, "moe_router_topk_scaling_factor", 0.0)
         self.pre_mlp_layernorm = RMSNorm(H, a.norm_epsilon)
         self.router = nn.Linear(H, E, bias=False)
         # Per expert, nn.Linear's [out, in] layout: fc1 rows [gate; up] (hytra's and Megatron's), fc2 [H, Fe].
@@ -107,9 +110,15 @@ class MoE(nn.Module):
             logits = self.router(flat)  # bf16 under autocast: Megatron's logits in the activation dtype
         scores = torch.sigmoid(logits.float())  # [T, E], all score arithmetic in fp32
         choose = scores + self.expert_bias if self.use_bias else scores
+        if self.groups > 1:  # each group scored by the sum of its top k / group_topk, the best group_topk kept
+            G = self.groups
+            group = choose.detach().view(T, G, E // G).topk(k // self.group_topk, dim=-1).values.sum(-1)
+            keep = torch.zeros(T, G, device=x.device).scatter_(1, group.topk(self.group_topk, dim=-1).indices, 1.0)
+            choose = choose.masked_fill(keep.repeat_interleave(E // G, dim=1) == 0, float("-inf"))
         top = torch.topk(choose.detach(), k, dim=-1).indices  # [T, k]; the bias only chooses
         sel = scores.gather(1, top)
-        probs = (sel / (sel.sum(-1, keepdim=True) + 1e-20)).to(logits.dtype)
+        probs = sel / (sel.sum(-1, keepdim=True) + 1e-20)
+        probs = (probs * self.scaling if self.scaling > 0 else probs).to(logits.dtype)
         training = torch.is_grad_enabled()
         if training and self.aux_coeff > 0:
             probs = AuxLossScaler.apply(probs, self.seq_aux_loss(scores, b, s), MoE.aux_scale)

@@ -220,15 +220,15 @@ def start(a, pattern, kinds, config_name):
     return flops_token
 
 
-def run_mode(mode, a, gbs, pattern, kinds, flops_token, config_name, compile_model):
+def run_mode(mode, a, gbs, pattern, kinds, flops_token, config_name, compile_model, model_class=None):
     """Trains `a.warmup_steps + a.steps` steps of `gbs` sequences of random tokens; prints the record (and with
-    --json appends it)."""
+    --json appends it). model_class: LanguageModel or a subclass taking the same arguments."""
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     counters.clear()
     torch.manual_seed(a.seed)
-    model = LanguageModel(a, pattern, kinds).cuda()
+    model = (model_class or LanguageModel)(a, pattern, kinds).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, fused=True)
     # The clip and the fused AdamW step stay eager: fused AdamW is already a few multi-tensor kernels.
     fwd = compile_model(model) if mode == "compile" else model
