@@ -33,4 +33,12 @@ T softplus(T x) {
   return std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x)));
 }
 
+// The gated delta rule's q/k norm: u *= rsqrt(|u|^2 + eps) over n elements, eps kGdnNormEps (ops.def).
+constexpr double kGdnNormEps = 1e-6;
+template <class T>
+void l2_normalize(T* u, int64_t n, T eps) {
+  const T r = T(1) / std::sqrt(dot(u, u, n) + eps);
+  for (int64_t i = 0; i < n; ++i) u[i] *= r;
+}
+
 }  // namespace hytra::cpu

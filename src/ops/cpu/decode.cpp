@@ -9,6 +9,7 @@
 
 #include "ops/cpu/cpu_math.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/rope_math.h"
 #include "ops/cpu/row_io.h"
 
 namespace hytra::cpu {
@@ -17,12 +18,11 @@ namespace {
 // Rotates row u (D) at position pos as rope_fwd does: fp32 angle, cos/sin in the compute type.
 template <class T>
 void rotate(T* u, int64_t pos, int64_t R, double base, bool interleaved) {
-  const int64_t half = R / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const float inv_freq = 1.0f / std::pow(float(base), float(2 * i) / float(R));
-    const float angle = float(pos) * inv_freq;
+  const std::vector<float> inv_freq = rope_frequencies(R, base);
+  for (int64_t i = 0; i < R / 2; ++i) {
+    const float angle = float(pos) * inv_freq[size_t(i)];
     const T c = std::cos(T(angle)), s = std::sin(T(angle));
-    const int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
+    const auto [ia, ib] = rope_pair(i, R, interleaved);
     const T a = u[ia], b = u[ib];
     u[ia] = a * c - b * s;
     u[ib] = b * c + a * s;
@@ -131,13 +131,6 @@ void ssd_step_impl(Tensor& y, Tensor& state, const Tensor& x, const Tensor& dt_r
     }
 }
 
-// u *= rsqrt(|u|^2 + 1e-6) (gated_delta_rule_fwd's norm).
-template <class T>
-void l2_normalize(T* u, int64_t n) {
-  const T r = T(1) / std::sqrt(dot(u, u, n) + T(1e-6));
-  for (int64_t i = 0; i < n; ++i) u[i] *= r;
-}
-
 template <class T>
 void gdn_step_impl(Tensor& o, Tensor& state, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& alpha,
                    const Tensor& beta_raw, const Tensor& A_log, const Tensor& dt_bias) {
@@ -156,8 +149,8 @@ void gdn_step_impl(Tensor& o, Tensor& state, const Tensor& q, const Tensor& k, c
       const T decay = std::exp(-std::exp(a_log) * softplus(a + bias)), beta = sigmoid(br);
       load(q, (b * Hk + hk) * dk, dk, qr.data());
       load(k, (b * Hk + hk) * dk, dk, kr.data());
-      l2_normalize(qr.data(), dk);
-      l2_normalize(kr.data(), dk);
+      l2_normalize(qr.data(), dk, T(kGdnNormEps));
+      l2_normalize(kr.data(), dk, T(kGdnNormEps));
       load(v, (b * Hv + h) * dv, dv, vr.data());
       load(state, (b * Hv + h) * dv * dk, dv * dk, S.data());
       // S = decay S; S += beta (v - S k) k^T; o = S q scale.

@@ -40,19 +40,12 @@
 namespace hytra::cpu {
 namespace {
 
-constexpr double kNormEps = 1e-6;
+constexpr double kNormEps = kGdnNormEps;
 
 // y += a x over n elements; y and x never overlap (__restrict lets the loop vectorise).
 template <class T>
 void axpy(T* __restrict y, T a, const T* __restrict x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
-// u *= rsqrt(|u|^2 + eps) over n elements.
-template <class T>
-void l2_normalize(T* u, int64_t n) {
-  const T r = T(1) / std::sqrt(dot(u, u, n) + T(kNormEps));
-  for (int64_t i = 0; i < n; ++i) u[i] *= r;
 }
 
 struct Dims {
@@ -88,8 +81,8 @@ void load_head(Head<T>& hd, const Dims& d, int64_t b, int64_t h, const Tensor& q
     T* kt = hd.k.data() + t * d.dk;
     load(q, d.qk_off(b, t, hk), d.dk, qt);
     load(k, d.qk_off(b, t, hk), d.dk, kt);
-    l2_normalize(qt, d.dk);
-    l2_normalize(kt, d.dk);
+    l2_normalize(qt, d.dk, T(kNormEps));
+    l2_normalize(kt, d.dk, T(kNormEps));
     load(v, d.v_off(b, t, h), d.dv, hd.v.data() + t * d.dv);
     T a, br;
     load(alpha, d.gate_off(b, t, h), 1, &a);

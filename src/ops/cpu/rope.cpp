@@ -5,6 +5,7 @@
 // (interleaved); with (a, b) a pair:
 //   forward   a' = a*cos - b*sin,  b' = b*cos + a*sin
 //   backward  the inverse rotation (sin negated).
+// rope_yarn: the same with YaRN's frequencies (rope_math.h), cos and sin scaled, positions from a given start.
 // Channels >= R pass through. Each (b, t, h) row is read whole before it is written, so out may alias in.
 #include <algorithm>
 #include <cmath>
@@ -12,23 +13,26 @@
 
 #include "core/thread_pool.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/rope_math.h"
 #include "ops/cpu/row_io.h"
 
 namespace hytra::cpu {
 namespace {
 
+// Rows (b, t, h) of `in` rotated pair by pair: pair i at position first + t by the angle float(first + t) *
+// inv_freq[i] (fp32), cos and sin in the compute type times `scale`; sin_sign -1 is the inverse rotation.
 template <class T>
-void rope_impl(Tensor& out, const Tensor& in, int64_t R, double base, bool interleaved, T sin_sign) {
-  const int64_t B = in.size(0), T_len = in.size(1), H = in.size(2), D = in.size(3), half = R / 2;
+void rope_impl(Tensor& out, const Tensor& in, const std::vector<float>& inv_freq, int64_t first, T scale,
+               bool interleaved, T sin_sign) {
+  const int64_t B = in.size(0), T_len = in.size(1), H = in.size(2), D = in.size(3);
+  const int64_t half = int64_t(inv_freq.size()), R = 2 * half;
   std::vector<T> cos_t(T_len * half), sin_t(T_len * half);  // (T, R/2) each
-  for (int64_t i = 0; i < half; ++i) {
-    const float inv_freq = 1.0f / std::pow(float(base), float(2 * i) / float(R));
+  for (int64_t i = 0; i < half; ++i)
     for (int64_t t = 0; t < T_len; ++t) {
-      const float angle = float(t) * inv_freq;
-      cos_t[size_t(t * half + i)] = std::cos(T(angle));
-      sin_t[size_t(t * half + i)] = sin_sign * std::sin(T(angle));
+      const float angle = float(first + t) * inv_freq[size_t(i)];
+      cos_t[size_t(t * half + i)] = scale * std::cos(T(angle));
+      sin_t[size_t(t * half + i)] = sin_sign * scale * std::sin(T(angle));
     }
-  }
   const int64_t rows = B * T_len * H;
   parallel_for(rows, std::max<int64_t>(1, 8192 / D), [&](int64_t r0, int64_t r1) {
     std::vector<T> row(D);  // (D)
@@ -38,7 +42,7 @@ void rope_impl(Tensor& out, const Tensor& in, int64_t R, double base, bool inter
       const T* s = sin_t.data() + t * half;
       load(in, r * D, D, row.data());
       for (int64_t i = 0; i < half; ++i) {
-        const int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
+        const auto [ia, ib] = rope_pair(i, R, interleaved);
         const T a = row[ia], b = row[ib];
         row[ia] = a * c[i] - b * s[i];
         row[ib] = b * c[i] + a * s[i];
@@ -48,58 +52,28 @@ void rope_impl(Tensor& out, const Tensor& in, int64_t R, double base, bool inter
   });
 }
 
-// YaRN (ops.def rope_yarn): the same pairs, each rotated by its blended frequency, cos and sin scaled.
-template <class T>
-void rope_yarn_impl(Tensor& out, const Tensor& in, int64_t R, double base, double factor, double low, double high,
-                    T scale, bool interleaved, int64_t first, T sin_sign) {
-  const int64_t B = in.size(0), T_len = in.size(1), H = in.size(2), D = in.size(3), half = R / 2;
-  std::vector<T> cos_t(T_len * half), sin_t(T_len * half);  // (T, R/2) each
-  for (int64_t i = 0; i < half; ++i) {
-    const float extra = 1.0f / std::pow(float(base), float(2 * i) / float(R)), inter = extra / float(factor);
-    const float ramp = std::clamp((float(i) - float(low)) / (float(high) - float(low)), 0.0f, 1.0f);
-    const float inv_freq = inter * ramp + extra * (1.0f - ramp);
-    for (int64_t t = 0; t < T_len; ++t) {
-      const float angle = float(first + t) * inv_freq;
-      cos_t[size_t(t * half + i)] = scale * std::cos(T(angle));
-      sin_t[size_t(t * half + i)] = sin_sign * scale * std::sin(T(angle));
-    }
-  }
-  std::vector<T> row(D);
-  for (int64_t r = 0; r < B * T_len * H; ++r) {
-    const int64_t t = (r / H) % T_len;
-    load(in, r * D, D, row.data());
-    for (int64_t i = 0; i < half; ++i) {
-      const int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
-      const T a = row[ia], b = row[ib], c = cos_t[size_t(t * half + i)], s = sin_t[size_t(t * half + i)];
-      row[ia] = a * c - b * s;
-      row[ib] = b * c + a * s;
-    }
-    store(out, r * D, D, row.data());
-  }
-}
-
 }  // namespace
 
 void rope_yarn(Exec&, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, double factor, double low,
                double high, double scale, bool interleaved, int64_t first_position, bool inverse) {
   with_compute_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    rope_yarn_impl<T>(y, x, rotary_dim, base, factor, low, high, T(scale), interleaved, first_position,
-                      T(inverse ? -1 : 1));
+    rope_impl<T>(y, x, rope_frequencies(rotary_dim, base, factor, low, high), first_position, T(scale), interleaved,
+                 T(inverse ? -1 : 1));
   });
 }
 
 void rope_fwd(Exec&, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) {
   with_compute_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    rope_impl<T>(y, x, rotary_dim, base, interleaved, T(1));
+    rope_impl<T>(y, x, rope_frequencies(rotary_dim, base), 0, T(1), interleaved, T(1));
   });
 }
 
 void rope_bwd(Exec&, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved) {
   with_compute_type(dy.dtype(), [&](auto t) {
     using T = decltype(t);
-    rope_impl<T>(dx, dy, rotary_dim, base, interleaved, T(-1));
+    rope_impl<T>(dx, dy, rope_frequencies(rotary_dim, base), 0, T(1), interleaved, T(-1));
   });
 }
 
