@@ -16,9 +16,6 @@ Tensor columns(Exec& ex, const Tensor& x, int64_t start, int64_t width) {
   return y;
 }
 
-// y (N, W)[:, start : start + x.size(1)] = x.
-void put_columns(Exec& ex, Tensor y, const Tensor& x, int64_t start) { ops::slice_scatter(ex, y, x, 1, start); }
-
 }  // namespace
 
 double yarn_mscale(double factor, double mscale) { return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
@@ -72,16 +69,18 @@ double MultiLatentAttention::scale() const {
   return opt_.softmax_scale > 0 ? opt_.softmax_scale : 1.0 / std::sqrt(double(dq()));
 }
 
-void MultiLatentAttention::rotate(Exec& ex, Tensor& t, bool inverse, int64_t first) const {
-  const int64_t dr = opt_.qk_pos_emb_head_dim;
-  const YarnRope& y = opt_.yarn;
-  HYTRA_ASSERT(yarn() || first == 0, "plain RoPE here starts at position 0");
-  if (yarn())
-    ops::rope_yarn(ex, t, t, dr, opt_.rotary_base, y.factor, y.low, y.high, y.scale, true, first, inverse);
-  else if (inverse)
-    ops::rope_bwd(ex, t, t, dr, opt_.rotary_base, true);
-  else
-    ops::rope_fwd(ex, t, t, dr, opt_.rotary_base, true);
+Rotary MultiLatentAttention::rotary(int64_t first) const {
+  Rotary r;
+  r.base = opt_.rotary_base;
+  r.interleaved = true;
+  r.first_position = first;
+  if (yarn()) {
+    r.factor = opt_.yarn.factor;
+    r.low = opt_.yarn.low;
+    r.high = opt_.yarn.high;
+    r.scale = opt_.yarn.scale;
+  }
+  return r;
 }
 
 MultiLatentAttention::Latents MultiLatentAttention::down(StepContext& ctx, const Tensor& x) {
@@ -95,54 +94,36 @@ MultiLatentAttention::Latents MultiLatentAttention::down(StepContext& ctx, const
   }
   const Tensor kv = kv_down_->forward(ctx, x);  // (B,T,rkv + dr): [kv_c, k_pe]
   lat.kv_c = Tensor::empty({B, T, rkv}, x.dtype(), x.device());
-  lat.k_pe = Tensor::empty({B, T, 1, dr}, x.dtype(), x.device());
+  lat.k_pe = Tensor::empty({B, T, dr}, x.dtype(), x.device());
   ops::slice_copy(ex, lat.kv_c, kv, 2, 0);
-  Tensor k_pe3 = lat.k_pe.view({B, T, dr});
-  ops::slice_copy(ex, k_pe3, kv, 2, rkv);
+  ops::slice_copy(ex, lat.k_pe, kv, 2, rkv);
   if (kv_norm_) lat.kv_c = kv_norm_->forward(ctx, lat.kv_c);
   return lat;
 }
 
-void MultiLatentAttention::up(StepContext& ctx, const Latents& lat, Tensor& Q, Tensor& K, Tensor& V, bool rotate,
-                              int64_t first) {
-  Exec& ex = ctx.ex();
-  const int64_t B = lat.kv_c.size(0), T = lat.kv_c.size(1), n = opt_.num_heads;
-  const int64_t dn = opt_.qk_head_dim, dr = opt_.qk_pos_emb_head_dim, dv = opt_.v_head_dim, D = dq(), N = B * T * n;
-  const DType dt = lat.kv_c.dtype();
-  const Device dev = lat.kv_c.device();
-  const Tensor q = q_up_->forward(ctx, lat.q_in).view({N, D});           // per head [q_nope, q_pe]
-  const Tensor kvu = kv_up_->forward(ctx, lat.kv_c).view({N, dn + dv});  // per head [k_nope, v]
-  Tensor k_pe = Tensor::empty(lat.k_pe.shape(), dt, dev);
-  ops::copy(ex, k_pe, lat.k_pe);
-
-  Q = Tensor::empty({B, T, n, D}, dt, dev);
-  K = Tensor::empty({B, T, n, D}, dt, dev);
-  V = Tensor::empty({B, T, n, D}, dt, dev);
-  put_columns(ex, Q.view({N, D}), columns(ex, q, dn, dr), 0);
-  put_columns(ex, Q.view({N, D}), columns(ex, q, 0, dn), dr);
-  if (rotate) {
-    this->rotate(ex, Q, false, first);
-    this->rotate(ex, k_pe, false, first);
-  }
-  const Tensor k_pe2 = k_pe.view({B * T, dr});
-  for (int64_t j = 0; j < n; ++j) put_columns(ex, K.view({B * T, n * D}), k_pe2, j * D);
-  put_columns(ex, K.view({N, D}), columns(ex, kvu, 0, dn), dr);
-  ops::fill(ex, V, 0.0);
-  put_columns(ex, V.view({N, D}), columns(ex, kvu, dn, dv), 0);
+void MultiLatentAttention::up(StepContext& ctx, const Latents& lat, Tensor& Q, Tensor& K, Tensor& V, int64_t first,
+                              int64_t v_width) {
+  const int64_t B = lat.kv_c.size(0), T = lat.kv_c.size(1), n = opt_.num_heads, D = dq();
+  const Tensor q = q_up_->forward(ctx, lat.q_in);     // (B,T,n*D): per head [q_nope, q_pe]
+  const Tensor kvu = kv_up_->forward(ctx, lat.kv_c);  // (B,T,n*(dn+dv)): per head [k_nope, v]
+  Q = Tensor::empty({B, T, n, D}, q.dtype(), q.device());
+  K = Tensor::empty({B, T, n, D}, q.dtype(), q.device());
+  V = Tensor::empty({B, T, n, v_width}, q.dtype(), q.device());
+  ops::mla_qkv_fwd(ctx.ex(), Q, K, V, q, kvu, lat.k_pe, rotary(first));
 }
 
 Tensor MultiLatentAttention::forward_body(StepContext& ctx, const Tensor& x) {
   HYTRA_CHECK(x.dim() == 3 && x.size(2) == opt_.hidden, "self_attention: input must be (B,T,", opt_.hidden, "), got ",
               x.desc());
   if (ctx.decode != nullptr) return decode_body(ctx, x);
-  const int64_t B = x.size(0), T = x.size(1), n = opt_.num_heads, D = dq(), dv = opt_.v_head_dim;
+  const int64_t B = x.size(0), T = x.size(1), n = opt_.num_heads, dv = opt_.v_head_dim;
   Saved& s = ctx.saved<Saved>(this);
   const Latents lat = down(ctx, x);
-  up(ctx, lat, s.q, s.k, s.v, true, 0);
-  s.out = Tensor::empty({B, T, n, D}, x.dtype(), x.device());
+  up(ctx, lat, s.q, s.k, s.v, 0, dv);
+  s.out = Tensor::empty({B, T, n, dv}, x.dtype(), x.device());
   s.lse = Tensor::empty({B, n, T}, stat_dtype(x.dtype()), x.device());
   ops::attention_fwd(ctx.ex(), s.out, s.lse, s.q, s.k, s.v, scale());
-  Tensor y = proj_->forward(ctx, columns(ctx.ex(), s.out.view({B * T * n, D}), 0, dv).view({B, T, n * dv}));
+  Tensor y = proj_->forward(ctx, s.out.view({B, T, n * dv}));
   if (opt_.recompute_core) s.out = s.lse = Tensor();  // rebuilt from q, k, v in backward
   if (opt_.recompute_up) {                            // mla_up_proj: the latents kept, q, k and v rebuilt in backward
     s.lat = lat;
@@ -155,8 +136,8 @@ Tensor MultiLatentAttention::decode_body(StepContext& ctx, const Tensor& x) {
   HYTRA_CHECK(x.size(1) == 1, "self_attention: decoding takes one token per sequence, got ", x.desc());
   DecodeCache& cache = *ctx.decode;
   const int64_t B = x.size(0), n = opt_.num_heads, D = dq(), dv = opt_.v_head_dim;
-  Tensor q, k, v;  // rotated here under YaRN; else attention_decode rotates the first dr channels
-  up(ctx, down(ctx, x), q, k, v, yarn(), cache.position());
+  Tensor q, k, v;  // rotated at the cache's position; v zero-padded to D
+  up(ctx, down(ctx, x), q, k, v, cache.position(), D);
   Cache& c = cache.state<Cache>(this);
   if (!c.k.defined()) {
     c.k = Tensor::empty({B, cache.capacity(), n, D}, x.dtype(), x.device());
@@ -164,22 +145,22 @@ Tensor MultiLatentAttention::decode_body(StepContext& ctx, const Tensor& x) {
   }
   Tensor out = Tensor::empty({B, n, D}, x.dtype(), x.device());
   ops::attention_decode(ctx.ex(), out, c.k, c.v, q.view({B, n, D}), k.view({B, n, D}), v.view({B, n, D}),
-                        cache.position(), scale(), yarn() ? 0 : opt_.qk_pos_emb_head_dim, opt_.rotary_base, true);
+                        cache.position(), scale(), 0, opt_.rotary_base, true);
   return proj_->forward(ctx, columns(ctx.ex(), out.view({B * n, D}), 0, dv).view({B, 1, n * dv}));
 }
 
 Tensor MultiLatentAttention::backward_body(StepContext& ctx, const Tensor& dy) {
   Exec& ex = ctx.ex();
   Saved& s = ctx.saved<Saved>(this);
-  if (!s.q.defined()) up(ctx, s.lat, s.q, s.k, s.v, true, 0);  // mla_up_proj: the same (deterministic) ops again
+  const int64_t dv = opt_.v_head_dim;
+  if (!s.q.defined()) up(ctx, s.lat, s.q, s.k, s.v, 0, dv);  // mla_up_proj: the same (deterministic) ops again
   const int64_t B = s.q.size(0), T = s.q.size(1), n = opt_.num_heads, rkv = opt_.kv_lora_rank;
-  const int64_t dn = opt_.qk_head_dim, dr = opt_.qk_pos_emb_head_dim, dv = opt_.v_head_dim, D = dq(), N = B * T * n;
+  const int64_t dn = opt_.qk_head_dim, dr = opt_.qk_pos_emb_head_dim;
   const DType dt = dy.dtype();
   const Device dev = dy.device();
-  Tensor dout = zeros_on(ex, {B, T, n, D}, dt, dev);  // the value padding's gradient stays 0
-  put_columns(ex, dout.view({N, D}), proj_->backward(ctx, dy).view({N, dv}), 0);
+  const Tensor dout = proj_->backward(ctx, dy).view({B, T, n, dv});
   if (!s.lse.defined()) {  // selective recompute "core_attn": the same (deterministic) forward again
-    s.out = Tensor::empty(s.q.shape(), dt, dev);
+    s.out = Tensor::empty(s.v.shape(), dt, dev);
     s.lse = Tensor::empty({B, n, T}, stat_dtype(dt), dev);
     ops::attention_fwd(ex, s.out, s.lse, s.q, s.k, s.v, scale());
   }
@@ -187,37 +168,21 @@ Tensor MultiLatentAttention::backward_body(StepContext& ctx, const Tensor& dy) {
   Tensor dV = Tensor::empty(s.v.shape(), dt, dev);
   ops::attention_bwd(ex, dQ, dK, dV, dout, s.q, s.k, s.v, s.out, s.lse, scale());
 
-  // The query back to the projection's per-head [q_nope, q_pe].
-  rotate(ex, dQ, true, 0);
-  Tensor dq = Tensor::empty({N, D}, dt, dev);
-  put_columns(ex, dq, columns(ex, dQ.view({N, D}), 0, dr), dn);
-  put_columns(ex, dq, columns(ex, dQ.view({N, D}), dr, dn), 0);
-  Tensor dx = q_up_->backward(ctx, dq.view({B, T, n * D}));
+  // Back to the projections' per-head [q_nope, q_pe] and [k_nope, v], and the shared RoPE key's gradient summed
+  // over the heads.
+  Tensor dq_heads = Tensor::empty({B, T, n * dq()}, dt, dev), dkvu = Tensor::empty({B, T, n * (dn + dv)}, dt, dev);
+  Tensor dk_pe = Tensor::empty({B, T, dr}, dt, dev);
+  ops::mla_qkv_bwd(ex, dq_heads, dkvu, dk_pe, dQ, dK, dV, rotary(0));
+  Tensor dx = q_up_->backward(ctx, dq_heads);
   if (q_down_) {
     if (q_norm_) dx = q_norm_->backward(ctx, dx);
     dx = q_down_->backward(ctx, dx);
   }
-
-  // The keys and values back to [k_nope, v] per head, and the shared RoPE key's gradient summed over the heads
-  // (in fp32, rounded once).
-  Tensor dkvu = Tensor::empty({N, dn + dv}, dt, dev);
-  put_columns(ex, dkvu, columns(ex, dK.view({N, D}), dr, dn), 0);
-  put_columns(ex, dkvu, columns(ex, dV.view({N, D}), 0, dv), dn);
-  const Tensor dK_rows = dK.view({B * T, n * D});
-  Tensor sum = zeros_on(ex, {B * T, dr}, stat_dtype(dt), dev), head = Tensor::empty({B * T, dr}, stat_dtype(dt), dev);
-  for (int64_t j = 0; j < n; ++j) {
-    ops::copy(ex, head, columns(ex, dK_rows, j * D, dr));
-    ops::axpy(ex, sum, head, 1.0);
-  }
-  Tensor dk_pe = Tensor::empty({B, T, 1, dr}, dt, dev);
-  Tensor dk_pe2 = dk_pe.view({B * T, dr});
-  ops::copy(ex, dk_pe2, sum);
-  rotate(ex, dk_pe, true, 0);
-  Tensor dkv_c = kv_up_->backward(ctx, dkvu.view({B, T, n * (dn + dv)}));
+  Tensor dkv_c = kv_up_->backward(ctx, dkvu);
   if (kv_norm_) dkv_c = kv_norm_->backward(ctx, dkv_c);
   Tensor dkv = Tensor::empty({B, T, rkv + dr}, dt, dev);
   ops::slice_scatter(ex, dkv, dkv_c, 2, 0);
-  ops::slice_scatter(ex, dkv, dk_pe.view({B, T, dr}), 2, rkv);
+  ops::slice_scatter(ex, dkv, dk_pe, 2, rkv);
   ops::axpy(ex, dx, kv_down_->backward(ctx, dkv), 1.0);
   s = Saved{};
   return dx;

@@ -9,8 +9,9 @@
 // The latent norms (with --qk-layernorm) use --normalization and --norm-epsilon. RoPE rotates adjacent pairs of the
 // dr channels (ops rope_fwd, interleaved): Megatron de-interleaves them and rotates halves, which places the same
 // values elsewhere in q and k alike, so every dot product is the same. The assembled heads put the dr RoPE channels
-// first (rope_fwd rotates a head's first channels); V is padded with zeros to dn + dr channels (the attention op
-// takes one head dim) and the padding dropped from the output.
+// first; one op (mla_qkv_fwd) builds Q, K and V from the up projections and the shared key, and one (mla_qkv_bwd)
+// takes their gradients back. Training attends with V's dv channels (the attention op takes a value head dim of
+// its own); decoding pads V with zeros to dn + dr channels (attention_decode's cache has one head dim).
 // Keys (docs/spec/mla.md §3): input_layernorm.weight, self_attention.{linear_q_down_proj, linear_q_up_proj,
 // linear_q_proj, linear_kv_down_proj, linear_kv_up_proj, linear_proj}.weight, linear_q_up_proj.layer_norm_weight and
 // linear_kv_up_proj.layer_norm_weight.
@@ -21,6 +22,7 @@
 #include "nn/linear.h"
 #include "nn/norm.h"
 #include "nn/pre_norm.h"
+#include "ops/op_types.h"
 
 namespace hytra {
 
@@ -63,14 +65,14 @@ class MultiLatentAttention : public PreNormModule {
 
  private:
   // What the up projections start from: the query latent after its norm (or, without --q-lora-rank, the layer's
-  // normed input), the key/value latent after its norm, and the RoPE key before rotation (B,T,1,dr).
+  // normed input), the key/value latent after its norm, and the RoPE key before rotation (B,T,dr).
   struct Latents {
     Tensor q_in, kv_c, k_pe;
   };
   struct Saved {
     Latents lat;     // with recompute_up: what rebuilds q, k, v in the backward
-    Tensor q, k, v;  // (B,T,n,dq): the assembled, rotated heads (v zero-padded)
-    Tensor out;      // (B,T,n,dq)
+    Tensor q, k, v;  // (B,T,n,dq), (B,T,n,dq), (B,T,n,dv): the assembled, rotated heads
+    Tensor out;      // (B,T,n,dv)
     Tensor lse;      // (B,n,T)
   };
   struct Cache {  // one-token decoding (nn/decode_cache.h)
@@ -78,12 +80,11 @@ class MultiLatentAttention : public PreNormModule {
   };
   // The down projections and latent norms of the normed input x.
   Latents down(StepContext& ctx, const Tensor& x);
-  // The up projections and the assembled heads (B,T,n,dn + dr): q = [q_pe, q_nope], k = [k_pe, k_nope], v = [v, 0];
-  // the RoPE channels rotated (positions first..first+T-1) when `rotate`.
-  void up(StepContext& ctx, const Latents& lat, Tensor& q, Tensor& k, Tensor& v, bool rotate, int64_t first);
-  // RoPE (YaRN or plain) on the first dr channels of each head of t (B,T,heads,D), in place; inverse: backward.
-  // Plain RoPE starts at position 0 (first must be 0).
-  void rotate(Exec& ex, Tensor& t, bool inverse, int64_t first) const;
+  // The up projections and the assembled heads (B,T,n,dn + dr): q = [rope(q_pe), q_nope], k = [rope(k_pe),
+  // k_nope] at positions first..first+T-1, and v = [v, 0] (B,T,n,v_width), v_width >= dv.
+  void up(StepContext& ctx, const Latents& lat, Tensor& q, Tensor& k, Tensor& v, int64_t first, int64_t v_width);
+  // The RoPE (YaRN or plain) of the dr channels from position first (ops mla_qkv_*).
+  Rotary rotary(int64_t first) const;
   bool yarn() const { return opt_.yarn.factor > 1.0; }
   // forward_body with ctx.decode set: one token per sequence against the cached keys and values.
   Tensor decode_body(StepContext& ctx, const Tensor& x);

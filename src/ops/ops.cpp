@@ -3,6 +3,7 @@
 #include "ops/ops.h"
 
 #include <algorithm>
+#include <array>
 
 #include "core/error.h"
 #include "core/nvtx.h"
@@ -416,6 +417,49 @@ void rope_yarn(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double 
 }
 
 namespace {
+// Q, K (B,T,H,dr+dn), V (B,T,H,Dv) with Dv >= dv, q (B,T,H*(dn+dr)), kv (B,T,H*(dn+dv)), k_pe (B,T,dr), one
+// dtype (the forward's names; the backward's are their gradients').
+void check_mla_qkv(Exec& ex, const char* op, const std::array<const char*, 6>& names, const Tensor& Q, const Tensor& K,
+                   const Tensor& V, const Tensor& q, const Tensor& kv, const Tensor& k_pe, const Rotary& rot) {
+  const Tensor* ts[] = {&Q, &K, &V, &q, &kv, &k_pe};
+  for (size_t i = 0; i < names.size(); ++i) check_arg(ex, op, names[i], *ts[i]);
+  check_float(op, names[3], q);
+  HYTRA_CHECK(Q.dim() == 4 && k_pe.dim() == 3 && V.dim() == 4 && kv.dim() == 3, op, ": ", names[0],
+              " and ", names[2], " must be (B,T,H,dim), ", names[5], " and ", names[4], " (B,T,dim), got ", Q.desc(),
+              ", ", V.desc(), ", ", k_pe.desc(), ", ", kv.desc());
+  const int64_t B = Q.size(0), T = Q.size(1), H = Q.size(2), D = Q.size(3), dr = k_pe.size(2), dn = D - dr;
+  HYTRA_CHECK(H > 0 && dr > 0 && dr % 2 == 0 && dn > 0 && kv.size(2) % H == 0 && kv.size(2) / H > dn, op,
+              ": expected an even rope width ", dr, " below the head dim ", D, " and ", names[4],
+              "'s width a multiple of H = ", H, " above H x dn = ", H * dn, ", got ", kv.desc());
+  const int64_t dv = kv.size(2) / H - dn;
+  HYTRA_CHECK(V.size(3) >= dv, op, ": ", names[2], "'s head dim must be at least dv = ", dv, ", got ", V.desc());
+  check_shape(op, names[1], K, Q.shape());
+  check_shape(op, names[2], V, {B, T, H, V.size(3)});
+  check_shape(op, names[3], q, {B, T, H * D});
+  check_shape(op, names[4], kv, {B, T, H * (dn + dv)});
+  check_shape(op, names[5], k_pe, {B, T, dr});
+  for (size_t i = 0; i < names.size(); ++i) check_same_dtype(op, names[i], *ts[i], q);
+  HYTRA_CHECK(rot.factor > 0 && rot.high > rot.low && rot.first_position >= 0, op,
+              ": expected factor > 0, high > low and a non-negative first position, got factor ", rot.factor,
+              ", low ", rot.low, ", high ", rot.high, ", first position ", rot.first_position);
+}
+}  // namespace
+
+void mla_qkv_fwd(Exec& ex, Tensor& Q, Tensor& K, Tensor& V, const Tensor& q, const Tensor& kv, const Tensor& k_pe,
+                 const Rotary& rot) {
+  check_mla_qkv(ex, "mla_qkv_fwd", {"Q", "K", "V", "q", "kv", "k_pe"}, Q, K, V, q, kv, k_pe, rot);
+  on(ex, "mla_qkv_fwd")->mla_qkv_fwd(ex, Q, K, V, q, kv, k_pe, rot);
+}
+
+void mla_qkv_bwd(Exec& ex, Tensor& dq, Tensor& dkv, Tensor& dk_pe, const Tensor& dQ, const Tensor& dK, const Tensor& dV,
+                 const Rotary& rot) {
+  const char* op = "mla_qkv_bwd";
+  check_mla_qkv(ex, op, {"dQ", "dK", "dV", "dq", "dkv", "dk_pe"}, dQ, dK, dV, dq, dkv, dk_pe, rot);
+  HYTRA_CHECK(rot.first_position == 0, op, ": the backward starts at position 0, got ", rot.first_position);
+  on(ex, op)->mla_qkv_bwd(ex, dq, dkv, dk_pe, dQ, dK, dV, rot);
+}
+
+namespace {
 // q (B,T,H,D), k and v (B,T,Hkv,D), qkv (B,T,Hkv*(H/Hkv+2)*D), one dtype; rotary_dim as rope.
 void check_qkv_rope(Exec& ex, const char* op, const char* qkv_name, const Tensor& qkv, const Tensor& q, const Tensor& k,
                     const Tensor& v, int64_t rotary_dim) {
@@ -451,11 +495,12 @@ void check_attention(Exec& ex, const char* op, const Tensor& q, const Tensor& k,
                      const Tensor& lse) {
   for (auto [n, t] : {Arg{"q", &q}, {"k", &k}, {"v", &v}, {"out", &o}, {"lse", &lse}}) check_arg(ex, op, n, *t);
   check_float(op, "q", q);
-  HYTRA_CHECK(q.dim() == 4 && k.dim() == 4, op, ": q and k must be (B,T,H,D), got ", q.desc(), ", ", k.desc());
-  int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2);
+  HYTRA_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": q, k and v must be (B,T,heads,dim), got ",
+              q.desc(), ", ", k.desc(), ", ", v.desc());
+  int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2), Dv = v.size(3);
   check_shape(op, "k", k, {B, T, Hkv, D});
-  check_shape(op, "v", v, {B, T, Hkv, D});
-  check_shape(op, "out", o, {B, T, H, D});
+  check_shape(op, "v", v, {B, T, Hkv, Dv});
+  check_shape(op, "out", o, {B, T, H, Dv});
   HYTRA_CHECK(Hkv > 0 && H % Hkv == 0, op, ": query heads (", H, ") must be a multiple of kv heads (", Hkv, ")");
   for (auto [n, t] : {Arg{"k", &k}, {"v", &v}, {"out", &o}}) check_same_dtype(op, n, *t, q);
   check_stat(op, "lse", lse, q, {B, H, T});
@@ -474,7 +519,7 @@ void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& d
   check_attention(ex, op, q, k, v, out, lse);
   for (auto [n, t] : {Arg{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}}) check_arg(ex, op, n, *t);
   check_shape(op, "dq", dq, q.shape());
-  check_shape(op, "dout", dout, q.shape());
+  check_shape(op, "dout", dout, out.shape());
   check_shape(op, "dk", dk, k.shape());
   check_shape(op, "dv", dv, v.shape());
   on(ex, "attention_bwd")->attention_bwd(ex, dq, dk, dv, dout, q, k, v, out, lse, softmax_scale);

@@ -18,15 +18,9 @@ namespace {
 // Rotates row u (D) at position pos as rope_fwd does: fp32 angle, cos/sin in the compute type.
 template <class T>
 void rotate(T* u, int64_t pos, int64_t R, double base, bool interleaved) {
-  const std::vector<float> inv_freq = rope_frequencies(R, base);
-  for (int64_t i = 0; i < R / 2; ++i) {
-    const float angle = float(pos) * inv_freq[size_t(i)];
-    const T c = std::cos(T(angle)), s = std::sin(T(angle));
-    const auto [ia, ib] = rope_pair(i, R, interleaved);
-    const T a = u[ia], b = u[ib];
-    u[ia] = a * c - b * s;
-    u[ib] = b * c + a * s;
-  }
+  std::vector<T> c(static_cast<size_t>(R / 2)), s(static_cast<size_t>(R / 2));
+  rope_angles(pos, rope_frequencies(R, base), T(1), T(1), c.data(), s.data());
+  rope_rotate(u, R, c.data(), s.data(), interleaved);
 }
 
 // u (n) rounded to dtype d, as a store to a tensor of that dtype would leave it.

@@ -27,26 +27,15 @@ void rope_impl(Tensor& out, const Tensor& in, const std::vector<float>& inv_freq
   const int64_t B = in.size(0), T_len = in.size(1), H = in.size(2), D = in.size(3);
   const int64_t half = int64_t(inv_freq.size()), R = 2 * half;
   std::vector<T> cos_t(T_len * half), sin_t(T_len * half);  // (T, R/2) each
-  for (int64_t i = 0; i < half; ++i)
-    for (int64_t t = 0; t < T_len; ++t) {
-      const float angle = float(first + t) * inv_freq[size_t(i)];
-      cos_t[size_t(t * half + i)] = scale * std::cos(T(angle));
-      sin_t[size_t(t * half + i)] = sin_sign * scale * std::sin(T(angle));
-    }
+  for (int64_t t = 0; t < T_len; ++t)
+    rope_angles(first + t, inv_freq, scale, sin_sign, cos_t.data() + t * half, sin_t.data() + t * half);
   const int64_t rows = B * T_len * H;
   parallel_for(rows, std::max<int64_t>(1, 8192 / D), [&](int64_t r0, int64_t r1) {
     std::vector<T> row(D);  // (D)
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t t = (r / H) % T_len;
-      const T* c = cos_t.data() + t * half;
-      const T* s = sin_t.data() + t * half;
       load(in, r * D, D, row.data());
-      for (int64_t i = 0; i < half; ++i) {
-        const auto [ia, ib] = rope_pair(i, R, interleaved);
-        const T a = row[ia], b = row[ib];
-        row[ia] = a * c[i] - b * s[i];
-        row[ib] = b * c[i] + a * s[i];
-      }
+      rope_rotate(row.data(), R, cos_t.data() + t * half, sin_t.data() + t * half, interleaved);
       store(out, r * D, D, row.data());
     }
   });

@@ -32,4 +32,26 @@ inline std::pair<int64_t, int64_t> rope_pair(int64_t i, int64_t R, bool interlea
   return interleaved ? std::pair{2 * i, 2 * i + 1} : std::pair{i, i + R / 2};
 }
 
+// Position p's cos and sin of the angles float(p) * inv_freq[i] (fp32), taken in T and times scale (sin also
+// times sign: -1 is the inverse rotation).
+template <class T>
+void rope_angles(int64_t p, const std::vector<float>& inv_freq, T scale, T sign, T* cos_out, T* sin_out) {
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const float angle = float(p) * inv_freq[i];
+    cos_out[i] = scale * std::cos(T(angle));
+    sin_out[i] = sign * scale * std::sin(T(angle));
+  }
+}
+
+// The first R channels of row rotated pair by pair: a' = a cos - b sin, b' = b cos + a sin.
+template <class T>
+void rope_rotate(T* row, int64_t R, const T* c, const T* s, bool interleaved) {
+  for (int64_t i = 0; i < R / 2; ++i) {
+    const auto [ia, ib] = rope_pair(i, R, interleaved);
+    const T a = row[ia], b = row[ib];
+    row[ia] = a * c[i] - b * s[i];
+    row[ib] = b * c[i] + a * s[i];
+  }
+}
+
 }  // namespace hytra::cpu

@@ -1,7 +1,8 @@
 // Causal GQA softmax attention, forward and backward (ops.h "attention"): the plain reference
-// kernels, correct and deterministic, not tuned. bf16 with head dim 64/128 goes to cuDNN's fused
-// flash attention instead (attention_cudnn.cpp) when the build has cuDNN.
-// q, out, dq, dout (B,T,H,D); k, v, dk, dv (B,T,Hkv,D); query head h reads kv head h / (H/Hkv).
+// kernels, correct and deterministic, not tuned. bf16 at the head dims cuDNN takes (attention_cudnn.cpp
+// cudnn_attention_supported) goes to cuDNN's fused flash attention instead when the build has cuDNN.
+// q, dq (B,T,H,D); out, dout (B,T,H,Dv); k, dk (B,T,Hkv,D); v, dv (B,T,Hkv,Dv); query head h reads kv head
+// h / (H/Hkv).
 //   s_ij = scale * q_i . k_j (j <= i),  lse_i = log sum_j exp(s_ij),  out_i = sum_j exp(s_ij - lse_i) v_j
 // Forward: one block per (query row i, head h, batch b) walks the keys in tiles of kThreads, one
 // key per thread, with an online softmax (running max m, sum l) in fp32; out and m, l are rescaled
@@ -26,10 +27,12 @@ namespace {
 constexpr int kThreads = 128;
 
 struct AttnDims {
-  int64_t T, H, Hkv, D;
-  // Element offset of (b, t, head, 0) in a (B,T,heads,D) tensor.
+  int64_t T, H, Hkv, D, Dv;
+  // Element offset of (b, t, head, 0) in q (B,T,H,D), k (B,T,Hkv,D), out (B,T,H,Dv) and v (B,T,Hkv,Dv).
   __device__ int64_t q_row(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * D; }
   __device__ int64_t kv_row(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * Hkv + h) * D; }
+  __device__ int64_t o_row(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * Dv; }
+  __device__ int64_t v_row(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * Hkv + h) * Dv; }
   __device__ int64_t stat(int64_t b, int64_t h, int64_t t) const { return (b * H + h) * T + t; }  // (B,H,T)
 };
 
@@ -40,7 +43,7 @@ __device__ __forceinline__ float dot_row(const float* a, const void* p, DType t,
   return s;
 }
 
-// Dynamic shared memory: q[D], o[D] (fp32).
+// Dynamic shared memory: q[D], o[Dv] (fp32).
 __global__ void __launch_bounds__(kThreads) attention_fwd_kernel(void* out, float* lse, const void* q, const void* k,
                                                                  const void* v, DType dt, AttnDims a, float scale) {
   extern __shared__ float smem[];
@@ -50,11 +53,9 @@ __global__ void __launch_bounds__(kThreads) attention_fwd_kernel(void* out, floa
   __shared__ float red[32];
   const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int64_t hk = h / (a.H / a.Hkv);
-  const int64_t qoff = a.q_row(b, i, h);
-  for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
-    qs[d] = load_f(q, dt, qoff + d);
-    os[d] = 0.0f;
-  }
+  const int64_t qoff = a.q_row(b, i, h), ooff = a.o_row(b, i, h);
+  for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) qs[d] = load_f(q, dt, qoff + d);
+  for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) os[d] = 0.0f;
   __syncthreads();
   float m = -INFINITY, l = 0.0f;
   for (int64_t j0 = 0; j0 <= i; j0 += kThreads) {
@@ -67,14 +68,14 @@ __global__ void __launch_bounds__(kThreads) attention_fwd_kernel(void* out, floa
     l = l * corr + block_sum(pj, red);  // block_sum's barrier also publishes p
     m = m_new;
     const int64_t count = min(int64_t(kThreads), i - j0 + 1);
-    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+    for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) {
       float acc = os[d] * corr;
-      for (int64_t jj = 0; jj < count; ++jj) acc += p[jj] * load_f(v, dt, a.kv_row(b, j0 + jj, hk) + d);
+      for (int64_t jj = 0; jj < count; ++jj) acc += p[jj] * load_f(v, dt, a.v_row(b, j0 + jj, hk) + d);
       os[d] = acc;
     }
     __syncthreads();  // p is rewritten by the next tile
   }
-  for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) store_f(out, dt, qoff + d, os[d] / l);
+  for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) store_f(out, dt, ooff + d, os[d] / l);
   if (threadIdx.x == 0) lse[a.stat(b, h, i)] = m + logf(l);
 }
 
@@ -85,31 +86,31 @@ __global__ void attention_delta_kernel(float* delta, const void* dout, const voi
   const int lane = threadIdx.x % 32;
   for (int64_t r = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; r < rows; r += warps) {
     float s = 0.0f;
-    for (int64_t d = lane; d < a.D; d += 32) s += load_f(dout, dt, r * a.D + d) * load_f(out, dt, r * a.D + d);
+    for (int64_t d = lane; d < a.Dv; d += 32) s += load_f(dout, dt, r * a.Dv + d) * load_f(out, dt, r * a.Dv + d);
     s = warp_sum(s);
     const int64_t h = r % a.H, t = (r / a.H) % a.T, b = r / (a.H * a.T);
     if (lane == 0) delta[a.stat(b, h, t)] = s;
   }
 }
 
-// Dynamic shared memory: q[D], dout[D], dq[D] (fp32).
+// Dynamic shared memory: q[D], dq[D], dout[Dv] (fp32).
 __global__ void __launch_bounds__(kThreads) attention_bwd_dq_kernel(void* dq, const void* dout, const void* q,
                                                                     const void* k, const void* v, const float* lse,
                                                                     const float* delta, DType dt, AttnDims a,
                                                                     float scale) {
   extern __shared__ float smem[];
   float* qs = smem;
-  float* dos = smem + a.D;
-  float* dqs = smem + 2 * a.D;
+  float* dqs = smem + a.D;
+  float* dos = smem + 2 * a.D;
   __shared__ float ds[kThreads];
   const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int64_t hk = h / (a.H / a.Hkv);
-  const int64_t qoff = a.q_row(b, i, h);
+  const int64_t qoff = a.q_row(b, i, h), ooff = a.o_row(b, i, h);
   for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
     qs[d] = load_f(q, dt, qoff + d);
-    dos[d] = load_f(dout, dt, qoff + d);
     dqs[d] = 0.0f;
   }
+  for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) dos[d] = load_f(dout, dt, ooff + d);
   __syncthreads();
   const float lse_i = lse[a.stat(b, h, i)], delta_i = delta[a.stat(b, h, i)];
   for (int64_t j0 = 0; j0 <= i; j0 += kThreads) {
@@ -117,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) attention_bwd_dq_kernel(void* dq, co
     float dsj = 0.0f;
     if (j <= i) {
       const float pj = expf(scale * dot_row(qs, k, dt, a.kv_row(b, j, hk), a.D) - lse_i);
-      dsj = pj * (dot_row(dos, v, dt, a.kv_row(b, j, hk), a.D) - delta_i);
+      dsj = pj * (dot_row(dos, v, dt, a.v_row(b, j, hk), a.Dv) - delta_i);
     }
     ds[threadIdx.x] = dsj;
     __syncthreads();
@@ -132,25 +133,27 @@ __global__ void __launch_bounds__(kThreads) attention_bwd_dq_kernel(void* dq, co
   for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) store_f(dq, dt, qoff + d, scale * dqs[d]);
 }
 
-// Dynamic shared memory: k[D], v[D], dk[D], dv[D] (fp32).
+// Dynamic shared memory: k[D], dk[D], v[Dv], dv[Dv] (fp32).
 __global__ void __launch_bounds__(kThreads) attention_bwd_dkv_kernel(void* dk, void* dv, const void* dout,
                                                                      const void* q, const void* k, const void* v,
                                                                      const float* lse, const float* delta, DType dt,
                                                                      AttnDims a, float scale) {
   extern __shared__ float smem[];
   float* ks = smem;
-  float* vs = smem + a.D;
-  float* dks = smem + 2 * a.D;
-  float* dvs = smem + 3 * a.D;
+  float* dks = smem + a.D;
+  float* vs = smem + 2 * a.D;
+  float* dvs = vs + a.Dv;
   __shared__ float p[kThreads];
   __shared__ float ds[kThreads];
   const int64_t j = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const int64_t group = a.H / a.Hkv;
-  const int64_t koff = a.kv_row(b, j, hk);
+  const int64_t koff = a.kv_row(b, j, hk), voff = a.v_row(b, j, hk);
   for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
     ks[d] = load_f(k, dt, koff + d);
-    vs[d] = load_f(v, dt, koff + d);
     dks[d] = 0.0f;
+  }
+  for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) {
+    vs[d] = load_f(v, dt, voff + d);
     dvs[d] = 0.0f;
   }
   __syncthreads();
@@ -159,41 +162,39 @@ __global__ void __launch_bounds__(kThreads) attention_bwd_dkv_kernel(void* dk, v
       const int64_t i = i0 + threadIdx.x;
       float pi = 0.0f, dsi = 0.0f;
       if (i < a.T) {
-        const int64_t qoff = a.q_row(b, i, h);
-        pi = expf(scale * dot_row(ks, q, dt, qoff, a.D) - lse[a.stat(b, h, i)]);
-        dsi = pi * (dot_row(vs, dout, dt, qoff, a.D) - delta[a.stat(b, h, i)]);
+        pi = expf(scale * dot_row(ks, q, dt, a.q_row(b, i, h), a.D) - lse[a.stat(b, h, i)]);
+        dsi = pi * (dot_row(vs, dout, dt, a.o_row(b, i, h), a.Dv) - delta[a.stat(b, h, i)]);
       }
       p[threadIdx.x] = pi;
       ds[threadIdx.x] = dsi;
       __syncthreads();
       const int64_t count = min(int64_t(kThreads), a.T - i0);
       for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
-        float acc_k = dks[d], acc_v = dvs[d];
-        for (int64_t ii = 0; ii < count; ++ii) {
-          const int64_t qoff = a.q_row(b, i0 + ii, h);
-          acc_v += p[ii] * load_f(dout, dt, qoff + d);
-          acc_k += ds[ii] * load_f(q, dt, qoff + d);
-        }
-        dks[d] = acc_k;
-        dvs[d] = acc_v;
+        float acc = dks[d];
+        for (int64_t ii = 0; ii < count; ++ii) acc += ds[ii] * load_f(q, dt, a.q_row(b, i0 + ii, h) + d);
+        dks[d] = acc;
+      }
+      for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) {
+        float acc = dvs[d];
+        for (int64_t ii = 0; ii < count; ++ii) acc += p[ii] * load_f(dout, dt, a.o_row(b, i0 + ii, h) + d);
+        dvs[d] = acc;
       }
       __syncthreads();
     }
   }
-  for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
-    store_f(dk, dt, koff + d, scale * dks[d]);
-    store_f(dv, dt, koff + d, dvs[d]);
-  }
+  for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) store_f(dk, dt, koff + d, scale * dks[d]);
+  for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) store_f(dv, dt, voff + d, dvs[d]);
 }
 
-AttnDims dims_of(const Tensor& q, const Tensor& k) { return AttnDims{q.size(1), q.size(2), k.size(2), q.size(3)}; }
+AttnDims dims_of(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return AttnDims{q.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
+}
 
-// Grid (T, heads, B) for one block per row; checks the limits and the shared-memory size.
-dim3 row_grid(const char* op, int64_t B, int64_t T, int64_t heads, int64_t D, int rows_in_smem) {
+// Grid (T, heads, B) for one block per row; checks the limits and the shared-memory size (`floats` a block).
+dim3 row_grid(const char* op, int64_t B, int64_t T, int64_t heads, int64_t floats) {
   HYTRA_CHECK(T < (int64_t(1) << 31) && heads <= 65535 && B <= 65535, op, " on CUDA: grid too large (B=", B, ", T=", T,
               ", heads=", heads, ")");
-  HYTRA_CHECK(size_t(rows_in_smem) * size_t(D) * sizeof(float) <= 40 * 1024, op, " on CUDA: head dim ", D,
-              " too large");
+  HYTRA_CHECK(size_t(floats) * sizeof(float) <= 40 * 1024, op, " on CUDA: head dims too large");
   return dim3(unsigned(T), unsigned(heads), unsigned(B));
 }
 
@@ -202,18 +203,18 @@ dim3 row_grid(const char* op, int64_t B, int64_t T, int64_t heads, int64_t D, in
 void attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                    double softmax_scale) {
 #if defined(HYTRA_HAVE_CUDNN)
-  if (cudnn_attention_fwd_supported(out, lse, q, k, v)) {  // cuDNN's fused flash attention (bf16, D 64/128)
+  if (cudnn_attention_fwd_supported(out, lse, q, k, v)) {  // cuDNN's fused flash attention
     cudnn_attention_fwd(ex, out, lse, q, k, v, softmax_scale);
     return;
   }
 #endif
   HYTRA_CHECK(q.dtype() == DType::F32 || q.dtype() == DType::BF16, "attention_fwd on CUDA: unsupported dtype ",
               q.desc());
-  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3);
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Dv = v.size(3);
   if (B * T * H == 0) return;
-  const dim3 grid = row_grid("attention_fwd", B, T, H, D, 2);
-  attention_fwd_kernel<<<grid, kThreads, 2 * D * sizeof(float), stream_of(ex)>>>(
-      out.raw(), lse.data<float>(), q.raw(), k.raw(), v.raw(), q.dtype(), dims_of(q, k), float(softmax_scale));
+  const dim3 grid = row_grid("attention_fwd", B, T, H, D + Dv);
+  attention_fwd_kernel<<<grid, kThreads, (D + Dv) * sizeof(float), stream_of(ex)>>>(
+      out.raw(), lse.data<float>(), q.raw(), k.raw(), v.raw(), q.dtype(), dims_of(q, k, v), float(softmax_scale));
   check_launch("attention_fwd_kernel");
 }
 
@@ -230,9 +231,9 @@ void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& d
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dq, &dk, &dv, &dout})
     HYTRA_CHECK(t->dtype() == dt, "attention_bwd on CUDA: gradients must have q's dtype ", dtype_name(dt), ", got ",
                 t->desc());
-  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2);
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2), Dv = v.size(3);
   if (B * T * H == 0) return;
-  const AttnDims a = dims_of(q, k);
+  const AttnDims a = dims_of(q, k, v);
   const float scale = float(softmax_scale);
   cudaStream_t s = stream_of(ex);
   Tensor delta = Tensor::empty({B, H, T}, DType::F32, Device::CUDA);  // (B,H,T)
@@ -240,10 +241,12 @@ void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& d
   attention_delta_kernel<<<grid_for(rows * 32, 256), 256, 0, s>>>(delta.data<float>(), dout.raw(), out.raw(), dt, a,
                                                                   rows);
   check_launch("attention_delta_kernel");
-  attention_bwd_dq_kernel<<<row_grid("attention_bwd", B, T, H, D, 3), kThreads, 3 * D * sizeof(float), s>>>(
+  attention_bwd_dq_kernel<<<row_grid("attention_bwd", B, T, H, 2 * D + Dv), kThreads, (2 * D + Dv) * sizeof(float),
+                            s>>>(
       dq.raw(), dout.raw(), q.raw(), k.raw(), v.raw(), lse.data<float>(), delta.data<float>(), dt, a, scale);
   check_launch("attention_bwd_dq_kernel");
-  attention_bwd_dkv_kernel<<<row_grid("attention_bwd", B, T, Hkv, D, 4), kThreads, 4 * D * sizeof(float), s>>>(
+  attention_bwd_dkv_kernel<<<row_grid("attention_bwd", B, T, Hkv, 2 * (D + Dv)), kThreads,
+                             2 * (D + Dv) * sizeof(float), s>>>(
       dk.raw(), dv.raw(), dout.raw(), q.raw(), k.raw(), v.raw(), lse.data<float>(), delta.data<float>(), dt, a, scale);
   check_launch("attention_bwd_dkv_kernel");
 }

@@ -4,6 +4,7 @@
 // cuDNN's logical layout is (b, h, s, d); hytra's (B,T,H,D) tensors are expressed through strides:
 //   Q, O, dO, dQ: dims (B,H,T,D) strides (T*H*D, D, H*D, 1);  K, V, dK, dV: (B,Hkv,T,D), (T*Hkv*D, D, Hkv*D, 1)
 //   K^T (and V^T in the backward): dims (B,Hkv,D,T) strides (T*Hkv*D, D, 1, Hkv*D)
+//   where V, O, dO and dV have the value head dim Dv in place of D (multi-latent attention: D 192, Dv 128).
 //   stats = lse: (B,H,T,1) strides (H*T, T, 1, 1), fp32.
 // GQA needs nothing more: the matmuls broadcast K/V's Hkv heads over Q's H heads (h -> h / (H/Hkv)),
 // and in the backward a reduction over each group sums the per-query-head dK/dV.
@@ -22,7 +23,7 @@
 // through an fp32 accumulator that the engine updates with atomics (not reproducible). Engines that
 // still carry CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC are skipped for the backward.
 //
-// Plans are built once per (direction, B, T, H, Hkv, D, device) and host thread: heuristics mode A
+// Plans are built once per (direction, B, T, H, Hkv, D, Dv, device) and host thread: heuristics mode A
 // then FALLBACK, first config that finalises. The softmax scale and the -inf / 1.0 constants are
 // by-value scalars, so one plan serves every scale. Workspace comes from hytra's caching allocator
 // for the duration of the call (steady state: no cudaMalloc). HYTRA_CUDNN_LOG=1 logs each plan.
@@ -301,21 +302,21 @@ class GraphBuilder {
 };
 
 struct Shape4 {
-  int64_t B, T, H, Hkv, D;
+  int64_t B, T, H, Hkv, D, Dv;  // D: the query-key head dim; Dv: the value (and output) head dim
 };
 
-// Strides of (B,T,heads,D) memory seen as (b, heads, s, d).
-Dims bshd(const Shape4& s, int64_t heads) { return {s.T * heads * s.D, s.D, heads * s.D, 1}; }
+// Strides of (B,T,heads,d) memory seen as (b, heads, s, d).
+Dims bshd(const Shape4& s, int64_t heads, int64_t d) { return {s.T * heads * d, d, heads * d, 1}; }
 // The same memory seen transposed as (b, heads, d, s).
-Dims bshd_t(const Shape4& s, int64_t heads) { return {s.T * heads * s.D, s.D, 1, heads * s.D}; }
+Dims bshd_t(const Shape4& s, int64_t heads, int64_t d) { return {s.T * heads * d, d, 1, heads * d}; }
 
 std::unique_ptr<Plan> build_fwd(cudnnHandle_t handle, const Shape4& s) {
-  const int64_t B = s.B, T = s.T, H = s.H, Hkv = s.Hkv, D = s.D;
+  const int64_t B = s.B, T = s.T, H = s.H, Hkv = s.Hkv, D = s.D, Dv = s.Dv;
   GraphBuilder g;
-  auto q = g.tensor(kQ, {B, H, T, D}, bshd(s, H), CUDNN_DATA_BFLOAT16);
-  auto kt = g.tensor(kK, {B, Hkv, D, T}, bshd_t(s, Hkv), CUDNN_DATA_BFLOAT16);
-  auto v = g.tensor(kV, {B, Hkv, T, D}, bshd(s, Hkv), CUDNN_DATA_BFLOAT16);
-  auto o = g.tensor(kO, {B, H, T, D}, bshd(s, H), CUDNN_DATA_BFLOAT16);
+  auto q = g.tensor(kQ, {B, H, T, D}, bshd(s, H, D), CUDNN_DATA_BFLOAT16);
+  auto kt = g.tensor(kK, {B, Hkv, D, T}, bshd_t(s, Hkv, D), CUDNN_DATA_BFLOAT16);
+  auto v = g.tensor(kV, {B, Hkv, T, Dv}, bshd(s, Hkv, Dv), CUDNN_DATA_BFLOAT16);
+  auto o = g.tensor(kO, {B, H, T, Dv}, bshd(s, H, Dv), CUDNN_DATA_BFLOAT16);
   const Dims row_dims{B, H, T, 1}, row_strides{H * T, T, 1, 1};
   auto stats = g.tensor(kStats, row_dims, row_strides, CUDNN_DATA_FLOAT);
   auto scale = g.scalar(kScale);
@@ -337,20 +338,20 @@ std::unique_ptr<Plan> build_fwd(cudnnHandle_t handle, const Shape4& s) {
   auto p = g.binary(CUDNN_POINTWISE_DIV, e, z, sd, ss, CUDNN_DATA_BFLOAT16);  // bmm2's A is bf16
   g.matmul(p, v, o);
   return g.build(handle, false,
-                 str("attention_fwd B=", B, " T=", T, " H=", H, " Hkv=", Hkv, " D=", D));
+                 str("attention_fwd B=", B, " T=", T, " H=", H, " Hkv=", Hkv, " D=", D, " Dv=", Dv));
 }
 
 std::unique_ptr<Plan> build_bwd(cudnnHandle_t handle, const Shape4& s) {
-  const int64_t B = s.B, T = s.T, H = s.H, Hkv = s.Hkv, D = s.D;
+  const int64_t B = s.B, T = s.T, H = s.H, Hkv = s.Hkv, D = s.D, Dv = s.Dv;
   GraphBuilder g;
-  auto q = g.tensor(kQ, {B, H, T, D}, bshd(s, H), CUDNN_DATA_BFLOAT16);
-  auto kt = g.tensor(kK, {B, Hkv, D, T}, bshd_t(s, Hkv), CUDNN_DATA_BFLOAT16);
-  auto vt = g.tensor(kV, {B, Hkv, D, T}, bshd_t(s, Hkv), CUDNN_DATA_BFLOAT16);
-  auto o = g.tensor(kO, {B, H, T, D}, bshd(s, H), CUDNN_DATA_BFLOAT16);
-  auto dout = g.tensor(kDO, {B, H, T, D}, bshd(s, H), CUDNN_DATA_BFLOAT16);
-  auto dq = g.tensor(kDQ, {B, H, T, D}, bshd(s, H), CUDNN_DATA_BFLOAT16);
-  auto dk = g.tensor(kDK, {B, Hkv, T, D}, bshd(s, Hkv), CUDNN_DATA_BFLOAT16);
-  auto dv = g.tensor(kDV, {B, Hkv, T, D}, bshd(s, Hkv), CUDNN_DATA_BFLOAT16);
+  auto q = g.tensor(kQ, {B, H, T, D}, bshd(s, H, D), CUDNN_DATA_BFLOAT16);
+  auto kt = g.tensor(kK, {B, Hkv, D, T}, bshd_t(s, Hkv, D), CUDNN_DATA_BFLOAT16);
+  auto vt = g.tensor(kV, {B, Hkv, Dv, T}, bshd_t(s, Hkv, Dv), CUDNN_DATA_BFLOAT16);
+  auto o = g.tensor(kO, {B, H, T, Dv}, bshd(s, H, Dv), CUDNN_DATA_BFLOAT16);
+  auto dout = g.tensor(kDO, {B, H, T, Dv}, bshd(s, H, Dv), CUDNN_DATA_BFLOAT16);
+  auto dq = g.tensor(kDQ, {B, H, T, D}, bshd(s, H, D), CUDNN_DATA_BFLOAT16);
+  auto dk = g.tensor(kDK, {B, Hkv, T, D}, bshd(s, Hkv, D), CUDNN_DATA_BFLOAT16);
+  auto dv = g.tensor(kDV, {B, Hkv, T, Dv}, bshd(s, Hkv, Dv), CUDNN_DATA_BFLOAT16);
   const Dims row_dims{B, H, T, 1}, row_strides{H * T, T, 1, 1};
   auto stats = g.tensor(kStats, row_dims, row_strides, CUDNN_DATA_FLOAT);
   auto scale = g.scalar(kScale);
@@ -359,8 +360,8 @@ std::unique_ptr<Plan> build_bwd(cudnnHandle_t handle, const Shape4& s) {
   auto softmax_sum = g.tensor(kSoftmaxSum, row_dims, row_strides, CUDNN_DATA_FLOAT);  // in our workspace
 
   // softmax_sum = rowsum(dO * O)
-  const Dims hd{B, H, T, D}, hs{H * T * D, T * D, D, 1};
-  auto doo = g.binary(CUDNN_POINTWISE_MUL, dout, o, hd, hs);
+  const Dims hd{B, H, T, D}, hs{H * T * D, T * D, D, 1}, hdv{B, H, T, Dv}, hsv{H * T * Dv, T * Dv, Dv, 1};
+  auto doo = g.binary(CUDNN_POINTWISE_MUL, dout, o, hdv, hsv);
   auto rowsum = g.virt(row_dims, row_strides);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, doo, rowsum);
   g.pointwise(CUDNN_POINTWISE_MUL, rowsum, one, nullptr, softmax_sum);
@@ -378,7 +379,7 @@ std::unique_ptr<Plan> build_bwd(cudnnHandle_t handle, const Shape4& s) {
   if (H == Hkv) {
     g.matmul(et, dout, dv);
   } else {
-    auto dv_full = g.virt(hd, hs, CUDNN_DATA_BFLOAT16);
+    auto dv_full = g.virt(hdv, hsv, CUDNN_DATA_BFLOAT16);
     g.matmul(et, dout, dv_full);
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, dv_full, dv);
   }
@@ -398,17 +399,17 @@ std::unique_ptr<Plan> build_bwd(cudnnHandle_t handle, const Shape4& s) {
     g.matmul(dst, q, dk_full);
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, dk_full, dk);
   }
-  auto k = g.virt({B, Hkv, T, D}, bshd(s, Hkv), CUDNN_DATA_BFLOAT16);
+  auto k = g.virt({B, Hkv, T, D}, bshd(s, Hkv, D), CUDNN_DATA_BFLOAT16);
   g.reshape(kt, k);
   g.matmul(ds, k, dq);  // straight into dQ: the deterministic (dP-workspace) backward
   return g.build(handle, true,
-                 str("attention_bwd B=", B, " T=", T, " H=", H, " Hkv=", Hkv, " D=", D));
+                 str("attention_bwd B=", B, " T=", T, " H=", H, " Hkv=", Hkv, " D=", D, " Dv=", Dv));
 }
 
 // Per host thread and device: a cuDNN handle and the plans built so far.
 struct CudnnState {
   cudnnHandle_t handle = nullptr;
-  std::map<std::array<int64_t, 6>, std::unique_ptr<Plan>> plans;  // (direction, B, T, H, Hkv, D)
+  std::map<std::array<int64_t, 7>, std::unique_ptr<Plan>> plans;  // (direction, B, T, H, Hkv, D, Dv)
 
   CudnnState() { HYTRA_CUDNN_CHECK(cudnnCreate(&handle)); }
   ~CudnnState() {  // at thread exit; errors ignored (the context may already be gone)
@@ -429,7 +430,7 @@ CudnnState& cudnn_state() {
 }
 
 const Plan& plan_for(CudnnState& st, int64_t direction, const Shape4& s) {
-  std::unique_ptr<Plan>& p = st.plans[{direction, s.B, s.T, s.H, s.Hkv, s.D}];
+  std::unique_ptr<Plan>& p = st.plans[{direction, s.B, s.T, s.H, s.Hkv, s.D, s.Dv}];
   if (!p) p = direction == 0 ? build_fwd(st.handle, s) : build_bwd(st.handle, s);
   return *p;
 }
@@ -467,7 +468,9 @@ void execute(CudnnState& st, Exec& ex, const Plan& plan, const std::vector<int64
 
 size_t align_up(size_t n) { return (n + 255) / 256 * 256; }
 
-Shape4 shape_of(const Tensor& q, const Tensor& k) { return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)}; }
+Shape4 shape_of(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
+}
 
 bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0; }
 
@@ -480,30 +483,32 @@ bool fits(const Tensor& t, DType dtype, const Shape& shape) {
 }  // namespace
 
 bool cudnn_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v) {
-  if (q.dim() != 4 || k.dim() != 4) return false;
-  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2);
-  if (B * T * H == 0 || Hkv == 0 || H % Hkv != 0 || (D != 64 && D != 128 && D != 192)) return false;
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2), Dv = v.size(3);
+  // Head dims of the dense models (64, 128) and of multi-latent attention (qk 192, v 128 or 192).
+  const bool dims = (D == Dv && (D == 64 || D == 128)) || (D == 192 && (Dv == 128 || Dv == 192));
+  if (B * T * H == 0 || Hkv == 0 || H % Hkv != 0 || !dims) return false;
   return fits(q, DType::BF16, {B, T, H, D}) && fits(k, DType::BF16, {B, T, Hkv, D}) &&
-         fits(v, DType::BF16, {B, T, Hkv, D});
+         fits(v, DType::BF16, {B, T, Hkv, Dv});
 }
 
 bool cudnn_attention_fwd_supported(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                                    const Tensor& v) {
-  return cudnn_attention_supported(q, k, v) && fits(out, DType::BF16, q.shape()) &&
+  return cudnn_attention_supported(q, k, v) && fits(out, DType::BF16, {q.size(0), q.size(1), q.size(2), v.size(3)}) &&
          fits(lse, DType::F32, {q.size(0), q.size(2), q.size(1)});
 }
 
 bool cudnn_attention_bwd_supported(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                                    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                    const Tensor& lse) {
-  return cudnn_attention_fwd_supported(out, lse, q, k, v) && fits(dout, DType::BF16, q.shape()) &&
+  return cudnn_attention_fwd_supported(out, lse, q, k, v) && fits(dout, DType::BF16, out.shape()) &&
          fits(dq, DType::BF16, q.shape()) && fits(dk, DType::BF16, k.shape()) && fits(dv, DType::BF16, v.shape());
 }
 
 void cudnn_attention_fwd(Exec& ex, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          double softmax_scale) {
   CudnnState& st = cudnn_state();
-  const Plan& plan = plan_for(st, 0, shape_of(q, k));
+  const Plan& plan = plan_for(st, 0, shape_of(q, k, v));
   Scratch ws(align_up(size_t(plan.workspace)));
   float scale = float(softmax_scale), neg_inf = -std::numeric_limits<float>::infinity();
   execute(st, ex, plan, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
@@ -514,7 +519,7 @@ void cudnn_attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Ten
                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                          double softmax_scale) {
   CudnnState& st = cudnn_state();
-  const Shape4 s = shape_of(q, k);
+  const Shape4 s = shape_of(q, k, v);
   const Plan& plan = plan_for(st, 1, s);
   const size_t engine_ws = align_up(size_t(plan.workspace));
   Scratch ws(engine_ws + align_up(size_t(s.B * s.H * s.T) * sizeof(float)));  // engine's, then softmax_sum

@@ -1,0 +1,276 @@
+// Multi-latent attention's head assembly (ops.def mla_qkv_fwd / mla_qkv_bwd; docs/spec/mla.md): one block per
+// token. The block computes its position's dr/2 cos/sin pairs once into shared memory (rope_yarn's fp32
+// formulas; factor 1: rope_fwd's frequencies) and, in the forward, the rotated shared key k_pe; then its
+// threads walk items of every head: rotated pair groups of the query (or of its gradient), and plain copies of
+// q_nope, k_nope, v (zero padding past dv) or of their gradients. The backward sums the shared key's gradient
+// over the heads in head order (one thread a channel, fp32) before rotating it back, as the CPU reference.
+// Vector path: whole 16-byte groups when every width is a multiple of one (dr of two) and the tensors are
+// aligned; else one element an item.
+#include <initializer_list>
+#include <type_traits>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace hytra::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+
+struct MlaDims {
+  int64_t T, H, dn, dr, dv, Dv, first;
+  float base, factor, low, high, scale;
+  bool interleaved;
+  __host__ __device__ int64_t D() const { return dn + dr; }
+};
+
+// Token t's cos and sin of its dr/2 angles into cs (times scale; sin times sign).
+__device__ void fill_angles(float2* cs, const MlaDims& d, int64_t t, float sign) {
+  for (int64_t i = threadIdx.x; i < d.dr / 2; i += blockDim.x) {
+    const float extra = 1.0f / powf(d.base, float(2 * i) / float(d.dr));
+    float inv_freq = extra;
+    if (d.factor != 1.0f) {
+      const float ramp = fminf(fmaxf((float(i) - d.low) / (d.high - d.low), 0.0f), 1.0f);
+      inv_freq = extra / d.factor * ramp + extra * (1.0f - ramp);
+    }
+    const float angle = float(d.first + t) * inv_freq;
+    cs[i] = make_float2(d.scale * cosf(angle), sign * d.scale * sinf(angle));
+  }
+}
+
+// P pairs from pair i0 of the dr rotated channels at row: a[k], b[k] the two channels of pair i0 + k
+// (rotate-half: (i, i + dr/2); interleaved: (2i, 2i + 1)).
+template <int P, bool kInterleaved, class T>
+__device__ void load_pairs(const T* row, const MlaDims& d, int64_t i0, float* a, float* b) {
+  if constexpr (kInterleaved) {
+    float x[2 * P];
+    if constexpr (2 * P == kVec<T>)
+      load_n<2 * P>(row + 2 * i0, x);
+    else
+      for (int k = 0; k < 2 * P; ++k) x[k] = float(row[2 * i0 + k]);
+    for (int k = 0; k < P; ++k) a[k] = x[2 * k], b[k] = x[2 * k + 1];
+  } else {
+    load_v<P>(row + i0, a);
+    load_v<P>(row + d.dr / 2 + i0, b);
+  }
+}
+
+template <int P, bool kInterleaved, class T>
+__device__ void store_pairs(T* row, const MlaDims& d, int64_t i0, const float* a, const float* b) {
+  if constexpr (kInterleaved) {
+    float x[2 * P];
+    for (int k = 0; k < P; ++k) x[2 * k] = a[k], x[2 * k + 1] = b[k];
+    if constexpr (2 * P == kVec<T>)
+      store_n<2 * P>(row + 2 * i0, x);
+    else
+      for (int k = 0; k < 2 * P; ++k) row[2 * i0 + k] = T(x[k]);
+  } else {
+    store_v<P>(row + i0, a);
+    store_v<P>(row + d.dr / 2 + i0, b);
+  }
+}
+
+// Rotates item j's pairs of src's row into dst's row: C elements of either half (rotate-half) or C adjacent ones
+// (interleaved) an item.
+template <int C, bool kInterleaved, class T>
+__device__ void rotate_item(T* dst, const T* src, const MlaDims& d, const float2* cs, int64_t j) {
+  constexpr int P = C == 1 ? 1 : (kInterleaved ? C / 2 : C);  // pairs an item
+  const int64_t i0 = j * P;
+  float a[P], b[P], ya[P], yb[P];
+  load_pairs<P, kInterleaved>(src, d, i0, a, b);
+  for (int k = 0; k < P; ++k) {
+    const float2 c = cs[i0 + k];
+    ya[k] = a[k] * c.x - b[k] * c.y;
+    yb[k] = b[k] * c.x + a[k] * c.y;
+  }
+  store_pairs<P, kInterleaved>(dst, d, i0, ya, yb);
+}
+
+template <int C, class T>
+__device__ void copy_chunk(T* dst, const T* src) {
+  float x[C];
+  load_v<C>(src, x);
+  store_v<C>(dst, x);
+}
+
+// The k_pe row rotated into kpe (dr fp32) by pairs; then a barrier.
+template <class T>
+__device__ void rotate_to_shared(float* kpe, const T* row, const MlaDims& d, const float2* cs) {
+  for (int64_t i = threadIdx.x; i < d.dr / 2; i += blockDim.x) {
+    const int64_t ia = d.interleaved ? 2 * i : i, ib = d.interleaved ? 2 * i + 1 : i + d.dr / 2;
+    const float a = float(row[ia]), b = float(row[ib]);
+    kpe[ia] = a * cs[i].x - b * cs[i].y;
+    kpe[ib] = b * cs[i].x + a * cs[i].y;
+  }
+  __syncthreads();
+}
+
+// Rotation items a head: C elements a copy item moves (16 bytes, or 1); rotate_item's pairs an item.
+template <int C>
+__device__ int64_t rope_items(const MlaDims& d) {
+  return d.dr / 2 / (C == 1 ? 1 : (d.interleaved ? C / 2 : C));
+}
+
+// Shared memory: cs (dr/2 float2), kpe (dr floats).
+template <class T, int C>
+__global__ void __launch_bounds__(kThreads) mla_qkv_fwd_kernel(T* Q, T* K, T* V, const T* q, const T* kv,
+                                                               const T* k_pe, MlaDims d) {
+  extern __shared__ float2 cs[];
+  float* kpe = reinterpret_cast<float*>(cs + d.dr / 2);
+  const int64_t r = blockIdx.x, D = d.D(), W = d.dn + d.dv;
+  fill_angles(cs, d, r % d.T, 1.0f);
+  __syncthreads();
+  rotate_to_shared(kpe, k_pe + r * d.dr, d, cs);
+  const int64_t n_rope = rope_items<C>(d), n_nope = d.dn / C, n_pe = d.dr / C, n_v = d.Dv / C;
+  const int64_t per_head = n_rope + 2 * n_nope + n_pe + n_v;
+  for (int64_t e = threadIdx.x; e < d.H * per_head; e += blockDim.x) {
+    const int64_t row = r * d.H + e / per_head;
+    int64_t j = e % per_head;
+    T* Qr = Q + row * D;
+    T* Kr = K + row * D;
+    if (j < n_rope) {
+      if (d.interleaved)
+        rotate_item<C, true>(Qr, q + row * D + d.dn, d, cs, j);
+      else
+        rotate_item<C, false>(Qr, q + row * D + d.dn, d, cs, j);
+    } else if ((j -= n_rope) < n_nope) {
+      copy_chunk<C>(Qr + d.dr + j * C, q + row * D + j * C);
+    } else if ((j -= n_nope) < n_pe) {
+      float x[C];
+      for (int k = 0; k < C; ++k) x[k] = kpe[j * C + k];
+      store_v<C>(Kr + j * C, x);
+    } else if ((j -= n_pe) < n_nope) {
+      copy_chunk<C>(Kr + d.dr + j * C, kv + row * W + j * C);
+    } else {
+      j -= n_nope;
+      T* Vr = V + row * d.Dv + j * C;
+      if (j * C < d.dv) {
+        copy_chunk<C>(Vr, kv + row * W + d.dn + j * C);
+      } else {
+        float x[C] = {};
+        store_v<C>(Vr, x);
+      }
+    }
+  }
+}
+
+// Shared memory: cs (dr/2 float2), pe (dr floats).
+template <class T, int C>
+__global__ void __launch_bounds__(kThreads) mla_qkv_bwd_kernel(T* dq, T* dkv, T* dk_pe, const T* dQ, const T* dK,
+                                                               const T* dV, MlaDims d) {
+  extern __shared__ float2 cs[];
+  float* pe = reinterpret_cast<float*>(cs + d.dr / 2);
+  const int64_t r = blockIdx.x, D = d.D(), W = d.dn + d.dv;
+  fill_angles(cs, d, r % d.T, -1.0f);
+  for (int64_t i = threadIdx.x; i < d.dr; i += blockDim.x) {  // the shared key's gradient, heads in order
+    float s = 0.0f;
+    for (int64_t h = 0; h < d.H; ++h) s += float(dK[(r * d.H + h) * D + i]);
+    pe[i] = s;
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < d.dr / 2; i += blockDim.x) {
+    const int64_t ia = d.interleaved ? 2 * i : i, ib = d.interleaved ? 2 * i + 1 : i + d.dr / 2;
+    const float a = pe[ia], b = pe[ib];
+    dk_pe[r * d.dr + ia] = T(a * cs[i].x - b * cs[i].y);
+    dk_pe[r * d.dr + ib] = T(b * cs[i].x + a * cs[i].y);
+  }
+  const int64_t n_rope = rope_items<C>(d), n_nope = d.dn / C, n_v = d.dv / C;
+  const int64_t per_head = 2 * n_nope + n_rope + n_v;
+  for (int64_t e = threadIdx.x; e < d.H * per_head; e += blockDim.x) {
+    const int64_t row = r * d.H + e / per_head;
+    int64_t j = e % per_head;
+    const T* dQr = dQ + row * D;
+    const T* dKr = dK + row * D;
+    if (j < n_nope) {
+      copy_chunk<C>(dq + row * D + j * C, dQr + d.dr + j * C);
+    } else if ((j -= n_nope) < n_rope) {
+      if (d.interleaved)
+        rotate_item<C, true>(dq + row * D + d.dn, dQr, d, cs, j);
+      else
+        rotate_item<C, false>(dq + row * D + d.dn, dQr, d, cs, j);
+    } else if ((j -= n_rope) < n_nope) {
+      copy_chunk<C>(dkv + row * W + j * C, dKr + d.dr + j * C);
+    } else {
+      j -= n_nope;
+      copy_chunk<C>(dkv + row * W + d.dn + j * C, dV + row * d.Dv + j * C);
+    }
+  }
+}
+
+MlaDims dims_of(const Tensor& Q, const Tensor& V, const Tensor& kv, const Tensor& k_pe, const Rotary& rot) {
+  const int64_t H = Q.size(2), dr = k_pe.size(2), dn = Q.size(3) - dr;
+  return {Q.size(1),         H,           dn,           dr,         kv.size(2) / H - dn,
+          V.size(3),         rot.first_position,        float(rot.base), float(rot.factor),
+          float(rot.low),    float(rot.high),           float(rot.scale), rot.interleaved};
+}
+
+// Whether every width is whole 16-byte groups (dr two of them) and every tensor 16-byte aligned.
+template <class T>
+bool vector_path(const MlaDims& d, std::initializer_list<const Tensor*> ts) {
+  constexpr int64_t C = kVec<T>;
+  bool ok = d.dn % C == 0 && d.dr % (2 * C) == 0 && d.dv % C == 0 && d.Dv % C == 0;
+  for (const Tensor* t : ts) ok = ok && aligned16(t->raw());
+  return ok;
+}
+
+template <class T, class Launch>
+void launch(const char* op, const Tensor& Q, const MlaDims& d, bool vec, Launch f) {
+  const int64_t tokens = Q.size(0) * Q.size(1);
+  if (tokens == 0) return;
+  HYTRA_CHECK(tokens < (int64_t(1) << 31), op, " on CUDA: too many tokens (", tokens, ")");
+  const size_t smem = size_t(d.dr / 2) * sizeof(float2) + size_t(d.dr) * sizeof(float);
+  HYTRA_CHECK(smem <= 48 * 1024, op, " on CUDA: rope width ", d.dr, " too large");
+  if (vec)
+    f(std::integral_constant<int, kVec<T>>{}, unsigned(tokens), smem);
+  else
+    f(std::integral_constant<int, 1>{}, unsigned(tokens), smem);
+  check_launch(op);
+}
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.raw());
+}
+
+}  // namespace
+
+void mla_qkv_fwd(Exec& ex, Tensor& Q, Tensor& K, Tensor& V, const Tensor& q, const Tensor& kv, const Tensor& k_pe,
+                 const Rotary& rot) {
+  const MlaDims d = dims_of(Q, V, kv, k_pe, rot);
+  cudaStream_t s = stream_of(ex);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    launch<T>("mla_qkv_fwd", Q, d, vector_path<T>(d, {&Q, &K, &V, &q, &kv}), [&](auto c, unsigned blocks, size_t sm) {
+      mla_qkv_fwd_kernel<T, decltype(c)::value><<<blocks, kThreads, sm, s>>>(ptr<T>(Q), ptr<T>(K), ptr<T>(V),
+                                                                             ptr<T>(q), ptr<T>(kv), ptr<T>(k_pe), d);
+    });
+  };
+  if (q.dtype() == DType::BF16)
+    run(__nv_bfloat16{});
+  else if (q.dtype() == DType::F32)
+    run(float{});
+  else
+    HYTRA_CHECK(false, "mla_qkv_fwd on CUDA: unsupported dtype ", q.desc());
+}
+
+void mla_qkv_bwd(Exec& ex, Tensor& dq, Tensor& dkv, Tensor& dk_pe, const Tensor& dQ, const Tensor& dK, const Tensor& dV,
+                 const Rotary& rot) {
+  const MlaDims d = dims_of(dQ, dV, dkv, dk_pe, rot);
+  cudaStream_t s = stream_of(ex);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    launch<T>("mla_qkv_bwd", dQ, d, vector_path<T>(d, {&dq, &dkv, &dQ, &dK, &dV}),
+              [&](auto c, unsigned blocks, size_t sm) {
+                mla_qkv_bwd_kernel<T, decltype(c)::value><<<blocks, kThreads, sm, s>>>(
+                    ptr<T>(dq), ptr<T>(dkv), ptr<T>(dk_pe), ptr<T>(dQ), ptr<T>(dK), ptr<T>(dV), d);
+              });
+  };
+  if (dQ.dtype() == DType::BF16)
+    run(__nv_bfloat16{});
+  else if (dQ.dtype() == DType::F32)
+    run(float{});
+  else
+    HYTRA_CHECK(false, "mla_qkv_bwd on CUDA: unsupported dtype ", dQ.desc());
+}
+
+}  // namespace hytra::cuda
