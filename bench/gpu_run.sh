@@ -3,7 +3,8 @@
 # `hytra bench` of each config in BENCH (default llama3.2-1b) at each global batch in GBS_LIST
 # (default 2 8) (SKEW=1: each also with --skew-routing, a MoE config's tokens sent to one expert), the grouped expert GEMMs against torch._grouped_mm (GROUPED_PEER=1: bench_ops's moe-2b entries
 # and bench/peer/grouped_mm_peer.py), and optionally the PyTorch peer of each config in BENCH (PEER=1: bench/peer/dense_peer.py for
-# llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml, moe_peer.py for moe-2b; eager and compiled,
+# llama3.2-1b, hybrid_peer.py for examples/nemotron-h-1b/config.yaml, moe_peer.py for moe-2b, deepseek_peer.py for
+# deepseek-v3-2b; eager and compiled,
 # or PEER_MODE=compile or eager alone), the peer timing of
 # the Mamba-2 SSD scan alone (SSD_PEER=1: bench/peer/ssd_peer.py) and an ncu per-kernel breakdown of one step
 # (the second) of each config in BENCH (NCU=1, at global batch NCU_GBS, default 2: one micro-batch a step);
@@ -54,6 +55,7 @@ if [ "${PEER:-0}" = 1 ]; then
       llama3.2-1b) peer="dense_peer.py --rotary-base 500000" ;;
       nemotron-h-1b) peer="hybrid_peer.py" ;;
       moe-2b) peer="moe_peer.py" ;;
+      deepseek-v3-2b) peer="deepseek_peer.py" ;;
       *) echo "== peer: none for $cfg"; continue ;;
     esac
     echo "== peer $name ($peer) gbs ${GBS_LIST:-2 8}"
