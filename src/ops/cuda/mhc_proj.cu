@@ -1,7 +1,7 @@
 // The mHC mapping projection on CUDA (ops.def mhc_proj_fwd / mhc_proj_bwd): tall, skinny fp32 GEMMs between the
 // streams x (N, D = nC, bf16 or fp32, read as stored: no fp32 copy) and the mapping weight w (P = n^2 + 2n rows of
 // D, fp32), P <= 288 (n <= 16).
-//   forward  proj (N,P) = x w^T: a block takes 256 tokens (64 for n > 8) and one of kSplit parts of D (chunks of
+//   forward  proj (N,P) = x w^T; bf16 streams on the tensor cores (proj_fwd_tc_kernel), else a block takes 256 tokens (64 for n > 8) and one of kSplit parts of D (chunks of
 //            32 columns staged k-major); warp g sums outputs g, g + 8, ..., each lane 8 (2) tokens; the parts'
 //            sums go to a scratch and are added in part order.
 //   dx       dx (N,D) += dproj w: a block takes 16 tokens (their dproj rows in shared memory) and 512 columns,
@@ -91,6 +91,73 @@ __global__ void __launch_bounds__(kThreads)
       if (t < N) out[t * P + p] = acc[j][q];
     }
   }
+}
+
+// The forward on the tensor cores for bf16 streams (P <= 80, D a multiple of 32): part (kTcSplit, N, P). A warp
+// takes 16 tokens and one of kTcSplit parts of D, 32 columns a step: each lane reads 8 adjacent bf16 of tokens g
+// and g + 8 (16 bytes each) and the matching 8 fp32 of w's rows 8j + g, split as w = hi + lo (two bf16, error
+// about 2^-17 |w|), and runs mma.m16n8k16 with x hi and x lo for each group j of 8 outputs, twice (the step's two
+// halves). The k order inside an mma is permuted alike in x and w (lane t's 4 values of a half are columns
+// 8t .. 8t + 3, or 8t + 4 .. 8t + 7), which leaves each product's sum over k unchanged.
+constexpr int kTcSplit = 8;
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// (hi, lo) bf16 pairs of w's two values: w = hi + lo to about 2^-17 relative.
+__device__ __forceinline__ void split2(float w0, float w1, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(w0, w1);
+  const float2 hf = __bfloat1622float2(h);
+  const __nv_bfloat162 l = __floats2bfloat162_rn(w0 - hf.x, w1 - hf.y);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = *reinterpret_cast<const uint32_t*>(&l);
+}
+
+template <int J>
+__global__ void __launch_bounds__(128)
+    proj_fwd_tc_kernel(float* part, const __nv_bfloat16* x, const float* w, int64_t N, int64_t D, int P) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t t0 = (int64_t(blockIdx.x) * 4 + threadIdx.x / 32) * 16;
+  if (t0 >= N) return;
+  int64_t k_lo, k_hi;
+  segment(D / 32, blockIdx.y, kTcSplit, k_lo, k_hi);  // in steps of 32 columns
+  const int64_t r0 = min(t0 + g, N - 1), r1 = min(t0 + g + 8, N - 1);  // rows past N read a valid row, unused
+  const uint4* x0 = reinterpret_cast<const uint4*>(x + r0 * D) + t;
+  const uint4* x1 = reinterpret_cast<const uint4*>(x + r1 * D) + t;
+  float acc[J][4] = {};
+  for (int64_t ks = k_lo; ks < k_hi; ++ks) {
+    const uint4 a0 = __ldg(x0 + ks * 4), a1 = __ldg(x1 + ks * 4);
+    const uint32_t A[2][4] = {{a0.x, a1.x, a0.y, a1.y}, {a0.z, a1.z, a0.w, a1.w}};
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int p = min(8 * j + g, P - 1);  // outputs past P compute a copy of the last, unused
+      const float4* wr = reinterpret_cast<const float4*>(w + int64_t(p) * D + ks * 32 + 8 * t);
+      const float4 w0 = __ldg(wr), w1 = __ldg(wr + 1);
+      uint32_t h[4], l[4];
+      split2(w0.x, w0.y, h[0], l[0]);
+      split2(w0.z, w0.w, h[1], l[1]);
+      split2(w1.x, w1.y, h[2], l[2]);
+      split2(w1.z, w1.w, h[3], l[3]);
+      mma_bf16(acc[j], A[0], h[0], h[1]);
+      mma_bf16(acc[j], A[0], l[0], l[1]);
+      mma_bf16(acc[j], A[1], h[2], h[3]);
+      mma_bf16(acc[j], A[1], l[2], l[3]);
+    }
+  }
+  float* out = part + int64_t(blockIdx.y) * N * P;
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t row = t0 + g + 8 * (e / 2);
+      const int p = 8 * j + 2 * t + e % 2;
+      if (row < N && p < P) out[row * P + p] = acc[j][e];
+    }
 }
 
 // out[e] = (accumulate ? out[e] : 0) + the `parts` parts' element e, added in part order.
@@ -226,6 +293,26 @@ void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
   const int64_t N = x.size(0), D = x.size(1), P = w.size(0);
   check_sizes("mhc_proj_fwd", x, P);
   if (N == 0) return;
+  const cudaStream_t stream = stream_of(ex);
+  if (x.dtype() == DType::BF16 && P <= 80 && D % 32 == 0 && aligned16(x.raw()) && aligned16(w.raw())) {
+    Tensor part = Tensor::empty({kTcSplit, N, P}, DType::F32, Device::CUDA);  // (kTcSplit, N, P)
+    const dim3 grid(unsigned((N + 63) / 64), kTcSplit);
+    auto launch = [&](auto j) {
+      proj_fwd_tc_kernel<j.value><<<grid, 128, 0, stream>>>(
+          part.data<float>(), static_cast<const __nv_bfloat16*>(x.raw()), w.data<float>(), N, D, int(P));
+    };
+    if (P <= 8)
+      launch(std::integral_constant<int, 1>{});
+    else if (P <= 24)
+      launch(std::integral_constant<int, 3>{});
+    else
+      launch(std::integral_constant<int, 10>{});
+    check_launch("proj_fwd_tc_kernel");
+    sum_parts_kernel<<<grid_for(N * P, kThreads), kThreads, 0, stream>>>(proj.data<float>(), part.data<float>(),
+                                                                         kTcSplit, N * P, false);
+    check_launch("sum_parts_kernel");
+    return;
+  }
   Tensor part = Tensor::empty({kSplit, N, P}, DType::F32, Device::CUDA);  // (kSplit, N, P)
   const cudaStream_t s = stream_of(ex);
   with_stream_type(x, [&](auto t) {

@@ -37,6 +37,11 @@ HYTRA_PARITY_CASES(mhc_proj) {
   add_proj(1000, 4, 200, DType::BF16);  // 1000 tokens: 16 tiles of 64, the last cut; parts of 63
   add_proj(1000, 4, 200, DType::F32);
   add_proj(129, 8, 96, DType::BF16);
+  // bf16 streams with D a multiple of 32: the forward on the tensor cores (P 3, 8, 24; D of one 32-column step, so
+  // most of the D parts empty; llama3.2-1b's width).
+  add_proj(50, 1, 64, DType::BF16);
+  add_proj(40, 2, 16, DType::BF16);
+  add_proj(77, 4, 2048, DType::BF16);
   add_proj(70, 16, 40, DType::F32);
 }
 
