@@ -131,20 +131,24 @@ __global__ void sinkhorn_bwd_kernel(float* dL, const float* dM, const float* L, 
   }
 }
 
-// ||x_t||^2 of the block's token (every thread gets it).
-__device__ float row_sum_squares(const void* x, DType xt, int64_t row, int64_t D, float* red) {
+// ||x_t||^2 of the block's token (every thread gets it); 16-byte loads when kV > 1 (D a multiple of kV, x aligned).
+template <int kV, class T>
+__device__ float row_sum_squares(const T* x, int64_t D, float* red) {
   float ss = 0.0f;
-  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
-    const float v = load_f(x, xt, row + c);
-    ss += v * v;
+  for (int64_t c = threadIdx.x * kV; c < D; c += int64_t(blockDim.x) * kV) {
+    float v[kV];
+    load_v<kV>(x + c, v);
+#pragma unroll
+    for (int k = 0; k < kV; ++k) ss += v[k] * v[k];
   }
   return block_sum(ss, red);
 }
 
 // r[t] = 1 / (||x_t|| / sqrt(D) + 1e-6); one block per token.
-__global__ void coeffs_r_kernel(float* r, const void* x, DType xt, int64_t D) {
+template <int kV, class T>
+__global__ void coeffs_r_kernel(float* r, const T* x, int64_t D) {
   __shared__ float red[32];
-  const float ss = row_sum_squares(x, xt, blockIdx.x * D, D, red);
+  const float ss = row_sum_squares<kV>(x + blockIdx.x * D, D, red);
   if (threadIdx.x == 0) r[blockIdx.x] = 1.0f / (sqrtf(ss) / sqrtf(float(D)) + kRmsEps);
 }
 
@@ -203,16 +207,42 @@ __global__ void coeffs_bwd_token_kernel(float* dproj, float* dr, float* dh_out, 
   }
 }
 
-// dx[t] += -dr r^2 x / (sqrt(D) ||x||) (nothing when x = 0); one block per token.
-__global__ void coeffs_dx_kernel(void* dx, DType dxt, const void* x, DType xt, const float* dr, const float* r,
-                                 int64_t D) {
+// dx[t] += -dr r^2 x / (sqrt(D) ||x||) (nothing when x = 0); one block per token, vectors as row_sum_squares.
+template <int kV, class T>
+__global__ void coeffs_dx_kernel(T* dx, const T* x, const float* dr, const float* r, int64_t D) {
   __shared__ float red[32];
-  const int64_t row = blockIdx.x * D;
-  const float norm = sqrtf(row_sum_squares(x, xt, row, D, red)), rt = r[blockIdx.x];
+  const T* xr = x + blockIdx.x * D;
+  T* dxr = dx + blockIdx.x * D;
+  const float norm = sqrtf(row_sum_squares<kV>(xr, D, red)), rt = r[blockIdx.x];
   if (norm == 0.0f) return;
   const float coef = -dr[blockIdx.x] * rt * rt / (sqrtf(float(D)) * norm);
-  for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
-    store_f(dx, dxt, row + c, load_f(dx, dxt, row + c) + coef * load_f(x, xt, row + c));
+  for (int64_t c = threadIdx.x * kV; c < D; c += int64_t(blockDim.x) * kV) {
+    float v[kV], g[kV];
+    load_v<kV>(xr + c, v);
+    load_v_rw<kV>(dxr + c, g);
+#pragma unroll
+    for (int k = 0; k < kV; ++k) g[k] += coef * v[k];
+    store_v<kV>(dxr + c, g);
+  }
+}
+
+// f(T, std::integral_constant<int, V>) for x's element type (bf16 or fp32) and vector width: 16 bytes when every row
+// of the tensors is whole 16-byte vectors and aligned, else 1.
+template <class F>
+void with_rows(const Tensor& x, std::initializer_list<const Tensor*> rows, F&& f) {
+  auto run = [&](auto t) {
+    using T = decltype(t);
+    bool vec = x.size(1) % kVec<T> == 0;
+    for (const Tensor* r : rows) vec = vec && aligned16(r->raw());
+    if (vec)
+      f(t, std::integral_constant<int, kVec<T>>{});
+    else
+      f(t, std::integral_constant<int, 1>{});
+  };
+  if (x.dtype() == DType::BF16)
+    run(__nv_bfloat16{});
+  else
+    run(float{});
 }
 
 // partial (chunks, P+3): columns [0,P) sum dh (dbias), P+g sum dh_k r proj_k over slice g (dalpha),
@@ -308,7 +338,10 @@ void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tens
   const int64_t N = x.size(0), D = x.size(1), n = h_res.size(1);
   if (N == 0) return;
   cudaStream_t s = stream_of(ex);
-  coeffs_r_kernel<<<unsigned(N), kRowThreads, 0, s>>>(r.data<float>(), x.raw(), x.dtype(), D);
+  with_rows(x, {&x}, [&](auto t, auto v) {
+    using T = decltype(t);
+    coeffs_r_kernel<v.value><<<unsigned(N), kRowThreads, 0, s>>>(r.data<float>(), static_cast<const T*>(x.raw()), D);
+  });
   check_launch("coeffs_r_kernel");
   with_capacity(op, n, [&](auto cap) {
     coeffs_fwd_kernel<cap.value><<<grid_for(N, kTokenThreads), kTokenThreads, 0, s>>>(
@@ -339,8 +372,11 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor&
         iterations, variant == MhcVariant::Dev, its.data<float>());
     check_launch("coeffs_bwd_token_kernel");
   });
-  coeffs_dx_kernel<<<unsigned(N), kRowThreads, 0, s>>>(dx.raw(), dx.dtype(), x.raw(), x.dtype(), dr.data<float>(),
-                                                       r.data<float>(), D);
+  with_rows(x, {&x, &dx}, [&](auto t, auto v) {
+    using T = decltype(t);
+    coeffs_dx_kernel<v.value><<<unsigned(N), kRowThreads, 0, s>>>(
+        static_cast<T*>(dx.raw()), static_cast<const T*>(x.raw()), dr.data<float>(), r.data<float>(), D);
+  });
   check_launch("coeffs_dx_kernel");
   const int64_t chunks = N < kMaxChunks ? N : kMaxChunks;
   const int64_t rows_per_chunk = (N + chunks - 1) / chunks;

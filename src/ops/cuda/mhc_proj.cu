@@ -4,9 +4,9 @@
 //   forward  proj (N,P) = x w^T; bf16 streams on the tensor cores (proj_fwd_tc_kernel), else a block takes 256 tokens (64 for n > 8) and one of kSplit parts of D (chunks of
 //            32 columns staged k-major); warp g sums outputs g, g + 8, ..., each lane 8 (2) tokens; the parts'
 //            sums go to a scratch and are added in part order.
-//   dx       dx (N,D) += dproj w: a block takes 16 tokens (their dproj rows in shared memory) and 512 columns,
+//   dx       dx (N,D) += dproj w; bf16 streams on the tensor cores (proj_dx_tc_kernel), else a block takes 16 tokens (their dproj rows in shared memory) and 512 columns,
 //            two a thread; each element is read, summed over p in order and rounded once.
-//   dw       dw (P,D) += dproj^T x: a block takes 256 columns (64 for n > 8) and one of kDwSplit parts of the
+//   dw       dw (P,D) += dproj^T x; bf16 streams on the tensor cores (proj_dw_tc_kernel), else a block takes 256 columns (64 for n > 8) and one of kDwSplit parts of the
 //            tokens (chunks of 32 staged); warp g sums outputs g, g + 8, ..., each lane 8 (2) columns; the
 //            parts' sums are added in part order.
 // Every sum runs in a fixed order set by the shapes alone: deterministic, no atomics.
@@ -14,6 +14,7 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/warp_mma.cuh"
 
 namespace hytra::cuda {
 namespace {
@@ -96,8 +97,8 @@ __global__ void __launch_bounds__(kThreads)
 // The forward on the tensor cores for bf16 streams (P <= 80, D a multiple of 32): part (kTcSplit, N, P). A warp
 // takes 16 tokens and one of kTcSplit parts of D, 32 columns a step: each lane reads 8 adjacent bf16 of tokens g
 // and g + 8 (16 bytes each) and the matching 8 fp32 of w's rows 8j + g, split as w = hi + lo (two bf16, error
-// about 2^-17 |w|), and runs mma.m16n8k16 with x hi and x lo for each group j of 8 outputs, twice (the step's two
-// halves). The k order inside an mma is permuted alike in x and w (lane t's 4 values of a half are columns
+// about 2^-17 |w|), and runs mma.m16n8k16 of x with w's hi and lo terms for each group j of 8 outputs, twice (the
+// step's two halves). The k order inside an mma is permuted alike in x and w (lane t's 4 values of a half are columns
 // 8t .. 8t + 3, or 8t + 4 .. 8t + 7), which leaves each product's sum over k unchanged.
 constexpr int kTcSplit = 8;
 
@@ -158,6 +159,170 @@ __global__ void __launch_bounds__(128)
       const int p = 8 * j + 2 * t + e % 2;
       if (row < N && p < P) out[row * P + p] = acc[j][e];
     }
+}
+
+// dx on the tensor cores for bf16 streams (P <= 80, D a multiple of 8, aligned): dx (N,D) += dproj w with dproj and w
+// each split into two bf16 terms and three products (hi hi, hi lo, lo hi; the dropped lo lo is about 2^-16 of each
+// term). A block of 4 warps takes 128 tokens and 128 columns: warp q holds w's fragments of columns 32q .. 32q + 31
+// (4 n tiles of 8, p in KS steps of 16, P padded with zeros) and walks the tokens 16 at a time. Each element is read
+// once, summed in a fixed order and rounded once.
+constexpr int kDxTcTokens = 128;
+
+template <int KS>
+__global__ void __launch_bounds__(128) proj_dx_tc_kernel(__nv_bfloat16* __restrict__ dx, const float* __restrict__ dproj,
+                                                         const float* __restrict__ w, int64_t N, int64_t D, int P) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t c0 = int64_t(blockIdx.y) * 128 + threadIdx.x / 32 * 32;
+  if (c0 >= D) return;
+  uint32_t bh[KS][4][2], bl[KS][4][2];  // w rows p = 16 ks + 2t + {0, 1} (+ 8), column c0 + 8j + g
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int p = 16 * ks + 2 * t + (e & 1) + 8 * (e >> 1);
+        v[e] = p < P && c0 + 8 * j < D ? __ldg(w + int64_t(p) * D + c0 + 8 * j + g) : 0.0f;
+      }
+      split2(v[0], v[1], bh[ks][j][0], bl[ks][j][0]);
+      split2(v[2], v[3], bh[ks][j][1], bl[ks][j][1]);
+    }
+  const int64_t t_end = min(N, int64_t(blockIdx.x + 1) * kDxTcTokens);
+  // A tile of 16 tokens from row r0: the old values of rows r0 + g + 8h, columns c0 + 8j + 2t and the next, and
+  // dproj at rows r0 + g + 8 (q & 1), p = 16 ks + 2t + 8 (q >> 1) + {0, 1} (A fragment register q). The next tile
+  // is loaded before this one is stored, so its loads are in flight during this tile's products and stores.
+  struct Tile {
+    __nv_bfloat162 old[4][2];
+    float dp[KS][4][2];
+  };
+  auto load_tile = [&](Tile& tl, int64_t r0) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = r0 + g + 8 * h;
+        if (row < t_end && c0 + 8 * j < D)
+          tl.old[j][h] = *reinterpret_cast<const __nv_bfloat162*>(dx + row * D + c0 + 8 * j + 2 * t);
+      }
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int64_t row = r0 + g + 8 * (q & 1);
+        const int p = 16 * ks + 2 * t + 8 * (q >> 1);
+        const float* d = dproj + row * P + p;
+        tl.dp[ks][q][0] = row < t_end && p < P ? __ldg(d) : 0.0f;
+        tl.dp[ks][q][1] = row < t_end && p + 1 < P ? __ldg(d + 1) : 0.0f;
+      }
+  };
+  Tile cur, next;
+  int64_t r0 = int64_t(blockIdx.x) * kDxTcTokens;
+  if (r0 < t_end) load_tile(cur, r0);
+  for (; r0 < t_end; r0 += 16) {
+    if (r0 + 16 < t_end) load_tile(next, r0 + 16);
+    float acc[4][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t ah[4], al[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) split2(cur.dp[ks][q][0], cur.dp[ks][q][1], ah[q], al[q]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        mma_bf16(acc[j], ah, bh[ks][j][0], bh[ks][j][1]);
+        mma_bf16(acc[j], ah, bl[ks][j][0], bl[ks][j][1]);
+        mma_bf16(acc[j], al, bh[ks][j][0], bh[ks][j][1]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = r0 + g + 8 * h;
+        if (row >= t_end || c0 + 8 * j >= D) continue;  // D is whole 8-column tiles
+        const float2 o = __bfloat1622float2(cur.old[j][h]);
+        *reinterpret_cast<__nv_bfloat162*>(dx + row * D + c0 + 8 * j + 2 * t) =
+            __floats2bfloat162_rn(o.x + acc[j][2 * h], o.y + acc[j][2 * h + 1]);
+      }
+    cur = next;
+  }
+}
+
+// dw on the tensor cores for bf16 streams (as dx's kernel): part (kDwSplit, P, D), part[s][p, d] = the sum over part s of
+// the tokens of dproj[t, p] x[t, d], with dproj split into two bf16 terms (x is exact in bf16: two products). A
+// block of 4 warps takes 128 columns and one part of the tokens, 32 tokens a step staged into shared memory by
+// cp.async (two buffers: the next step loads while this one multiplies); warp q takes columns 32q .. 32q + 31 (4 n
+// tiles, B fragments by ldmatrix .trans) and every p (MT m tiles of 16, A = dproj^T read from global memory).
+constexpr int kDwCols = 128, kDwStep = 32, kDwPitch = kDwCols + 8;
+
+template <int MT>
+__global__ void __launch_bounds__(128)
+    proj_dw_tc_kernel(float* part, const float* dproj, const __nv_bfloat16* x, int64_t N, int64_t D, int P) {
+  __shared__ __align__(16) __nv_bfloat16 xs[2][kDwStep * kDwPitch];
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, n0 = threadIdx.x / 32 * 32;
+  const int64_t c0 = int64_t(blockIdx.x) * kDwCols;
+  int64_t t_lo, t_hi;
+  segment(N, blockIdx.y, kDwSplit, t_lo, t_hi);
+  const int cols_valid = int(min(int64_t(kDwCols), D - c0));
+  auto stage = [&](int buf, int64_t s0) {
+    stage_tile(xs[buf], kDwPitch, x + s0 * D + c0, D, kDwStep, kDwCols, int(min(int64_t(kDwStep), t_hi - s0)),
+               cols_valid);
+    cp_async_commit();
+  };
+  Acc acc[MT][4] = {};
+  if (t_lo < t_hi) stage(0, t_lo);
+  for (int64_t s0 = t_lo, step = 0; s0 < t_hi; s0 += kDwStep, ++step) {
+    const int buf = int(step & 1);
+    if (s0 + kDwStep < t_hi) stage(buf ^ 1, s0 + kDwStep);
+    // The step's dproj values (A fragment register q of k half kh and m tile mi: p = 16 mi + g + 8 (q & 1), tokens
+    // s0 + 16 kh + 2t + 8 (q >> 1) + {0, 1}), loaded while the staged x arrives.
+    float dp[2][MT][4][2];
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh)
+#pragma unroll
+      for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int p = 16 * mi + g + 8 * (q & 1);
+          const int64_t tok = s0 + 16 * kh + 2 * t + 8 * (q >> 1);
+          dp[kh][mi][q][0] = p < P && tok < t_hi ? __ldg(dproj + tok * P + p) : 0.0f;
+          dp[kh][mi][q][1] = p < P && tok + 1 < t_hi ? __ldg(dproj + (tok + 1) * P + p) : 0.0f;
+        }
+    if (s0 + kDwStep < t_hi)
+      cp_async_wait<1>();
+    else
+      cp_async_wait<0>();
+    __syncthreads();
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh) {
+      FragB<bf16> b[2][2];  // n tile j = 2 b[j / 2][j % 2]
+      load_b2<false>(b[0], xs[buf], kDwPitch, 16 * kh, n0);
+      load_b2<false>(b[1], xs[buf], kDwPitch, 16 * kh, n0 + 16);
+#pragma unroll
+      for (int mi = 0; mi < MT; ++mi) {
+        FragA<bf16> ah, al;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) split2(dp[kh][mi][q][0], dp[kh][mi][q][1], ah.r[q], al.r[q]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          mma(acc[mi][j], ah, b[j / 2][j % 2]);
+          mma(acc[mi][j], al, b[j / 2][j % 2]);
+        }
+      }
+    }
+    __syncthreads();  // the buffer is refilled by the step after next
+  }
+  float* out = part + int64_t(blockIdx.y) * P * D;
+#pragma unroll
+  for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int p = 16 * mi + g + 8 * (e / 2);
+        const int64_t c = c0 + n0 + 8 * j + 2 * t + e % 2;
+        if (p < P && c < D) out[p * D + c] = acc[mi][j].v[e];
+      }
 }
 
 // out[e] = (accumulate ? out[e] : 0) + the `parts` parts' element e, added in part order.
@@ -337,22 +502,41 @@ void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const T
   if (N == 0) return;
   const cudaStream_t s = stream_of(ex);
   Tensor part = Tensor::empty({kDwSplit, P, D}, DType::F32, Device::CUDA);  // (kDwSplit, P, D)
-  const dim3 dx_grid(unsigned((N + kDxTokens - 1) / kDxTokens), unsigned((D + 2 * kThreads - 1) / (2 * kThreads)));
-  const size_t dx_smem = size_t(kDxTokens) * ((P + 3) / 4 * 4) * sizeof(float);
-  with_stream_type(x, [&](auto t) {
-    using T = decltype(t);
-    proj_dx_kernel<T><<<dx_grid, kThreads, dx_smem, s>>>(static_cast<T*>(dx.raw()), dproj.data<float>(),
+  if (x.dtype() == DType::BF16 && P <= 80 && D % 8 == 0 && aligned16(x.raw()) && aligned16(dx.raw())) {
+    const dim3 dx_grid(unsigned((N + kDxTcTokens - 1) / kDxTcTokens), unsigned((D + 127) / 128));
+    const dim3 dw_grid(unsigned((D + kDwCols - 1) / kDwCols), kDwSplit);
+    auto launch = [&](auto k) {  // k: P in tiles of 16
+      proj_dx_tc_kernel<k.value><<<dx_grid, 128, 0, s>>>(static_cast<__nv_bfloat16*>(dx.raw()), dproj.data<float>(),
                                                          w.data<float>(), N, D, int(P));
-    check_launch("proj_dx_kernel");
-    with_tile(P, [&](auto j, auto cw) {
-      const int64_t cols = 32 * cw.value;
-      const dim3 grid(unsigned((D + cols - 1) / cols), kDwSplit);
-      const size_t smem = size_t(kChunk) * (cols + 8 * j.value) * sizeof(float);
-      proj_dw_kernel<T, j.value, cw.value><<<grid, kThreads, smem, s>>>(part.data<float>(), dproj.data<float>(),
-                                                                        static_cast<const T*>(x.raw()), N, D, int(P));
+      check_launch("proj_dx_tc_kernel");
+      proj_dw_tc_kernel<k.value><<<dw_grid, 128, 0, s>>>(part.data<float>(), dproj.data<float>(),
+                                                         static_cast<const __nv_bfloat16*>(x.raw()), N, D, int(P));
+      check_launch("proj_dw_tc_kernel");
+    };
+    if (P <= 16)
+      launch(std::integral_constant<int, 1>{});
+    else if (P <= 32)
+      launch(std::integral_constant<int, 2>{});
+    else
+      launch(std::integral_constant<int, 5>{});
+  } else {
+    const dim3 dx_grid(unsigned((N + kDxTokens - 1) / kDxTokens), unsigned((D + 2 * kThreads - 1) / (2 * kThreads)));
+    const size_t dx_smem = size_t(kDxTokens) * ((P + 3) / 4 * 4) * sizeof(float);
+    with_stream_type(x, [&](auto t) {
+      using T = decltype(t);
+      proj_dx_kernel<T><<<dx_grid, kThreads, dx_smem, s>>>(static_cast<T*>(dx.raw()), dproj.data<float>(),
+                                                           w.data<float>(), N, D, int(P));
+      check_launch("proj_dx_kernel");
+      with_tile(P, [&](auto j, auto cw) {
+        const int64_t cols = 32 * cw.value;
+        const dim3 grid(unsigned((D + cols - 1) / cols), kDwSplit);
+        const size_t smem = size_t(kChunk) * (cols + 8 * j.value) * sizeof(float);
+        proj_dw_kernel<T, j.value, cw.value><<<grid, kThreads, smem, s>>>(
+            part.data<float>(), dproj.data<float>(), static_cast<const T*>(x.raw()), N, D, int(P));
+      });
+      check_launch("proj_dw_kernel");
     });
-    check_launch("proj_dw_kernel");
-  });
+  }
   sum_parts_kernel<<<grid_for(P * D, kThreads), kThreads, 0, s>>>(dw.data<float>(), part.data<float>(), kDwSplit, P * D,
                                                                   true);
   check_launch("sum_parts_kernel");

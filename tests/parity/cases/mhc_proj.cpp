@@ -42,6 +42,7 @@ HYTRA_PARITY_CASES(mhc_proj) {
   add_proj(50, 1, 64, DType::BF16);
   add_proj(40, 2, 16, DType::BF16);
   add_proj(77, 4, 2048, DType::BF16);
+  add_proj(60, 1, 36, DType::BF16);  // D = 36: bf16 on the plain kernels
   add_proj(70, 16, 40, DType::F32);
 }
 
