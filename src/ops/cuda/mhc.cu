@@ -7,7 +7,9 @@
 // Coefficients: r and the dx update need the whole x row, so they run one block per token
 // (fixed-order block sums); everything else is per-token thread work. dbias and dalpha are
 // deterministic: the per-token dh (N, P) goes to a scratch buffer, row chunks set by N alone sum
-// their tokens in order into partials (chunks, P+3), and one kernel adds the chunks in order.
+// their tokens into partials (chunks, P+3) in a fixed order (kParamLanes interleaved lanes, then the lanes in
+// order), and one kernel adds the chunks in order. With n = 2, 4 or 8 a compile-time constant (with_capacity),
+// the per-token arrays live in registers.
 #include <initializer_list>
 #include <type_traits>
 
@@ -51,13 +53,22 @@ __device__ __forceinline__ float row_exp(float* p, const float* l, int n) {
   return s;
 }
 
-// Step st of a run on m (n x n): every row (or column) divided by its denominator.
-__device__ void sinkhorn_step(float* m, int n, int64_t st, bool dev) {
-  const bool rows = step_rows(st, dev);
+// Every row (kRows) or column of m (n x n) divided by its denominator. The line kind is a template argument so that,
+// with n a constant, every index is one and m stays in registers.
+template <bool kRows>
+__device__ __forceinline__ void divide_lines(float* m, int n, bool dev) {
   for (int i = 0; i < n; ++i) {
-    const float d = denominator(line_sum(m, rows, n, i), dev);
-    for (int k = 0; k < n; ++k) m[at(rows, n, i, k)] = m[at(rows, n, i, k)] / d;
+    const float d = denominator(line_sum(m, kRows, n, i), dev);
+    for (int k = 0; k < n; ++k) m[at(kRows, n, i, k)] = m[at(kRows, n, i, k)] / d;
   }
+}
+
+// Step st of a run on m (n x n): every row (or column) divided by its denominator.
+__device__ __forceinline__ void sinkhorn_step(float* m, int n, int64_t st, bool dev) {
+  if (step_rows(st, dev))
+    divide_lines<true>(m, n, dev);
+  else
+    divide_lines<false>(m, n, dev);
 }
 
 // m (n x n) = the Sinkhorn iterate after `steps` steps (0: M0) of logits l (n x n).
@@ -75,6 +86,18 @@ __device__ __forceinline__ float& step_input(float* its, int64_t R, int64_t r, i
   return its[(st * nn + k) * R + r];
 }
 
+// g (n x n) = the gradient of one step's input m given g, the gradient of its output (divide_lines<kRows>).
+template <bool kRows>
+__device__ __forceinline__ void divide_lines_backward(float* g, const float* m, int n, bool dev) {
+  for (int i = 0; i < n; ++i) {
+    const float s = line_sum(m, kRows, n, i), d = denominator(s, dev);
+    float gy = 0.0f;
+    if (dev || s >= kSinkEps)
+      for (int k = 0; k < n; ++k) gy += g[at(kRows, n, i, k)] * (m[at(kRows, n, i, k)] / d);
+    for (int k = 0; k < n; ++k) g[at(kRows, n, i, k)] = (g[at(kRows, n, i, k)] - gy) / d;
+  }
+}
+
 // dl (n x n) = dL given g = dM (n x n, overwritten) for matrix r of R; m is n x n scratch, its the steps' inputs.
 __device__ void sinkhorn_backward(float* dl, float* g, float* m, const float* l, int n, int64_t iterations, bool dev,
                                   float* its, int64_t R, int64_t r) {
@@ -87,14 +110,10 @@ __device__ void sinkhorn_backward(float* dl, float* g, float* m, const float* l,
   }
   for (int64_t st = steps - 1; st >= 0; --st) {
     for (int k = 0; k < nn; ++k) m[k] = step_input(its, R, r, nn, st, k);
-    const bool rows = step_rows(st, dev);
-    for (int i = 0; i < n; ++i) {
-      const float s = line_sum(m, rows, n, i), d = denominator(s, dev);
-      float gy = 0.0f;
-      if (dev || s >= kSinkEps)
-        for (int k = 0; k < n; ++k) gy += g[at(rows, n, i, k)] * (m[at(rows, n, i, k)] / d);
-      for (int k = 0; k < n; ++k) g[at(rows, n, i, k)] = (g[at(rows, n, i, k)] - gy) / d;
-    }
+    if (step_rows(st, dev))
+      divide_lines_backward<true>(g, m, n, dev);
+    else
+      divide_lines_backward<false>(g, m, n, dev);
   }
   for (int i = 0; i < n; ++i) {
     float* p = m + i * n;
@@ -110,8 +129,9 @@ __device__ void sinkhorn_backward(float* dl, float* g, float* m, const float* l,
   }
 }
 
-template <int NMAX>
+template <int NMAX, bool kExact>
 __global__ void sinkhorn_fwd_kernel(float* M, const float* L, int64_t R, int n, int64_t iterations, bool dev) {
+  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the arrays live in registers
   float m[NMAX * NMAX];
   const int64_t nn = int64_t(n) * n;
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < R; r += int64_t(gridDim.x) * blockDim.x) {
@@ -120,9 +140,10 @@ __global__ void sinkhorn_fwd_kernel(float* M, const float* L, int64_t R, int n, 
   }
 }
 
-template <int NMAX>
+template <int NMAX, bool kExact>
 __global__ void sinkhorn_bwd_kernel(float* dL, const float* dM, const float* L, int64_t R, int n, int64_t iterations,
                                     bool dev, float* its) {
+  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the arrays live in registers
   float g[NMAX * NMAX], m[NMAX * NMAX];
   const int64_t nn = int64_t(n) * n;
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < R; r += int64_t(gridDim.x) * blockDim.x) {
@@ -155,10 +176,11 @@ __global__ void coeffs_r_kernel(float* r, const T* x, int64_t D) {
 // alpha expanded: slice k of P = n^2 + 2n.
 __device__ __forceinline__ float alpha_of(const float* alpha, int n, int k) { return alpha[k < 2 * n ? k / n : 2]; }
 
-template <int NMAX>
+template <int NMAX, bool kExact>
 __global__ void coeffs_fwd_kernel(float* h_pre, float* h_post, float* h_res, const float* r, const float* proj,
                                   const float* alpha, const float* bias, int64_t N, int n, int64_t iterations,
                                   bool dev) {
+  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the arrays live in registers
   float h[NMAX * NMAX + 2 * NMAX], m[NMAX * NMAX];
   const int P = n * n + 2 * n;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
@@ -176,11 +198,12 @@ __global__ void coeffs_fwd_kernel(float* h_pre, float* h_post, float* h_res, con
 }
 
 // Per token: dproj (N,P) =, dr (N) and dh (N,P) into scratch.
-template <int NMAX>
+template <int NMAX, bool kExact>
 __global__ void coeffs_bwd_token_kernel(float* dproj, float* dr, float* dh_out, const float* dh_pre,
                                         const float* dh_post, const float* dh_res, const float* r, const float* proj,
                                         const float* alpha, const float* bias, int64_t N, int n, int64_t iterations,
                                         bool dev, float* its) {
+  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the arrays live in registers
   float h[NMAX * NMAX + 2 * NMAX], dh[NMAX * NMAX + 2 * NMAX], g[NMAX * NMAX], m[NMAX * NMAX];
   const int P = n * n + 2 * n;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
@@ -246,21 +269,33 @@ void with_rows(const Tensor& x, std::initializer_list<const Tensor*> rows, F&& f
 }
 
 // partial (chunks, P+3): columns [0,P) sum dh (dbias), P+g sum dh_k r proj_k over slice g (dalpha),
-// each over the tokens of its chunk in order. Grid: chunks blocks; threads over the columns.
-__global__ void coeffs_param_partial_kernel(float* partial, const float* dh, const float* r, const float* proj,
-                                            int64_t N, int n, int64_t rows_per_chunk) {
+// each over the tokens of its chunk. Grid: chunks blocks of 32 x kParamLanes threads: thread (x, y) sums the chunk's
+// tokens y, y + kParamLanes, ... in order for columns x, x + 32, ...; then the kParamLanes sums in y order.
+constexpr int kParamLanes = 8;
+__global__ void __launch_bounds__(32 * kParamLanes)
+    coeffs_param_partial_kernel(float* partial, const float* dh, const float* r, const float* proj, int64_t N, int n,
+                                int64_t rows_per_chunk) {
+  __shared__ float sums[kParamLanes][32];
   const int P = n * n + 2 * n, Q = P + 3;
   const int64_t t0 = blockIdx.x * rows_per_chunk, t1 = min(N, t0 + rows_per_chunk);
-  for (int q = threadIdx.x; q < Q; q += blockDim.x) {
+  for (int q0 = 0; q0 < Q; q0 += 32) {
+    const int q = q0 + int(threadIdx.x);
     float s = 0.0f;
     if (q < P) {
-      for (int64_t t = t0; t < t1; ++t) s += dh[t * P + q];
-    } else {
+      for (int64_t t = t0 + threadIdx.y; t < t1; t += kParamLanes) s += dh[t * P + q];
+    } else if (q < Q) {
       const int g = q - P, k0 = g * n, k1 = g < 2 ? k0 + n : P;
-      for (int64_t t = t0; t < t1; ++t)
+      for (int64_t t = t0 + threadIdx.y; t < t1; t += kParamLanes)
         for (int k = k0; k < k1; ++k) s += dh[t * P + k] * r[t] * proj[t * P + k];
     }
-    partial[blockIdx.x * Q + q] = s;
+    sums[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && q < Q) {
+      float total = 0.0f;
+      for (int y = 0; y < kParamLanes; ++y) total += sums[y][threadIdx.x];
+      partial[blockIdx.x * Q + q] = total;
+    }
+    __syncthreads();
   }
 }
 
@@ -277,16 +312,25 @@ __global__ void coeffs_param_combine_kernel(float* dbias, float* dalpha, const f
   }
 }
 
-// f(std::integral_constant<int, NMAX>) with the smallest local-array capacity that holds n.
+// f(std::integral_constant<int, NMAX>, std::integral_constant<bool, exact>) with the smallest local-array capacity
+// that holds n; exact (n = NMAX, a compile-time constant in the kernels) for the usual n = 2, 4, 8.
 template <class F>
 void with_capacity(const char* op, int64_t n, F&& f) {
   HYTRA_CHECK(n <= kMaxN, op, " on CUDA: n must be <= ", kMaxN, ", got ", n);
-  if (n <= 4)
-    f(std::integral_constant<int, 4>{});
-  else if (n <= 8)
-    f(std::integral_constant<int, 8>{});
+  using Exact = std::true_type;
+  using Runtime = std::false_type;
+  if (n == 2)
+    f(std::integral_constant<int, 2>{}, Exact{});
+  else if (n == 4)
+    f(std::integral_constant<int, 4>{}, Exact{});
+  else if (n == 8)
+    f(std::integral_constant<int, 8>{}, Exact{});
+  else if (n < 4)
+    f(std::integral_constant<int, 4>{}, Runtime{});
+  else if (n < 8)
+    f(std::integral_constant<int, 8>{}, Runtime{});
   else
-    f(std::integral_constant<int, 16>{});
+    f(std::integral_constant<int, 16>{}, Runtime{});
 }
 
 // The scratch of the Sinkhorn backward's step inputs for R matrices: (steps, n*n, R) fp32.
@@ -308,8 +352,8 @@ void sinkhorn_fwd(Exec& ex, Tensor& M, const Tensor& logits, int64_t iterations,
   check_fp32_only("sinkhorn_fwd", {&M, &logits});
   const int64_t R = logits.size(0), n = logits.size(1);
   if (R == 0) return;
-  with_capacity("sinkhorn_fwd", n, [&](auto cap) {
-    sinkhorn_fwd_kernel<cap.value><<<grid_for(R, kTokenThreads), kTokenThreads, 0, stream_of(ex)>>>(
+  with_capacity("sinkhorn_fwd", n, [&](auto cap, auto exact) {
+    sinkhorn_fwd_kernel<cap.value, exact.value><<<grid_for(R, kTokenThreads), kTokenThreads, 0, stream_of(ex)>>>(
         M.data<float>(), logits.data<float>(), R, int(n), iterations, variant == MhcVariant::Dev);
     check_launch("sinkhorn_fwd_kernel");
   });
@@ -321,8 +365,8 @@ void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& log
   const int64_t R = logits.size(0), n = logits.size(1);
   if (R == 0) return;
   Tensor its = step_inputs(R, n, iterations, variant);
-  with_capacity("sinkhorn_bwd", n, [&](auto cap) {
-    sinkhorn_bwd_kernel<cap.value><<<grid_for(R, kBwdThreads), kBwdThreads, 0, stream_of(ex)>>>(
+  with_capacity("sinkhorn_bwd", n, [&](auto cap, auto exact) {
+    sinkhorn_bwd_kernel<cap.value, exact.value><<<grid_for(R, kBwdThreads), kBwdThreads, 0, stream_of(ex)>>>(
         dlogits.data<float>(), dM.data<float>(), logits.data<float>(), R, int(n), iterations,
         variant == MhcVariant::Dev, its.data<float>());
     check_launch("sinkhorn_bwd_kernel");
@@ -343,8 +387,8 @@ void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tens
     coeffs_r_kernel<v.value><<<unsigned(N), kRowThreads, 0, s>>>(r.data<float>(), static_cast<const T*>(x.raw()), D);
   });
   check_launch("coeffs_r_kernel");
-  with_capacity(op, n, [&](auto cap) {
-    coeffs_fwd_kernel<cap.value><<<grid_for(N, kTokenThreads), kTokenThreads, 0, s>>>(
+  with_capacity(op, n, [&](auto cap, auto exact) {
+    coeffs_fwd_kernel<cap.value, exact.value><<<grid_for(N, kTokenThreads), kTokenThreads, 0, s>>>(
         h_pre.data<float>(), h_post.data<float>(), h_res.data<float>(), r.data<float>(), proj.data<float>(),
         alpha.data<float>(), bias.data<float>(), N, int(n), iterations, variant == MhcVariant::Dev);
     check_launch("coeffs_fwd_kernel");
@@ -365,8 +409,8 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor&
   Tensor dr = Tensor::empty({N}, DType::F32, Device::CUDA);     // (N)
   Tensor dh = Tensor::empty({N, P}, DType::F32, Device::CUDA);  // (N, P)
   Tensor its = step_inputs(N, n, iterations, variant);
-  with_capacity(op, n, [&](auto cap) {
-    coeffs_bwd_token_kernel<cap.value><<<grid_for(N, kBwdThreads), kBwdThreads, 0, s>>>(
+  with_capacity(op, n, [&](auto cap, auto exact) {
+    coeffs_bwd_token_kernel<cap.value, exact.value><<<grid_for(N, kBwdThreads), kBwdThreads, 0, s>>>(
         dproj.data<float>(), dr.data<float>(), dh.data<float>(), dh_pre.data<float>(), dh_post.data<float>(),
         dh_res.data<float>(), r.data<float>(), proj.data<float>(), alpha.data<float>(), bias.data<float>(), N, int(n),
         iterations, variant == MhcVariant::Dev, its.data<float>());
@@ -382,7 +426,7 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor&
   const int64_t rows_per_chunk = (N + chunks - 1) / chunks;
   const int col_threads = int((P + 3 + 31) / 32 * 32);
   Tensor partial = Tensor::empty({chunks, P + 3}, DType::F32, Device::CUDA);  // (chunks, P+3)
-  coeffs_param_partial_kernel<<<unsigned(chunks), col_threads, 0, s>>>(
+  coeffs_param_partial_kernel<<<unsigned(chunks), dim3(32, kParamLanes), 0, s>>>(
       partial.data<float>(), dh.data<float>(), r.data<float>(), proj.data<float>(), N, int(n), rows_per_chunk);
   check_launch("coeffs_param_partial_kernel");
   coeffs_param_combine_kernel<<<1, col_threads, 0, s>>>(dbias.data<float>(), dalpha.data<float>(),
