@@ -424,9 +424,9 @@ void check_mla_qkv(Exec& ex, const char* op, const std::array<const char*, 6>& n
   const Tensor* ts[] = {&Q, &K, &V, &q, &kv, &k_pe};
   for (size_t i = 0; i < names.size(); ++i) check_arg(ex, op, names[i], *ts[i]);
   check_float(op, names[3], q);
-  HYTRA_CHECK(Q.dim() == 4 && k_pe.dim() == 3 && V.dim() == 4 && kv.dim() == 3, op, ": ", names[0],
-              " and ", names[2], " must be (B,T,H,dim), ", names[5], " and ", names[4], " (B,T,dim), got ", Q.desc(),
-              ", ", V.desc(), ", ", k_pe.desc(), ", ", kv.desc());
+  HYTRA_CHECK(Q.dim() == 4 && k_pe.dim() == 3 && V.dim() == 4 && kv.dim() == 3, op, ": ", names[0], " and ", names[2],
+              " must be (B,T,H,dim), ", names[5], " and ", names[4], " (B,T,dim), got ", Q.desc(), ", ", V.desc(), ", ",
+              k_pe.desc(), ", ", kv.desc());
   const int64_t B = Q.size(0), T = Q.size(1), H = Q.size(2), D = Q.size(3), dr = k_pe.size(2), dn = D - dr;
   HYTRA_CHECK(H > 0 && dr > 0 && dr % 2 == 0 && dn > 0 && kv.size(2) % H == 0 && kv.size(2) / H > dn, op,
               ": expected an even rope width ", dr, " below the head dim ", D, " and ", names[4],
@@ -440,8 +440,8 @@ void check_mla_qkv(Exec& ex, const char* op, const std::array<const char*, 6>& n
   check_shape(op, names[5], k_pe, {B, T, dr});
   for (size_t i = 0; i < names.size(); ++i) check_same_dtype(op, names[i], *ts[i], q);
   HYTRA_CHECK(rot.factor > 0 && rot.high > rot.low && rot.first_position >= 0, op,
-              ": expected factor > 0, high > low and a non-negative first position, got factor ", rot.factor,
-              ", low ", rot.low, ", high ", rot.high, ", first position ", rot.first_position);
+              ": expected factor > 0, high > low and a non-negative first position, got factor ", rot.factor, ", low ",
+              rot.low, ", high ", rot.high, ", first position ", rot.first_position);
 }
 }  // namespace
 
@@ -495,8 +495,8 @@ void check_attention(Exec& ex, const char* op, const Tensor& q, const Tensor& k,
                      const Tensor& lse) {
   for (auto [n, t] : {Arg{"q", &q}, {"k", &k}, {"v", &v}, {"out", &o}, {"lse", &lse}}) check_arg(ex, op, n, *t);
   check_float(op, "q", q);
-  HYTRA_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": q, k and v must be (B,T,heads,dim), got ",
-              q.desc(), ", ", k.desc(), ", ", v.desc());
+  HYTRA_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": q, k and v must be (B,T,heads,dim), got ", q.desc(),
+              ", ", k.desc(), ", ", v.desc());
   int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), Hkv = k.size(2), Dv = v.size(3);
   check_shape(op, "k", k, {B, T, Hkv, D});
   check_shape(op, "v", v, {B, T, Hkv, Dv});

@@ -39,7 +39,7 @@ void attention_fwd_impl(Tensor& out, Tensor& lse, const Tensor& q, const Tensor&
   const int64_t group = H / Hkv;
   T* lse_p = lse.data<T>();  // (B, H, T)
   parallel_for(B * H, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<T> K(T_len * D), Q(T_len * D);  // (T, D) each
+    std::vector<T> K(T_len * D), Q(T_len * D);    // (T, D) each
     std::vector<T> V(T_len * Dv), O(T_len * Dv);  // (T, Dv) each
     std::vector<T> s(T_len);                      // (T)
     for (int64_t i = i0; i < i1; ++i) {
@@ -78,7 +78,7 @@ void attention_bwd_impl(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, 
   const int64_t group = H / Hkv;
   const T* lse_p = lse.data<T>();  // (B, H, T)
   parallel_for(B * Hkv, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<T> K(T_len * D), dK(T_len * D), Q(T_len * D), dQ(T_len * D);     // (T, D) each
+    std::vector<T> K(T_len * D), dK(T_len * D), Q(T_len * D), dQ(T_len * D);      // (T, D) each
     std::vector<T> V(T_len * Dv), dV(T_len * Dv), dO(T_len * Dv), O(T_len * Dv);  // (T, Dv) each
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / Hkv, kvh = i % Hkv;

@@ -242,12 +242,12 @@ void attention_bwd(Exec& ex, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& d
                                                                   rows);
   check_launch("attention_delta_kernel");
   attention_bwd_dq_kernel<<<row_grid("attention_bwd", B, T, H, 2 * D + Dv), kThreads, (2 * D + Dv) * sizeof(float),
-                            s>>>(
-      dq.raw(), dout.raw(), q.raw(), k.raw(), v.raw(), lse.data<float>(), delta.data<float>(), dt, a, scale);
+                            s>>>(dq.raw(), dout.raw(), q.raw(), k.raw(), v.raw(), lse.data<float>(),
+                                 delta.data<float>(), dt, a, scale);
   check_launch("attention_bwd_dq_kernel");
-  attention_bwd_dkv_kernel<<<row_grid("attention_bwd", B, T, Hkv, 2 * (D + Dv)), kThreads,
-                             2 * (D + Dv) * sizeof(float), s>>>(
-      dk.raw(), dv.raw(), dout.raw(), q.raw(), k.raw(), v.raw(), lse.data<float>(), delta.data<float>(), dt, a, scale);
+  attention_bwd_dkv_kernel<<<row_grid("attention_bwd", B, T, Hkv, 2 * (D + Dv)), kThreads, 2 * (D + Dv) * sizeof(float),
+                             s>>>(dk.raw(), dv.raw(), dout.raw(), q.raw(), k.raw(), v.raw(), lse.data<float>(),
+                                  delta.data<float>(), dt, a, scale);
   check_launch("attention_bwd_dkv_kernel");
 }
 

@@ -337,8 +337,7 @@ std::unique_ptr<Plan> build_fwd(cudnnHandle_t handle, const Shape4& s) {
   g.pointwise(CUDNN_POINTWISE_ADD, m, logz, nullptr, stats);
   auto p = g.binary(CUDNN_POINTWISE_DIV, e, z, sd, ss, CUDNN_DATA_BFLOAT16);  // bmm2's A is bf16
   g.matmul(p, v, o);
-  return g.build(handle, false,
-                 str("attention_fwd B=", B, " T=", T, " H=", H, " Hkv=", Hkv, " D=", D, " Dv=", Dv));
+  return g.build(handle, false, str("attention_fwd B=", B, " T=", T, " H=", H, " Hkv=", Hkv, " D=", D, " Dv=", Dv));
 }
 
 std::unique_ptr<Plan> build_bwd(cudnnHandle_t handle, const Shape4& s) {
@@ -402,8 +401,7 @@ std::unique_ptr<Plan> build_bwd(cudnnHandle_t handle, const Shape4& s) {
   auto k = g.virt({B, Hkv, T, D}, bshd(s, Hkv, D), CUDNN_DATA_BFLOAT16);
   g.reshape(kt, k);
   g.matmul(ds, k, dq);  // straight into dQ: the deterministic (dP-workspace) backward
-  return g.build(handle, true,
-                 str("attention_bwd B=", B, " T=", T, " H=", H, " Hkv=", Hkv, " D=", D, " Dv=", Dv));
+  return g.build(handle, true, str("attention_bwd B=", B, " T=", T, " H=", H, " Hkv=", Hkv, " D=", D, " Dv=", Dv));
 }
 
 // Per host thread and device: a cuDNN handle and the plans built so far.

@@ -1,12 +1,15 @@
 // The mHC mapping projection on CUDA (ops.def mhc_proj_fwd / mhc_proj_bwd): tall, skinny fp32 GEMMs between the
 // streams x (N, D = nC, bf16 or fp32, read as stored: no fp32 copy) and the mapping weight w (P = n^2 + 2n rows of
 // D, fp32), P <= 288 (n <= 16).
-//   forward  proj (N,P) = x w^T; bf16 streams on the tensor cores (proj_fwd_tc_kernel), else a block takes 256 tokens (64 for n > 8) and one of kSplit parts of D (chunks of
+//   forward  proj (N,P) = x w^T; bf16 streams on the tensor cores (proj_fwd_tc_kernel), else a block takes 256 tokens
+//   (64 for n > 8) and one of kSplit parts of D (chunks of
 //            32 columns staged k-major); warp g sums outputs g, g + 8, ..., each lane 8 (2) tokens; the parts'
 //            sums go to a scratch and are added in part order.
-//   dx       dx (N,D) += dproj w; bf16 streams on the tensor cores (proj_dx_tc_kernel), else a block takes 16 tokens (their dproj rows in shared memory) and 512 columns,
+//   dx       dx (N,D) += dproj w; bf16 streams on the tensor cores (proj_dx_tc_kernel), else a block takes 16 tokens
+//   (their dproj rows in shared memory) and 512 columns,
 //            two a thread; each element is read, summed over p in order and rounded once.
-//   dw       dw (P,D) += dproj^T x; bf16 streams on the tensor cores (proj_dw_tc_kernel), else a block takes 256 columns (64 for n > 8) and one of kDwSplit parts of the
+//   dw       dw (P,D) += dproj^T x; bf16 streams on the tensor cores (proj_dw_tc_kernel), else a block takes 256
+//   columns (64 for n > 8) and one of kDwSplit parts of the
 //            tokens (chunks of 32 staged); warp g sums outputs g, g + 8, ..., each lane 8 (2) columns; the
 //            parts' sums are added in part order.
 // Every sum runs in a fixed order set by the shapes alone: deterministic, no atomics.
@@ -126,7 +129,7 @@ __global__ void __launch_bounds__(128)
   const int64_t t0 = (int64_t(blockIdx.x) * 4 + threadIdx.x / 32) * 16;
   if (t0 >= N) return;
   int64_t k_lo, k_hi;
-  segment(D / 32, blockIdx.y, kTcSplit, k_lo, k_hi);  // in steps of 32 columns
+  segment(D / 32, blockIdx.y, kTcSplit, k_lo, k_hi);                   // in steps of 32 columns
   const int64_t r0 = min(t0 + g, N - 1), r1 = min(t0 + g + 8, N - 1);  // rows past N read a valid row, unused
   const uint4* x0 = reinterpret_cast<const uint4*>(x + r0 * D) + t;
   const uint4* x1 = reinterpret_cast<const uint4*>(x + r1 * D) + t;
@@ -169,8 +172,9 @@ __global__ void __launch_bounds__(128)
 constexpr int kDxTcTokens = 128;
 
 template <int KS>
-__global__ void __launch_bounds__(128) proj_dx_tc_kernel(__nv_bfloat16* __restrict__ dx, const float* __restrict__ dproj,
-                                                         const float* __restrict__ w, int64_t N, int64_t D, int P) {
+__global__ void __launch_bounds__(128)
+    proj_dx_tc_kernel(__nv_bfloat16* __restrict__ dx, const float* __restrict__ dproj, const float* __restrict__ w,
+                      int64_t N, int64_t D, int P) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t c0 = int64_t(blockIdx.y) * 128 + threadIdx.x / 32 * 32;
   if (c0 >= D) return;
@@ -248,8 +252,8 @@ __global__ void __launch_bounds__(128) proj_dx_tc_kernel(__nv_bfloat16* __restri
   }
 }
 
-// dw on the tensor cores for bf16 streams (as dx's kernel): part (kDwSplit, P, D), part[s][p, d] = the sum over part s of
-// the tokens of dproj[t, p] x[t, d], with dproj split into two bf16 terms (x is exact in bf16: two products). A
+// dw on the tensor cores for bf16 streams (as dx's kernel): part (kDwSplit, P, D), part[s][p, d] = the sum over part s
+// of the tokens of dproj[t, p] x[t, d], with dproj split into two bf16 terms (x is exact in bf16: two products). A
 // block of 4 warps takes 128 columns and one part of the tokens, 32 tokens a step staged into shared memory by
 // cp.async (two buffers: the next step loads while this one multiplies); warp q takes columns 32q .. 32q + 31 (4 n
 // tiles, B fragments by ldmatrix .trans) and every p (MT m tiles of 16, A = dproj^T read from global memory).
@@ -531,8 +535,8 @@ void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const T
         const int64_t cols = 32 * cw.value;
         const dim3 grid(unsigned((D + cols - 1) / cols), kDwSplit);
         const size_t smem = size_t(kChunk) * (cols + 8 * j.value) * sizeof(float);
-        proj_dw_kernel<T, j.value, cw.value><<<grid, kThreads, smem, s>>>(
-            part.data<float>(), dproj.data<float>(), static_cast<const T*>(x.raw()), N, D, int(P));
+        proj_dw_kernel<T, j.value, cw.value><<<grid, kThreads, smem, s>>>(part.data<float>(), dproj.data<float>(),
+                                                                          static_cast<const T*>(x.raw()), N, D, int(P));
       });
       check_launch("proj_dw_kernel");
     });

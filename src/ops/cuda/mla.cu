@@ -113,8 +113,8 @@ __device__ int64_t rope_items(const MlaDims& d) {
 
 // Shared memory: cs (dr/2 float2), kpe (dr floats).
 template <class T, int C>
-__global__ void __launch_bounds__(kThreads) mla_qkv_fwd_kernel(T* Q, T* K, T* V, const T* q, const T* kv,
-                                                               const T* k_pe, MlaDims d) {
+__global__ void __launch_bounds__(kThreads)
+    mla_qkv_fwd_kernel(T* Q, T* K, T* V, const T* q, const T* kv, const T* k_pe, MlaDims d) {
   extern __shared__ float2 cs[];
   float* kpe = reinterpret_cast<float*>(cs + d.dr / 2);
   const int64_t r = blockIdx.x, D = d.D(), W = d.dn + d.dv;
@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(kThreads) mla_qkv_fwd_kernel(T* Q, T* K, T* V,
 
 // Shared memory: cs (dr/2 float2), pe (dr floats).
 template <class T, int C>
-__global__ void __launch_bounds__(kThreads) mla_qkv_bwd_kernel(T* dq, T* dkv, T* dk_pe, const T* dQ, const T* dK,
-                                                               const T* dV, MlaDims d) {
+__global__ void __launch_bounds__(kThreads)
+    mla_qkv_bwd_kernel(T* dq, T* dkv, T* dk_pe, const T* dQ, const T* dK, const T* dV, MlaDims d) {
   extern __shared__ float2 cs[];
   float* pe = reinterpret_cast<float*>(cs + d.dr / 2);
   const int64_t r = blockIdx.x, D = d.D(), W = d.dn + d.dv;
@@ -198,10 +198,21 @@ __global__ void __launch_bounds__(kThreads) mla_qkv_bwd_kernel(T* dq, T* dkv, T*
 }
 
 MlaDims dims_of(const Tensor& Q, const Tensor& V, const Tensor& kv, const Tensor& k_pe, const Rotary& rot) {
-  const int64_t H = Q.size(2), dr = k_pe.size(2), dn = Q.size(3) - dr;
-  return {Q.size(1),         H,           dn,           dr,         kv.size(2) / H - dn,
-          V.size(3),         rot.first_position,        float(rot.base), float(rot.factor),
-          float(rot.low),    float(rot.high),           float(rot.scale), rot.interleaved};
+  MlaDims d{};
+  d.T = Q.size(1);
+  d.H = Q.size(2);
+  d.dr = k_pe.size(2);
+  d.dn = Q.size(3) - d.dr;
+  d.dv = kv.size(2) / d.H - d.dn;
+  d.Dv = V.size(3);
+  d.first = rot.first_position;
+  d.base = float(rot.base);
+  d.factor = float(rot.factor);
+  d.low = float(rot.low);
+  d.high = float(rot.high);
+  d.scale = float(rot.scale);
+  d.interleaved = rot.interleaved;
+  return d;
 }
 
 // Whether every width is whole 16-byte groups (dr two of them) and every tensor 16-byte aligned.
@@ -241,8 +252,8 @@ void mla_qkv_fwd(Exec& ex, Tensor& Q, Tensor& K, Tensor& V, const Tensor& q, con
   auto run = [&](auto tag) {
     using T = decltype(tag);
     launch<T>("mla_qkv_fwd", Q, d, vector_path<T>(d, {&Q, &K, &V, &q, &kv}), [&](auto c, unsigned blocks, size_t sm) {
-      mla_qkv_fwd_kernel<T, decltype(c)::value><<<blocks, kThreads, sm, s>>>(ptr<T>(Q), ptr<T>(K), ptr<T>(V),
-                                                                             ptr<T>(q), ptr<T>(kv), ptr<T>(k_pe), d);
+      mla_qkv_fwd_kernel<T, decltype(c)::value>
+          <<<blocks, kThreads, sm, s>>>(ptr<T>(Q), ptr<T>(K), ptr<T>(V), ptr<T>(q), ptr<T>(kv), ptr<T>(k_pe), d);
     });
   };
   if (q.dtype() == DType::BF16)

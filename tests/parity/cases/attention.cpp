@@ -1,6 +1,6 @@
 // Parity cases for attention_fwd / attention_bwd: MHA, GQA and MQA, sequences longer than one
-// key tile, fp32 and bf16, value head dims equal to and unlike the query-key head dim. The backward's out and lse come from the CPU forward; out is rounded
-// to the case's dtype first so both sides read identical values.
+// key tile, fp32 and bf16, value head dims equal to and unlike the query-key head dim. The backward's out and lse come
+// from the CPU forward; out is rounded to the case's dtype first so both sides read identical values.
 #include <cmath>
 
 #include "ops/ops.h"
