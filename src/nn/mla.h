@@ -26,7 +26,7 @@
 
 namespace hytra {
 
-// YaRN's RoPE over the dr channels (docs/spec/mla.md §2, ops rope_yarn); factor <= 1: plain RoPE.
+// YaRN's RoPE over the dr channels (docs/spec/mla.md §2, ops mla_qkv_*); factor <= 1: plain RoPE.
 struct YarnRope {
   double factor = 1.0, low = 0.0, high = 1.0;  // the extension factor and the ramp between pairs low and high
   double scale = 1.0;                          // cos and sin multiplied by it

@@ -7,7 +7,7 @@ namespace ops {
 enum class RouterScore { Softmax, Sigmoid };                            // moe_router_*, moe_aux_loss
 enum class ExpertActivation { SwiGLU, QuickGeGLU, GeLU, SquaredReLU };  // moe_act_*
 enum class MhcVariant { Main, Dev };                                    // sinkhorn_*, mhc_coeffs_*
-// A rotation as rope_yarn's parameters (factor 1: plain RoPE's frequencies, as rope_fwd); mla_qkv_*.
+// A rotation of RoPE pairs (factor 1: rope_fwd's frequencies; else YaRN's, ops.def mla_qkv_fwd); mla_qkv_*.
 struct Rotary {
   double base = 10000;
   double factor = 1, low = 0, high = 1, scale = 1;

@@ -405,17 +405,6 @@ void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double
   on(ex, "rope_bwd")->rope_bwd(ex, dx, dy, rotary_dim, base, interleaved);
 }
 
-void rope_yarn(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, double factor, double low,
-               double high, double scale, bool interleaved, int64_t first_position, bool inverse) {
-  const char* op = "rope_yarn";
-  check_rope(ex, op, y, x, rotary_dim);
-  HYTRA_CHECK(factor > 0 && high > low && first_position >= 0, op,
-              ": expected factor > 0, high > low and a "
-              "non-negative first position, got factor ",
-              factor, ", low ", low, ", high ", high, ", first position ", first_position);
-  on(ex, op)->rope_yarn(ex, y, x, rotary_dim, base, factor, low, high, scale, interleaved, first_position, inverse);
-}
-
 namespace {
 // Q, K (B,T,H,dr+dn), V (B,T,H,Dv) with Dv >= dv, q (B,T,H*(dn+dr)), kv (B,T,H*(dn+dv)), k_pe (B,T,dr), one
 // dtype (the forward's names; the backward's are their gradients').

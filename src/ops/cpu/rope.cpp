@@ -5,7 +5,6 @@
 // (interleaved); with (a, b) a pair:
 //   forward   a' = a*cos - b*sin,  b' = b*cos + a*sin
 //   backward  the inverse rotation (sin negated).
-// rope_yarn: the same with YaRN's frequencies (rope_math.h), cos and sin scaled, positions from a given start.
 // Channels >= R pass through. Each (b, t, h) row is read whole before it is written, so out may alias in.
 #include <algorithm>
 #include <cmath>
@@ -19,16 +18,15 @@
 namespace hytra::cpu {
 namespace {
 
-// Rows (b, t, h) of `in` rotated pair by pair: pair i at position first + t by the angle float(first + t) *
-// inv_freq[i] (fp32), cos and sin in the compute type times `scale`; sin_sign -1 is the inverse rotation.
+// Rows (b, t, h) of `in` rotated pair by pair: pair i at position t by the angle float(t) * inv_freq[i] (fp32), cos
+// and sin in the compute type; sin_sign -1 is the inverse rotation.
 template <class T>
-void rope_impl(Tensor& out, const Tensor& in, const std::vector<float>& inv_freq, int64_t first, T scale,
-               bool interleaved, T sin_sign) {
+void rope_impl(Tensor& out, const Tensor& in, const std::vector<float>& inv_freq, bool interleaved, T sin_sign) {
   const int64_t B = in.size(0), T_len = in.size(1), H = in.size(2), D = in.size(3);
   const int64_t half = int64_t(inv_freq.size()), R = 2 * half;
   std::vector<T> cos_t(T_len * half), sin_t(T_len * half);  // (T, R/2) each
   for (int64_t t = 0; t < T_len; ++t)
-    rope_angles(first + t, inv_freq, scale, sin_sign, cos_t.data() + t * half, sin_t.data() + t * half);
+    rope_angles(t, inv_freq, T(1), sin_sign, cos_t.data() + t * half, sin_t.data() + t * half);
   const int64_t rows = B * T_len * H;
   parallel_for(rows, std::max<int64_t>(1, 8192 / D), [&](int64_t r0, int64_t r1) {
     std::vector<T> row(D);  // (D)
@@ -43,26 +41,17 @@ void rope_impl(Tensor& out, const Tensor& in, const std::vector<float>& inv_freq
 
 }  // namespace
 
-void rope_yarn(Exec&, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, double factor, double low,
-               double high, double scale, bool interleaved, int64_t first_position, bool inverse) {
-  with_compute_type(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    rope_impl<T>(y, x, rope_frequencies(rotary_dim, base, factor, low, high), first_position, T(scale), interleaved,
-                 T(inverse ? -1 : 1));
-  });
-}
-
 void rope_fwd(Exec&, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) {
   with_compute_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    rope_impl<T>(y, x, rope_frequencies(rotary_dim, base), 0, T(1), interleaved, T(1));
+    rope_impl<T>(y, x, rope_frequencies(rotary_dim, base), interleaved, T(1));
   });
 }
 
 void rope_bwd(Exec&, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved) {
   with_compute_type(dy.dtype(), [&](auto t) {
     using T = decltype(t);
-    rope_impl<T>(dx, dy, rope_frequencies(rotary_dim, base), 0, T(1), interleaved, T(-1));
+    rope_impl<T>(dx, dy, rope_frequencies(rotary_dim, base), interleaved, T(-1));
   });
 }
 

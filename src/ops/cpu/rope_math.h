@@ -10,7 +10,7 @@
 namespace hytra::cpu {
 
 // The R/2 pairs' frequencies in fp32 as Megatron: 1 / base^(2i/R); with factor > 1 YaRN's blend of that and it
-// divided by factor over the ramp from pair low to pair high (ops.def rope_yarn).
+// divided by factor over the ramp from pair low to pair high (ops.def mla_qkv_fwd).
 inline std::vector<float> rope_frequencies(int64_t R, double base, double factor = 1.0, double low = 0.0,
                                            double high = 1.0) {
   std::vector<float> f(static_cast<size_t>(R / 2));

@@ -13,6 +13,7 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/rope_math.cuh"
 
 namespace hytra::cuda {
 namespace {
@@ -44,7 +45,7 @@ __device__ __forceinline__ float rotated(const void* x, DType t, int64_t off, in
   const bool first = rp.interleaved ? d % 2 == 0 : d < half;  // d is x_a of its pair
   const int64_t i = rp.interleaved ? d / 2 : (first ? d : d - half);
   const int64_t mate = rp.interleaved ? (first ? d + 1 : d - 1) : (first ? d + half : d - half);
-  const float inv_freq = 1.0f / powf(rp.base, float(2 * i) / float(rp.R));
+  const float inv_freq = rope_inv_freq(i, rp.R, rp.base);
   const float angle = float(rp.pos) * inv_freq;
   const float c = cosf(angle), s = sinf(angle), xm = load_f(x, t, off + mate);
   return first ? xd * c - xm * s : xd * c + xm * s;

@@ -1,18 +1,21 @@
-// The mHC mapping projection on CUDA (ops.def mhc_proj_fwd / mhc_proj_bwd): tall, skinny fp32 GEMMs between the
-// streams x (N, D = nC, bf16 or fp32, read as stored: no fp32 copy) and the mapping weight w (P = n^2 + 2n rows of
-// D, fp32), P <= 288 (n <= 16).
-//   forward  proj (N,P) = x w^T; bf16 streams on the tensor cores (proj_fwd_tc_kernel), else a block takes 256 tokens
-//   (64 for n > 8) and one of kSplit parts of D (chunks of
-//            32 columns staged k-major); warp g sums outputs g, g + 8, ..., each lane 8 (2) tokens; the parts'
-//            sums go to a scratch and are added in part order.
-//   dx       dx (N,D) += dproj w; bf16 streams on the tensor cores (proj_dx_tc_kernel), else a block takes 16 tokens
-//   (their dproj rows in shared memory) and 512 columns,
-//            two a thread; each element is read, summed over p in order and rounded once.
-//   dw       dw (P,D) += dproj^T x; bf16 streams on the tensor cores (proj_dw_tc_kernel), else a block takes 256
-//   columns (64 for n > 8) and one of kDwSplit parts of the
-//            tokens (chunks of 32 staged); warp g sums outputs g, g + 8, ..., each lane 8 (2) columns; the
-//            parts' sums are added in part order.
-// Every sum runs in a fixed order set by the shapes alone: deterministic, no atomics.
+// The mHC mapping projection on CUDA (ops.def mhc_proj_fwd / mhc_proj_bwd): tall, skinny GEMMs between the streams
+// x (N, D = nC, bf16 or fp32, read as stored: no fp32 copy) and the mapping weight w (P = n^2 + 2n rows of D, fp32),
+// P <= 288 (n <= 16).
+// bf16 streams with P <= 80 and 16-byte aligned tensors run on the tensor cores (mma.m16n8k16, fp32 accumulation),
+// the fp32 operands w and dproj split into two bf16 terms each (about 2^-17 relative):
+//   forward  (D a multiple of 32) proj_fwd_tc_kernel: a warp takes 16 tokens and one of kTcSplit parts of D.
+//   backward (D a multiple of 8) proj_dx_tc_kernel: a warp holds w's fragments of 32 columns and walks 128 tokens;
+//            proj_dw_tc_kernel: 32-token tiles of x staged by cp.async and read by ldmatrix .trans, one of kDwSplit
+//            parts of the tokens a block.
+// Otherwise fp32 FMAs:
+//   forward  proj (N,P) = x w^T: a block takes 256 tokens (64 for n > 8) and one of kSplit parts of D (chunks of 32
+//            columns staged k-major); warp g sums outputs g, g + 8, ..., each lane 8 (2) tokens.
+//   dx       dx (N,D) += dproj w: a block takes 16 tokens (their dproj rows in shared memory) and 512 columns, two a
+//            thread; each element is read, summed over p in order and rounded once.
+//   dw       dw (P,D) += dproj^T x: a block takes 256 columns (64 for n > 8) and one of kDwSplit parts of the tokens
+//            (chunks of 32 staged); warp g sums outputs g, g + 8, ..., each lane 8 (2) columns.
+// The parts' sums go to a scratch and are added in part order. Every sum runs in a fixed order set by the shapes
+// alone: deterministic, no atomics.
 #include <type_traits>
 
 #include "ops/cuda/common.cuh"
@@ -105,14 +108,6 @@ __global__ void __launch_bounds__(kThreads)
 // 8t .. 8t + 3, or 8t + 4 .. 8t + 7), which leaves each product's sum over k unchanged.
 constexpr int kTcSplit = 8;
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // (hi, lo) bf16 pairs of w's two values: w = hi + lo to about 2^-17 relative.
 __device__ __forceinline__ void split2(float w0, float w1, uint32_t& hi, uint32_t& lo) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(w0, w1);
@@ -133,24 +128,24 @@ __global__ void __launch_bounds__(128)
   const int64_t r0 = min(t0 + g, N - 1), r1 = min(t0 + g + 8, N - 1);  // rows past N read a valid row, unused
   const uint4* x0 = reinterpret_cast<const uint4*>(x + r0 * D) + t;
   const uint4* x1 = reinterpret_cast<const uint4*>(x + r1 * D) + t;
-  float acc[J][4] = {};
+  Acc acc[J] = {};
   for (int64_t ks = k_lo; ks < k_hi; ++ks) {
     const uint4 a0 = __ldg(x0 + ks * 4), a1 = __ldg(x1 + ks * 4);
-    const uint32_t A[2][4] = {{a0.x, a1.x, a0.y, a1.y}, {a0.z, a1.z, a0.w, a1.w}};
+    const FragA<bf16> A[2] = {{{a0.x, a1.x, a0.y, a1.y}}, {{a0.z, a1.z, a0.w, a1.w}}};
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const int p = min(8 * j + g, P - 1);  // outputs past P compute a copy of the last, unused
       const float4* wr = reinterpret_cast<const float4*>(w + int64_t(p) * D + ks * 32 + 8 * t);
       const float4 w0 = __ldg(wr), w1 = __ldg(wr + 1);
-      uint32_t h[4], l[4];
-      split2(w0.x, w0.y, h[0], l[0]);
-      split2(w0.z, w0.w, h[1], l[1]);
-      split2(w1.x, w1.y, h[2], l[2]);
-      split2(w1.z, w1.w, h[3], l[3]);
-      mma_bf16(acc[j], A[0], h[0], h[1]);
-      mma_bf16(acc[j], A[0], l[0], l[1]);
-      mma_bf16(acc[j], A[1], h[2], h[3]);
-      mma_bf16(acc[j], A[1], l[2], l[3]);
+      FragB<bf16> h[2], l[2];  // the two halves' hi and lo terms
+      split2(w0.x, w0.y, h[0].r[0], l[0].r[0]);
+      split2(w0.z, w0.w, h[0].r[1], l[0].r[1]);
+      split2(w1.x, w1.y, h[1].r[0], l[1].r[0]);
+      split2(w1.z, w1.w, h[1].r[1], l[1].r[1]);
+      mma(acc[j], A[0], h[0]);
+      mma(acc[j], A[0], l[0]);
+      mma(acc[j], A[1], h[1]);
+      mma(acc[j], A[1], l[1]);
     }
   }
   float* out = part + int64_t(blockIdx.y) * N * P;
@@ -160,15 +155,15 @@ __global__ void __launch_bounds__(128)
     for (int e = 0; e < 4; ++e) {
       const int64_t row = t0 + g + 8 * (e / 2);
       const int p = 8 * j + 2 * t + e % 2;
-      if (row < N && p < P) out[row * P + p] = acc[j][e];
+      if (row < N && p < P) out[row * P + p] = acc[j].v[e];
     }
 }
 
 // dx on the tensor cores for bf16 streams (P <= 80, D a multiple of 8, aligned): dx (N,D) += dproj w with dproj and w
-// each split into two bf16 terms and three products (hi hi, hi lo, lo hi; the dropped lo lo is about 2^-16 of each
-// term). A block of 4 warps takes 128 tokens and 128 columns: warp q holds w's fragments of columns 32q .. 32q + 31
-// (4 n tiles of 8, p in KS steps of 16, P padded with zeros) and walks the tokens 16 at a time. Each element is read
-// once, summed in a fixed order and rounded once.
+// each split into two bf16 terms and three products (hi hi, hi lo, lo hi; the dropped lo lo is at most about 2^-18
+// of each product). A block of 4 warps takes 128 tokens and 128 columns: warp q holds w's fragments of columns 32q ..
+// 32q + 31 (4 n tiles of 8, p in KS steps of 16, P padded with zeros) and walks the tokens 16 at a time. Each element
+// is read once, summed in a fixed order and rounded once.
 constexpr int kDxTcTokens = 128;
 
 template <int KS>
@@ -178,7 +173,7 @@ __global__ void __launch_bounds__(128)
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t c0 = int64_t(blockIdx.y) * 128 + threadIdx.x / 32 * 32;
   if (c0 >= D) return;
-  uint32_t bh[KS][4][2], bl[KS][4][2];  // w rows p = 16 ks + 2t + {0, 1} (+ 8), column c0 + 8j + g
+  FragB<bf16> bh[KS][4], bl[KS][4];  // w rows p = 16 ks + 2t + {0, 1} (+ 8), column c0 + 8j + g
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
@@ -189,8 +184,8 @@ __global__ void __launch_bounds__(128)
         const int p = 16 * ks + 2 * t + (e & 1) + 8 * (e >> 1);
         v[e] = p < P && c0 + 8 * j < D ? __ldg(w + int64_t(p) * D + c0 + 8 * j + g) : 0.0f;
       }
-      split2(v[0], v[1], bh[ks][j][0], bl[ks][j][0]);
-      split2(v[2], v[3], bh[ks][j][1], bl[ks][j][1]);
+      split2(v[0], v[1], bh[ks][j].r[0], bl[ks][j].r[0]);
+      split2(v[2], v[3], bh[ks][j].r[1], bl[ks][j].r[1]);
     }
   const int64_t t_end = min(N, int64_t(blockIdx.x + 1) * kDxTcTokens);
   // A tile of 16 tokens from row r0: the old values of rows r0 + g + 8h, columns c0 + 8j + 2t and the next, and
@@ -225,17 +220,17 @@ __global__ void __launch_bounds__(128)
   if (r0 < t_end) load_tile(cur, r0);
   for (; r0 < t_end; r0 += 16) {
     if (r0 + 16 < t_end) load_tile(next, r0 + 16);
-    float acc[4][4] = {};
+    Acc acc[4] = {};
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
-      uint32_t ah[4], al[4];
+      FragA<bf16> ah, al;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) split2(cur.dp[ks][q][0], cur.dp[ks][q][1], ah[q], al[q]);
+      for (int q = 0; q < 4; ++q) split2(cur.dp[ks][q][0], cur.dp[ks][q][1], ah.r[q], al.r[q]);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        mma_bf16(acc[j], ah, bh[ks][j][0], bh[ks][j][1]);
-        mma_bf16(acc[j], ah, bl[ks][j][0], bl[ks][j][1]);
-        mma_bf16(acc[j], al, bh[ks][j][0], bh[ks][j][1]);
+        mma(acc[j], ah, bh[ks][j]);
+        mma(acc[j], ah, bl[ks][j]);
+        mma(acc[j], al, bh[ks][j]);
       }
     }
 #pragma unroll
@@ -246,7 +241,7 @@ __global__ void __launch_bounds__(128)
         if (row >= t_end || c0 + 8 * j >= D) continue;  // D is whole 8-column tiles
         const float2 o = __bfloat1622float2(cur.old[j][h]);
         *reinterpret_cast<__nv_bfloat162*>(dx + row * D + c0 + 8 * j + 2 * t) =
-            __floats2bfloat162_rn(o.x + acc[j][2 * h], o.y + acc[j][2 * h + 1]);
+            __floats2bfloat162_rn(o.x + acc[j].v[2 * h], o.y + acc[j].v[2 * h + 1]);
       }
     cur = next;
   }
@@ -462,13 +457,13 @@ void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
   const int64_t N = x.size(0), D = x.size(1), P = w.size(0);
   check_sizes("mhc_proj_fwd", x, P);
   if (N == 0) return;
-  const cudaStream_t stream = stream_of(ex);
+  const cudaStream_t s = stream_of(ex);
   if (x.dtype() == DType::BF16 && P <= 80 && D % 32 == 0 && aligned16(x.raw()) && aligned16(w.raw())) {
     Tensor part = Tensor::empty({kTcSplit, N, P}, DType::F32, Device::CUDA);  // (kTcSplit, N, P)
     const dim3 grid(unsigned((N + 63) / 64), kTcSplit);
     auto launch = [&](auto j) {
-      proj_fwd_tc_kernel<j.value><<<grid, 128, 0, stream>>>(
-          part.data<float>(), static_cast<const __nv_bfloat16*>(x.raw()), w.data<float>(), N, D, int(P));
+      proj_fwd_tc_kernel<j.value><<<grid, 128, 0, s>>>(part.data<float>(), static_cast<const __nv_bfloat16*>(x.raw()),
+                                                       w.data<float>(), N, D, int(P));
     };
     if (P <= 8)
       launch(std::integral_constant<int, 1>{});
@@ -477,13 +472,12 @@ void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
     else
       launch(std::integral_constant<int, 10>{});
     check_launch("proj_fwd_tc_kernel");
-    sum_parts_kernel<<<grid_for(N * P, kThreads), kThreads, 0, stream>>>(proj.data<float>(), part.data<float>(),
-                                                                         kTcSplit, N * P, false);
+    sum_parts_kernel<<<grid_for(N * P, kThreads), kThreads, 0, s>>>(proj.data<float>(), part.data<float>(), kTcSplit,
+                                                                    N * P, false);
     check_launch("sum_parts_kernel");
     return;
   }
   Tensor part = Tensor::empty({kSplit, N, P}, DType::F32, Device::CUDA);  // (kSplit, N, P)
-  const cudaStream_t s = stream_of(ex);
   with_stream_type(x, [&](auto t) {
     using T = decltype(t);
     with_tile(P, [&](auto j, auto cw) {

@@ -1,5 +1,5 @@
 // Multi-latent attention's head assembly (ops.def mla_qkv_fwd / mla_qkv_bwd; docs/spec/mla.md): one block per
-// token. The block computes its position's dr/2 cos/sin pairs once into shared memory (rope_yarn's fp32
+// token. The block computes its position's dr/2 cos/sin pairs once into shared memory (ops.def mla_qkv_fwd's fp32
 // formulas; factor 1: rope_fwd's frequencies) and, in the forward, the rotated shared key k_pe; then its
 // threads walk items of every head: rotated pair groups of the query (or of its gradient), and plain copies of
 // q_nope, k_nope, v (zero padding past dv) or of their gradients. The backward sums the shared key's gradient
@@ -11,6 +11,7 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/rope_math.cuh"
 
 namespace hytra::cuda {
 namespace {
@@ -27,13 +28,7 @@ struct MlaDims {
 // Token t's cos and sin of its dr/2 angles into cs (times scale; sin times sign).
 __device__ void fill_angles(float2* cs, const MlaDims& d, int64_t t, float sign) {
   for (int64_t i = threadIdx.x; i < d.dr / 2; i += blockDim.x) {
-    const float extra = 1.0f / powf(d.base, float(2 * i) / float(d.dr));
-    float inv_freq = extra;
-    if (d.factor != 1.0f) {
-      const float ramp = fminf(fmaxf((float(i) - d.low) / (d.high - d.low), 0.0f), 1.0f);
-      inv_freq = extra / d.factor * ramp + extra * (1.0f - ramp);
-    }
-    const float angle = float(d.first + t) * inv_freq;
+    const float angle = float(d.first + t) * rope_inv_freq(i, d.dr, d.base, d.factor, d.low, d.high);
     cs[i] = make_float2(d.scale * cosf(angle), sign * d.scale * sinf(angle));
   }
 }
@@ -79,9 +74,9 @@ __device__ void rotate_item(T* dst, const T* src, const MlaDims& d, const float2
   float a[P], b[P], ya[P], yb[P];
   load_pairs<P, kInterleaved>(src, d, i0, a, b);
   for (int k = 0; k < P; ++k) {
-    const float2 c = cs[i0 + k];
-    ya[k] = a[k] * c.x - b[k] * c.y;
-    yb[k] = b[k] * c.x + a[k] * c.y;
+    const float2 r = rope_rotate(a[k], b[k], cs[i0 + k]);
+    ya[k] = r.x;
+    yb[k] = r.y;
   }
   store_pairs<P, kInterleaved>(dst, d, i0, ya, yb);
 }
@@ -98,9 +93,9 @@ template <class T>
 __device__ void rotate_to_shared(float* kpe, const T* row, const MlaDims& d, const float2* cs) {
   for (int64_t i = threadIdx.x; i < d.dr / 2; i += blockDim.x) {
     const int64_t ia = d.interleaved ? 2 * i : i, ib = d.interleaved ? 2 * i + 1 : i + d.dr / 2;
-    const float a = float(row[ia]), b = float(row[ib]);
-    kpe[ia] = a * cs[i].x - b * cs[i].y;
-    kpe[ib] = b * cs[i].x + a * cs[i].y;
+    const float2 r = rope_rotate(float(row[ia]), float(row[ib]), cs[i]);
+    kpe[ia] = r.x;
+    kpe[ib] = r.y;
   }
   __syncthreads();
 }
@@ -170,9 +165,9 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   for (int64_t i = threadIdx.x; i < d.dr / 2; i += blockDim.x) {
     const int64_t ia = d.interleaved ? 2 * i : i, ib = d.interleaved ? 2 * i + 1 : i + d.dr / 2;
-    const float a = pe[ia], b = pe[ib];
-    dk_pe[r * d.dr + ia] = T(a * cs[i].x - b * cs[i].y);
-    dk_pe[r * d.dr + ib] = T(b * cs[i].x + a * cs[i].y);
+    const float2 y = rope_rotate(pe[ia], pe[ib], cs[i]);
+    dk_pe[r * d.dr + ia] = T(y.x);
+    dk_pe[r * d.dr + ib] = T(y.y);
   }
   const int64_t n_rope = rope_items<C>(d), n_nope = d.dn / C, n_v = d.dv / C;
   const int64_t per_head = 2 * n_nope + n_rope + n_v;

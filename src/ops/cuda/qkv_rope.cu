@@ -10,6 +10,7 @@
 // 16-byte loads and stores; the general kernel handles everything else one pair at a time.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/rope_math.cuh"
 
 namespace hytra::cuda {
 namespace {
@@ -26,7 +27,7 @@ __global__ void rope_table_kernel(float2* table, int64_t T, int64_t rot, float b
   const int64_t half = rot / 2;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < T * half; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = e / half, i = e % half;
-    const float inv_freq = 1.0f / powf(base, float(2 * i) / float(rot));
+    const float inv_freq = rope_inv_freq(i, rot, base);
     const float angle = float(t) * inv_freq;
     table[e] = make_float2(cosf(angle), sinf(angle));
   }

@@ -11,6 +11,7 @@
 // channels move 8 at a time.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/rope_math.cuh"
 
 namespace hytra::cuda {
 namespace {
@@ -23,14 +24,13 @@ __global__ void rope_kernel(void* y, const void* x, DType t, int64_t rows, int64
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = e / half, i = e % half;
     const int64_t pos = (row / H) % T;
-    const float inv_freq = 1.0f / powf(base, float(2 * i) / float(R));
+    const float inv_freq = rope_inv_freq(i, R, base);
     const float angle = float(pos) * inv_freq;
-    const float c = cosf(angle), s = sign * sinf(angle);
     const int64_t a = row * D + (interleaved ? 2 * i : i);
     const int64_t b = row * D + (interleaved ? 2 * i + 1 : i + half);
-    const float xa = load_f(x, t, a), xb = load_f(x, t, b);
-    store_f(y, t, a, xa * c - xb * s);
-    store_f(y, t, b, xb * c + xa * s);
+    const float2 r = rope_rotate(load_f(x, t, a), load_f(x, t, b), make_float2(cosf(angle), sign * sinf(angle)));
+    store_f(y, t, a, r.x);
+    store_f(y, t, b, r.y);
   }
 }
 
@@ -52,7 +52,7 @@ __global__ void rope_vec_kernel(T* y, const T* x, int64_t T_len, int64_t H, int6
   const int64_t half = R / 2;
   const int64_t pos = blockIdx.x % T_len;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float inv_freq = 1.0f / powf(base, float(2 * i) / float(R));
+    const float inv_freq = rope_inv_freq(i, R, base);
     const float angle = float(pos) * inv_freq;
     cs[i] = make_float2(cosf(angle), sign * sinf(angle));
   }
@@ -74,10 +74,9 @@ __global__ void rope_vec_kernel(T* y, const T* x, int64_t T_len, int64_t H, int6
       load_n_rw<8>(xr + 8 * g, v);
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
-        const float2 c = cs[4 * g + p];
-        const float xa = v[2 * p], xb = v[2 * p + 1];
-        v[2 * p] = xa * c.x - xb * c.y;
-        v[2 * p + 1] = xb * c.x + xa * c.y;
+        const float2 r = rope_rotate(v[2 * p], v[2 * p + 1], cs[4 * g + p]);
+        v[2 * p] = r.x;
+        v[2 * p + 1] = r.y;
       }
       store_n<8>(yr + 8 * g, v);
     } else {  // pairs (i, i + half), i = 8g .. 8g+7
@@ -86,38 +85,13 @@ __global__ void rope_vec_kernel(T* y, const T* x, int64_t T_len, int64_t H, int6
       load_n_rw<8>(xr + half + 8 * g, b);
 #pragma unroll
       for (int p = 0; p < 8; ++p) {
-        const float2 c = cs[8 * g + p];
-        const float xa = a[p], xb = b[p];
-        a[p] = xa * c.x - xb * c.y;
-        b[p] = xb * c.x + xa * c.y;
+        const float2 r = rope_rotate(a[p], b[p], cs[8 * g + p]);
+        a[p] = r.x;
+        b[p] = r.y;
       }
       store_n<8>(yr + 8 * g, a);
       store_n<8>(yr + half + 8 * g, b);
     }
-  }
-}
-
-// YaRN (ops.def rope_yarn): one thread per pair, the blended frequency computed with the CPU reference's fp32
-// formulas; positions start at `first`.
-struct Yarn {
-  float base, factor, low, high, scale, sign;
-  int64_t first;
-};
-
-__global__ void rope_yarn_kernel(void* y, const void* x, DType t, int64_t rows, int64_t T, int64_t H, int64_t D,
-                                 int64_t R, bool interleaved, Yarn p) {
-  const int64_t half = R / 2, total = rows * half;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = e / half, i = e % half;
-    const float extra = 1.0f / powf(p.base, float(2 * i) / float(R)), inter = extra / p.factor;
-    const float ramp = fminf(fmaxf((float(i) - p.low) / (p.high - p.low), 0.0f), 1.0f);
-    const float angle = float(p.first + (row / H) % T) * (inter * ramp + extra * (1.0f - ramp));
-    const float c = p.scale * cosf(angle), s = p.sign * p.scale * sinf(angle);
-    const int64_t a = row * D + (interleaved ? 2 * i : i);
-    const int64_t b = row * D + (interleaved ? 2 * i + 1 : i + half);
-    const float xa = load_f(x, t, a), xb = load_f(x, t, b);
-    store_f(y, t, a, xa * c - xb * s);
-    store_f(y, t, b, xb * c + xa * s);
   }
 }
 
@@ -162,24 +136,6 @@ void rope(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base,
 
 void rope_fwd(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, bool interleaved) {
   rope(ex, y, x, rotary_dim, base, interleaved, 1.0f);
-}
-
-void rope_yarn(Exec& ex, Tensor& y, const Tensor& x, int64_t rotary_dim, double base, double factor, double low,
-               double high, double scale, bool interleaved, int64_t first_position, bool inverse) {
-  HYTRA_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::BF16, "rope_yarn on CUDA: unsupported dtype ", x.desc());
-  const int64_t T = x.size(1), H = x.size(2), D = x.size(3), rows = x.size(0) * T * H;
-  if (rows == 0) return;
-  cudaStream_t s = stream_of(ex);
-  const Yarn p{float(base),  float(factor),          float(low),    float(high),
-               float(scale), inverse ? -1.0f : 1.0f, first_position};
-  rope_yarn_kernel<<<grid_for(rows * rotary_dim / 2, kThreads), kThreads, 0, s>>>(y.raw(), x.raw(), x.dtype(), rows, T,
-                                                                                  H, D, rotary_dim, interleaved, p);
-  check_launch("rope_yarn_kernel");
-  if (rotary_dim < D && y.raw() != x.raw()) {
-    rope_passthrough_kernel<<<grid_for(rows * (D - rotary_dim), kThreads), kThreads, 0, s>>>(
-        y.raw(), x.raw(), x.dtype(), rows, D, rotary_dim);
-    check_launch("rope_passthrough_kernel");
-  }
 }
 
 void rope_bwd(Exec& ex, Tensor& dx, const Tensor& dy, int64_t rotary_dim, double base, bool interleaved) {

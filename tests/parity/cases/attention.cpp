@@ -70,6 +70,7 @@ HYTRA_PARITY_CASES(attention) {
       {2, 333, 16, 16, 192, DType::BF16},  // multi-latent attention's dn + dr = 128 + 64 (DeepSeek-V3)
       // Value head dim unlike the query-key one: MLA's dv = 128 with dn + dr = 192 (cuDNN), and the plain kernels.
       {2, 333, 16, 16, 192, DType::BF16, 128},
+      {2, 200, 8, 2, 192, DType::BF16, 128},  // with GQA: cuDNN's reduction over each group of the Dv-wide dV
       {1, 150, 4, 4, 192, DType::BF16, 128},
       {2, 45, 4, 2, 48, DType::F32, 24},
       {1, 70, 2, 1, 16, DType::BF16, 40},

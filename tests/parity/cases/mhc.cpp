@@ -82,6 +82,11 @@ HYTRA_PARITY_CASES(mhc) {
   add_sinkhorn(1000, 8, 20, MhcVariant::Main);
   add_sinkhorn(77, 16, 20, MhcVariant::Dev);
   add_coeffs(1000, 8, 96, 20, MhcVariant::Dev, DType::BF16);
+  // n off the compile-time sizes (3, 6: runtime n in capacities 4 and 8), and rows of D = nC not whole 16-byte
+  // vectors (the r pass and the r path's dx one element at a time).
+  add_sinkhorn(200, 6, 20, MhcVariant::Main);
+  add_coeffs(200, 3, 10, 20, MhcVariant::Main, DType::BF16);
+  add_coeffs(200, 6, 22, 20, MhcVariant::Dev, DType::F32);
 }
 
 }  // namespace hytra::parity

@@ -1,5 +1,6 @@
 // Parity cases for the mHC mapping projection (mhc_proj_fwd / mhc_proj_bwd): n = 1, 2, 4, 8, 16 (P = 3 .. 288
-// outputs, the kernel's three register layouts), streams in fp32 and bf16, token counts and row lengths that are
+// outputs, the fp32 kernels' three register layouts, and the bf16 tensor-core paths), streams in fp32 and bf16,
+// token counts and row lengths that are
 // not multiples of the kernels' tiles (64 tokens, 32-column chunks, 256 and 64-column blocks) nor of the 16
 // parts D and the tokens are split into. dx and dw start random (they accumulate).
 #include "ops/ops.h"
@@ -37,8 +38,8 @@ HYTRA_PARITY_CASES(mhc_proj) {
   add_proj(1000, 4, 200, DType::BF16);  // 1000 tokens: 16 tiles of 64, the last cut; parts of 63
   add_proj(1000, 4, 200, DType::F32);
   add_proj(129, 8, 96, DType::BF16);
-  // bf16 streams with D a multiple of 32: the forward on the tensor cores (P 3, 8, 24; D of one 32-column step, so
-  // most of the D parts empty; llama3.2-1b's width).
+  // bf16 streams on the tensor cores (D a multiple of 32 forward, of 8 backward): P 3, 8, 24; (40, 2, 16) has D of
+  // one 32-column step, so most of the forward's D parts are empty; (77, 4, 2048) llama3.2-1b's width.
   add_proj(50, 1, 64, DType::BF16);
   add_proj(40, 2, 16, DType::BF16);
   add_proj(77, 4, 2048, DType::BF16);

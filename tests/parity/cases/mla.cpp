@@ -62,6 +62,8 @@ HYTRA_PARITY_CASES(mla) {
       {1, 77, 4, 128, 64, 128, 192, true, true, 0, DType::BF16},     // V zero padded to dn + dr
       {2, 33, 3, 32, 16, 24, 24, false, false, 0, DType::BF16},      // plain RoPE, rotate-half, vector path
       {1, 45, 5, 16, 8, 8, 16, true, false, 0, DType::F32},          // fp32 vector path, rotate-half
+      {1, 30, 2, 32, 64, 16, 16, true, false, 0, DType::F32},        // YaRN's ramp (pairs 10..23) on rotate-half
+      {1, 25, 3, 16, 8, 8, 8, true, true, 0, DType::F32},            // fp32 vector path, interleaved
       {1, 20, 2, 12, 6, 10, 14, false, true, 0, DType::BF16},        // off the vector path, interleaved
       {2, 19, 3, 10, 6, 6, 6, true, false, 0, DType::F32},           // off the vector path, rotate-half
       {2, 1, 16, 128, 64, 128, 192, true, true, 4000, DType::BF16},  // one decoding step at position 4000

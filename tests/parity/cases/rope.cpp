@@ -1,6 +1,5 @@
 // Parity cases for rope_fwd / rope_bwd: rotate-half and interleaved, full and partial rotary
-// dims, fp32 and bf16, and the in-place form (output aliasing the input); rope_yarn with DeepSeek-V3's YaRN
-// values (factor 40, ramp over pairs 10..23 of 32, scale from mscale), forward and inverse, from a later position.
+// dims, fp32 and bf16, and the in-place form (output aliasing the input).
 #include "ops/ops.h"
 #include "parity/harness.h"
 
@@ -26,28 +25,9 @@ void add_rope(bool fwd, int64_t B, int64_t T, int64_t H, int64_t D, int64_t R, b
   }));
 }
 
-void add_rope_yarn(int64_t B, int64_t T, int64_t H, int64_t D, int64_t R, bool interleaved, bool inverse, int64_t first,
-                   DType dt) {
-  std::string shape = dims({B, T, H, D}) + " R=" + dims({R}) + (interleaved ? " il" : "") +
-                      (inverse ? " inverse" : "") + " from " + std::to_string(first);
-  register_case(make_case("rope_yarn", shape, dt, [=](uint64_t seed) {
-    Tensor x = rand({B, T, H, D}, dt, seed);
-    Tensor xg = dev(x), xc = ref(x);
-    Tensor yg = dev_empty(x.shape(), dt), yc = cpu_empty(x.shape());
-    ops::rope_yarn(gpu(), yg, xg, R, 10000.0, 40.0, 10.0, 23.0, 1.2, interleaved, first, inverse);
-    ops::rope_yarn(cpu(), yc, xc, R, 10000.0, 40.0, 10.0, 23.0, 1.2, interleaved, first, inverse);
-    return std::vector<Output>{{"y", yg, yc}};
-  }));
-}
-
 }  // namespace
 
 HYTRA_PARITY_CASES(rope) {
-  add_rope_yarn(2, 33, 4, 64, 64, true, false, 0, DType::F32);
-  add_rope_yarn(2, 33, 4, 64, 64, true, true, 0, DType::F32);
-  add_rope_yarn(1, 40, 3, 96, 64, false, false, 0, DType::BF16);     // with pass-through channels
-  add_rope_yarn(2, 1, 16, 192, 64, true, false, 4000, DType::BF16);  // one decoding step at position 4000
-
   for (bool fwd : {true, false}) {
     add_rope(fwd, 2, 17, 3, 64, 64, false, false, DType::F32);
     add_rope(fwd, 2, 33, 4, 64, 32, true, false, DType::F32);
