@@ -43,6 +43,16 @@ __device__ __forceinline__ void store_f(void* p, DType t, int64_t i, float v) {
     static_cast<float*>(p)[i] = v;
 }
 
+// Calls f(T{}) with the storage type of dtype d: __nv_bfloat16 for bf16, float otherwise (callers have checked that
+// d is one of the two).
+template <class F>
+void with_type(DType d, F&& f) {
+  if (d == DType::BF16)
+    f(__nv_bfloat16{});
+  else
+    f(float{});
+}
+
 // ---- 16-byte vector I/O (the fast paths of the memory-bound kernels) ------------------------------
 // kVec<T>: elements of T in 16 bytes. load_n / store_n move N elements (N * sizeof(T) a multiple of
 // 16; p 16-byte aligned) between memory and fp32 registers; bf16 stores round to nearest even,
@@ -122,6 +132,19 @@ __device__ __forceinline__ void store_v(T* p, const float* in) {
     p[0] = T(in[0]);
   else
     store_n<V>(p, in);
+}
+
+// Calls f(T{}, std::integral_constant<int, V>{}) with the storage type of dtype d (with_type) and the vector width V:
+// kVec<T> when vec(kVec<T>) says every width and pointer the kernel touches allows whole 16-byte vectors, else 1.
+template <class Pred, class F>
+void with_type_and_width(DType d, Pred&& vec, F&& f) {
+  with_type(d, [&](auto t) {
+    using T = decltype(t);
+    if (vec(int64_t(kVec<T>)))
+      f(t, std::integral_constant<int, kVec<T>>{});
+    else
+      f(t, std::integral_constant<int, 1>{});
+  });
 }
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }

@@ -317,28 +317,16 @@ void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
     HYTRA_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", t->desc());
 }
 
-// Calls f(T{}) with the storage type of dtype d.
-template <class F>
-void with_type(DType d, F&& f) {
-  if (d == DType::BF16)
-    f(__nv_bfloat16{});
-  else
-    f(float{});
-}
-
 // Calls f(T{}, V) with x's storage type and the vector width: kVec<T> when group_size, every pointer
 // and every row pitch allow 16-byte vectors, else 1.
 template <class F>
 void dispatch(const Tensor& x, int64_t gs, std::initializer_list<const Tensor*> ts, F&& f) {
-  with_type(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    bool vec = gs % kVec<T> == 0;
-    for (const Tensor* a : ts) vec = vec && aligned16(a->raw()) && a->row_pitch() % kVec<T> == 0;
-    if (vec)
-      f(t, std::integral_constant<int, kVec<T>>{});
-    else
-      f(t, std::integral_constant<int, 1>{});
-  });
+  auto vec = [&](int64_t v) {
+    bool ok = gs % v == 0;
+    for (const Tensor* a : ts) ok = ok && aligned16(a->raw()) && a->row_pitch() % v == 0;
+    return ok;
+  };
+  with_type_and_width(x.dtype(), vec, f);
 }
 
 // Vectors per lane (1, 2 or kMaxNV) holding a unit of gs elements in V-element vectors; 0 when the

@@ -253,19 +253,12 @@ __global__ void coeffs_dx_kernel(T* dx, const T* x, const float* dr, const float
 // of the tensors is whole 16-byte vectors and aligned, else 1.
 template <class F>
 void with_rows(const Tensor& x, std::initializer_list<const Tensor*> rows, F&& f) {
-  auto run = [&](auto t) {
-    using T = decltype(t);
-    bool vec = x.size(1) % kVec<T> == 0;
-    for (const Tensor* r : rows) vec = vec && aligned16(r->raw());
-    if (vec)
-      f(t, std::integral_constant<int, kVec<T>>{});
-    else
-      f(t, std::integral_constant<int, 1>{});
+  auto vec = [&](int64_t v) {
+    bool ok = x.size(1) % v == 0;
+    for (const Tensor* r : rows) ok = ok && aligned16(r->raw());
+    return ok;
   };
-  if (x.dtype() == DType::BF16)
-    run(__nv_bfloat16{});
-  else
-    run(float{});
+  with_type_and_width(x.dtype(), vec, f);
 }
 
 // partial (chunks, P+3): columns [0,P) sum dh (dbias), P+g sum dh_k r proj_k over slice g (dalpha),

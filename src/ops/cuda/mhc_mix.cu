@@ -239,10 +239,7 @@ void dispatch(const char* op, const Tensor& X, std::initializer_list<const Tenso
     else
       with_v(t, std::integral_constant<int, 16>{});
   };
-  if (X.dtype() == DType::BF16)
-    with_nm(__nv_bfloat16{});
-  else
-    with_nm(float{});
+  with_type(X.dtype(), with_nm);
 }
 
 template <class T>

@@ -436,14 +436,6 @@ void with_tile(int64_t P, F&& f) {
     f(std::integral_constant<int, 36>{}, std::integral_constant<int, 2>{});
 }
 
-template <class F>
-void with_stream_type(const Tensor& x, F&& f) {
-  if (x.dtype() == DType::BF16)
-    f(__nv_bfloat16{});
-  else
-    f(float{});
-}
-
 void check_sizes(const char* op, const Tensor& x, int64_t P) {
   HYTRA_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", x.desc());
   HYTRA_CHECK(P >= 1 && P <= kMaxP, op, " on CUDA: at most ", kMaxP, " mapping outputs (n <= 16), got ", P);
@@ -478,7 +470,7 @@ void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
     return;
   }
   Tensor part = Tensor::empty({kSplit, N, P}, DType::F32, Device::CUDA);  // (kSplit, N, P)
-  with_stream_type(x, [&](auto t) {
+  with_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
     with_tile(P, [&](auto j, auto cw) {
       const int64_t tokens = 32 * cw.value;
@@ -520,7 +512,7 @@ void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const T
   } else {
     const dim3 dx_grid(unsigned((N + kDxTokens - 1) / kDxTokens), unsigned((D + 2 * kThreads - 1) / (2 * kThreads)));
     const size_t dx_smem = size_t(kDxTokens) * ((P + 3) / 4 * 4) * sizeof(float);
-    with_stream_type(x, [&](auto t) {
+    with_type(x.dtype(), [&](auto t) {
       using T = decltype(t);
       proj_dx_kernel<T><<<dx_grid, kThreads, dx_smem, s>>>(static_cast<T*>(dx.raw()), dproj.data<float>(),
                                                            w.data<float>(), N, D, int(P));

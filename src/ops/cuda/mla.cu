@@ -81,6 +81,15 @@ __device__ void rotate_item(T* dst, const T* src, const MlaDims& d, const float2
   store_pairs<P, kInterleaved>(dst, d, i0, ya, yb);
 }
 
+// rotate_item for the pair layout d names.
+template <int C, class T>
+__device__ void rotate_item(T* dst, const T* src, const MlaDims& d, const float2* cs, int64_t j) {
+  if (d.interleaved)
+    rotate_item<C, true>(dst, src, d, cs, j);
+  else
+    rotate_item<C, false>(dst, src, d, cs, j);
+}
+
 template <int C, class T>
 __device__ void copy_chunk(T* dst, const T* src) {
   float x[C];
@@ -88,16 +97,16 @@ __device__ void copy_chunk(T* dst, const T* src) {
   store_v<C>(dst, x);
 }
 
-// The k_pe row rotated into kpe (dr fp32) by pairs; then a barrier.
-template <class T>
-__device__ void rotate_to_shared(float* kpe, const T* row, const MlaDims& d, const float2* cs) {
+// The dr channels of src rotated into dst pair by pair, a thread a pair (the shared key: from global to shared
+// memory in the forward, its gradient's sum back in the backward).
+template <class Dst, class Src>
+__device__ void rotate_row(Dst* dst, const Src* src, const MlaDims& d, const float2* cs) {
   for (int64_t i = threadIdx.x; i < d.dr / 2; i += blockDim.x) {
     const int64_t ia = d.interleaved ? 2 * i : i, ib = d.interleaved ? 2 * i + 1 : i + d.dr / 2;
-    const float2 r = rope_rotate(float(row[ia]), float(row[ib]), cs[i]);
-    kpe[ia] = r.x;
-    kpe[ib] = r.y;
+    const float2 r = rope_rotate(float(src[ia]), float(src[ib]), cs[i]);
+    dst[ia] = Dst(r.x);
+    dst[ib] = Dst(r.y);
   }
-  __syncthreads();
 }
 
 // Rotation items a head: C elements a copy item moves (16 bytes, or 1); rotate_item's pairs an item.
@@ -115,7 +124,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t r = blockIdx.x, D = d.D(), W = d.dn + d.dv;
   fill_angles(cs, d, r % d.T, 1.0f);
   __syncthreads();
-  rotate_to_shared(kpe, k_pe + r * d.dr, d, cs);
+  rotate_row(kpe, k_pe + r * d.dr, d, cs);
+  __syncthreads();
   const int64_t n_rope = rope_items<C>(d), n_nope = d.dn / C, n_pe = d.dr / C, n_v = d.Dv / C;
   const int64_t per_head = n_rope + 2 * n_nope + n_pe + n_v;
   for (int64_t e = threadIdx.x; e < d.H * per_head; e += blockDim.x) {
@@ -124,10 +134,7 @@ __global__ void __launch_bounds__(kThreads)
     T* Qr = Q + row * D;
     T* Kr = K + row * D;
     if (j < n_rope) {
-      if (d.interleaved)
-        rotate_item<C, true>(Qr, q + row * D + d.dn, d, cs, j);
-      else
-        rotate_item<C, false>(Qr, q + row * D + d.dn, d, cs, j);
+      rotate_item<C>(Qr, q + row * D + d.dn, d, cs, j);
     } else if ((j -= n_rope) < n_nope) {
       copy_chunk<C>(Qr + d.dr + j * C, q + row * D + j * C);
     } else if ((j -= n_nope) < n_pe) {
@@ -163,12 +170,7 @@ __global__ void __launch_bounds__(kThreads)
     pe[i] = s;
   }
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < d.dr / 2; i += blockDim.x) {
-    const int64_t ia = d.interleaved ? 2 * i : i, ib = d.interleaved ? 2 * i + 1 : i + d.dr / 2;
-    const float2 y = rope_rotate(pe[ia], pe[ib], cs[i]);
-    dk_pe[r * d.dr + ia] = T(y.x);
-    dk_pe[r * d.dr + ib] = T(y.y);
-  }
+  rotate_row(dk_pe + r * d.dr, pe, d, cs);
   const int64_t n_rope = rope_items<C>(d), n_nope = d.dn / C, n_v = d.dv / C;
   const int64_t per_head = 2 * n_nope + n_rope + n_v;
   for (int64_t e = threadIdx.x; e < d.H * per_head; e += blockDim.x) {
@@ -179,10 +181,7 @@ __global__ void __launch_bounds__(kThreads)
     if (j < n_nope) {
       copy_chunk<C>(dq + row * D + j * C, dQr + d.dr + j * C);
     } else if ((j -= n_nope) < n_rope) {
-      if (d.interleaved)
-        rotate_item<C, true>(dq + row * D + d.dn, dQr, d, cs, j);
-      else
-        rotate_item<C, false>(dq + row * D + d.dn, dQr, d, cs, j);
+      rotate_item<C>(dq + row * D + d.dn, dQr, d, cs, j);
     } else if ((j -= n_rope) < n_nope) {
       copy_chunk<C>(dkv + row * W + j * C, dKr + d.dr + j * C);
     } else {
@@ -210,26 +209,26 @@ MlaDims dims_of(const Tensor& Q, const Tensor& V, const Tensor& kv, const Tensor
   return d;
 }
 
-// Whether every width is whole 16-byte groups (dr two of them) and every tensor 16-byte aligned.
-template <class T>
-bool vector_path(const MlaDims& d, std::initializer_list<const Tensor*> ts) {
-  constexpr int64_t C = kVec<T>;
+// Whether every width is whole groups of C elements (dr two of them) and every tensor 16-byte aligned.
+bool vector_path(const MlaDims& d, std::initializer_list<const Tensor*> ts, int64_t C) {
   bool ok = d.dn % C == 0 && d.dr % (2 * C) == 0 && d.dv % C == 0 && d.Dv % C == 0;
   for (const Tensor* t : ts) ok = ok && aligned16(t->raw());
   return ok;
 }
 
-template <class T, class Launch>
-void launch(const char* op, const Tensor& Q, const MlaDims& d, bool vec, Launch f) {
+// f(T{}, std::integral_constant<int, C>{}, blocks, smem): the tensors' element type (bf16 or fp32), the item width
+// C (16 bytes where vector_path allows it over ts, else 1 element), one block a token.
+template <class F>
+void launch(const char* op, const Tensor& Q, const MlaDims& d, std::initializer_list<const Tensor*> ts, F f) {
   const int64_t tokens = Q.size(0) * Q.size(1);
   if (tokens == 0) return;
+  HYTRA_CHECK(Q.dtype() == DType::F32 || Q.dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", Q.desc());
   HYTRA_CHECK(tokens < (int64_t(1) << 31), op, " on CUDA: too many tokens (", tokens, ")");
   const size_t smem = size_t(d.dr / 2) * sizeof(float2) + size_t(d.dr) * sizeof(float);
   HYTRA_CHECK(smem <= 48 * 1024, op, " on CUDA: rope width ", d.dr, " too large");
-  if (vec)
-    f(std::integral_constant<int, kVec<T>>{}, unsigned(tokens), smem);
-  else
-    f(std::integral_constant<int, 1>{}, unsigned(tokens), smem);
+  with_type_and_width(
+      Q.dtype(), [&](int64_t v) { return vector_path(d, ts, v); },
+      [&](auto t, auto c) { f(t, c, unsigned(tokens), smem); });
   check_launch(op);
 }
 
@@ -243,40 +242,23 @@ T* ptr(const Tensor& t) {
 void mla_qkv_fwd(Exec& ex, Tensor& Q, Tensor& K, Tensor& V, const Tensor& q, const Tensor& kv, const Tensor& k_pe,
                  const Rotary& rot) {
   const MlaDims d = dims_of(Q, V, kv, k_pe, rot);
-  cudaStream_t s = stream_of(ex);
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    launch<T>("mla_qkv_fwd", Q, d, vector_path<T>(d, {&Q, &K, &V, &q, &kv}), [&](auto c, unsigned blocks, size_t sm) {
-      mla_qkv_fwd_kernel<T, decltype(c)::value>
-          <<<blocks, kThreads, sm, s>>>(ptr<T>(Q), ptr<T>(K), ptr<T>(V), ptr<T>(q), ptr<T>(kv), ptr<T>(k_pe), d);
-    });
-  };
-  if (q.dtype() == DType::BF16)
-    run(__nv_bfloat16{});
-  else if (q.dtype() == DType::F32)
-    run(float{});
-  else
-    HYTRA_CHECK(false, "mla_qkv_fwd on CUDA: unsupported dtype ", q.desc());
+  const cudaStream_t s = stream_of(ex);
+  launch("mla_qkv_fwd", Q, d, {&Q, &K, &V, &q, &kv}, [&](auto t, auto c, unsigned blocks, size_t smem) {
+    using T = decltype(t);
+    mla_qkv_fwd_kernel<T, c.value>
+        <<<blocks, kThreads, smem, s>>>(ptr<T>(Q), ptr<T>(K), ptr<T>(V), ptr<T>(q), ptr<T>(kv), ptr<T>(k_pe), d);
+  });
 }
 
 void mla_qkv_bwd(Exec& ex, Tensor& dq, Tensor& dkv, Tensor& dk_pe, const Tensor& dQ, const Tensor& dK, const Tensor& dV,
                  const Rotary& rot) {
   const MlaDims d = dims_of(dQ, dV, dkv, dk_pe, rot);
-  cudaStream_t s = stream_of(ex);
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    launch<T>("mla_qkv_bwd", dQ, d, vector_path<T>(d, {&dq, &dkv, &dQ, &dK, &dV}),
-              [&](auto c, unsigned blocks, size_t sm) {
-                mla_qkv_bwd_kernel<T, decltype(c)::value><<<blocks, kThreads, sm, s>>>(
-                    ptr<T>(dq), ptr<T>(dkv), ptr<T>(dk_pe), ptr<T>(dQ), ptr<T>(dK), ptr<T>(dV), d);
-              });
-  };
-  if (dQ.dtype() == DType::BF16)
-    run(__nv_bfloat16{});
-  else if (dQ.dtype() == DType::F32)
-    run(float{});
-  else
-    HYTRA_CHECK(false, "mla_qkv_bwd on CUDA: unsupported dtype ", dQ.desc());
+  const cudaStream_t s = stream_of(ex);
+  launch("mla_qkv_bwd", dQ, d, {&dq, &dkv, &dQ, &dK, &dV}, [&](auto t, auto c, unsigned blocks, size_t smem) {
+    using T = decltype(t);
+    mla_qkv_bwd_kernel<T, c.value>
+        <<<blocks, kThreads, smem, s>>>(ptr<T>(dq), ptr<T>(dkv), ptr<T>(dk_pe), ptr<T>(dQ), ptr<T>(dK), ptr<T>(dV), d);
+  });
 }
 
 }  // namespace hytra::cuda
