@@ -285,45 +285,49 @@ void mhc_entries(std::vector<Entry>& out, const Env& e) {
   const int64_t N = 8192, n = 4, C = 2048, D = n * C, P = n * n + 2 * n, T = 20;
   const double b = 2.0, xs = double(N) * D * b;  // the streams' bytes
   const std::string shape = "llama3.2-1b mHC n=4 N=8192 C=2048";
-  out.push_back({"mhc_proj_fwd", shape, bf, 0, xs + 4.0 * P * D + 4.0 * N * P, [=] {
+  const double cs = double(N) * C * b;  // one stream's (or the sub-layer's) bytes
+  out.push_back({"mhc_proj_fwd", shape, bf, 0, xs + 4.0 * P * D + 4.0 * N * P + 4.0 * N, [=] {
                    Tensor x = uniform({N, D}, bf, dev, 1), w = uniform({P, D}, f32, dev, 2, -0.01f, 0.01f);
-                   Tensor proj = uniform({N, P}, f32, dev, 3);
-                   return std::function<void()>([=]() mutable { ops::mhc_proj_fwd(*ex, proj, x, w); });
+                   Tensor proj = uniform({N, P}, f32, dev, 3), rms = uniform({N}, f32, dev, 4);
+                   return std::function<void()>([=]() mutable { ops::mhc_proj_fwd(*ex, proj, rms, x, w); });
                  }});
-  out.push_back({"mhc_proj_bwd", shape, bf, 0, 3.0 * xs + 8.0 * P * D + 4.0 * N * P, [=] {
-                   Tensor x = uniform({N, D}, bf, dev, 1), w = uniform({P, D}, f32, dev, 2, -0.01f, 0.01f);
-                   Tensor dproj = uniform({N, P}, f32, dev, 3), dx = uniform({N, D}, bf, dev, 4);
-                   Tensor dw = uniform({P, D}, f32, dev, 5);
-                   return std::function<void()>([=]() mutable { ops::mhc_proj_bwd(*ex, dx, dw, dproj, x, w); });
+  out.push_back({"mhc_streams_bwd", shape, bf, 0, 3.0 * xs + cs + 8.0 * P * D + 4.0 * N * P, [=] {
+                   Tensor X = uniform({N, n, C}, bf, dev, 1), w = uniform({P, D}, f32, dev, 2, -0.01f, 0.01f);
+                   Tensor dproj = uniform({N, P}, f32, dev, 3), dX = uniform({N, n, C}, bf, dev, 4);
+                   Tensor dw = uniform({P, D}, f32, dev, 5), du = uniform({N, C}, bf, dev, 6);
+                   Tensor h = uniform({N, n}, f32, dev, 7), dr = uniform({N}, f32, dev, 8);
+                   Tensor r = uniform({N}, f32, dev, 9, 0.5f, 1.0f), rms = uniform({N}, f32, dev, 10, 0.5f, 1.0f);
+                   return std::function<void()>(
+                       [=]() mutable { ops::mhc_streams_bwd(*ex, dX, dw, dproj, dr, r, rms, du, h, X, w); });
                  }});
-  auto coeff_inputs = [=](Tensor& x, Tensor& proj, Tensor& alpha, Tensor& bias) {
-    x = uniform({N, D}, bf, dev, 1);
+  auto coeff_inputs = [=](Tensor& rms, Tensor& proj, Tensor& alpha, Tensor& bias) {
+    rms = uniform({N}, f32, dev, 1, 0.5f, 1.0f);
     proj = uniform({N, P}, f32, dev, 2, -2.0f, 2.0f);
     alpha = uniform({3}, f32, dev, 3, 0.01f, 0.02f);
     bias = uniform({P}, f32, dev, 4);
   };
-  out.push_back({"mhc_coeffs_fwd", shape + " T=20", bf, 0, xs, [=] {
-                   Tensor x, proj, alpha, bias;
-                   coeff_inputs(x, proj, alpha, bias);
+  const double pb = 4.0 * N * P;  // one (N, P) fp32 tensor's bytes
+  out.push_back({"mhc_coeffs_fwd", shape + " T=20", f32, 0, 2.0 * pb + 8.0 * N, [=] {
+                   Tensor rms, proj, alpha, bias;
+                   coeff_inputs(rms, proj, alpha, bias);
                    Tensor hp = uniform({N, n}, f32, dev, 5), hq = uniform({N, n}, f32, dev, 6);
                    Tensor hr = uniform({N, n, n}, f32, dev, 7), r = uniform({N}, f32, dev, 8);
                    return std::function<void()>([=]() mutable {
-                     ops::mhc_coeffs_fwd(*ex, hp, hq, hr, r, x, proj, alpha, bias, T, ops::MhcVariant::Main);
+                     ops::mhc_coeffs_fwd(*ex, hp, hq, hr, r, rms, proj, alpha, bias, T, ops::MhcVariant::Main);
                    });
                  }});
-  out.push_back({"mhc_coeffs_bwd", shape + " T=20", bf, 0, 3.0 * xs, [=] {
-                   Tensor x, proj, alpha, bias;
-                   coeff_inputs(x, proj, alpha, bias);
+  out.push_back({"mhc_coeffs_bwd", shape + " T=20", f32, 0, 3.0 * pb + 8.0 * N, [=] {
+                   Tensor rms, proj, alpha, bias;
+                   coeff_inputs(rms, proj, alpha, bias);
                    Tensor dp = uniform({N, n}, f32, dev, 5), dq = uniform({N, n}, f32, dev, 6);
-                   Tensor dr = uniform({N, n, n}, f32, dev, 7), r = uniform({N}, f32, dev, 8, 0.5f, 1.0f);
-                   Tensor dx = uniform({N, D}, bf, dev, 9), dproj = uniform({N, P}, f32, dev, 10);
+                   Tensor dres = uniform({N, n, n}, f32, dev, 7), r = uniform({N}, f32, dev, 8, 0.5f, 1.0f);
+                   Tensor dr = uniform({N}, f32, dev, 9), dproj = uniform({N, P}, f32, dev, 10);
                    Tensor da = uniform({3}, f32, dev, 11), db = uniform({P}, f32, dev, 12);
                    return std::function<void()>([=]() mutable {
-                     ops::mhc_coeffs_bwd(*ex, dx, dproj, da, db, dp, dq, dr, x, proj, alpha, bias, r, T,
+                     ops::mhc_coeffs_bwd(*ex, dproj, dr, da, db, dp, dq, dres, proj, alpha, bias, r, T,
                                          ops::MhcVariant::Main);
                    });
                  }});
-  const double cs = double(N) * C * b;  // one stream's (or the sub-layer's) bytes
   out.push_back({"mhc_aggregate_fwd", shape, bf, 0, (n + 1) * cs, [=] {
                    Tensor X = uniform({N, n, C}, bf, dev, 1), h = uniform({N, n}, f32, dev, 2);
                    Tensor u = uniform({N, C}, bf, dev, 3);
@@ -334,6 +338,11 @@ void mhc_entries(std::vector<Entry>& out, const Env& e) {
                    Tensor du = uniform({N, C}, bf, dev, 3), dX = uniform({N, n, C}, bf, dev, 4);
                    Tensor dh = uniform({N, n}, f32, dev, 5);
                    return std::function<void()>([=]() mutable { ops::mhc_aggregate_bwd(*ex, dX, dh, du, X, h); });
+                 }});
+  out.push_back({"mhc_aggregate_bwd", shape + " dh_pre only", bf, 0, (n + 1) * cs, [=] {
+                   Tensor X = uniform({N, n, C}, bf, dev, 1), h = uniform({N, n}, f32, dev, 2);
+                   Tensor du = uniform({N, C}, bf, dev, 3), dh = uniform({N, n}, f32, dev, 5), none;
+                   return std::function<void()>([=]() mutable { ops::mhc_aggregate_bwd(*ex, none, dh, du, X, h); });
                  }});
   out.push_back({"mhc_combine_fwd", shape, bf, 0, (2 * n + 1) * cs, [=] {
                    Tensor X = uniform({N, n, C}, bf, dev, 1), F = uniform({N, C}, bf, dev, 2);

@@ -1,6 +1,7 @@
-// mHC hyper-connection around one sub-layer (docs/spec/mhc.md §2, docs/spec/README.md decision 3): the residual stream is
-// n streams X (N, n, C); per token, from the flattened streams x = vec(X),
-//   proj = mapping_proj(x) (fp32), (H_pre, H_post, H_res) = coefficients(x, proj, alpha, bias)
+// mHC hyper-connection around one sub-layer (docs/spec/mhc.md §2, docs/spec/README.md decision 3): the residual stream
+// is n streams X (N, n, C); per token, from the flattened streams x = vec(X),
+//   proj = mapping_proj(x) (fp32) and rms = ||x|| / sqrt(nC) (ops::mhc_proj_fwd),
+//   (H_pre, H_post, H_res) = coefficients(rms, proj, alpha, bias)
 //   (sigmoid, 2 sigmoid, Sinkhorn; ops::mhc_coeffs_fwd), u = sum_i H_pre[i] X[i],
 //   X' = H_res X + H_post F(u)   where F is the sub-layer (its own pre-norm included).
 // The mapping runs in fp32 from the fp32 master of mapping_proj whatever the activation dtype.
@@ -50,6 +51,7 @@ class HyperConnection : public Module {
     Tensor X;                   // (N,n,C) input streams
     Tensor proj;                // (N, n^2+2n) fp32
     Tensor h_pre, h_post, r;    // (N,n), (N,n), (N)
+    Tensor rms;                 // (N) ||x|| / sqrt(nC) of the flattened streams
     Tensor h_res;               // (N,n,n)
     Tensor F;                   // (N,C) sub-layer output
     Tensor alpha;               // (3) the gating factors, gathered

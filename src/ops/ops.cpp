@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/nvtx.h"
@@ -1041,15 +1042,13 @@ void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& log
 }
 
 namespace {
-// x (N, n*C) and proj (N, n^2+2n): n from h_res (N,n,n).
-void check_coeffs(Exec& ex, const char* op, const Tensor& x, const Tensor& proj, const Tensor& alpha,
-                  const Tensor& bias, int64_t n, int64_t iterations) {
-  check_arg(ex, op, "x", x);
-  check_float(op, "x", x);
-  HYTRA_CHECK(x.dim() == 2 && n >= 1 && x.size(1) % n == 0, op, ": x must be (N, n*C) with n = ", n, ", got ",
-              x.desc());
+// proj (N, n^2+2n), alpha, bias: n from h_res (N,n,n).
+void check_coeffs(Exec& ex, const char* op, const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t n,
+                  int64_t iterations) {
+  check_arg(ex, op, "proj", proj);
+  HYTRA_CHECK(proj.dim() == 2 && n >= 1, op, ": proj must be (N, n^2+2n) with n = ", n, ", got ", proj.desc());
   HYTRA_CHECK(iterations >= 1, op, ": iterations must be >= 1, got ", iterations);
-  const int64_t N = x.size(0), P = n * n + 2 * n;
+  const int64_t N = proj.size(0), P = n * n + 2 * n;
   check_fp32(ex, op, "proj", proj, {N, P});
   check_fp32(ex, op, "alpha", alpha, {3});
   check_fp32(ex, op, "bias", bias, {P});
@@ -1057,67 +1056,80 @@ void check_coeffs(Exec& ex, const char* op, const Tensor& x, const Tensor& proj,
 }
 }  // namespace
 
-void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& x,
+void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& rms,
                     const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
                     MhcVariant variant) {
   const char* op = "mhc_coeffs_fwd";
   check_square(op, h_res);
   const int64_t n = h_res.size(1);
-  check_coeffs(ex, op, x, proj, alpha, bias, n, iterations);
-  const int64_t N = x.size(0);
+  check_coeffs(ex, op, proj, alpha, bias, n, iterations);
+  const int64_t N = proj.size(0);
   check_fp32(ex, op, "h_pre", h_pre, {N, n});
   check_fp32(ex, op, "h_post", h_post, {N, n});
   check_fp32(ex, op, "h_res", h_res, {N, n, n});
   check_fp32(ex, op, "r", r, {N});
-  for (auto [nm, t] : {Arg{"h_pre", &h_pre}, {"h_post", &h_post}, {"h_res", &h_res}, {"r", &r}})
+  check_fp32(ex, op, "rms", rms, {N});
+  for (auto [nm, t] : {Arg{"h_pre", &h_pre}, {"h_post", &h_post}, {"h_res", &h_res}, {"r", &r}, {"rms", &rms}})
     check_same_dtype(op, nm, *t, proj);
-  on(ex, "mhc_coeffs_fwd")->mhc_coeffs_fwd(ex, h_pre, h_post, h_res, r, x, proj, alpha, bias, iterations, variant);
+  on(ex, "mhc_coeffs_fwd")->mhc_coeffs_fwd(ex, h_pre, h_post, h_res, r, rms, proj, alpha, bias, iterations, variant);
 }
 
-void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
-                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj,
-                    const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations, MhcVariant variant) {
+void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
+                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& proj, const Tensor& alpha,
+                    const Tensor& bias, const Tensor& r, int64_t iterations, MhcVariant variant) {
   const char* op = "mhc_coeffs_bwd";
   check_square(op, dh_res);
   const int64_t n = dh_res.size(1);
-  check_coeffs(ex, op, x, proj, alpha, bias, n, iterations);
-  const int64_t N = x.size(0), P = n * n + 2 * n;
-  check_act(ex, op, "dx", dx, x, x.shape());
-  check_fp32(ex, op, "dproj", dproj, {N, P});
-  check_fp32(ex, op, "dalpha", dalpha, {3});
-  check_fp32(ex, op, "dbias", dbias, {P});
-  check_fp32(ex, op, "dh_pre", dh_pre, {N, n});
-  check_fp32(ex, op, "dh_post", dh_post, {N, n});
-  check_fp32(ex, op, "dh_res", dh_res, {N, n, n});
-  check_fp32(ex, op, "r", r, {N});
+  check_coeffs(ex, op, proj, alpha, bias, n, iterations);
+  const int64_t N = proj.size(0), P = n * n + 2 * n;
+  for (auto [nm, t, shape] : {std::tuple<const char*, const Tensor*, Shape>{"dproj", &dproj, {N, P}},
+                              {"dr", &dr, {N}},
+                              {"dalpha", &dalpha, {3}},
+                              {"dbias", &dbias, {P}},
+                              {"dh_pre", &dh_pre, {N, n}},
+                              {"dh_post", &dh_post, {N, n}},
+                              {"dh_res", &dh_res, {N, n, n}},
+                              {"r", &r, {N}}}) {
+    check_fp32(ex, op, nm, *t, shape);
+    check_same_dtype(op, nm, *t, proj);
+  }
   on(ex, "mhc_coeffs_bwd")
-      ->mhc_coeffs_bwd(ex, dx, dproj, dalpha, dbias, dh_pre, dh_post, dh_res, x, proj, alpha, bias, r, iterations,
+      ->mhc_coeffs_bwd(ex, dproj, dr, dalpha, dbias, dh_pre, dh_post, dh_res, proj, alpha, bias, r, iterations,
                        variant);
 }
 
-void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
+void mhc_proj_fwd(Exec& ex, Tensor& proj, Tensor& rms, const Tensor& x, const Tensor& w) {
   const char* op = "mhc_proj_fwd";
   check_arg(ex, op, "x", x);
   check_float(op, "x", x);
   HYTRA_CHECK(x.dim() == 2, op, ": x must be (N,D), got ", x.desc());
   check_fp32(ex, op, "w", w, {w.size(0), x.size(1)});
   check_fp32(ex, op, "proj", proj, {x.size(0), w.size(0)});
+  check_fp32(ex, op, "rms", rms, {x.size(0)});
   check_same_dtype(op, "proj", proj, w);
-  on(ex, "mhc_proj_fwd")->mhc_proj_fwd(ex, proj, x, w);
+  check_same_dtype(op, "rms", rms, w);
+  on(ex, "mhc_proj_fwd")->mhc_proj_fwd(ex, proj, rms, x, w);
 }
 
-void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const Tensor& x, const Tensor& w) {
-  const char* op = "mhc_proj_bwd";
-  check_arg(ex, op, "x", x);
-  check_float(op, "x", x);
-  HYTRA_CHECK(x.dim() == 2, op, ": x must be (N,D), got ", x.desc());
-  check_act(ex, op, "dx", dx, x, x.shape());
-  check_fp32(ex, op, "w", w, {w.size(0), x.size(1)});
-  check_fp32(ex, op, "dw", dw, w.shape());
-  check_fp32(ex, op, "dproj", dproj, {x.size(0), w.size(0)});
-  check_same_dtype(op, "dw", dw, w);
-  check_same_dtype(op, "dproj", dproj, w);
-  on(ex, "mhc_proj_bwd")->mhc_proj_bwd(ex, dx, dw, dproj, x, w);
+void mhc_streams_bwd(Exec& ex, Tensor& dX, Tensor& dw, const Tensor& dproj, const Tensor& dr, const Tensor& r,
+                     const Tensor& rms, const Tensor& du, const Tensor& h_pre, const Tensor& X, const Tensor& w) {
+  const char* op = "mhc_streams_bwd";
+  check_streams(ex, op, X);
+  const int64_t N = X.size(0), n = X.size(1), C = X.size(2), D = n * C;
+  check_act(ex, op, "dX", dX, X, X.shape());
+  check_act(ex, op, "du", du, X, {N, C});
+  check_fp32(ex, op, "w", w, {w.size(0), D});
+  const int64_t P = w.size(0);
+  for (auto [nm, t, shape] : {std::tuple<const char*, const Tensor*, Shape>{"dw", &dw, {P, D}},
+                              {"dproj", &dproj, {N, P}},
+                              {"dr", &dr, {N}},
+                              {"r", &r, {N}},
+                              {"rms", &rms, {N}},
+                              {"h_pre", &h_pre, {N, n}}}) {
+    check_fp32(ex, op, nm, *t, shape);
+    check_same_dtype(op, nm, *t, w);
+  }
+  on(ex, "mhc_streams_bwd")->mhc_streams_bwd(ex, dX, dw, dproj, dr, r, rms, du, h_pre, X, w);
 }
 
 void mhc_aggregate_fwd(Exec& ex, Tensor& u, const Tensor& X, const Tensor& h_pre) {
@@ -1133,7 +1145,7 @@ void mhc_aggregate_bwd(Exec& ex, Tensor& dX, Tensor& dh_pre, const Tensor& du, c
   const char* op = "mhc_aggregate_bwd";
   check_streams(ex, op, X);
   const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
-  check_act(ex, op, "dX", dX, X, X.shape());
+  if (dX.defined()) check_act(ex, op, "dX", dX, X, X.shape());
   check_act(ex, op, "du", du, X, {N, C});
   check_fp32(ex, op, "h_pre", h_pre, {N, n});
   check_fp32(ex, op, "dh_pre", dh_pre, {N, n});

@@ -1,7 +1,7 @@
 // The mHC ops on the CPU (ops.h "mHC", docs/spec/mhc.md §2-§3): the Sinkhorn vectors of §3 for both
 // variants, doubly-stochastic outputs for random logits, n = 1, §2's coefficient vector, and
-// sinkhorn_bwd / mhc_coeffs_bwd against fp64 finite differences of every input (dx, dalpha and
-// dbias start non-zero: they accumulate).
+// sinkhorn_bwd, and mhc_coeffs_bwd with mhc_streams_bwd, against fp64 finite differences of every input (dx, dw,
+// dalpha and dbias start non-zero: they accumulate).
 // Row sums for random logits (uniform in [-2, 2]): both variants end on a column normalisation, so
 // columns sum to 1 (up to the 1e-6 of dev's denominators) while rows are only as close as the
 // iterations converge. At T = 20 rows were measured off by up to 2e-3 (n = 2 and 4 converge
@@ -124,11 +124,14 @@ TEST(MhcOps, CoefficientsSpecVector) {
   for (MhcVariant v : {MhcVariant::Main, MhcVariant::Dev})
     for (DType dt : {DType::F32, DType::F64}) {
       SCOPED_TRACE(std::string(name(v)) + " " + dtype_name(dt));
-      const Tensor x = from({1, 4}, dt, {1, 2, 3, 4}), proj = Tensor::zeros({1, 8}, dt);
+      const Tensor x = from({1, 4}, dt, {1, 2, 3, 4}), w = Tensor::zeros({8, 4}, dt);
       const Tensor alpha = from({3}, dt, {0.3, -0.7, 2.0}), bias = Tensor::zeros({8}, dt);
+      Tensor proj = Tensor::empty({1, 8}, dt), rms = Tensor::empty({1}, dt);
+      ops::mhc_proj_fwd(Exec::cpu(), proj, rms, x, w);
+      EXPECT_NEAR(rms.to_f64_vector()[0], std::sqrt(30.0) / 2.0, 1e-6);
       Tensor pre = Tensor::empty({1, 2}, dt), post = Tensor::empty({1, 2}, dt);
       Tensor res = Tensor::empty({1, 2, 2}, dt), r = Tensor::empty({1}, dt);
-      ops::mhc_coeffs_fwd(Exec::cpu(), pre, post, res, r, x, proj, alpha, bias, 20, v);
+      ops::mhc_coeffs_fwd(Exec::cpu(), pre, post, res, r, rms, proj, alpha, bias, 20, v);
       EXPECT_NEAR(r.to_f64_vector()[0], 1.0 / (std::sqrt(30.0) / 2.0 + 1e-6), 1e-6);
       const double pre_want = v == MhcVariant::Dev ? 0.5 + 1e-6 : 0.5;
       for (double e : pre.to_f64_vector()) EXPECT_NEAR(e, pre_want, 1e-7);
@@ -167,6 +170,8 @@ TEST(MhcOps, SinkhornBackwardMatchesFiniteDifferences) {
       }
 }
 
+// The mapping end to end: proj and rms of the streams (mhc_proj_fwd), the coefficients (mhc_coeffs_fwd); the
+// gradients of x and w come from mhc_coeffs_bwd then mhc_streams_bwd (its aggregation term off: du = 0).
 TEST(MhcOps, CoefficientsBackwardMatchesFiniteDifferences) {
   const DType f64 = DType::F64;
   uint64_t seed = 200;
@@ -176,25 +181,52 @@ TEST(MhcOps, CoefficientsBackwardMatchesFiniteDifferences) {
         SCOPED_TRACE(std::string(name(v)) + " n=" + std::to_string(n) + " T=" + std::to_string(T));
         const int64_t N = 3, C = 3, P = n * n + 2 * n;
         Tensor x = test::random_uniform({N, n * C}, f64, seed++, -1.0, 1.0);
-        Tensor proj = test::random_uniform({N, P}, f64, seed++, -2.0, 2.0);
+        Tensor w = test::random_uniform({P, n * C}, f64, seed++, -0.5, 0.5);
         Tensor alpha = test::random_uniform({3}, f64, seed++, -1.0, 1.0);
         Tensor bias = test::random_uniform({P}, f64, seed++, -1.0, 1.0);
         Tensor wp = weights({N, n}, seed++), wq = weights({N, n}, seed++), wr = weights({N, n, n}, seed++);
+        Tensor proj = Tensor::empty({N, P}, f64), rms = Tensor::empty({N}, f64);
         Tensor pre = Tensor::empty({N, n}, f64), post = Tensor::empty({N, n}, f64);
         Tensor res = Tensor::empty({N, n, n}, f64), r = Tensor::empty({N}, f64);
         auto loss = [&] {
-          ops::mhc_coeffs_fwd(Exec::cpu(), pre, post, res, r, x, proj, alpha, bias, T, v);
+          ops::mhc_proj_fwd(Exec::cpu(), proj, rms, x, w);
+          ops::mhc_coeffs_fwd(Exec::cpu(), pre, post, res, r, rms, proj, alpha, bias, T, v);
           return test::weighted_sum(pre, wp) + test::weighted_sum(post, wq) + test::weighted_sum(res, wr);
         };
-        loss();  // r for the backward
-        const Tensor dx0 = weights({N, n * C}, seed++), da0 = weights({3}, seed++), db0 = weights({P}, seed++);
-        Tensor dx = dx0.clone(), da = da0.clone(), db = db0.clone(), dproj = Tensor::empty({N, P}, f64);
-        ops::mhc_coeffs_bwd(Exec::cpu(), dx, dproj, da, db, wp, wq, wr, x, proj, alpha, bias, r, T, v);
+        loss();  // proj, rms and r for the backward
+        const Tensor dx0 = weights({N, n, C}, seed++), dw0 = weights({P, n * C}, seed++);
+        const Tensor da0 = weights({3}, seed++), db0 = weights({P}, seed++);
+        Tensor dx = dx0.clone(), dw = dw0.clone(), da = da0.clone(), db = db0.clone();
+        Tensor dproj = Tensor::empty({N, P}, f64), dr = Tensor::empty({N}, f64);
+        ops::mhc_coeffs_bwd(Exec::cpu(), dproj, dr, da, db, wp, wq, wr, proj, alpha, bias, r, T, v);
+        const Tensor du = Tensor::zeros({N, C}, f64), h_pre = weights({N, n}, seed++);
+        ops::mhc_streams_bwd(Exec::cpu(), dx, dw, dproj, dr, r, rms, du, h_pre, x.view({N, n, C}), w);
         EXPECT_TRUE(test::grad_close(added(dx, dx0), test::numeric_grad(x, loss))) << "dx";
-        EXPECT_TRUE(test::grad_close(dproj.to_f64_vector(), test::numeric_grad(proj, loss))) << "dproj";
+        EXPECT_TRUE(test::grad_close(added(dw, dw0), test::numeric_grad(w, loss))) << "dw";
         EXPECT_TRUE(test::grad_close(added(da, da0), test::numeric_grad(alpha, loss))) << "dalpha";
         EXPECT_TRUE(test::grad_close(added(db, db0), test::numeric_grad(bias, loss))) << "dbias";
       }
+}
+
+// mhc_streams_bwd's aggregation term: with dproj = 0 and dr = 0, dX gains exactly h_pre[t,i] du[t,:] (the gradient
+// of u = sum_i h_pre[t,i] X[t,i,:]).
+TEST(MhcOps, StreamsBackwardAddsTheAggregationGradient) {
+  const DType f64 = DType::F64;
+  const int64_t N = 4, n = 3, C = 5, P = n * n + 2 * n;
+  Tensor X = test::random_uniform({N, n, C}, f64, 300, -1.0, 1.0), h_pre = weights({N, n}, 301);
+  Tensor du = weights({N, C}, 302), w = weights({P, n * C}, 303);
+  Tensor u = Tensor::empty({N, C}, f64);
+  auto loss = [&] {
+    ops::mhc_aggregate_fwd(Exec::cpu(), u, X, h_pre);
+    return test::weighted_sum(u, du);
+  };
+  const Tensor dx0 = weights({N, n, C}, 304);
+  Tensor dx = dx0.clone(), dw = Tensor::zeros({P, n * C}, f64);
+  const Tensor zeros_p = Tensor::zeros({N, P}, f64), zeros_n = Tensor::zeros({N}, f64);
+  const Tensor ones = from({N}, f64, std::vector<double>(size_t(N), 1.0));
+  ops::mhc_streams_bwd(Exec::cpu(), dx, dw, zeros_p, zeros_n, ones, ones, du, h_pre, X, w);
+  EXPECT_TRUE(test::grad_close(added(dx, dx0), test::numeric_grad(X, loss)));
+  for (double e : dw.to_f64_vector()) EXPECT_EQ(e, 0.0);
 }
 
 }  // namespace

@@ -8,11 +8,11 @@
 // constant). The first step: main dL = dM0 * M0 (the row-max shift cancels in the first row
 // normalisation, whose sums are >= 1, so it carries no gradient); dev dL = p * (dM0 - <dM0, p>)
 // per row, p = softmax_row(L).
-// Coefficients per token (x of D = n*C elements, proj of P = n^2+2n):
-//   r = 1 / (||x|| / sqrt(D) + 1e-6);  h = r * proj * a + bias  (a = alpha expanded per slice)
+// Coefficients per token (rms = ||x|| / sqrt(D) of its D = n*C stream elements, proj of P = n^2+2n):
+//   r = 1 / (rms + 1e-6);  h = r * proj * a + bias  (a = alpha expanded per slice)
 //   h_pre = sigmoid(h[0:n]) (+1e-6 dev); h_post = 2 sigmoid(h[n:2n]); h_res = sinkhorn(h[2n:]) (^T dev)
 //   bwd: dh from the sigmoids and sinkhorn_bwd; dproj = dh * r * a; dr = sum_k dh_k proj_k a_k;
-//        dx += -dr r^2 x / (sqrt(D) ||x||) (0 when x = 0); dalpha[g] += sum dh_k r proj_k; dbias += dh.
+//        dalpha[g] += sum dh_k r proj_k; dbias += dh. (x's share of dr, -dr r^2 x / (D rms), is mhc_streams_bwd's.)
 // Math in the proj dtype (float, double for fp64). The parameter gradients are deterministic:
 // each block of kTokenBlock tokens (a constant, not the thread count) sums its tokens in order
 // into its own partial, and the partials are summed in block order.
@@ -169,9 +169,9 @@ void token_logits(T* h, const T* proj, T r, const std::vector<T>& a, const std::
 }
 
 template <class T>
-void coeffs_fwd_impl(Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& x, const Tensor& proj,
+void coeffs_fwd_impl(Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& rms, const Tensor& proj,
                      const Tensor& alpha, const Tensor& bias, int64_t iterations, MhcVariant variant) {
-  const int64_t N = x.size(0), D = x.size(1), n = h_res.size(1), P = n * n + 2 * n;
+  const int64_t N = proj.size(0), n = h_res.size(1), P = n * n + 2 * n;
   const std::vector<bool> steps = sinkhorn_steps(iterations, variant);
   const std::vector<T> a = expand_alpha<T>(alpha, n);
   std::vector<T> b(P);  // (P)
@@ -181,14 +181,12 @@ void coeffs_fwd_impl(Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, co
   T* post = h_post.data<T>();    // (N, n)
   T* res = h_res.data<T>();      // (N, n, n)
   T* rs = r.data<T>();           // (N)
+  const T* ms = rms.data<T>();   // (N)
   parallel_for(N, 16, [&](int64_t t0, int64_t t1) {
-    std::vector<T> xs, h(P);  // (D), (P)
+    std::vector<T> h(P);  // (P)
     std::vector<std::vector<T>> iterates;
     for (int64_t t = t0; t < t1; ++t) {
-      const T* xr = load_view<T>(x, t * D, D, xs);
-      T ss = 0;
-      for (int64_t c = 0; c < D; ++c) ss += xr[c] * xr[c];
-      const T rt = T(1) / (std::sqrt(ss) / std::sqrt(T(D)) + T(kRmsEps));
+      const T rt = T(1) / (ms[t] + T(kRmsEps));
       rs[t] = rt;
       token_logits(h.data(), pj + t * P, rt, a, b);
       for (int64_t i = 0; i < n; ++i) {
@@ -205,11 +203,10 @@ void coeffs_fwd_impl(Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, co
 }
 
 template <class T>
-void coeffs_bwd_impl(Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
-                     const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj,
-                     const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations,
-                     MhcVariant variant) {
-  const int64_t N = x.size(0), D = x.size(1), n = dh_res.size(1), P = n * n + 2 * n, Q = P + 3;
+void coeffs_bwd_impl(Tensor& dproj, Tensor& dr_out, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
+                     const Tensor& dh_post, const Tensor& dh_res, const Tensor& proj, const Tensor& alpha,
+                     const Tensor& bias, const Tensor& r, int64_t iterations, MhcVariant variant) {
+  const int64_t N = proj.size(0), n = dh_res.size(1), P = n * n + 2 * n, Q = P + 3;
   const int64_t nb = (N + kTokenBlock - 1) / kTokenBlock;
   const std::vector<bool> steps = sinkhorn_steps(iterations, variant);
   const std::vector<T> a = expand_alpha<T>(alpha, n);
@@ -217,8 +214,7 @@ void coeffs_bwd_impl(Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, c
   load(bias, 0, P, b.data());
   const T* pj = proj.data<T>();  // (N, P)
   parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
-    // (D), (D), (P), (P), (P), (n*n), (n*n)
-    std::vector<T> xr(D), dxr(D), h(P), dh(P), dp(P), dres(n * n), dm(n * n);
+    std::vector<T> h(P), dh(P), dp(P), dres(n * n), dm(n * n);  // (P), (P), (P), (n*n), (n*n)
     std::vector<std::vector<T>> iterates;
     for (int64_t blk = b0; blk < b1; ++blk) {
       T* pb = part.data() + blk * Q;
@@ -236,7 +232,8 @@ void coeffs_bwd_impl(Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, c
           dh[n + i] *= 2 * sq * (1 - sq);
         }
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < n; ++j) dm[i * n + j] = variant == MhcVariant::Dev ? dres[j * n + i] : dres[i * n + j];
+          for (int64_t j = 0; j < n; ++j)
+            dm[i * n + j] = variant == MhcVariant::Dev ? dres[j * n + i] : dres[i * n + j];
         sinkhorn_backward_one(dh.data() + 2 * n, dm.data(), h.data() + 2 * n, n, steps, variant, iterates);
         T dr = 0;
         for (int64_t k = 0; k < P; ++k) {
@@ -246,14 +243,7 @@ void coeffs_bwd_impl(Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, c
           pb[P + (k < 2 * n ? k / n : 2)] += dh[k] * rt * pt[k];
         }
         store(dproj, t * P, P, dp.data());
-        load(x, t * D, D, xr.data());
-        load(dx, t * D, D, dxr.data());
-        T ss = 0;
-        for (int64_t c = 0; c < D; ++c) ss += xr[c] * xr[c];
-        const T norm = std::sqrt(ss);
-        const T coef = norm > 0 ? -dr * rt * rt / (std::sqrt(T(D)) * norm) : T(0);
-        for (int64_t c = 0; c < D; ++c) dxr[c] += coef * xr[c];
-        store(dx, t * D, D, dxr.data());
+        store(dr_out, t, 1, &dr);
       }
     }
   });
@@ -283,21 +273,20 @@ void sinkhorn_bwd(Exec&, Tensor& dlogits, const Tensor& dM, const Tensor& logits
   });
 }
 
-void mhc_coeffs_fwd(Exec&, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& x,
+void mhc_coeffs_fwd(Exec&, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& rms,
                     const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
                     ops::MhcVariant variant) {
   with_compute_type(proj.dtype(), [&](auto t) {
-    coeffs_fwd_impl<decltype(t)>(h_pre, h_post, h_res, r, x, proj, alpha, bias, iterations, variant);
+    coeffs_fwd_impl<decltype(t)>(h_pre, h_post, h_res, r, rms, proj, alpha, bias, iterations, variant);
   });
 }
 
-void mhc_coeffs_bwd(Exec&, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
-                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj,
-                    const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations,
-                    ops::MhcVariant variant) {
+void mhc_coeffs_bwd(Exec&, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
+                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& proj, const Tensor& alpha,
+                    const Tensor& bias, const Tensor& r, int64_t iterations, ops::MhcVariant variant) {
   with_compute_type(proj.dtype(), [&](auto t) {
-    coeffs_bwd_impl<decltype(t)>(dx, dproj, dalpha, dbias, dh_pre, dh_post, dh_res, x, proj, alpha, bias, r,
-                                 iterations, variant);
+    coeffs_bwd_impl<decltype(t)>(dproj, dr, dalpha, dbias, dh_pre, dh_post, dh_res, proj, alpha, bias, r, iterations,
+                                 variant);
   });
 }
 

@@ -1,6 +1,6 @@
 // mHC stream mixing, CPU reference (ops.h "mHC hyper-connections", docs/spec/mhc.md §2 steps 5-6):
 //   aggregate: u[t,:] = sum_i h_pre[t,i] X[t,i,:]
-//              dX[t,i,:] += h_pre[t,i] du[t,:];  dh_pre[t,i] = <X[t,i,:], du[t,:]>
+//              dh_pre[t,i] = <X[t,i,:], du[t,:]>;  dX[t,i,:] += h_pre[t,i] du[t,:] (where dX is defined)
 //   combine:   Y[t,i,:] = sum_j h_res[t,i,j] X[t,j,:] + h_post[t,i] F[t,:]
 //              dX[t,j,:] = sum_i h_res[t,i,j] dY[t,i,:];  dF[t,:] = sum_i h_post[t,i] dY[t,i,:]
 //              dh_res[t,i,j] = <dY[t,i,:], X[t,j,:]>;  dh_post[t,i] = <dY[t,i,:], F[t,:]>
@@ -41,9 +41,10 @@ void aggregate_bwd_impl(Tensor& dX, Tensor& dh_pre, const Tensor& du, const Tens
   const int64_t N = X.size(0), n = X.size(1), C = X.size(2);
   parallel_for(N, token_grain(n, C), [&](int64_t t0, int64_t t1) {
     std::vector<T> x(n * C), dx(n * C), g(C), h(n), dh(n);  // (n,C), (n,C), (C), (n), (n)
+    const bool with_dx = dX.defined();
     for (int64_t t = t0; t < t1; ++t) {
       load(X, t * n * C, n * C, x.data());
-      load(dX, t * n * C, n * C, dx.data());
+      if (with_dx) load(dX, t * n * C, n * C, dx.data());
       load(du, t * C, C, g.data());
       load(h_pre, t * n, n, h.data());
       for (int64_t i = 0; i < n; ++i) {
@@ -54,7 +55,7 @@ void aggregate_bwd_impl(Tensor& dX, Tensor& dh_pre, const Tensor& du, const Tens
         }
         dh[i] = dot;
       }
-      store(dX, t * n * C, n * C, dx.data());
+      if (with_dx) store(dX, t * n * C, n * C, dx.data());
       store(dh_pre, t * n, n, dh.data());
     }
   });

@@ -4,8 +4,7 @@
 // NMAX in {4, 8, 16} (the CUDA limit is n <= 16). The Sinkhorn backward runs the forward once more,
 // keeping every step's input in a scratch laid out [step][element][matrix] (consecutive threads,
 // consecutive addresses), then walks the steps last to first.
-// Coefficients: r and the dx update need the whole x row, so they run one block per token
-// (fixed-order block sums); everything else is per-token thread work. dbias and dalpha are
+// Coefficients: per-token thread work (r from the rms that mhc_proj_fwd measured). dbias and dalpha are
 // deterministic: the per-token dh (N, P) goes to a scratch buffer, row chunks set by N alone sum
 // their tokens into partials (chunks, P+3) in a fixed order (kParamLanes interleaved lanes, then the lanes in
 // order), and one kernel adds the chunks in order. With n = 2, 4 or 8 a compile-time constant (with_capacity),
@@ -26,7 +25,6 @@ constexpr float kSinkEps = 1e-6f;
 constexpr float kRmsEps = 1e-6f;
 constexpr int kTokenThreads = 128;
 constexpr int kBwdThreads = 32;  // the Sinkhorn backward is long per thread: small blocks spread it over every SM
-constexpr int kRowThreads = 256;
 constexpr int64_t kMaxChunks = 128;
 
 // Steps of a run: main T x (row, col); dev col, (T-1) x (row, col).
@@ -152,39 +150,19 @@ __global__ void sinkhorn_bwd_kernel(float* dL, const float* dM, const float* L, 
   }
 }
 
-// ||x_t||^2 of the block's token (every thread gets it); 16-byte loads when kV > 1 (D a multiple of kV, x aligned).
-template <int kV, class T>
-__device__ float row_sum_squares(const T* x, int64_t D, float* red) {
-  float ss = 0.0f;
-  for (int64_t c = threadIdx.x * kV; c < D; c += int64_t(blockDim.x) * kV) {
-    float v[kV];
-    load_v<kV>(x + c, v);
-#pragma unroll
-    for (int k = 0; k < kV; ++k) ss += v[k] * v[k];
-  }
-  return block_sum(ss, red);
-}
-
-// r[t] = 1 / (||x_t|| / sqrt(D) + 1e-6); one block per token.
-template <int kV, class T>
-__global__ void coeffs_r_kernel(float* r, const T* x, int64_t D) {
-  __shared__ float red[32];
-  const float ss = row_sum_squares<kV>(x + blockIdx.x * D, D, red);
-  if (threadIdx.x == 0) r[blockIdx.x] = 1.0f / (sqrtf(ss) / sqrtf(float(D)) + kRmsEps);
-}
-
 // alpha expanded: slice k of P = n^2 + 2n.
 __device__ __forceinline__ float alpha_of(const float* alpha, int n, int k) { return alpha[k < 2 * n ? k / n : 2]; }
 
 template <int NMAX, bool kExact>
-__global__ void coeffs_fwd_kernel(float* h_pre, float* h_post, float* h_res, const float* r, const float* proj,
-                                  const float* alpha, const float* bias, int64_t N, int n, int64_t iterations,
-                                  bool dev) {
+__global__ void coeffs_fwd_kernel(float* h_pre, float* h_post, float* h_res, float* r, const float* rms,
+                                  const float* proj, const float* alpha, const float* bias, int64_t N, int n,
+                                  int64_t iterations, bool dev) {
   if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the arrays live in registers
   float h[NMAX * NMAX + 2 * NMAX], m[NMAX * NMAX];
   const int P = n * n + 2 * n;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
-    const float rt = r[t];
+    const float rt = 1.0f / (rms[t] + kRmsEps);
+    r[t] = rt;
     for (int k = 0; k < P; ++k) h[k] = rt * proj[t * P + k] * alpha_of(alpha, n, k) + bias[k];
     for (int i = 0; i < n; ++i) {
       h_pre[t * n + i] = sigmoid(h[i]) + (dev ? kSinkEps : 0.0f);
@@ -228,37 +206,6 @@ __global__ void coeffs_bwd_token_kernel(float* dproj, float* dr, float* dh_out, 
     }
     dr[t] = drt;
   }
-}
-
-// dx[t] += -dr r^2 x / (sqrt(D) ||x||) (nothing when x = 0); one block per token, vectors as row_sum_squares.
-template <int kV, class T>
-__global__ void coeffs_dx_kernel(T* dx, const T* x, const float* dr, const float* r, int64_t D) {
-  __shared__ float red[32];
-  const T* xr = x + blockIdx.x * D;
-  T* dxr = dx + blockIdx.x * D;
-  const float norm = sqrtf(row_sum_squares<kV>(xr, D, red)), rt = r[blockIdx.x];
-  if (norm == 0.0f) return;
-  const float coef = -dr[blockIdx.x] * rt * rt / (sqrtf(float(D)) * norm);
-  for (int64_t c = threadIdx.x * kV; c < D; c += int64_t(blockDim.x) * kV) {
-    float v[kV], g[kV];
-    load_v<kV>(xr + c, v);
-    load_v_rw<kV>(dxr + c, g);
-#pragma unroll
-    for (int k = 0; k < kV; ++k) g[k] += coef * v[k];
-    store_v<kV>(dxr + c, g);
-  }
-}
-
-// f(T, std::integral_constant<int, V>) for x's element type (bf16 or fp32) and vector width: 16 bytes when every row
-// of the tensors is whole 16-byte vectors and aligned, else 1.
-template <class F>
-void with_rows(const Tensor& x, std::initializer_list<const Tensor*> rows, F&& f) {
-  auto vec = [&](int64_t v) {
-    bool ok = x.size(1) % v == 0;
-    for (const Tensor* r : rows) ok = ok && aligned16(r->raw());
-    return ok;
-  };
-  with_type_and_width(x.dtype(), vec, f);
 }
 
 // partial (chunks, P+3): columns [0,P) sum dh (dbias), P+g sum dh_k r proj_k over slice g (dalpha),
@@ -335,10 +282,6 @@ void check_fp32_only(const char* op, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts) HYTRA_CHECK(t->dtype() == DType::F32, op, " on CUDA: expected fp32, got ", t->desc());
 }
 
-void check_act_dtype(const char* op, const Tensor& t) {
-  HYTRA_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, op, " on CUDA: unsupported dtype ", t.desc());
-}
-
 }  // namespace
 
 void sinkhorn_fwd(Exec& ex, Tensor& M, const Tensor& logits, int64_t iterations, ops::MhcVariant variant) {
@@ -366,40 +309,29 @@ void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& log
   });
 }
 
-void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& x,
+void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& rms,
                     const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
                     ops::MhcVariant variant) {
   const char* op = "mhc_coeffs_fwd";
-  check_act_dtype(op, x);
-  check_fp32_only(op, {&h_pre, &h_post, &h_res, &r, &proj, &alpha, &bias});
-  const int64_t N = x.size(0), D = x.size(1), n = h_res.size(1);
+  check_fp32_only(op, {&h_pre, &h_post, &h_res, &r, &rms, &proj, &alpha, &bias});
+  const int64_t N = proj.size(0), n = h_res.size(1);
   if (N == 0) return;
-  cudaStream_t s = stream_of(ex);
-  with_rows(x, {&x}, [&](auto t, auto v) {
-    using T = decltype(t);
-    coeffs_r_kernel<v.value><<<unsigned(N), kRowThreads, 0, s>>>(r.data<float>(), static_cast<const T*>(x.raw()), D);
-  });
-  check_launch("coeffs_r_kernel");
   with_capacity(op, n, [&](auto cap, auto exact) {
-    coeffs_fwd_kernel<cap.value, exact.value><<<grid_for(N, kTokenThreads), kTokenThreads, 0, s>>>(
-        h_pre.data<float>(), h_post.data<float>(), h_res.data<float>(), r.data<float>(), proj.data<float>(),
-        alpha.data<float>(), bias.data<float>(), N, int(n), iterations, variant == MhcVariant::Dev);
+    coeffs_fwd_kernel<cap.value, exact.value><<<grid_for(N, kTokenThreads), kTokenThreads, 0, stream_of(ex)>>>(
+        h_pre.data<float>(), h_post.data<float>(), h_res.data<float>(), r.data<float>(), rms.data<float>(),
+        proj.data<float>(), alpha.data<float>(), bias.data<float>(), N, int(n), iterations, variant == MhcVariant::Dev);
     check_launch("coeffs_fwd_kernel");
   });
 }
 
-void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
-                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& x, const Tensor& proj,
-                    const Tensor& alpha, const Tensor& bias, const Tensor& r, int64_t iterations,
-                    ops::MhcVariant variant) {
+void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
+                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& proj, const Tensor& alpha,
+                    const Tensor& bias, const Tensor& r, int64_t iterations, ops::MhcVariant variant) {
   const char* op = "mhc_coeffs_bwd";
-  check_act_dtype(op, x);
-  check_act_dtype(op, dx);
-  check_fp32_only(op, {&dproj, &dalpha, &dbias, &dh_pre, &dh_post, &dh_res, &proj, &alpha, &bias, &r});
-  const int64_t N = x.size(0), D = x.size(1), n = dh_res.size(1), P = n * n + 2 * n;
+  check_fp32_only(op, {&dproj, &dr, &dalpha, &dbias, &dh_pre, &dh_post, &dh_res, &proj, &alpha, &bias, &r});
+  const int64_t N = proj.size(0), n = dh_res.size(1), P = n * n + 2 * n;
   if (N == 0) return;
   cudaStream_t s = stream_of(ex);
-  Tensor dr = Tensor::empty({N}, DType::F32, Device::CUDA);     // (N)
   Tensor dh = Tensor::empty({N, P}, DType::F32, Device::CUDA);  // (N, P)
   Tensor its = step_inputs(N, n, iterations, variant);
   with_capacity(op, n, [&](auto cap, auto exact) {
@@ -409,12 +341,6 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dx, Tensor& dproj, Tensor& dalpha, Tensor&
         iterations, variant == MhcVariant::Dev, its.data<float>());
     check_launch("coeffs_bwd_token_kernel");
   });
-  with_rows(x, {&x, &dx}, [&](auto t, auto v) {
-    using T = decltype(t);
-    coeffs_dx_kernel<v.value><<<unsigned(N), kRowThreads, 0, s>>>(
-        static_cast<T*>(dx.raw()), static_cast<const T*>(x.raw()), dr.data<float>(), r.data<float>(), D);
-  });
-  check_launch("coeffs_dx_kernel");
   const int64_t chunks = N < kMaxChunks ? N : kMaxChunks;
   const int64_t rows_per_chunk = (N + chunks - 1) / chunks;
   const int col_threads = int((P + 3 + 31) / 32 * 32);

@@ -1,6 +1,6 @@
 // mHC stream mixing on CUDA (ops.h "mHC hyper-connections", docs/spec/mhc.md §2 steps 5-6), math in fp32:
 //   aggregate: u[t,:] = sum_i h_pre[t,i] X[t,i,:]
-//              dX[t,i,:] += h_pre[t,i] du[t,:];  dh_pre[t,i] = <X[t,i,:], du[t,:]>
+//              dh_pre[t,i] = <X[t,i,:], du[t,:]>;  dX[t,i,:] += h_pre[t,i] du[t,:] (dX not null)
 //   combine:   Y[t,i,:] = sum_j h_res[t,i,j] X[t,j,:] + h_post[t,i] F[t,:]
 //              dX[t,j,:] = sum_i h_res[t,i,j] dY[t,i,:];  dF[t,:] = sum_i h_post[t,i] dY[t,i,:]
 //              dh_res[t,i,j] = <dY[t,i,:], X[t,j,:]>;  dh_post[t,i] = <dY[t,i,:], F[t,:]>
@@ -73,14 +73,14 @@ __global__ void __launch_bounds__(kThreads) aggregate_fwd_kernel(T* u, const T* 
   }
 }
 
-// dX (N,n,C) +=, dh_pre (N,n) = from du (N,C), X (N,n,C), h_pre (N,n).
+// dh_pre (N,n) =, and dX (N,n,C) += unless dX is null, from du (N,C), X (N,n,C), h_pre (N,n).
 template <class T, int NM, int V>
 __global__ void __launch_bounds__(kThreads) aggregate_bwd_kernel(T* dX, float* dh_pre, const T* du, const T* X,
                                                                  const float* h_pre, int n, int64_t C) {
   __shared__ float red[kWarps * NM];
   const int64_t t = blockIdx.x;
   const T* x = X + t * n * C;
-  T* dx = dX + t * n * C;
+  T* dx = dX == nullptr ? nullptr : dX + t * n * C;
   float h[NM], dot[NM];
 #pragma unroll
   for (int i = 0; i < NM; ++i) {
@@ -93,15 +93,17 @@ __global__ void __launch_bounds__(kThreads) aggregate_bwd_kernel(T* dX, float* d
 #pragma unroll
     for (int i = 0; i < NM; ++i) {
       if (i < n) {
-        float xv[V], dv[V];
+        float xv[V];
         load_v<V>(x + i * C + c, xv);
-        load_v_rw<V>(dx + i * C + c, dv);
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          dv[e] += h[i] * g[e];
-          dot[i] += xv[e] * g[e];
+        for (int e = 0; e < V; ++e) dot[i] += xv[e] * g[e];
+        if (dX != nullptr) {
+          float dv[V];
+          load_v_rw<V>(dx + i * C + c, dv);
+#pragma unroll
+          for (int e = 0; e < V; ++e) dv[e] += h[i] * g[e];
+          store_v<V>(dx + i * C + c, dv);
         }
-        store_v<V>(dx + i * C + c, dv);
       }
     }
   }
@@ -222,7 +224,7 @@ void dispatch(const char* op, const Tensor& X, std::initializer_list<const Tenso
   HYTRA_CHECK(n <= kMaxStreams, op, " on CUDA: at most ", kMaxStreams, " streams, got n = ", n);
   if (N == 0) return;
   bool vec = C % 8 == 0;
-  for (const Tensor* r : rows) vec = vec && aligned16(r->raw());
+  for (const Tensor* r : rows) vec = vec && (!r->defined() || aligned16(r->raw()));  // an undefined dX: none
   auto with_v = [&](auto t, auto nm) {
     if (vec)
       f(t, nm, std::integral_constant<int, 8>{});
@@ -269,9 +271,9 @@ void mhc_aggregate_bwd(Exec& ex, Tensor& dX, Tensor& dh_pre, const Tensor& du, c
   const int64_t C = X.size(2);
   dispatch("mhc_aggregate_bwd", X, {&dX, &du, &X}, {&h_pre, &dh_pre}, [&](auto t, auto nm, auto v) {
     using T = decltype(t);
-    aggregate_bwd_kernel<T, decltype(nm)::value, decltype(v)::value><<<unsigned(X.size(0)), kThreads, 0,
-                                                                       stream_of(ex)>>>(
-        ptr<T>(dX), dh_pre.data<float>(), ptr<T>(du), ptr<T>(X), h_pre.data<float>(), n, C);
+    aggregate_bwd_kernel<T, decltype(nm)::value, decltype(v)::value>
+        <<<unsigned(X.size(0)), kThreads, 0, stream_of(ex)>>>(dX.defined() ? ptr<T>(dX) : nullptr, dh_pre.data<float>(),
+                                                              ptr<T>(du), ptr<T>(X), h_pre.data<float>(), n, C);
     check_launch("aggregate_bwd_kernel");
   });
 }

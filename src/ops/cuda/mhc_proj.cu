@@ -1,17 +1,20 @@
-// The mHC mapping projection on CUDA (ops.def mhc_proj_fwd / mhc_proj_bwd): tall, skinny GEMMs between the streams
-// x (N, D = nC, bf16 or fp32, read as stored: no fp32 copy) and the mapping weight w (P = n^2 + 2n rows of D, fp32),
-// P <= 288 (n <= 16).
+// The mHC mapping projection and the streams' gradient before the sub-layer on CUDA (ops.def mhc_proj_fwd /
+// mhc_streams_bwd): tall, skinny GEMMs between the streams x (N, D = nC, bf16 or fp32, read as stored: no fp32 copy)
+// and the mapping weight w (P = n^2 + 2n rows of D, fp32), P <= 288 (n <= 16). The forward also sums each token's
+// squares (rms); the backward's dx pass adds the aggregation's and the r path's terms to dproj w, so the stream
+// gradient is read and written once.
 // bf16 streams with P <= 80 and 16-byte aligned tensors run on the tensor cores (mma.m16n8k16, fp32 accumulation),
 // the fp32 operands w and dproj split into two bf16 terms each (about 2^-17 relative):
 //   forward  (D a multiple of 32) proj_fwd_tc_kernel: a warp takes 16 tokens and one of kTcSplit parts of D.
-//   backward (D a multiple of 8) proj_dx_tc_kernel: a warp holds w's fragments of 32 columns and walks 128 tokens;
-//            proj_dw_tc_kernel: 32-token tiles of x staged by cp.async and read by ldmatrix .trans, one of kDwSplit
-//            parts of the tokens a block.
+//   backward (C a multiple of 32) streams_dx_tc_kernel: a warp holds w's fragments of 32 columns (one stream's) and
+//            walks 128 tokens; proj_dw_tc_kernel: 32-token tiles of x staged by cp.async and read by ldmatrix .trans,
+//            one of kDwSplit parts of the tokens a block.
 // Otherwise fp32 FMAs:
 //   forward  proj (N,P) = x w^T: a block takes 256 tokens (64 for n > 8) and one of kSplit parts of D (chunks of 32
-//            columns staged k-major); warp g sums outputs g, g + 8, ..., each lane 8 (2) tokens.
-//   dx       dx (N,D) += dproj w: a block takes 16 tokens (their dproj rows in shared memory) and 512 columns, two a
-//            thread; each element is read, summed over p in order and rounded once.
+//            columns staged k-major); warp g sums outputs g, g + 8, ..., each lane 8 (2) tokens; warp 0 also sums
+//            the squares.
+//   dx       a block takes 16 tokens (their dproj rows in shared memory) and 512 columns, two a thread; each element
+//            is read, summed over p in order, given the two other terms and rounded once.
 //   dw       dw (P,D) += dproj^T x: a block takes 256 columns (64 for n > 8) and one of kDwSplit parts of the tokens
 //            (chunks of 32 staged); warp g sums outputs g, g + 8, ..., each lane 8 (2) columns.
 // The parts' sums go to a scratch and are added in part order. Every sum runs in a fixed order set by the shapes
@@ -60,9 +63,10 @@ __device__ __forceinline__ void add_row(float (&acc)[J][CW], const float* x, con
 
 // part (kSplit, N, P): part[s][t, p] = sum over k in part s of D of x[t, k] w[p, k]. Warp pg takes the outputs
 // p = pg + 8 j (j < J), lane l the tokens l CW .. l CW + CW of the block's 32 CW.
+// part_ss (kSplit, N): the squares of x over part s of D, summed by warp 0.
 template <class T, int J, int CW>
 __global__ void __launch_bounds__(kThreads)
-    proj_fwd_kernel(float* part, const T* x, const float* w, int64_t N, int64_t D, int P) {
+    proj_fwd_kernel(float* part, float* part_ss, const T* x, const float* w, int64_t N, int64_t D, int P) {
   constexpr int kTok = 32 * CW, PJ = 8 * J, XS = kTok + 4;  // XS: a k row of xs, padded (stores 4-way, not 32)
   extern __shared__ float sm[];
   float* xs = sm;                // [kChunk][XS]: k-major, the block's tokens contiguous
@@ -71,7 +75,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t t0 = int64_t(blockIdx.x) * kTok;
   int64_t k_lo, k_hi;
   segment(D, blockIdx.y, kSplit, k_lo, k_hi);
-  float acc[J][CW] = {};
+  float acc[J][CW] = {}, ss[CW] = {};
   for (int64_t k0 = k_lo; k0 < k_hi; k0 += kChunk) {
     for (int e = threadIdx.x; e < kTok * kChunk; e += kThreads) {  // a warp reads one token's 32 k
       const int r = e / kChunk, c = e % kChunk;
@@ -85,8 +89,18 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     for (int c = 0; c < kChunk; ++c) add_row(acc, xs + c * XS, ws + c * PJ, lane, pg);
+    if (pg == 0)
+      for (int c = 0; c < kChunk; ++c)
+#pragma unroll
+        for (int q = 0; q < CW; ++q) ss[q] += xs[c * XS + lane * CW + q] * xs[c * XS + lane * CW + q];
     __syncthreads();
   }
+  if (pg == 0)
+#pragma unroll
+    for (int q = 0; q < CW; ++q) {
+      const int64_t t = t0 + lane * CW + q;
+      if (t < N) part_ss[int64_t(blockIdx.y) * N + t] = ss[q];
+    }
   float* out = part + int64_t(blockIdx.y) * N * P;
 #pragma unroll
   for (int j = 0; j < J; ++j) {
@@ -100,7 +114,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The forward on the tensor cores for bf16 streams (P <= 80, D a multiple of 32): part (kTcSplit, N, P). A warp
+// The forward on the tensor cores for bf16 streams (P <= 80, D a multiple of 32): part (kTcSplit, N, P) and the squares
+// part_ss (kTcSplit, N) (each lane's, then the 4 lanes of a row in a fixed order). A warp
 // takes 16 tokens and one of kTcSplit parts of D, 32 columns a step: each lane reads 8 adjacent bf16 of tokens g
 // and g + 8 (16 bytes each) and the matching 8 fp32 of w's rows 8j + g, split as w = hi + lo (two bf16, error
 // about 2^-17 |w|), and runs mma.m16n8k16 of x with w's hi and lo terms for each group j of 8 outputs, twice (the
@@ -117,9 +132,22 @@ __device__ __forceinline__ void split2(float w0, float w1, uint32_t& hi, uint32_
   lo = *reinterpret_cast<const uint32_t*>(&l);
 }
 
+// The sum of the squares of 8 bf16 in a 16-byte vector, in element order.
+__device__ __forceinline__ float sum_squares8(const uint4& v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+    s += f.x * f.x;
+    s += f.y * f.y;
+  }
+  return s;
+}
+
 template <int J>
-__global__ void __launch_bounds__(128)
-    proj_fwd_tc_kernel(float* part, const __nv_bfloat16* x, const float* w, int64_t N, int64_t D, int P) {
+__global__ void __launch_bounds__(128) proj_fwd_tc_kernel(float* part, float* part_ss, const __nv_bfloat16* x,
+                                                          const float* w, int64_t N, int64_t D, int P) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t t0 = (int64_t(blockIdx.x) * 4 + threadIdx.x / 32) * 16;
   if (t0 >= N) return;
@@ -129,8 +157,11 @@ __global__ void __launch_bounds__(128)
   const uint4* x0 = reinterpret_cast<const uint4*>(x + r0 * D) + t;
   const uint4* x1 = reinterpret_cast<const uint4*>(x + r1 * D) + t;
   Acc acc[J] = {};
+  float ss0 = 0.0f, ss1 = 0.0f;  // rows g, g + 8
   for (int64_t ks = k_lo; ks < k_hi; ++ks) {
     const uint4 a0 = __ldg(x0 + ks * 4), a1 = __ldg(x1 + ks * 4);
+    ss0 += sum_squares8(a0);
+    ss1 += sum_squares8(a1);
     const FragA<bf16> A[2] = {{{a0.x, a1.x, a0.y, a1.y}}, {{a0.z, a1.z, a0.w, a1.w}}};
 #pragma unroll
     for (int j = 0; j < J; ++j) {
@@ -148,6 +179,16 @@ __global__ void __launch_bounds__(128)
       mma(acc[j], A[1], l[1]);
     }
   }
+#pragma unroll
+  for (int m = 1; m <= 2; m *= 2) {
+    ss0 += __shfl_xor_sync(0xffffffffu, ss0, m);
+    ss1 += __shfl_xor_sync(0xffffffffu, ss1, m);
+  }
+  if (t == 0) {
+    float* o = part_ss + int64_t(blockIdx.y) * N;
+    if (t0 + g < N) o[t0 + g] = ss0;
+    if (t0 + g + 8 < N) o[t0 + g + 8] = ss1;
+  }
   float* out = part + int64_t(blockIdx.y) * N * P;
 #pragma unroll
   for (int j = 0; j < J; ++j)
@@ -159,21 +200,36 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-// dx on the tensor cores for bf16 streams (P <= 80, D a multiple of 8, aligned): dx (N,D) += dproj w with dproj and w
-// each split into two bf16 terms and three products (hi hi, hi lo, lo hi; the dropped lo lo is at most about 2^-18
-// of each product). A block of 4 warps takes 128 tokens and 128 columns: warp q holds w's fragments of columns 32q ..
-// 32q + 31 (4 n tiles of 8, p in KS steps of 16, P padded with zeros) and walks the tokens 16 at a time. Each element
-// is read once, summed in a fixed order and rounded once.
+// The per-token terms of the stream gradient (ops.def mhc_streams_bwd): the aggregation's h_pre[t,i] du[t,:] and the
+// r path's scale s[t] X[t,i,:] with s = -dr r^2 / (D rms) (0 where rms = 0).
+struct StreamTerms {
+  const float *dr, *r, *rms, *h_pre;
+  int n;
+  int64_t C;
+  __device__ __forceinline__ float scale(int64_t t, int64_t D) const {
+    const float m = rms[t], rt = r[t];
+    return m > 0.0f ? -dr[t] * rt * rt / (float(D) * m) : 0.0f;
+  }
+};
+
+// dx on the tensor cores for bf16 streams (P <= 80, C a multiple of 32, aligned): dx (N,D) += dproj w + the stream
+// terms, with dproj and w each split into two bf16 terms and three products (hi hi, hi lo, lo hi; the dropped lo lo is
+// at most about 2^-18 of each product). A block of 4 warps takes 128 tokens and 128 columns: warp q holds w's
+// fragments of columns 32q .. 32q + 31 (4 n tiles of 8, p in KS steps of 16, P padded with zeros; one stream's
+// columns) and walks the tokens 16 at a time. Each element is read once, summed in a fixed order and rounded once.
 constexpr int kDxTcTokens = 128;
 
 template <int KS>
 __global__ void __launch_bounds__(128)
-    proj_dx_tc_kernel(__nv_bfloat16* __restrict__ dx, const float* __restrict__ dproj, const float* __restrict__ w,
-                      int64_t N, int64_t D, int P) {
+    streams_dx_tc_kernel(__nv_bfloat16* __restrict__ dx, const float* __restrict__ dproj, const float* __restrict__ w,
+                         const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ du, StreamTerms st,
+                         int64_t N, int64_t D, int P) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t c0 = int64_t(blockIdx.y) * 128 + threadIdx.x / 32 * 32;
   if (c0 >= D) return;
-  FragB<bf16> bh[KS][4], bl[KS][4];  // w rows p = 16 ks + 2t + {0, 1} (+ 8), column c0 + 8j + g
+  const int stream = int(c0 / st.C);
+  const int64_t cu = c0 - stream * st.C;  // du's column of c0
+  FragB<bf16> bh[KS][4], bl[KS][4];       // w rows p = 16 ks + 2t + {0, 1} (+ 8), column c0 + 8j + g
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
@@ -182,28 +238,36 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int p = 16 * ks + 2 * t + (e & 1) + 8 * (e >> 1);
-        v[e] = p < P && c0 + 8 * j < D ? __ldg(w + int64_t(p) * D + c0 + 8 * j + g) : 0.0f;
+        v[e] = p < P ? __ldg(w + int64_t(p) * D + c0 + 8 * j + g) : 0.0f;
       }
       split2(v[0], v[1], bh[ks][j].r[0], bl[ks][j].r[0]);
       split2(v[2], v[3], bh[ks][j].r[1], bl[ks][j].r[1]);
     }
   const int64_t t_end = min(N, int64_t(blockIdx.x + 1) * kDxTcTokens);
-  // A tile of 16 tokens from row r0: the old values of rows r0 + g + 8h, columns c0 + 8j + 2t and the next, and
-  // dproj at rows r0 + g + 8 (q & 1), p = 16 ks + 2t + 8 (q >> 1) + {0, 1} (A fragment register q). The next tile
-  // is loaded before this one is stored, so its loads are in flight during this tile's products and stores.
+  // A tile of 16 tokens from row r0: the old values, x and du of rows r0 + g + 8h, columns c0 + 8j + 2t and the next;
+  // the rows' h_pre and scale; dproj at rows r0 + g + 8 (q & 1), p = 16 ks + 2t + 8 (q >> 1) + {0, 1} (A fragment
+  // register q). The next tile is loaded before this one is stored, so its loads are in flight during this tile's
+  // products and stores.
   struct Tile {
-    __nv_bfloat162 old[4][2];
+    __nv_bfloat162 old[4][2], xv[4][2], gv[4][2];
+    float hp[2], sc[2];
     float dp[KS][4][2];
   };
   auto load_tile = [&](Tile& tl, int64_t r0) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = r0 + g + 8 * h;
+      if (row >= t_end) continue;
+      tl.hp[h] = st.h_pre[row * st.n + stream];
+      tl.sc[h] = st.scale(row, D);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = r0 + g + 8 * h;
-        if (row < t_end && c0 + 8 * j < D)
-          tl.old[j][h] = *reinterpret_cast<const __nv_bfloat162*>(dx + row * D + c0 + 8 * j + 2 * t);
+      for (int j = 0; j < 4; ++j) {
+        const int64_t at = row * D + c0 + 8 * j + 2 * t;
+        tl.old[j][h] = *reinterpret_cast<const __nv_bfloat162*>(dx + at);
+        tl.xv[j][h] = *reinterpret_cast<const __nv_bfloat162*>(x + at);
+        tl.gv[j][h] = *reinterpret_cast<const __nv_bfloat162*>(du + row * st.C + cu + 8 * j + 2 * t);
       }
+    }
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
@@ -238,10 +302,13 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = r0 + g + 8 * h;
-        if (row >= t_end || c0 + 8 * j >= D) continue;  // D is whole 8-column tiles
-        const float2 o = __bfloat1622float2(cur.old[j][h]);
+        if (row >= t_end) continue;
+        const float2 o = __bfloat1622float2(cur.old[j][h]), xf = __bfloat1622float2(cur.xv[j][h]);
+        const float2 gf = __bfloat1622float2(cur.gv[j][h]);
+        const float v0 = cur.hp[h] * gf.x + acc[j].v[2 * h] + cur.sc[h] * xf.x;
+        const float v1 = cur.hp[h] * gf.y + acc[j].v[2 * h + 1] + cur.sc[h] * xf.y;
         *reinterpret_cast<__nv_bfloat162*>(dx + row * D + c0 + 8 * j + 2 * t) =
-            __floats2bfloat162_rn(o.x + acc[j].v[2 * h], o.y + acc[j].v[2 * h + 1]);
+            __floats2bfloat162_rn(o.x + v0, o.y + v1);
       }
     cur = next;
   }
@@ -333,10 +400,21 @@ __global__ void sum_parts_kernel(float* out, const float* part, int parts, int64
   }
 }
 
-// dx[t, d] += sum_p dproj[t, p] w[p, d] for the block's 16 tokens and 512 columns, two adjacent columns a thread.
+// rms[t] = sqrt(the parts' squares of token t, added in part order) / sqrt(D).
+__global__ void rms_kernel(float* rms, const float* part_ss, int parts, int64_t N, int64_t D) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
+    float s = part_ss[t];
+    for (int q = 1; q < parts; ++q) s += part_ss[q * N + t];
+    rms[t] = sqrtf(s) / sqrtf(float(D));
+  }
+}
+
+// dx[t, d] += sum_p dproj[t, p] w[p, d] + the stream terms for the block's 16 tokens and 512 columns, two adjacent
+// columns a thread.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    proj_dx_kernel(T* dx, const float* dproj, const float* w, int64_t N, int64_t D, int P) {
+    streams_dx_kernel(T* dx, const float* dproj, const float* w, const T* x, const T* du, StreamTerms st, int64_t N,
+                      int64_t D, int P) {
   extern __shared__ float dps[];  // [kDxTokens][P4]: rows padded with zeros to whole float4s
   const int P4 = (P + 3) / 4 * 4;
   const int64_t t0 = int64_t(blockIdx.x) * kDxTokens, d = (int64_t(blockIdx.y) * kThreads + threadIdx.x) * 2;
@@ -372,11 +450,15 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kDxTokens; ++i) {
     const int64_t t = t0 + i;
     if (t >= N) continue;
+    const float sc = st.scale(t, D);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       if (c == 1 && !two) continue;
-      T& o = dx[t * D + d + c];
-      o = T(float(o) + acc[i][c]);
+      const int64_t e = d + c, stream = e / st.C;
+      const float v =
+          st.h_pre[t * st.n + stream] * float(du[t * st.C + e - stream * st.C]) + acc[i][c] + sc * float(x[t * D + e]);
+      T& o = dx[t * D + e];
+      o = T(float(o) + v);
     }
   }
 }
@@ -445,17 +527,21 @@ void check_sizes(const char* op, const Tensor& x, int64_t P) {
 
 }  // namespace
 
-void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
+void mhc_proj_fwd(Exec& ex, Tensor& proj, Tensor& rms, const Tensor& x, const Tensor& w) {
   const int64_t N = x.size(0), D = x.size(1), P = w.size(0);
   check_sizes("mhc_proj_fwd", x, P);
   if (N == 0) return;
   const cudaStream_t s = stream_of(ex);
-  if (x.dtype() == DType::BF16 && P <= 80 && D % 32 == 0 && aligned16(x.raw()) && aligned16(w.raw())) {
-    Tensor part = Tensor::empty({kTcSplit, N, P}, DType::F32, Device::CUDA);  // (kTcSplit, N, P)
+  const bool tc = x.dtype() == DType::BF16 && P <= 80 && D % 32 == 0 && aligned16(x.raw()) && aligned16(w.raw());
+  const int parts = tc ? kTcSplit : kSplit;
+  Tensor part = Tensor::empty({parts, N, P}, DType::F32, Device::CUDA);  // (parts, N, P)
+  Tensor part_ss = Tensor::empty({parts, N}, DType::F32, Device::CUDA);  // (parts, N)
+  if (tc) {
     const dim3 grid(unsigned((N + 63) / 64), kTcSplit);
     auto launch = [&](auto j) {
-      proj_fwd_tc_kernel<j.value><<<grid, 128, 0, s>>>(part.data<float>(), static_cast<const __nv_bfloat16*>(x.raw()),
-                                                       w.data<float>(), N, D, int(P));
+      proj_fwd_tc_kernel<j.value><<<grid, 128, 0, s>>>(part.data<float>(), part_ss.data<float>(),
+                                                       static_cast<const __nv_bfloat16*>(x.raw()), w.data<float>(), N,
+                                                       D, int(P));
     };
     if (P <= 8)
       launch(std::integral_constant<int, 1>{});
@@ -464,43 +550,46 @@ void mhc_proj_fwd(Exec& ex, Tensor& proj, const Tensor& x, const Tensor& w) {
     else
       launch(std::integral_constant<int, 10>{});
     check_launch("proj_fwd_tc_kernel");
-    sum_parts_kernel<<<grid_for(N * P, kThreads), kThreads, 0, s>>>(proj.data<float>(), part.data<float>(), kTcSplit,
-                                                                    N * P, false);
-    check_launch("sum_parts_kernel");
-    return;
-  }
-  Tensor part = Tensor::empty({kSplit, N, P}, DType::F32, Device::CUDA);  // (kSplit, N, P)
-  with_type(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    with_tile(P, [&](auto j, auto cw) {
-      const int64_t tokens = 32 * cw.value;
-      const dim3 grid(unsigned((N + tokens - 1) / tokens), kSplit);
-      const size_t smem = size_t(kChunk) * (tokens + 4 + 8 * j.value) * sizeof(float);
-      proj_fwd_kernel<T, j.value, cw.value><<<grid, kThreads, smem, s>>>(
-          part.data<float>(), static_cast<const T*>(x.raw()), w.data<float>(), N, D, int(P));
+  } else {
+    with_type(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      with_tile(P, [&](auto j, auto cw) {
+        const int64_t tokens = 32 * cw.value;
+        const dim3 grid(unsigned((N + tokens - 1) / tokens), kSplit);
+        const size_t smem = size_t(kChunk) * (tokens + 4 + 8 * j.value) * sizeof(float);
+        proj_fwd_kernel<T, j.value, cw.value><<<grid, kThreads, smem, s>>>(
+            part.data<float>(), part_ss.data<float>(), static_cast<const T*>(x.raw()), w.data<float>(), N, D, int(P));
+      });
     });
-  });
-  check_launch("proj_fwd_kernel");
-  sum_parts_kernel<<<grid_for(N * P, kThreads), kThreads, 0, s>>>(proj.data<float>(), part.data<float>(), kSplit, N * P,
+    check_launch("proj_fwd_kernel");
+  }
+  sum_parts_kernel<<<grid_for(N * P, kThreads), kThreads, 0, s>>>(proj.data<float>(), part.data<float>(), parts, N * P,
                                                                   false);
   check_launch("sum_parts_kernel");
+  rms_kernel<<<grid_for(N, kThreads), kThreads, 0, s>>>(rms.data<float>(), part_ss.data<float>(), parts, N, D);
+  check_launch("rms_kernel");
 }
 
-void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const Tensor& x, const Tensor& w) {
-  const int64_t N = x.size(0), D = x.size(1), P = w.size(0);
-  check_sizes("mhc_proj_bwd", x, P);
+void mhc_streams_bwd(Exec& ex, Tensor& dX, Tensor& dw, const Tensor& dproj, const Tensor& dr, const Tensor& r,
+                     const Tensor& rms, const Tensor& du, const Tensor& h_pre, const Tensor& X, const Tensor& w) {
+  const int64_t N = X.size(0), n = X.size(1), C = X.size(2), D = n * C, P = w.size(0);
+  const Tensor x = X.view({N, D});
+  check_sizes("mhc_streams_bwd", x, P);
   if (N == 0) return;
   const cudaStream_t s = stream_of(ex);
+  const StreamTerms st{dr.data<float>(), r.data<float>(), rms.data<float>(), h_pre.data<float>(), int(n), C};
   Tensor part = Tensor::empty({kDwSplit, P, D}, DType::F32, Device::CUDA);  // (kDwSplit, P, D)
-  if (x.dtype() == DType::BF16 && P <= 80 && D % 8 == 0 && aligned16(x.raw()) && aligned16(dx.raw())) {
-    const dim3 dx_grid(unsigned((N + kDxTcTokens - 1) / kDxTcTokens), unsigned((D + 127) / 128));
+  if (x.dtype() == DType::BF16 && P <= 80 && C % 32 == 0 && aligned16(x.raw()) && aligned16(dX.raw()) &&
+      aligned16(du.raw())) {
+    const dim3 dx_grid(unsigned((N + kDxTcTokens - 1) / kDxTcTokens), unsigned(D / 128 + (D % 128 != 0)));
     const dim3 dw_grid(unsigned((D + kDwCols - 1) / kDwCols), kDwSplit);
+    const auto* xb = static_cast<const __nv_bfloat16*>(x.raw());
     auto launch = [&](auto k) {  // k: P in tiles of 16
-      proj_dx_tc_kernel<k.value><<<dx_grid, 128, 0, s>>>(static_cast<__nv_bfloat16*>(dx.raw()), dproj.data<float>(),
-                                                         w.data<float>(), N, D, int(P));
-      check_launch("proj_dx_tc_kernel");
-      proj_dw_tc_kernel<k.value><<<dw_grid, 128, 0, s>>>(part.data<float>(), dproj.data<float>(),
-                                                         static_cast<const __nv_bfloat16*>(x.raw()), N, D, int(P));
+      streams_dx_tc_kernel<k.value>
+          <<<dx_grid, 128, 0, s>>>(static_cast<__nv_bfloat16*>(dX.raw()), dproj.data<float>(), w.data<float>(), xb,
+                                   static_cast<const __nv_bfloat16*>(du.raw()), st, N, D, int(P));
+      check_launch("streams_dx_tc_kernel");
+      proj_dw_tc_kernel<k.value><<<dw_grid, 128, 0, s>>>(part.data<float>(), dproj.data<float>(), xb, N, D, int(P));
       check_launch("proj_dw_tc_kernel");
     };
     if (P <= 16)
@@ -514,9 +603,10 @@ void mhc_proj_bwd(Exec& ex, Tensor& dx, Tensor& dw, const Tensor& dproj, const T
     const size_t dx_smem = size_t(kDxTokens) * ((P + 3) / 4 * 4) * sizeof(float);
     with_type(x.dtype(), [&](auto t) {
       using T = decltype(t);
-      proj_dx_kernel<T><<<dx_grid, kThreads, dx_smem, s>>>(static_cast<T*>(dx.raw()), dproj.data<float>(),
-                                                           w.data<float>(), N, D, int(P));
-      check_launch("proj_dx_kernel");
+      streams_dx_kernel<T><<<dx_grid, kThreads, dx_smem, s>>>(static_cast<T*>(dX.raw()), dproj.data<float>(),
+                                                              w.data<float>(), static_cast<const T*>(x.raw()),
+                                                              static_cast<const T*>(du.raw()), st, N, D, int(P));
+      check_launch("streams_dx_kernel");
       with_tile(P, [&](auto j, auto cw) {
         const int64_t cols = 32 * cw.value;
         const dim3 grid(unsigned((D + cols - 1) / cols), kDwSplit);

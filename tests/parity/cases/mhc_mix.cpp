@@ -2,7 +2,7 @@
 // §2 steps 5-6): n = 1, 2, 4 (and 3, 8, 16 for the other stream bounds of the kernels), C odd
 // (the scalar path) and C = 2048 (16-byte vectors), fp32 and bf16, every output. Coefficients are
 // fp32 in their ranges (h_pre, h_res in [0,1), h_post in [0,2)); aggregate_bwd's dX starts random
-// to check `+=`.
+// to check `+=`; a second backward case leaves dX undefined (dh_pre alone).
 #include "ops/ops.h"
 #include "parity/harness.h"
 
@@ -27,6 +27,14 @@ void add_aggregate(int64_t N, int64_t n, int64_t C, DType dt) {
     ops::mhc_aggregate_bwd(gpu(), dXg, dhg, dev(du), dev(X), dev(h_pre));
     ops::mhc_aggregate_bwd(cpu(), dXc, dhc, ref(du), ref(X), ref(h_pre));
     return std::vector<Output>{{"dX", dXg, dXc}, {"dh_pre", dhg, dhc}};
+  }));
+  register_case(make_case("mhc_aggregate_bwd", desc(N, n, C) + " dh_pre only", dt, [=](uint64_t seed) {
+    Tensor X = rand({N, n, C}, dt, seed, -2.0, 2.0), h_pre = rand({N, n}, DType::F32, seed + 1, 0.0, 1.0);
+    Tensor du = rand({N, C}, dt, seed + 2), none_g, none_c;
+    Tensor dhg = dev_empty({N, n}, DType::F32), dhc = cpu_empty({N, n});
+    ops::mhc_aggregate_bwd(gpu(), none_g, dhg, dev(du), dev(X), dev(h_pre));
+    ops::mhc_aggregate_bwd(cpu(), none_c, dhc, ref(du), ref(X), ref(h_pre));
+    return std::vector<Output>{{"dh_pre", dhg, dhc}};
   }));
 }
 
