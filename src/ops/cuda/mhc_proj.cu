@@ -216,20 +216,24 @@ struct StreamTerms {
 // terms, with dproj and w each split into two bf16 terms and three products (hi hi, hi lo, lo hi; the dropped lo lo is
 // at most about 2^-18 of each product). A block of 4 warps takes 128 tokens and 128 columns: warp q holds w's
 // fragments of columns 32q .. 32q + 31 (4 n tiles of 8, p in KS steps of 16, P padded with zeros; one stream's
-// columns) and walks the tokens 16 at a time. Each element is read once, summed in a fixed order and rounded once.
-constexpr int kDxTcTokens = 128;
+// columns) and walks the tokens 16 at a time. The products of a tile go through the warp's shared-memory tile, so
+// that lane l then owns 16 adjacent columns of row l / 2 and moves dx, x and du in 16-byte vectors. Each element is
+// read once, summed in a fixed order and rounded once.
+constexpr int kDxTcTokens = 128, kDxPitch = 36;  // floats a row of a warp's 16 x 32 tile (36: no bank conflicts)
 
 template <int KS>
 __global__ void __launch_bounds__(128)
     streams_dx_tc_kernel(__nv_bfloat16* __restrict__ dx, const float* __restrict__ dproj, const float* __restrict__ w,
                          const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ du, StreamTerms st,
                          int64_t N, int64_t D, int P) {
+  __shared__ __align__(16) float tiles[4][16 * kDxPitch];
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float* tile = tiles[threadIdx.x / 32];
   const int64_t c0 = int64_t(blockIdx.y) * 128 + threadIdx.x / 32 * 32;
   if (c0 >= D) return;
-  const int stream = int(c0 / st.C);
-  const int64_t cu = c0 - stream * st.C;  // du's column of c0
-  FragB<bf16> bh[KS][4], bl[KS][4];       // w rows p = 16 ks + 2t + {0, 1} (+ 8), column c0 + 8j + g
+  const int stream = int(c0 / st.C), my_row = lane / 2, my_col = 16 * (lane % 2);
+  const int64_t cu = c0 - stream * st.C + my_col;  // du's column of this lane's first
+  FragB<bf16> bh[KS][4], bl[KS][4];                // w rows p = 16 ks + 2t + {0, 1} (+ 8), column c0 + 8j + g
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
@@ -244,39 +248,37 @@ __global__ void __launch_bounds__(128)
       split2(v[2], v[3], bh[ks][j].r[1], bl[ks][j].r[1]);
     }
   const int64_t t_end = min(N, int64_t(blockIdx.x + 1) * kDxTcTokens);
-  // A tile of 16 tokens from row r0: the old values, x and du of rows r0 + g + 8h, columns c0 + 8j + 2t and the next;
-  // the rows' h_pre and scale; dproj at rows r0 + g + 8 (q & 1), p = 16 ks + 2t + 8 (q >> 1) + {0, 1} (A fragment
+  // A tile of 16 tokens from row r0: this lane's 16 columns of row r0 + my_row (old dx, x, du as 16-byte vectors, the
+  // row's h_pre and scale); dproj at rows r0 + g + 8 (q & 1), p = 16 ks + 2t + 8 (q >> 1) + {0, 1} (A fragment
   // register q). The next tile is loaded before this one is stored, so its loads are in flight during this tile's
   // products and stores.
   struct Tile {
-    __nv_bfloat162 old[4][2], xv[4][2], gv[4][2];
-    float hp[2], sc[2];
+    uint4 old[2], xv[2], gv[2];
+    float hp, sc;
     float dp[KS][4][2];
   };
   auto load_tile = [&](Tile& tl, int64_t r0) {
+    const int64_t row = r0 + my_row;
+    if (row < t_end) {
+      tl.hp = st.h_pre[row * st.n + stream];
+      tl.sc = st.scale(row, D);
+      const int64_t at = row * D + c0 + my_col;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = r0 + g + 8 * h;
-      if (row >= t_end) continue;
-      tl.hp[h] = st.h_pre[row * st.n + stream];
-      tl.sc[h] = st.scale(row, D);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int64_t at = row * D + c0 + 8 * j + 2 * t;
-        tl.old[j][h] = *reinterpret_cast<const __nv_bfloat162*>(dx + at);
-        tl.xv[j][h] = *reinterpret_cast<const __nv_bfloat162*>(x + at);
-        tl.gv[j][h] = *reinterpret_cast<const __nv_bfloat162*>(du + row * st.C + cu + 8 * j + 2 * t);
+      for (int k = 0; k < 2; ++k) {
+        tl.old[k] = reinterpret_cast<const uint4*>(dx + at)[k];
+        tl.xv[k] = __ldg(reinterpret_cast<const uint4*>(x + at) + k);
+        tl.gv[k] = __ldg(reinterpret_cast<const uint4*>(du + row * st.C + cu) + k);
       }
     }
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int64_t row = r0 + g + 8 * (q & 1);
+        const int64_t r = r0 + g + 8 * (q & 1);
         const int p = 16 * ks + 2 * t + 8 * (q >> 1);
-        const float* d = dproj + row * P + p;
-        tl.dp[ks][q][0] = row < t_end && p < P ? __ldg(d) : 0.0f;
-        tl.dp[ks][q][1] = row < t_end && p + 1 < P ? __ldg(d + 1) : 0.0f;
+        const float* d = dproj + r * P + p;
+        tl.dp[ks][q][0] = r < t_end && p < P ? __ldg(d) : 0.0f;
+        tl.dp[ks][q][1] = r < t_end && p + 1 < P ? __ldg(d + 1) : 0.0f;
       }
   };
   Tile cur, next;
@@ -300,16 +302,27 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = r0 + g + 8 * h;
-        if (row >= t_end) continue;
-        const float2 o = __bfloat1622float2(cur.old[j][h]), xf = __bfloat1622float2(cur.xv[j][h]);
-        const float2 gf = __bfloat1622float2(cur.gv[j][h]);
-        const float v0 = cur.hp[h] * gf.x + acc[j].v[2 * h] + cur.sc[h] * xf.x;
-        const float v1 = cur.hp[h] * gf.y + acc[j].v[2 * h + 1] + cur.sc[h] * xf.y;
-        *reinterpret_cast<__nv_bfloat162*>(dx + row * D + c0 + 8 * j + 2 * t) =
-            __floats2bfloat162_rn(o.x + v0, o.y + v1);
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2*>(tile + (g + 8 * h) * kDxPitch + 8 * j + 2 * t) =
+            make_float2(acc[j].v[2 * h], acc[j].v[2 * h + 1]);
+    __syncwarp();
+    const int64_t row = r0 + my_row;
+    if (row < t_end) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        float o[8], xf[8], gf[8];
+        unpack16(cur.old[k], o, dx);
+        unpack16(cur.xv[k], xf, x);
+        unpack16(cur.gv[k], gf, du);
+        const float4 p0 = *reinterpret_cast<const float4*>(tile + my_row * kDxPitch + my_col + 8 * k);
+        const float4 p1 = *reinterpret_cast<const float4*>(tile + my_row * kDxPitch + my_col + 8 * k + 4);
+        const float pr[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] += cur.hp * gf[e] + pr[e] + cur.sc * xf[e];
+        reinterpret_cast<uint4*>(dx + row * D + c0 + my_col)[k] = pack16(o, dx);
       }
+    }
+    __syncwarp();  // the tile is rewritten by the next step
     cur = next;
   }
 }
