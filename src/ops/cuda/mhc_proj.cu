@@ -19,6 +19,7 @@
 //            (chunks of 32 staged); warp g sums outputs g, g + 8, ..., each lane 8 (2) columns.
 // The parts' sums go to a scratch and are added in part order. Every sum runs in a fixed order set by the shapes
 // alone: deterministic, no atomics.
+#include <mutex>
 #include <type_traits>
 
 #include "ops/cuda/common.cuh"
@@ -149,10 +150,10 @@ template <int J>
 __global__ void __launch_bounds__(128) proj_fwd_tc_kernel(float* part, float* part_ss, const __nv_bfloat16* x,
                                                           const float* w, int64_t N, int64_t D, int P) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t t0 = (int64_t(blockIdx.x) * 4 + threadIdx.x / 32) * 16;
+  const int64_t t0 = (int64_t(blockIdx.y) * 4 + threadIdx.x / 32) * 16;
   if (t0 >= N) return;
   int64_t k_lo, k_hi;
-  segment(D / 32, blockIdx.y, kTcSplit, k_lo, k_hi);                   // in steps of 32 columns
+  segment(D / 32, blockIdx.x, kTcSplit, k_lo, k_hi);  // in steps of 32 columns; the parts of a row run together
   const int64_t r0 = min(t0 + g, N - 1), r1 = min(t0 + g + 8, N - 1);  // rows past N read a valid row, unused
   const uint4* x0 = reinterpret_cast<const uint4*>(x + r0 * D) + t;
   const uint4* x1 = reinterpret_cast<const uint4*>(x + r1 * D) + t;
@@ -185,11 +186,11 @@ __global__ void __launch_bounds__(128) proj_fwd_tc_kernel(float* part, float* pa
     ss1 += __shfl_xor_sync(0xffffffffu, ss1, m);
   }
   if (t == 0) {
-    float* o = part_ss + int64_t(blockIdx.y) * N;
+    float* o = part_ss + int64_t(blockIdx.x) * N;
     if (t0 + g < N) o[t0 + g] = ss0;
     if (t0 + g + 8 < N) o[t0 + g + 8] = ss1;
   }
-  float* out = part + int64_t(blockIdx.y) * N * P;
+  float* out = part + int64_t(blockIdx.x) * N * P;
 #pragma unroll
   for (int j = 0; j < J; ++j)
 #pragma unroll
@@ -214,26 +215,66 @@ struct StreamTerms {
 
 // dx on the tensor cores for bf16 streams (P <= 80, C a multiple of 32, aligned): dx (N,D) += dproj w + the stream
 // terms, with dproj and w each split into two bf16 terms and three products (hi hi, hi lo, lo hi; the dropped lo lo is
-// at most about 2^-18 of each product). A block of 4 warps takes 128 tokens and 128 columns: warp q holds w's
+// at most about 2^-18 of each product). A block of 4 warps takes kDxTcTokens tokens and 128 columns: warp q holds w's
 // fragments of columns 32q .. 32q + 31 (4 n tiles of 8, p in KS steps of 16, P padded with zeros; one stream's
-// columns) and walks the tokens 16 at a time. The products of a tile go through the warp's shared-memory tile, so
-// that lane l then owns 16 adjacent columns of row l / 2 and moves dx, x and du in 16-byte vectors. Each element is
-// read once, summed in a fixed order and rounded once.
-constexpr int kDxTcTokens = 128, kDxPitch = 36;  // floats a row of a warp's 16 x 32 tile (36: no bank conflicts)
+// columns) and the warps walk the tokens together, 16 at a time. Tiles are staged by cp.async into a ring of kDxRing
+// stages, kDxRing - 1 tiles ahead: each warp's dx, x and du (16 rows x 32 columns), and the rows' dproj once for the
+// block. A tile's products go through the warp's shared-memory tile, so that lane l then owns 16 adjacent columns of
+// row l / 2 and moves them in 16-byte vectors. Each element is read once, summed in a fixed order and rounded once.
+constexpr int kDxTcTokens = 256, kDxPitch = 36;  // floats a row of a warp's 16 x 32 product tile (36: no bank conflicts)
+constexpr int kDxRing = 3;
+constexpr int kDxRowsBytes = 16 * 32 * 2;  // one bf16 tensor's 16 x 32 tile of a warp
+
+// A stage: the 4 warps' dx, x, du tiles (row-major, 64 bytes a row), then the 16 rows of dproj (16 P floats, as in
+// memory). After the ring, the warps' product tiles.
+__host__ __device__ constexpr int dx_stage_bytes(int P) { return 4 * 3 * kDxRowsBytes + 64 * P; }
+__host__ __device__ constexpr int dx_smem_bytes(int P) { return kDxRing * dx_stage_bytes(P) + 4 * 16 * kDxPitch * 4; }
 
 template <int KS>
 __global__ void __launch_bounds__(128)
     streams_dx_tc_kernel(__nv_bfloat16* __restrict__ dx, const float* __restrict__ dproj, const float* __restrict__ w,
                          const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ du, StreamTerms st,
                          int64_t N, int64_t D, int P) {
-  __shared__ __align__(16) float tiles[4][16 * kDxPitch];
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float* tile = tiles[threadIdx.x / 32];
-  const int64_t c0 = int64_t(blockIdx.y) * 128 + threadIdx.x / 32 * 32;
-  if (c0 >= D) return;
-  const int stream = int(c0 / st.C), my_row = lane / 2, my_col = 16 * (lane % 2);
-  const int64_t cu = c0 - stream * st.C + my_col;  // du's column of this lane's first
-  FragB<bf16> bh[KS][4], bl[KS][4];                // w rows p = 16 ks + 2t + {0, 1} (+ 8), column c0 + 8j + g
+  extern __shared__ __align__(16) uint8_t dx_smem[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  float* tile = reinterpret_cast<float*>(dx_smem + kDxRing * dx_stage_bytes(P)) + warp * 16 * kDxPitch;
+  const int64_t c0 = int64_t(blockIdx.x) * 128 + warp * 32;  // column blocks first: whole rows together
+  const bool active = c0 < D;                                // (the warp still takes part in the block's barriers)
+  const int stream = active ? int(c0 / st.C) : 0, my_row = lane / 2, my_col = 16 * (lane % 2);
+  const int64_t cu = c0 - stream * st.C;  // du's column of c0
+  const int64_t t_begin = int64_t(blockIdx.y) * kDxTcTokens, t_end = min(N, t_begin + kDxTcTokens);
+  const int tiles = int((t_end - t_begin + 15) / 16);
+  // Tile i (rows t_begin + 16 i ..) into stage i % kDxRing: lane l copies 16-byte pieces l and l + 32 of its warp's
+  // 64-piece bf16 tiles (row = piece / 4), thread k pieces k, k + 128, ... of dproj's 4P; rows past t_end are
+  // zero-filled.
+  auto stage = [&](int i) {
+    if (i < tiles) {
+      uint8_t* sp = dx_smem + (i % kDxRing) * dx_stage_bytes(P);
+      const int64_t r0 = t_begin + 16 * int64_t(i);
+      if (active) {
+        uint8_t* mine = sp + warp * 3 * kDxRowsBytes;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int piece = lane + 32 * h, r = piece / 4, q = piece % 4;
+          const int64_t row = min(r0 + r, t_end - 1);
+          const int bytes = r0 + r < t_end ? 16 : 0;
+          const int64_t at = row * D + c0 + 8 * q;
+          cp_async16(mine + piece * 16, dx + at, bytes);
+          cp_async16(mine + kDxRowsBytes + piece * 16, x + at, bytes);
+          cp_async16(mine + 2 * kDxRowsBytes + piece * 16, du + row * st.C + cu + 8 * q, bytes);
+        }
+      }
+      const int64_t e0 = r0 * P, e_end = t_end * P;  // dproj elements of the tile's rows
+      for (int piece = int(threadIdx.x); piece < 4 * P; piece += 128) {
+        const int64_t e = e0 + 4 * piece;
+        const int64_t valid = min(int64_t(4), max(int64_t(0), e_end - e));
+        cp_async16(sp + 12 * kDxRowsBytes + piece * 16, dproj + (valid > 0 ? e : 0), int(valid * 4));
+      }
+    }
+    cp_async_commit();  // a group a tile, empty past the last: the wait below counts tiles
+  };
+  for (int i = 0; i < kDxRing - 1; ++i) stage(i);
+  FragB<bf16> bh[KS][4], bl[KS][4];  // w rows p = 16 ks + 2t + {0, 1} (+ 8), column c0 + 8j + g
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
@@ -242,89 +283,77 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int p = 16 * ks + 2 * t + (e & 1) + 8 * (e >> 1);
-        v[e] = p < P ? __ldg(w + int64_t(p) * D + c0 + 8 * j + g) : 0.0f;
+        v[e] = active && p < P ? __ldg(w + int64_t(p) * D + c0 + 8 * j + g) : 0.0f;
       }
       split2(v[0], v[1], bh[ks][j].r[0], bl[ks][j].r[0]);
       split2(v[2], v[3], bh[ks][j].r[1], bl[ks][j].r[1]);
     }
-  const int64_t t_end = min(N, int64_t(blockIdx.x + 1) * kDxTcTokens);
-  // A tile of 16 tokens from row r0: this lane's 16 columns of row r0 + my_row (old dx, x, du as 16-byte vectors, the
-  // row's h_pre and scale); dproj at rows r0 + g + 8 (q & 1), p = 16 ks + 2t + 8 (q >> 1) + {0, 1} (A fragment
-  // register q). The next tile is loaded before this one is stored, so its loads are in flight during this tile's
-  // products and stores.
-  struct Tile {
-    uint4 old[2], xv[2], gv[2];
-    float hp, sc;
-    float dp[KS][4][2];
+  // The per-row terms of this lane's row, one tile ahead.
+  auto row_terms = [&](int i, float& hp, float& sc) {
+    const int64_t row = t_begin + 16 * int64_t(i) + my_row;
+    if (active && i < tiles && row < t_end) {
+      hp = st.h_pre[row * st.n + stream];
+      sc = st.scale(row, D);
+    }
   };
-  auto load_tile = [&](Tile& tl, int64_t r0) {
-    const int64_t row = r0 + my_row;
-    if (row < t_end) {
-      tl.hp = st.h_pre[row * st.n + stream];
-      tl.sc = st.scale(row, D);
-      const int64_t at = row * D + c0 + my_col;
+  float hp = 0.0f, sc = 0.0f, hp_next = 0.0f, sc_next = 0.0f;
+  row_terms(0, hp, sc);
+  for (int i = 0; i < tiles; ++i) {
+    stage(i + kDxRing - 1);
+    row_terms(i + 1, hp_next, sc_next);
+    cp_async_wait<kDxRing - 1>();
+    __syncthreads();  // every thread's copies of tile i are in
+    const uint8_t* sp = dx_smem + (i % kDxRing) * dx_stage_bytes(P);
+    const uint8_t* mine = sp + warp * 3 * kDxRowsBytes;
+    const float* sdp = reinterpret_cast<const float*>(sp + 12 * kDxRowsBytes);
+    const int64_t row = t_begin + 16 * int64_t(i) + my_row;
+    if (active) {
+      Acc acc[4] = {};
 #pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        tl.old[k] = reinterpret_cast<const uint4*>(dx + at)[k];
-        tl.xv[k] = __ldg(reinterpret_cast<const uint4*>(x + at) + k);
-        tl.gv[k] = __ldg(reinterpret_cast<const uint4*>(du + row * st.C + cu) + k);
+      for (int ks = 0; ks < KS; ++ks) {
+        FragA<bf16> ah, al;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // A register q: row g + 8 (q & 1), p = 16 ks + 2t + 8 (q >> 1) + {0, 1}
+          const int r = g + 8 * (q & 1), p = 16 * ks + 2 * t + 8 * (q >> 1);
+          const float d0 = p < P ? sdp[r * P + p] : 0.0f, d1 = p + 1 < P ? sdp[r * P + p + 1] : 0.0f;
+          split2(d0, d1, ah.r[q], al.r[q]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          mma(acc[j], ah, bh[ks][j]);
+          mma(acc[j], ah, bl[ks][j]);
+          mma(acc[j], al, bh[ks][j]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float2*>(tile + (g + 8 * h) * kDxPitch + 8 * j + 2 * t) =
+              make_float2(acc[j].v[2 * h], acc[j].v[2 * h + 1]);
+      __syncwarp();
+      if (row < t_end) {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const int at = my_row * 64 + my_col * 2 + 16 * k;  // bytes into a bf16 tile
+          float o[8], xf[8], gf[8];
+          unpack16(*reinterpret_cast<const uint4*>(mine + at), o, dx);
+          unpack16(*reinterpret_cast<const uint4*>(mine + kDxRowsBytes + at), xf, x);
+          unpack16(*reinterpret_cast<const uint4*>(mine + 2 * kDxRowsBytes + at), gf, du);
+          const float4 p0 = *reinterpret_cast<const float4*>(tile + my_row * kDxPitch + my_col + 8 * k);
+          const float4 p1 = *reinterpret_cast<const float4*>(tile + my_row * kDxPitch + my_col + 8 * k + 4);
+          const float pr[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+#pragma unroll
+          for (int e = 0; e < 8; ++e) o[e] += hp * gf[e] + pr[e] + sc * xf[e];
+          reinterpret_cast<uint4*>(dx + row * D + c0 + my_col)[k] = pack16(o, dx);
+        }
       }
     }
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int64_t r = r0 + g + 8 * (q & 1);
-        const int p = 16 * ks + 2 * t + 8 * (q >> 1);
-        const float* d = dproj + r * P + p;
-        tl.dp[ks][q][0] = r < t_end && p < P ? __ldg(d) : 0.0f;
-        tl.dp[ks][q][1] = r < t_end && p + 1 < P ? __ldg(d + 1) : 0.0f;
-      }
-  };
-  Tile cur, next;
-  int64_t r0 = int64_t(blockIdx.x) * kDxTcTokens;
-  if (r0 < t_end) load_tile(cur, r0);
-  for (; r0 < t_end; r0 += 16) {
-    if (r0 + 16 < t_end) load_tile(next, r0 + 16);
-    Acc acc[4] = {};
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      FragA<bf16> ah, al;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) split2(cur.dp[ks][q][0], cur.dp[ks][q][1], ah.r[q], al.r[q]);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        mma(acc[j], ah, bh[ks][j]);
-        mma(acc[j], ah, bl[ks][j]);
-        mma(acc[j], al, bh[ks][j]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<float2*>(tile + (g + 8 * h) * kDxPitch + 8 * j + 2 * t) =
-            make_float2(acc[j].v[2 * h], acc[j].v[2 * h + 1]);
-    __syncwarp();
-    const int64_t row = r0 + my_row;
-    if (row < t_end) {
-#pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        float o[8], xf[8], gf[8];
-        unpack16(cur.old[k], o, dx);
-        unpack16(cur.xv[k], xf, x);
-        unpack16(cur.gv[k], gf, du);
-        const float4 p0 = *reinterpret_cast<const float4*>(tile + my_row * kDxPitch + my_col + 8 * k);
-        const float4 p1 = *reinterpret_cast<const float4*>(tile + my_row * kDxPitch + my_col + 8 * k + 4);
-        const float pr[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) o[e] += cur.hp * gf[e] + pr[e] + cur.sc * xf[e];
-        reinterpret_cast<uint4*>(dx + row * D + c0 + my_col)[k] = pack16(o, dx);
-      }
-    }
-    __syncwarp();  // the tile is rewritten by the next step
-    cur = next;
+    hp = hp_next;
+    sc = sc_next;
+    __syncthreads();  // the stage and the product tiles are rewritten by the next steps
   }
+  cp_async_wait_all();
 }
 
 // dw on the tensor cores for bf16 streams (as dx's kernel): part (kDwSplit, P, D), part[s][p, d] = the sum over part s
@@ -545,12 +574,14 @@ void mhc_proj_fwd(Exec& ex, Tensor& proj, Tensor& rms, const Tensor& x, const Te
   check_sizes("mhc_proj_fwd", x, P);
   if (N == 0) return;
   const cudaStream_t s = stream_of(ex);
-  const bool tc = x.dtype() == DType::BF16 && P <= 80 && D % 32 == 0 && aligned16(x.raw()) && aligned16(w.raw());
+  // The tensor-core grid has the token blocks of 64 in y (at most 65535).
+  const bool tc = x.dtype() == DType::BF16 && P <= 80 && D % 32 == 0 && N <= int64_t(65535) * 64 &&
+                  aligned16(x.raw()) && aligned16(w.raw());
   const int parts = tc ? kTcSplit : kSplit;
   Tensor part = Tensor::empty({parts, N, P}, DType::F32, Device::CUDA);  // (parts, N, P)
   Tensor part_ss = Tensor::empty({parts, N}, DType::F32, Device::CUDA);  // (parts, N)
   if (tc) {
-    const dim3 grid(unsigned((N + 63) / 64), kTcSplit);
+    const dim3 grid(kTcSplit, unsigned((N + 63) / 64));
     auto launch = [&](auto j) {
       proj_fwd_tc_kernel<j.value><<<grid, 128, 0, s>>>(part.data<float>(), part_ss.data<float>(),
                                                        static_cast<const __nv_bfloat16*>(x.raw()), w.data<float>(), N,
@@ -592,14 +623,22 @@ void mhc_streams_bwd(Exec& ex, Tensor& dX, Tensor& dw, const Tensor& dproj, cons
   const cudaStream_t s = stream_of(ex);
   const StreamTerms st{dr.data<float>(), r.data<float>(), rms.data<float>(), h_pre.data<float>(), int(n), C};
   Tensor part = Tensor::empty({kDwSplit, P, D}, DType::F32, Device::CUDA);  // (kDwSplit, P, D)
-  if (x.dtype() == DType::BF16 && P <= 80 && C % 32 == 0 && aligned16(x.raw()) && aligned16(dX.raw()) &&
-      aligned16(du.raw())) {
-    const dim3 dx_grid(unsigned((N + kDxTcTokens - 1) / kDxTcTokens), unsigned(D / 128 + (D % 128 != 0)));
+  // The tensor-core dx grid has the token blocks of 128 in y (at most 65535).
+  if (x.dtype() == DType::BF16 && P <= 80 && C % 32 == 0 && N <= int64_t(65535) * kDxTcTokens && aligned16(x.raw()) &&
+      aligned16(dX.raw()) && aligned16(du.raw())) {
+    const dim3 dx_grid(unsigned(D / 128 + (D % 128 != 0)), unsigned((N + kDxTcTokens - 1) / kDxTcTokens));
     const dim3 dw_grid(unsigned((D + kDwCols - 1) / kDwCols), kDwSplit);
     const auto* xb = static_cast<const __nv_bfloat16*>(x.raw());
+    const size_t dx_smem = size_t(dx_smem_bytes(int(P)));
     auto launch = [&](auto k) {  // k: P in tiles of 16
+      static std::once_flag once;
+      std::call_once(once, [] {
+        cuda_check(cudaFuncSetAttribute(streams_dx_tc_kernel<decltype(k)::value>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, dx_smem_bytes(80)),
+                   "streams_dx_tc_kernel shared memory");
+      });
       streams_dx_tc_kernel<k.value>
-          <<<dx_grid, 128, 0, s>>>(static_cast<__nv_bfloat16*>(dX.raw()), dproj.data<float>(), w.data<float>(), xb,
+          <<<dx_grid, 128, dx_smem, s>>>(static_cast<__nv_bfloat16*>(dX.raw()), dproj.data<float>(), w.data<float>(), xb,
                                    static_cast<const __nv_bfloat16*>(du.raw()), st, N, D, int(P));
       check_launch("streams_dx_tc_kernel");
       proj_dw_tc_kernel<k.value><<<dw_grid, 128, 0, s>>>(part.data<float>(), dproj.data<float>(), xb, N, D, int(P));
