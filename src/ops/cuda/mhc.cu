@@ -7,8 +7,8 @@
 // Coefficients: per-token thread work (r from the rms that mhc_proj_fwd measured). dbias and dalpha are
 // deterministic: the per-token dh (N, P) goes to a scratch buffer, row chunks set by N alone sum
 // their tokens into partials (chunks, P+3) in a fixed order (kParamLanes interleaved lanes, then the lanes in
-// order), and one kernel adds the chunks in order. With n = 2, 4 or 8 a compile-time constant (with_capacity),
-// the per-token arrays live in registers.
+// order), and one kernel adds the chunks (a warp per column, in a fixed order). With n = 2, 4 or 8 a compile-time
+// constant (with_capacity), the per-token arrays live in registers.
 #include <initializer_list>
 #include <type_traits>
 
@@ -239,17 +239,21 @@ __global__ void __launch_bounds__(32 * kParamLanes)
   }
 }
 
-// dbias (P) += and dalpha (3) += the chunk partials, added in chunk order. One block.
+// dbias (P) += and dalpha (3) += the chunk partials: a warp per column, lane l adding chunks l, l + 32, ... in order,
+// then the lanes by warp_sum's fixed butterfly.
+constexpr int kCombineWarps = 8;
 __global__ void coeffs_param_combine_kernel(float* dbias, float* dalpha, const float* partial, int64_t chunks, int n) {
   const int P = n * n + 2 * n, Q = P + 3;
-  for (int q = threadIdx.x; q < Q; q += blockDim.x) {
-    float s = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c) s += partial[c * Q + q];
-    if (q < P)
-      dbias[q] += s;
-    else
-      dalpha[q - P] += s;
-  }
+  const int q = int(blockIdx.x) * kCombineWarps + int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  if (q >= Q) return;
+  float s = 0.0f;
+  for (int64_t c = lane; c < chunks; c += 32) s += partial[c * Q + q];
+  s = warp_sum(s);
+  if (lane != 0) return;
+  if (q < P)
+    dbias[q] += s;
+  else
+    dalpha[q - P] += s;
 }
 
 // f(std::integral_constant<int, NMAX>, std::integral_constant<bool, exact>) with the smallest local-array capacity
@@ -343,13 +347,12 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor&
   });
   const int64_t chunks = N < kMaxChunks ? N : kMaxChunks;
   const int64_t rows_per_chunk = (N + chunks - 1) / chunks;
-  const int col_threads = int((P + 3 + 31) / 32 * 32);
   Tensor partial = Tensor::empty({chunks, P + 3}, DType::F32, Device::CUDA);  // (chunks, P+3)
   coeffs_param_partial_kernel<<<unsigned(chunks), dim3(32, kParamLanes), 0, s>>>(
       partial.data<float>(), dh.data<float>(), r.data<float>(), proj.data<float>(), N, int(n), rows_per_chunk);
   check_launch("coeffs_param_partial_kernel");
-  coeffs_param_combine_kernel<<<1, col_threads, 0, s>>>(dbias.data<float>(), dalpha.data<float>(),
-                                                        partial.data<float>(), chunks, int(n));
+  coeffs_param_combine_kernel<<<unsigned((P + 3 + kCombineWarps - 1) / kCombineWarps), 32 * kCombineWarps, 0, s>>>(
+      dbias.data<float>(), dalpha.data<float>(), partial.data<float>(), chunks, int(n));
   check_launch("coeffs_param_combine_kernel");
 }
 
