@@ -6,9 +6,10 @@
 // bf16 streams with P <= 80 and 16-byte aligned tensors run on the tensor cores (mma.m16n8k16, fp32 accumulation),
 // the fp32 operands w and dproj split into two bf16 terms each (about 2^-17 relative):
 //   forward  (D a multiple of 32) proj_fwd_tc_kernel: a warp takes 16 tokens and one of kTcSplit parts of D.
-//   backward (C a multiple of 32) streams_dx_tc_kernel: a warp holds w's fragments of 32 columns (one stream's) and
-//            walks 128 tokens; proj_dw_tc_kernel: 32-token tiles of x staged by cp.async and read by ldmatrix .trans,
-//            one of kDwSplit parts of the tokens a block.
+//   backward (C a multiple of 32) streams_dx_tc_kernel: a warp holds w's fragments of 32 columns (one stream's), a
+//            block walks one of kDwSplit parts of the tokens with its tiles staged by cp.async, and for P <= 32 also
+//            sums dw's part from the same staged tiles; otherwise proj_dw_tc_kernel: 32-token tiles of x staged by
+//            cp.async and read by ldmatrix .trans, one of kDwSplit parts of the tokens a block.
 // Otherwise fp32 FMAs:
 //   forward  proj (N,P) = x w^T: a block takes 256 tokens (64 for n > 8) and one of kSplit parts of D (chunks of 32
 //            columns staged k-major); warp g sums outputs g, g + 8, ..., each lane 8 (2) tokens; warp 0 also sums
@@ -157,18 +158,43 @@ __global__ void __launch_bounds__(128) proj_fwd_tc_kernel(float* part, float* pa
   const int64_t r0 = min(t0 + g, N - 1), r1 = min(t0 + g + 8, N - 1);  // rows past N read a valid row, unused
   const uint4* x0 = reinterpret_cast<const uint4*>(x + r0 * D) + t;
   const uint4* x1 = reinterpret_cast<const uint4*>(x + r1 * D) + t;
+  // w's two float4 of output row 8j + g (clamped: rows past P compute a copy of the last, unused) at step ks.
+  auto load_w = [&](int64_t ks, float4(&wv)[J][2]) {
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const float4* wr = reinterpret_cast<const float4*>(w + int64_t(min(8 * j + g, P - 1)) * D + ks * 32 + 8 * t);
+      wv[j][0] = __ldg(wr);
+      wv[j][1] = __ldg(wr + 1);
+    }
+  };
+  // Loads run ahead of the products: x two steps (its rows come from memory), w one (from the caches).
   Acc acc[J] = {};
   float ss0 = 0.0f, ss1 = 0.0f;  // rows g, g + 8
+  uint4 xa[2] = {}, xb[2] = {};  // steps ks, ks + 1: rows g and g + 8
+  float4 wv[J][2], wn[J][2];
+  if (k_lo < k_hi) {
+    xa[0] = __ldg(x0 + k_lo * 4);
+    xa[1] = __ldg(x1 + k_lo * 4);
+    load_w(k_lo, wv);
+  }
+  if (k_lo + 1 < k_hi) {
+    xb[0] = __ldg(x0 + (k_lo + 1) * 4);
+    xb[1] = __ldg(x1 + (k_lo + 1) * 4);
+  }
   for (int64_t ks = k_lo; ks < k_hi; ++ks) {
-    const uint4 a0 = __ldg(x0 + ks * 4), a1 = __ldg(x1 + ks * 4);
+    uint4 xc[2] = {};
+    if (ks + 2 < k_hi) {
+      xc[0] = __ldg(x0 + (ks + 2) * 4);
+      xc[1] = __ldg(x1 + (ks + 2) * 4);
+    }
+    if (ks + 1 < k_hi) load_w(ks + 1, wn);
+    const uint4 a0 = xa[0], a1 = xa[1];
     ss0 += sum_squares8(a0);
     ss1 += sum_squares8(a1);
     const FragA<bf16> A[2] = {{{a0.x, a1.x, a0.y, a1.y}}, {{a0.z, a1.z, a0.w, a1.w}}};
 #pragma unroll
     for (int j = 0; j < J; ++j) {
-      const int p = min(8 * j + g, P - 1);  // outputs past P compute a copy of the last, unused
-      const float4* wr = reinterpret_cast<const float4*>(w + int64_t(p) * D + ks * 32 + 8 * t);
-      const float4 w0 = __ldg(wr), w1 = __ldg(wr + 1);
+      const float4 w0 = wv[j][0], w1 = wv[j][1];
       FragB<bf16> h[2], l[2];  // the two halves' hi and lo terms
       split2(w0.x, w0.y, h[0].r[0], l[0].r[0]);
       split2(w0.z, w0.w, h[0].r[1], l[0].r[1]);
@@ -179,6 +205,15 @@ __global__ void __launch_bounds__(128) proj_fwd_tc_kernel(float* part, float* pa
       mma(acc[j], A[1], h[1]);
       mma(acc[j], A[1], l[1]);
     }
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      wv[j][0] = wn[j][0];
+      wv[j][1] = wn[j][1];
+    }
+    xa[0] = xb[0];
+    xa[1] = xb[1];
+    xb[0] = xc[0];
+    xb[1] = xc[1];
   }
 #pragma unroll
   for (int m = 1; m <= 2; m *= 2) {
@@ -215,13 +250,16 @@ struct StreamTerms {
 
 // dx on the tensor cores for bf16 streams (P <= 80, C a multiple of 32, aligned): dx (N,D) += dproj w + the stream
 // terms, with dproj and w each split into two bf16 terms and three products (hi hi, hi lo, lo hi; the dropped lo lo is
-// at most about 2^-18 of each product). A block of 4 warps takes kDxTcTokens tokens and 128 columns: warp q holds w's
-// fragments of columns 32q .. 32q + 31 (4 n tiles of 8, p in KS steps of 16, P padded with zeros; one stream's
-// columns) and the warps walk the tokens together, 16 at a time. Tiles are staged by cp.async into a ring of kDxRing
-// stages, kDxRing - 1 tiles ahead: each warp's dx, x and du (16 rows x 32 columns), and the rows' dproj once for the
-// block. A tile's products go through the warp's shared-memory tile, so that lane l then owns 16 adjacent columns of
-// row l / 2 and moves them in 16-byte vectors. Each element is read once, summed in a fixed order and rounded once.
-constexpr int kDxTcTokens = 256, kDxPitch = 36;  // floats a row of a warp's 16 x 32 product tile (36: no bank conflicts)
+// at most about 2^-18 of each product). A block of 4 warps takes one of kDwSplit parts of the tokens (whole 16-token
+// tiles) and 128 columns: warp q holds w's fragments of columns 32q .. 32q + 31 (4 n tiles of 8, p in KS steps of 16,
+// P padded with zeros; one stream's columns) and the warps walk the tokens together, 16 at a time. With kDw (P <= 32)
+// the block also sums dw's part over its tokens from the staged x and dproj (dproj split in two bf16 terms, x exact:
+// two products; m16n8k16 with p as rows and the tokens as k), written to part (kDwSplit, P, D) in the end. Tiles are
+// staged by cp.async into a ring of kDxRing stages, kDxRing - 1 tiles ahead: each warp's dx, x and du (16 rows x 32
+// columns), and the rows' dproj once for the block. A tile's products go through the warp's shared-memory tile, so that
+// lane l then owns 16 adjacent columns of row l / 2 and moves them in 16-byte vectors. Each element is read once,
+// summed in a fixed order and rounded once.
+constexpr int kDxPitch = 36;  // floats a row of a warp's 16 x 32 product tile (36: no bank conflicts)
 constexpr int kDxRing = 3;
 constexpr int kDxRowsBytes = 16 * 32 * 2;  // one bf16 tensor's 16 x 32 tile of a warp
 
@@ -230,11 +268,11 @@ constexpr int kDxRowsBytes = 16 * 32 * 2;  // one bf16 tensor's 16 x 32 tile of 
 __host__ __device__ constexpr int dx_stage_bytes(int P) { return 4 * 3 * kDxRowsBytes + 64 * P; }
 __host__ __device__ constexpr int dx_smem_bytes(int P) { return kDxRing * dx_stage_bytes(P) + 4 * 16 * kDxPitch * 4; }
 
-template <int KS>
+template <int KS, bool kDw>
 __global__ void __launch_bounds__(128)
-    streams_dx_tc_kernel(__nv_bfloat16* __restrict__ dx, const float* __restrict__ dproj, const float* __restrict__ w,
-                         const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ du, StreamTerms st,
-                         int64_t N, int64_t D, int P) {
+    streams_dx_tc_kernel(__nv_bfloat16* __restrict__ dx, float* __restrict__ part, const float* __restrict__ dproj,
+                         const float* __restrict__ w, const __nv_bfloat16* __restrict__ x,
+                         const __nv_bfloat16* __restrict__ du, StreamTerms st, int64_t N, int64_t D, int P) {
   extern __shared__ __align__(16) uint8_t dx_smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   float* tile = reinterpret_cast<float*>(dx_smem + kDxRing * dx_stage_bytes(P)) + warp * 16 * kDxPitch;
@@ -242,8 +280,10 @@ __global__ void __launch_bounds__(128)
   const bool active = c0 < D;                                // (the warp still takes part in the block's barriers)
   const int stream = active ? int(c0 / st.C) : 0, my_row = lane / 2, my_col = 16 * (lane % 2);
   const int64_t cu = c0 - stream * st.C;  // du's column of c0
-  const int64_t t_begin = int64_t(blockIdx.y) * kDxTcTokens, t_end = min(N, t_begin + kDxTcTokens);
-  const int tiles = int((t_end - t_begin + 15) / 16);
+  int64_t tile_lo, tile_hi;
+  segment((N + 15) / 16, blockIdx.y, kDwSplit, tile_lo, tile_hi);
+  const int64_t t_begin = 16 * tile_lo, t_end = min(N, 16 * tile_hi);
+  const int tiles = int(tile_hi - tile_lo);
   // Tile i (rows t_begin + 16 i ..) into stage i % kDxRing: lane l copies 16-byte pieces l and l + 32 of its warp's
   // 64-piece bf16 tiles (row = piece / 4), thread k pieces k, k + 128, ... of dproj's 4P; rows past t_end are
   // zero-filled.
@@ -298,6 +338,7 @@ __global__ void __launch_bounds__(128)
   };
   float hp = 0.0f, sc = 0.0f, hp_next = 0.0f, sc_next = 0.0f;
   row_terms(0, hp, sc);
+  Acc dw_acc[kDw ? KS : 1][4] = {};  // dw rows p = 16 mi + g (+ 8), columns c0 + 8j + 2t (+ 1)
   for (int i = 0; i < tiles; ++i) {
     stage(i + kDxRing - 1);
     row_terms(i + 1, hp_next, sc_next);
@@ -307,6 +348,26 @@ __global__ void __launch_bounds__(128)
     const uint8_t* mine = sp + warp * 3 * kDxRowsBytes;
     const float* sdp = reinterpret_cast<const float*>(sp + 12 * kDxRowsBytes);
     const int64_t row = t_begin + 16 * int64_t(i) + my_row;
+    if (active && kDw) {  // dw += dproj^T x over the tile's 16 tokens (rows past t_end were zero-filled)
+      FragB<bf16> xb[2][2];
+      load_b2<false>(xb[0], reinterpret_cast<const bf16*>(mine + kDxRowsBytes), 32, 0, 0);
+      load_b2<false>(xb[1], reinterpret_cast<const bf16*>(mine + kDxRowsBytes), 32, 0, 16);
+#pragma unroll
+      for (int mi = 0; mi < (kDw ? KS : 1); ++mi) {
+        FragA<bf16> ah, al;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // A register q: p = 16 mi + g + 8 (q & 1), tokens 2t + 8 (q >> 1) + {0, 1}
+          const int p = 16 * mi + g + 8 * (q & 1), k = 2 * t + 8 * (q >> 1);
+          const float d0 = p < P ? sdp[k * P + p] : 0.0f, d1 = p < P ? sdp[(k + 1) * P + p] : 0.0f;
+          split2(d0, d1, ah.r[q], al.r[q]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          mma(dw_acc[mi][j], ah, xb[j / 2][j % 2]);
+          mma(dw_acc[mi][j], al, xb[j / 2][j % 2]);
+        }
+      }
+    }
     if (active) {
       Acc acc[4] = {};
 #pragma unroll
@@ -354,6 +415,17 @@ __global__ void __launch_bounds__(128)
     __syncthreads();  // the stage and the product tiles are rewritten by the next steps
   }
   cp_async_wait_all();
+  if (!kDw || !active) return;
+  float* out = part + int64_t(blockIdx.y) * P * D;
+#pragma unroll
+  for (int mi = 0; mi < (kDw ? KS : 1); ++mi)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int p = 16 * mi + g + 8 * (e / 2);
+        if (p < P) out[p * D + c0 + 8 * j + 2 * t + e % 2] = dw_acc[mi][j].v[e];
+      }
 }
 
 // dw on the tensor cores for bf16 streams (as dx's kernel): part (kDwSplit, P, D), part[s][p, d] = the sum over part s
@@ -623,33 +695,36 @@ void mhc_streams_bwd(Exec& ex, Tensor& dX, Tensor& dw, const Tensor& dproj, cons
   const cudaStream_t s = stream_of(ex);
   const StreamTerms st{dr.data<float>(), r.data<float>(), rms.data<float>(), h_pre.data<float>(), int(n), C};
   Tensor part = Tensor::empty({kDwSplit, P, D}, DType::F32, Device::CUDA);  // (kDwSplit, P, D)
-  // The tensor-core dx grid has the token blocks of 128 in y (at most 65535).
-  if (x.dtype() == DType::BF16 && P <= 80 && C % 32 == 0 && N <= int64_t(65535) * kDxTcTokens && aligned16(x.raw()) &&
-      aligned16(dX.raw()) && aligned16(du.raw())) {
-    const dim3 dx_grid(unsigned(D / 128 + (D % 128 != 0)), unsigned((N + kDxTcTokens - 1) / kDxTcTokens));
+  if (x.dtype() == DType::BF16 && P <= 80 && C % 32 == 0 && aligned16(x.raw()) && aligned16(dX.raw()) &&
+      aligned16(du.raw())) {
+    const dim3 dx_grid(unsigned(D / 128 + (D % 128 != 0)), kDwSplit);
     const dim3 dw_grid(unsigned((D + kDwCols - 1) / kDwCols), kDwSplit);
     const auto* xb = static_cast<const __nv_bfloat16*>(x.raw());
     const size_t dx_smem = size_t(dx_smem_bytes(int(P)));
-    auto launch = [&](auto k) {  // k: P in tiles of 16
+    auto launch = [&](auto k, auto fuse_dw) {  // k: P in tiles of 16; fuse_dw: dw summed by the dx kernel
+      constexpr int KS = decltype(k)::value;
+      constexpr bool kDw = decltype(fuse_dw)::value;
       static std::once_flag once;
       std::call_once(once, [] {
-        cuda_check(cudaFuncSetAttribute(streams_dx_tc_kernel<decltype(k)::value>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, dx_smem_bytes(80)),
+        cuda_check(cudaFuncSetAttribute(streams_dx_tc_kernel<KS, kDw>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        dx_smem_bytes(80)),
                    "streams_dx_tc_kernel shared memory");
       });
-      streams_dx_tc_kernel<k.value>
-          <<<dx_grid, 128, dx_smem, s>>>(static_cast<__nv_bfloat16*>(dX.raw()), dproj.data<float>(), w.data<float>(), xb,
-                                   static_cast<const __nv_bfloat16*>(du.raw()), st, N, D, int(P));
+      streams_dx_tc_kernel<KS, kDw><<<dx_grid, 128, dx_smem, s>>>(
+          static_cast<__nv_bfloat16*>(dX.raw()), part.data<float>(), dproj.data<float>(), w.data<float>(), xb,
+          static_cast<const __nv_bfloat16*>(du.raw()), st, N, D, int(P));
       check_launch("streams_dx_tc_kernel");
-      proj_dw_tc_kernel<k.value><<<dw_grid, 128, 0, s>>>(part.data<float>(), dproj.data<float>(), xb, N, D, int(P));
-      check_launch("proj_dw_tc_kernel");
+      if constexpr (!kDw) {
+        proj_dw_tc_kernel<KS><<<dw_grid, 128, 0, s>>>(part.data<float>(), dproj.data<float>(), xb, N, D, int(P));
+        check_launch("proj_dw_tc_kernel");
+      }
     };
     if (P <= 16)
-      launch(std::integral_constant<int, 1>{});
+      launch(std::integral_constant<int, 1>{}, std::true_type{});
     else if (P <= 32)
-      launch(std::integral_constant<int, 2>{});
-    else
-      launch(std::integral_constant<int, 5>{});
+      launch(std::integral_constant<int, 2>{}, std::true_type{});
+    else  // n > 4: dw's accumulators would not fit beside dx's
+      launch(std::integral_constant<int, 5>{}, std::false_type{});
   } else {
     const dim3 dx_grid(unsigned((N + kDxTokens - 1) / kDxTokens), unsigned((D + 2 * kThreads - 1) / (2 * kThreads)));
     const size_t dx_smem = size_t(kDxTokens) * ((P + 3) / 4 * 4) * sizeof(float);
