@@ -49,14 +49,14 @@ void aggregate_bwd_impl(Tensor& dX, Tensor& dh_pre, const Tensor& du, const Tens
       load(h_pre, t * n, n, h.data());
       for (int64_t i = 0; i < n; ++i) {
         T dot = 0;
-        for (int64_t c = 0; c < C; ++c) {
-          dx[i * C + c] += h[i] * g[c];
-          dot += x[i * C + c] * g[c];
-        }
+        for (int64_t c = 0; c < C; ++c) dot += x[i * C + c] * g[c];
         dh[i] = dot;
       }
-      if (with_dx) store(dX, t * n * C, n * C, dx.data());
       store(dh_pre, t * n, n, dh.data());
+      if (!with_dx) continue;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < C; ++c) dx[i * C + c] += h[i] * g[c];
+      store(dX, t * n * C, n * C, dx.data());
     }
   });
 }

@@ -136,14 +136,11 @@ __device__ __forceinline__ void split2(float w0, float w1, uint32_t& hi, uint32_
 
 // The sum of the squares of 8 bf16 in a 16-byte vector, in element order.
 __device__ __forceinline__ float sum_squares8(const uint4& v) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  float f[8];
+  unpack16(v, f, static_cast<const __nv_bfloat16*>(nullptr));
   float s = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
-    s += f.x * f.x;
-    s += f.y * f.y;
-  }
+  for (int i = 0; i < 8; ++i) s += f[i] * f[i];
   return s;
 }
 
