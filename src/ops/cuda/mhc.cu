@@ -1,14 +1,15 @@
 // mHC Sinkhorn-Knopp and mixing coefficients on CUDA (ops.h "mHC", docs/spec/mhc.md §2-§3); the maths
 // and the backward formulas are those of ops/cpu/mhc.cpp (its header derives them), in fp32.
-// One thread per n x n matrix (per token): its matrix lives in a local array sized for n <= NMAX,
-// NMAX in {4, 8, 16} (the CUDA limit is n <= 16). The Sinkhorn backward runs the forward once more,
-// keeping every step's input in a scratch laid out [step][element][matrix] (consecutive threads,
-// consecutive addresses), then walks the steps last to first.
-// Coefficients: per-token thread work (r from the rms that mhc_proj_fwd measured). dbias and dalpha are
+// A group of NMAX lanes (NMAX in {2, 4, 8, 16}, the smallest that holds n; the CUDA limit is n <= 16) takes one
+// n x n matrix (one token): lane i holds row i in registers (lanes i >= n repeat row n - 1 and store nothing). A
+// column's sum gathers its n elements by shuffles and adds them in row order, so every sum runs in the order of the
+// CPU reference's. The Sinkhorn backward runs the forward once more, keeping every step's input in a scratch laid
+// out [step][matrix][element] (each lane its row), then walks the steps last to first.
+// Coefficients: per-token group work (r from the rms that mhc_proj_fwd measured). dbias and dalpha are
 // deterministic: the per-token dh (N, P) goes to a scratch buffer, row chunks set by N alone sum
 // their tokens into partials (chunks, P+3) in a fixed order (kParamLanes interleaved lanes, then the lanes in
 // order), and one kernel adds the chunks (a warp per column, in a fixed order). With n = 2, 4 or 8 a compile-time
-// constant (with_capacity), the per-token arrays live in registers.
+// constant (with_capacity), the rows live in registers.
 #include <initializer_list>
 #include <type_traits>
 
@@ -23,8 +24,7 @@ using ops::MhcVariant;
 constexpr int kMaxN = 16;
 constexpr float kSinkEps = 1e-6f;
 constexpr float kRmsEps = 1e-6f;
-constexpr int kTokenThreads = 128;
-constexpr int kBwdThreads = 32;  // the Sinkhorn backward is long per thread: small blocks spread it over every SM
+constexpr int kGroupThreads = 128;
 constexpr int64_t kMaxChunks = 128;
 
 // Steps of a run: main T x (row, col); dev col, (T-1) x (row, col).
@@ -32,18 +32,39 @@ __host__ __device__ __forceinline__ int64_t num_steps(int64_t iterations, bool d
   return dev ? 2 * iterations - 1 : 2 * iterations;
 }
 __device__ __forceinline__ bool step_rows(int64_t s, bool dev) { return (s % 2 == 0) != dev; }
-// Element k of line i (row i or column i) of an n x n row-major matrix.
-__device__ __forceinline__ int at(bool rows, int n, int i, int k) { return rows ? i * n + k : k * n + i; }
-
-__device__ __forceinline__ float line_sum(const float* m, bool rows, int n, int i) {
-  float s = 0.0f;
-  for (int k = 0; k < n; ++k) s += m[at(rows, n, i, k)];
-  return s;
-}
 __device__ __forceinline__ float denominator(float s, bool dev) { return dev ? s + kSinkEps : fmaxf(s, kSinkEps); }
 
+// One lane's place in its matrix group: its row i (clamped to n - 1), whether it stores, and its matrix r (clamped to
+// R - 1), for the matrices base .. base + kGroupThreads / NMAX of a block's pass. Every lane of a warp runs every
+// shuffle (the groups past R compute a copy of the last matrix and store nothing; in the Sinkhorn backward's scratch
+// a repeating lane writes the very values of the lane it repeats).
+template <int NMAX>
+struct Lane {
+  int i;
+  int64_t r;
+  bool store;
+  __device__ Lane(int64_t base, int64_t R, int n) {
+    const int g = int(threadIdx.x) % NMAX;
+    const int64_t m = base + int(threadIdx.x) / NMAX;
+    i = min(g, n - 1);
+    r = min(m, R - 1);
+    store = g < n && m < R;
+  }
+};
+template <int NMAX>
+constexpr int kGroupsPerBlock = kGroupThreads / NMAX;
+
+// The sum over the group's rows j < n of v (lane j's), added in row order; every lane gets it.
+template <int NMAX>
+__device__ __forceinline__ float column_sum(float v, int n) {
+  float s = 0.0f;
+  for (int j = 0; j < n; ++j) s += __shfl_sync(0xffffffffu, v, j, NMAX);
+  return s;
+}
+
 // p (n) = exp(l - max l) of one logit row, and its sum.
-__device__ __forceinline__ float row_exp(float* p, const float* l, int n) {
+template <int NMAX>
+__device__ __forceinline__ float row_exp(float (&p)[NMAX], const float* l, int n) {
   float mx = l[0];
   for (int k = 1; k < n; ++k) mx = fmaxf(mx, l[k]);
   float s = 0.0f;
@@ -51,160 +72,185 @@ __device__ __forceinline__ float row_exp(float* p, const float* l, int n) {
   return s;
 }
 
-// Every row (kRows) or column of m (n x n) divided by its denominator. The line kind is a template argument so that,
-// with n a constant, every index is one and m stays in registers.
-template <bool kRows>
-__device__ __forceinline__ void divide_lines(float* m, int n, bool dev) {
-  for (int i = 0; i < n; ++i) {
-    const float d = denominator(line_sum(m, kRows, n, i), dev);
-    for (int k = 0; k < n; ++k) m[at(kRows, n, i, k)] = m[at(kRows, n, i, k)] / d;
+// Step st of a run on the group's matrix (m: this lane's row): every row (or column) divided by its denominator.
+template <int NMAX>
+__device__ __forceinline__ void sinkhorn_step(float (&m)[NMAX], int n, int64_t st, bool dev) {
+  if (step_rows(st, dev)) {
+    float s = 0.0f;
+    for (int k = 0; k < n; ++k) s += m[k];
+    const float d = denominator(s, dev);
+    for (int k = 0; k < n; ++k) m[k] = m[k] / d;
+  } else {
+    for (int k = 0; k < n; ++k) m[k] = m[k] / denominator(column_sum<NMAX>(m[k], n), dev);
   }
 }
 
-// Step st of a run on m (n x n): every row (or column) divided by its denominator.
-__device__ __forceinline__ void sinkhorn_step(float* m, int n, int64_t st, bool dev) {
-  if (step_rows(st, dev))
-    divide_lines<true>(m, n, dev);
-  else
-    divide_lines<false>(m, n, dev);
-}
-
-// m (n x n) = the Sinkhorn iterate after `steps` steps (0: M0) of logits l (n x n).
-__device__ void sinkhorn_iterate(float* m, const float* l, int n, int64_t steps, bool dev) {
-  for (int i = 0; i < n; ++i) {
-    const float s = row_exp(m + i * n, l + i * n, n);
-    if (dev)
-      for (int k = 0; k < n; ++k) m[i * n + k] = m[i * n + k] / s + kSinkEps;
-  }
+// m = this lane's row of the Sinkhorn iterate after `steps` steps (0: M0) of the logits' row l.
+template <int NMAX>
+__device__ void sinkhorn_iterate(float (&m)[NMAX], const float* l, int n, int64_t steps, bool dev) {
+  const float s = row_exp(m, l, n);
+  if (dev)
+    for (int k = 0; k < n; ++k) m[k] = m[k] / s + kSinkEps;
   for (int64_t st = 0; st < steps; ++st) sinkhorn_step(m, n, st, dev);
 }
 
-// The steps' inputs of matrix `r` of R in the scratch `its` (steps, n*n, R): element k of step st's input.
-__device__ __forceinline__ float& step_input(float* its, int64_t R, int64_t r, int nn, int64_t st, int k) {
-  return its[(st * nn + k) * R + r];
-}
-
-// g (n x n) = the gradient of one step's input m given g, the gradient of its output (divide_lines<kRows>).
-template <bool kRows>
-__device__ __forceinline__ void divide_lines_backward(float* g, const float* m, int n, bool dev) {
-  for (int i = 0; i < n; ++i) {
-    const float s = line_sum(m, kRows, n, i), d = denominator(s, dev);
+// g = this lane's row of the gradient of one step's input m given g, the gradient of its output.
+template <int NMAX>
+__device__ __forceinline__ void sinkhorn_step_backward(float (&g)[NMAX], const float (&m)[NMAX], int n, int64_t st,
+                                                       bool dev) {
+  if (step_rows(st, dev)) {
+    float s = 0.0f;
+    for (int k = 0; k < n; ++k) s += m[k];
+    const float d = denominator(s, dev);
     float gy = 0.0f;
     if (dev || s >= kSinkEps)
-      for (int k = 0; k < n; ++k) gy += g[at(kRows, n, i, k)] * (m[at(kRows, n, i, k)] / d);
-    for (int k = 0; k < n; ++k) g[at(kRows, n, i, k)] = (g[at(kRows, n, i, k)] - gy) / d;
+      for (int k = 0; k < n; ++k) gy += g[k] * (m[k] / d);
+    for (int k = 0; k < n; ++k) g[k] = (g[k] - gy) / d;
+  } else {
+    for (int k = 0; k < n; ++k) {
+      const float s = column_sum<NMAX>(m[k], n), d = denominator(s, dev);
+      const float gy = column_sum<NMAX>(g[k] * (m[k] / d), n);  // every lane shuffles: the test comes after
+      g[k] = (g[k] - (dev || s >= kSinkEps ? gy : 0.0f)) / d;
+    }
   }
 }
 
-// dl (n x n) = dL given g = dM (n x n, overwritten) for matrix r of R; m is n x n scratch, its the steps' inputs.
-__device__ void sinkhorn_backward(float* dl, float* g, float* m, const float* l, int n, int64_t iterations, bool dev,
-                                  float* its, int64_t R, int64_t r) {
-  const int nn = n * n;
-  const int64_t steps = num_steps(iterations, dev);
+// dl = this lane's row of dL given g, its row of dM (overwritten), and l, its row of the logits; its: the scratch of
+// the steps' inputs (steps, R, n*n) of matrix r.
+template <int NMAX>
+__device__ void sinkhorn_backward(float (&dl)[NMAX], float (&g)[NMAX], const float* l, int n, int64_t iterations,
+                                  bool dev, float* its, int64_t R, int64_t r, int i) {
+  const int64_t nn = int64_t(n) * n, steps = num_steps(iterations, dev);
+  float m[NMAX];
   sinkhorn_iterate(m, l, n, 0, dev);
   for (int64_t st = 0; st < steps; ++st) {
-    for (int k = 0; k < nn; ++k) step_input(its, R, r, nn, st, k) = m[k];
+    float* in = its + (st * R + r) * nn + i * n;
+    for (int k = 0; k < n; ++k) in[k] = m[k];
     sinkhorn_step(m, n, st, dev);
   }
   for (int64_t st = steps - 1; st >= 0; --st) {
-    for (int k = 0; k < nn; ++k) m[k] = step_input(its, R, r, nn, st, k);
-    if (step_rows(st, dev))
-      divide_lines_backward<true>(g, m, n, dev);
-    else
-      divide_lines_backward<false>(g, m, n, dev);
+    const float* in = its + (st * R + r) * nn + i * n;
+    for (int k = 0; k < n; ++k) m[k] = in[k];
+    sinkhorn_step_backward(g, m, n, st, dev);
   }
-  for (int i = 0; i < n; ++i) {
-    float* p = m + i * n;
-    const float s = row_exp(p, l + i * n, n);
-    const float* gi = g + i * n;
-    if (!dev) {
-      for (int k = 0; k < n; ++k) dl[i * n + k] = gi[k] * p[k];
-      continue;
-    }
-    float gp = 0.0f;
-    for (int k = 0; k < n; ++k) gp += gi[k] * (p[k] /= s);
-    for (int k = 0; k < n; ++k) dl[i * n + k] = p[k] * (gi[k] - gp);
+  const float s = row_exp(m, l, n);
+  if (!dev) {
+    for (int k = 0; k < n; ++k) dl[k] = g[k] * m[k];
+    return;
   }
+  float gp = 0.0f;
+  for (int k = 0; k < n; ++k) gp += g[k] * (m[k] /= s);
+  for (int k = 0; k < n; ++k) dl[k] = m[k] * (g[k] - gp);
 }
 
 template <int NMAX, bool kExact>
-__global__ void sinkhorn_fwd_kernel(float* M, const float* L, int64_t R, int n, int64_t iterations, bool dev) {
-  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the arrays live in registers
-  float m[NMAX * NMAX];
+__global__ void __launch_bounds__(kGroupThreads)
+    sinkhorn_fwd_kernel(float* M, const float* L, int64_t R, int n, int64_t iterations, bool dev) {
+  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the rows live in registers
+  float m[NMAX];
   const int64_t nn = int64_t(n) * n;
-  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < R; r += int64_t(gridDim.x) * blockDim.x) {
-    sinkhorn_iterate(m, L + r * nn, n, num_steps(iterations, dev), dev);
-    for (int k = 0; k < nn; ++k) M[r * nn + k] = m[k];
+  for (int64_t base = blockIdx.x * kGroupsPerBlock<NMAX>; base < R; base += gridDim.x * kGroupsPerBlock<NMAX>) {
+    const Lane<NMAX> ln(base, R, n);
+    sinkhorn_iterate(m, L + ln.r * nn + ln.i * n, n, num_steps(iterations, dev), dev);
+    if (ln.store)
+      for (int k = 0; k < n; ++k) M[ln.r * nn + ln.i * n + k] = m[k];
   }
 }
 
 template <int NMAX, bool kExact>
-__global__ void sinkhorn_bwd_kernel(float* dL, const float* dM, const float* L, int64_t R, int n, int64_t iterations,
-                                    bool dev, float* its) {
-  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the arrays live in registers
-  float g[NMAX * NMAX], m[NMAX * NMAX];
+__global__ void __launch_bounds__(kGroupThreads)
+    sinkhorn_bwd_kernel(float* dL, const float* dM, const float* L, int64_t R, int n, int64_t iterations, bool dev,
+                        float* its) {
+  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the rows live in registers
+  float g[NMAX], dl[NMAX];
   const int64_t nn = int64_t(n) * n;
-  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < R; r += int64_t(gridDim.x) * blockDim.x) {
-    for (int k = 0; k < nn; ++k) g[k] = dM[r * nn + k];
-    sinkhorn_backward(dL + r * nn, g, m, L + r * nn, n, iterations, dev, its, R, r);
+  for (int64_t base = blockIdx.x * kGroupsPerBlock<NMAX>; base < R; base += gridDim.x * kGroupsPerBlock<NMAX>) {
+    const Lane<NMAX> ln(base, R, n);
+    const int64_t row = ln.r * nn + ln.i * n;
+    for (int k = 0; k < n; ++k) g[k] = dM[row + k];
+    sinkhorn_backward(dl, g, L + row, n, iterations, dev, its, R, ln.r, ln.i);
+    if (ln.store)
+      for (int k = 0; k < n; ++k) dL[row + k] = dl[k];
   }
 }
 
-// alpha expanded: slice k of P = n^2 + 2n.
-__device__ __forceinline__ float alpha_of(const float* alpha, int n, int k) { return alpha[k < 2 * n ? k / n : 2]; }
+// The lane's pre-activations of token t: h_pre's (k = i), h_post's (k = n + i) and its logit row (k = 2n + i n ..).
+template <int NMAX>
+__device__ __forceinline__ void token_preacts(float& hp, float& hq, float (&l)[NMAX], const float* pt, float rt,
+                                              const float* alpha, const float* bias, int n, int i) {
+  hp = rt * pt[i] * alpha[0] + bias[i];
+  hq = rt * pt[n + i] * alpha[1] + bias[n + i];
+  const int k0 = 2 * n + i * n;
+  for (int k = 0; k < n; ++k) l[k] = rt * pt[k0 + k] * alpha[2] + bias[k0 + k];
+}
 
 template <int NMAX, bool kExact>
-__global__ void coeffs_fwd_kernel(float* h_pre, float* h_post, float* h_res, float* r, const float* rms,
-                                  const float* proj, const float* alpha, const float* bias, int64_t N, int n,
-                                  int64_t iterations, bool dev) {
-  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the arrays live in registers
-  float h[NMAX * NMAX + 2 * NMAX], m[NMAX * NMAX];
+__global__ void __launch_bounds__(kGroupThreads)
+    coeffs_fwd_kernel(float* h_pre, float* h_post, float* h_res, float* r, const float* rms, const float* proj,
+                      const float* alpha, const float* bias, int64_t N, int n, int64_t iterations, bool dev) {
+  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the rows live in registers
+  float l[NMAX], m[NMAX];
   const int P = n * n + 2 * n;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t base = blockIdx.x * kGroupsPerBlock<NMAX>; base < N; base += gridDim.x * kGroupsPerBlock<NMAX>) {
+    const Lane<NMAX> ln(base, N, n);
+    const int64_t t = ln.r;
+    const int i = ln.i;
     const float rt = 1.0f / (rms[t] + kRmsEps);
-    r[t] = rt;
-    for (int k = 0; k < P; ++k) h[k] = rt * proj[t * P + k] * alpha_of(alpha, n, k) + bias[k];
-    for (int i = 0; i < n; ++i) {
-      h_pre[t * n + i] = sigmoid(h[i]) + (dev ? kSinkEps : 0.0f);
-      h_post[t * n + i] = 2.0f * sigmoid(h[n + i]);
-    }
-    sinkhorn_iterate(m, h + 2 * n, n, num_steps(iterations, dev), dev);
+    float hp, hq;
+    token_preacts(hp, hq, l, proj + t * P, rt, alpha, bias, n, i);
+    sinkhorn_iterate(m, l, n, num_steps(iterations, dev), dev);
+    if (!ln.store) continue;
+    if (i == 0) r[t] = rt;
+    h_pre[t * n + i] = sigmoid(hp) + (dev ? kSinkEps : 0.0f);
+    h_post[t * n + i] = 2.0f * sigmoid(hq);
     float* out = h_res + t * n * n;
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) out[i * n + j] = dev ? m[j * n + i] : m[i * n + j];
+    for (int k = 0; k < n; ++k) out[dev ? k * n + i : i * n + k] = m[k];  // dev: the transpose
   }
 }
 
-// Per token: dproj (N,P) =, dr (N) and dh (N,P) into scratch.
+// Per token: dproj (N,P) =, dr (N) and dh (N,P) into scratch. dr sums its P terms in k order across the group's lanes.
 template <int NMAX, bool kExact>
-__global__ void coeffs_bwd_token_kernel(float* dproj, float* dr, float* dh_out, const float* dh_pre,
-                                        const float* dh_post, const float* dh_res, const float* r, const float* proj,
-                                        const float* alpha, const float* bias, int64_t N, int n, int64_t iterations,
-                                        bool dev, float* its) {
-  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the arrays live in registers
-  float h[NMAX * NMAX + 2 * NMAX], dh[NMAX * NMAX + 2 * NMAX], g[NMAX * NMAX], m[NMAX * NMAX];
+__global__ void __launch_bounds__(kGroupThreads)
+    coeffs_bwd_token_kernel(float* dproj, float* dr, float* dh_out, const float* dh_pre, const float* dh_post,
+                            const float* dh_res, const float* r, const float* proj, const float* alpha,
+                            const float* bias, int64_t N, int n, int64_t iterations, bool dev, float* its) {
+  if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the rows live in registers
+  float l[NMAX], g[NMAX], dl[NMAX];
   const int P = n * n + 2 * n;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t base = blockIdx.x * kGroupsPerBlock<NMAX>; base < N; base += gridDim.x * kGroupsPerBlock<NMAX>) {
+    const Lane<NMAX> ln(base, N, n);
+    const int64_t t = ln.r;
+    const int i = ln.i;
     const float rt = r[t];
     const float* pt = proj + t * P;
-    for (int k = 0; k < P; ++k) h[k] = rt * pt[k] * alpha_of(alpha, n, k) + bias[k];
-    for (int i = 0; i < n; ++i) {
-      const float sp = sigmoid(h[i]), sq = sigmoid(h[n + i]);
-      dh[i] = dh_pre[t * n + i] * sp * (1.0f - sp);
-      dh[n + i] = dh_post[t * n + i] * 2.0f * sq * (1.0f - sq);
-    }
+    float hp, hq;
+    token_preacts(hp, hq, l, pt, rt, alpha, bias, n, i);
+    const float sp = sigmoid(hp), sq = sigmoid(hq);
+    const float dp = dh_pre[t * n + i] * sp * (1.0f - sp);
+    const float dq = dh_post[t * n + i] * 2.0f * sq * (1.0f - sq);
     const float* dres = dh_res + t * n * n;
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) g[i * n + j] = dev ? dres[j * n + i] : dres[i * n + j];
-    sinkhorn_backward(dh + 2 * n, g, m, h + 2 * n, n, iterations, dev, its, N, t);
+    for (int k = 0; k < n; ++k) g[k] = dres[dev ? k * n + i : i * n + k];
+    sinkhorn_backward(dl, g, l, n, iterations, dev, its, N, t, i);
+    // dr = sum over k in order of dh[k] proj[k] alpha[k]: h_pre's n terms, h_post's, then the logits row by row.
+    const int k0 = 2 * n + i * n;
+    const float xp = dp * pt[i], xq = dq * pt[n + i];
     float drt = 0.0f;
-    for (int k = 0; k < P; ++k) {
-      const float a = alpha_of(alpha, n, k);
-      dproj[t * P + k] = dh[k] * rt * a;
-      drt += dh[k] * pt[k] * a;
-      dh_out[t * P + k] = dh[k];
+    for (int j = 0; j < n; ++j) drt += __shfl_sync(0xffffffffu, xp, j, NMAX) * alpha[0];
+    for (int j = 0; j < n; ++j) drt += __shfl_sync(0xffffffffu, xq, j, NMAX) * alpha[1];
+    for (int j = 0; j < n; ++j)
+      for (int k = 0; k < n; ++k) drt += __shfl_sync(0xffffffffu, dl[k] * pt[k0 + k], j, NMAX) * alpha[2];
+    if (!ln.store) continue;
+    float* dpt = dproj + t * P;
+    float* dht = dh_out + t * P;
+    dpt[i] = dp * rt * alpha[0];
+    dpt[n + i] = dq * rt * alpha[1];
+    dht[i] = dp;
+    dht[n + i] = dq;
+    for (int k = 0; k < n; ++k) {
+      dpt[k0 + k] = dl[k] * rt * alpha[2];
+      dht[k0 + k] = dl[k];
     }
-    dr[t] = drt;
+    if (i == 0) dr[t] = drt;
   }
 }
 
@@ -277,9 +323,9 @@ void with_capacity(const char* op, int64_t n, F&& f) {
     f(std::integral_constant<int, 16>{}, Runtime{});
 }
 
-// The scratch of the Sinkhorn backward's step inputs for R matrices: (steps, n*n, R) fp32.
+// The scratch of the Sinkhorn backward's step inputs for R matrices: (steps, R, n*n) fp32.
 Tensor step_inputs(int64_t R, int64_t n, int64_t iterations, MhcVariant variant) {
-  return Tensor::empty({num_steps(iterations, variant == MhcVariant::Dev), n * n, R}, DType::F32, Device::CUDA);
+  return Tensor::empty({num_steps(iterations, variant == MhcVariant::Dev), R, n * n}, DType::F32, Device::CUDA);
 }
 
 void check_fp32_only(const char* op, std::initializer_list<const Tensor*> ts) {
@@ -293,8 +339,9 @@ void sinkhorn_fwd(Exec& ex, Tensor& M, const Tensor& logits, int64_t iterations,
   const int64_t R = logits.size(0), n = logits.size(1);
   if (R == 0) return;
   with_capacity("sinkhorn_fwd", n, [&](auto cap, auto exact) {
-    sinkhorn_fwd_kernel<cap.value, exact.value><<<grid_for(R, kTokenThreads), kTokenThreads, 0, stream_of(ex)>>>(
-        M.data<float>(), logits.data<float>(), R, int(n), iterations, variant == MhcVariant::Dev);
+    sinkhorn_fwd_kernel<cap.value, exact.value>
+        <<<grid_for(R, kGroupsPerBlock<cap.value>), kGroupThreads, 0, stream_of(ex)>>>(
+            M.data<float>(), logits.data<float>(), R, int(n), iterations, variant == MhcVariant::Dev);
     check_launch("sinkhorn_fwd_kernel");
   });
 }
@@ -306,9 +353,10 @@ void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& log
   if (R == 0) return;
   Tensor its = step_inputs(R, n, iterations, variant);
   with_capacity("sinkhorn_bwd", n, [&](auto cap, auto exact) {
-    sinkhorn_bwd_kernel<cap.value, exact.value><<<grid_for(R, kBwdThreads), kBwdThreads, 0, stream_of(ex)>>>(
-        dlogits.data<float>(), dM.data<float>(), logits.data<float>(), R, int(n), iterations,
-        variant == MhcVariant::Dev, its.data<float>());
+    sinkhorn_bwd_kernel<cap.value, exact.value>
+        <<<grid_for(R, kGroupsPerBlock<cap.value>), kGroupThreads, 0, stream_of(ex)>>>(
+            dlogits.data<float>(), dM.data<float>(), logits.data<float>(), R, int(n), iterations,
+            variant == MhcVariant::Dev, its.data<float>());
     check_launch("sinkhorn_bwd_kernel");
   });
 }
@@ -321,9 +369,11 @@ void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tens
   const int64_t N = proj.size(0), n = h_res.size(1);
   if (N == 0) return;
   with_capacity(op, n, [&](auto cap, auto exact) {
-    coeffs_fwd_kernel<cap.value, exact.value><<<grid_for(N, kTokenThreads), kTokenThreads, 0, stream_of(ex)>>>(
-        h_pre.data<float>(), h_post.data<float>(), h_res.data<float>(), r.data<float>(), rms.data<float>(),
-        proj.data<float>(), alpha.data<float>(), bias.data<float>(), N, int(n), iterations, variant == MhcVariant::Dev);
+    coeffs_fwd_kernel<cap.value, exact.value>
+        <<<grid_for(N, kGroupsPerBlock<cap.value>), kGroupThreads, 0, stream_of(ex)>>>(
+            h_pre.data<float>(), h_post.data<float>(), h_res.data<float>(), r.data<float>(), rms.data<float>(),
+            proj.data<float>(), alpha.data<float>(), bias.data<float>(), N, int(n), iterations,
+            variant == MhcVariant::Dev);
     check_launch("coeffs_fwd_kernel");
   });
 }
@@ -339,7 +389,7 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor&
   Tensor dh = Tensor::empty({N, P}, DType::F32, Device::CUDA);  // (N, P)
   Tensor its = step_inputs(N, n, iterations, variant);
   with_capacity(op, n, [&](auto cap, auto exact) {
-    coeffs_bwd_token_kernel<cap.value, exact.value><<<grid_for(N, kBwdThreads), kBwdThreads, 0, s>>>(
+    coeffs_bwd_token_kernel<cap.value, exact.value><<<grid_for(N, kGroupsPerBlock<cap.value>), kGroupThreads, 0, s>>>(
         dproj.data<float>(), dr.data<float>(), dh.data<float>(), dh_pre.data<float>(), dh_post.data<float>(),
         dh_res.data<float>(), r.data<float>(), proj.data<float>(), alpha.data<float>(), bias.data<float>(), N, int(n),
         iterations, variant == MhcVariant::Dev, its.data<float>());
