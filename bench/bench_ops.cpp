@@ -313,7 +313,8 @@ void mhc_entries(std::vector<Entry>& out, const Env& e) {
                    Tensor hp = uniform({N, n}, f32, dev, 5), hq = uniform({N, n}, f32, dev, 6);
                    Tensor hr = uniform({N, n, n}, f32, dev, 7), r = uniform({N}, f32, dev, 8);
                    return std::function<void()>([=]() mutable {
-                     ops::mhc_coeffs_fwd(*ex, hp, hq, hr, r, rms, proj, alpha, bias, T, ops::MhcVariant::Main);
+                     ops::mhc_coeffs_fwd(*ex, hp, hq, hr, r, rms, proj, alpha.narrow(0, 0, 1), alpha.narrow(0, 1, 1),
+                                         alpha.narrow(0, 2, 1), bias, T, ops::MhcVariant::Main);
                    });
                  }});
   out.push_back({"mhc_coeffs_bwd", shape + " T=20", f32, 0, 3.0 * pb + 8.0 * N, [=] {
@@ -324,8 +325,10 @@ void mhc_entries(std::vector<Entry>& out, const Env& e) {
                    Tensor dr = uniform({N}, f32, dev, 9), dproj = uniform({N, P}, f32, dev, 10);
                    Tensor da = uniform({3}, f32, dev, 11), db = uniform({P}, f32, dev, 12);
                    return std::function<void()>([=]() mutable {
-                     ops::mhc_coeffs_bwd(*ex, dproj, dr, da, db, dp, dq, dres, proj, alpha, bias, r, T,
-                                         ops::MhcVariant::Main);
+                     Tensor da_pre = da.narrow(0, 0, 1), da_post = da.narrow(0, 1, 1), da_res = da.narrow(0, 2, 1);
+                     ops::mhc_coeffs_bwd(*ex, dproj, dr, da_pre, da_post, da_res, db, dp, dq, dres, proj,
+                                         alpha.narrow(0, 0, 1), alpha.narrow(0, 1, 1), alpha.narrow(0, 2, 1), bias, r,
+                                         T, ops::MhcVariant::Main);
                    });
                  }});
   out.push_back({"mhc_aggregate_fwd", shape, bf, 0, (n + 1) * cs, [=] {

@@ -43,17 +43,12 @@ Tensor HyperConnection::forward(StepContext& ctx, const Tensor& X4) {
   s.proj = Tensor::empty({N, P}, sd, dev);
   s.rms = Tensor::empty({N}, sd, dev);
   ops::mhc_proj_fwd(ex, s.proj, s.rms, x, w_->master);
-  s.alpha = Tensor::empty({3}, sd, dev);
-  for (int i = 0; i < 3; ++i) {
-    Tensor a = s.alpha.narrow(0, i, 1);
-    ops::copy(ex, a, alpha_[i]->master);
-  }
   s.h_pre = Tensor::empty({N, n}, sd, dev);
   s.h_post = Tensor::empty({N, n}, sd, dev);
   s.h_res = Tensor::empty({N, n, n}, sd, dev);
   s.r = Tensor::empty({N}, sd, dev);
-  ops::mhc_coeffs_fwd(ex, s.h_pre, s.h_post, s.h_res, s.r, s.rms, s.proj, s.alpha, bias_->master,
-                      opt_.sinkhorn_iterations, opt_.variant);
+  ops::mhc_coeffs_fwd(ex, s.h_pre, s.h_post, s.h_res, s.r, s.rms, s.proj, alpha_[0]->master, alpha_[1]->master,
+                      alpha_[2]->master, bias_->master, opt_.sinkhorn_iterations, opt_.variant);
   Tensor u = Tensor::empty({N, C}, X4.dtype(), dev);
   ops::mhc_aggregate_fwd(ex, u, s.X, s.h_pre);
   const bool drop = opt_.recompute_layer && !ctx.recomputing;  // keep the sub-layer's input only
@@ -102,12 +97,10 @@ Tensor HyperConnection::backward(StepContext& ctx, const Tensor& dY4) {
   Tensor no_dX;
   ops::mhc_aggregate_bwd(ex, no_dX, dh_pre, du, s.X, s.h_pre);
   Tensor dproj = Tensor::empty({N, P}, sd, dev), dr = Tensor::empty({N}, sd, dev);
-  Tensor dalpha = Tensor::empty({3}, sd, dev);
-  ops::fill(ex, dalpha, 0.0);  // zeroed on the stream (a CUDA graph captures it)
-  ops::mhc_coeffs_bwd(ex, dproj, dr, dalpha, bias_->grad, dh_pre, dh_post, dh_res, s.proj, s.alpha, bias_->master, s.r,
+  ops::mhc_coeffs_bwd(ex, dproj, dr, alpha_[0]->grad, alpha_[1]->grad, alpha_[2]->grad, bias_->grad, dh_pre, dh_post,
+                      dh_res, s.proj, alpha_[0]->master, alpha_[1]->master, alpha_[2]->master, bias_->master, s.r,
                       opt_.sinkhorn_iterations, opt_.variant);
   ops::mhc_streams_bwd(ex, dX, w_->grad, dproj, dr, s.r, s.rms, du, s.h_pre, s.X, w_->master);
-  for (int i = 0; i < 3; ++i) ops::axpy(ex, alpha_[i]->grad, dalpha.narrow(0, i, 1), 1.0);
   s = Saved{};
   return dX.view(dY4.shape());
 }

@@ -54,7 +54,6 @@ class HyperConnection : public Module {
     Tensor rms;                 // (N) ||x|| / sqrt(nC) of the flattened streams
     Tensor h_res;               // (N,n,n)
     Tensor F;                   // (N,C) sub-layer output
-    Tensor alpha;               // (3) the gating factors, gathered
     Tensor u;                   // (B,T,C) the sub-layer's input (recompute_layer only)
     Shape shape;                // (B,T,n,C)
   };

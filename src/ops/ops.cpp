@@ -1042,27 +1042,30 @@ void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& log
 }
 
 namespace {
-// proj (N, n^2+2n), alpha, bias: n from h_res (N,n,n).
-void check_coeffs(Exec& ex, const char* op, const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t n,
-                  int64_t iterations) {
+// proj (N, n^2+2n), the alphas, bias: n from h_res (N,n,n).
+void check_coeffs(Exec& ex, const char* op, const Tensor& proj, const Tensor& alpha_pre, const Tensor& alpha_post,
+                  const Tensor& alpha_res, const Tensor& bias, int64_t n, int64_t iterations) {
   check_arg(ex, op, "proj", proj);
   HYTRA_CHECK(proj.dim() == 2 && n >= 1, op, ": proj must be (N, n^2+2n) with n = ", n, ", got ", proj.desc());
   HYTRA_CHECK(iterations >= 1, op, ": iterations must be >= 1, got ", iterations);
   const int64_t N = proj.size(0), P = n * n + 2 * n;
   check_fp32(ex, op, "proj", proj, {N, P});
-  check_fp32(ex, op, "alpha", alpha, {3});
+  for (auto [nm, t] : {Arg{"alpha_pre", &alpha_pre}, {"alpha_post", &alpha_post}, {"alpha_res", &alpha_res}}) {
+    check_fp32(ex, op, nm, *t, {1});
+    check_same_dtype(op, nm, *t, proj);
+  }
   check_fp32(ex, op, "bias", bias, {P});
-  for (auto [nm, t] : {Arg{"alpha", &alpha}, {"bias", &bias}}) check_same_dtype(op, nm, *t, proj);
+  check_same_dtype(op, "bias", bias, proj);
 }
 }  // namespace
 
 void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& rms,
-                    const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
-                    MhcVariant variant) {
+                    const Tensor& proj, const Tensor& alpha_pre, const Tensor& alpha_post, const Tensor& alpha_res,
+                    const Tensor& bias, int64_t iterations, MhcVariant variant) {
   const char* op = "mhc_coeffs_fwd";
   check_square(op, h_res);
   const int64_t n = h_res.size(1);
-  check_coeffs(ex, op, proj, alpha, bias, n, iterations);
+  check_coeffs(ex, op, proj, alpha_pre, alpha_post, alpha_res, bias, n, iterations);
   const int64_t N = proj.size(0);
   check_fp32(ex, op, "h_pre", h_pre, {N, n});
   check_fp32(ex, op, "h_post", h_post, {N, n});
@@ -1071,20 +1074,25 @@ void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tens
   check_fp32(ex, op, "rms", rms, {N});
   for (auto [nm, t] : {Arg{"h_pre", &h_pre}, {"h_post", &h_post}, {"h_res", &h_res}, {"r", &r}, {"rms", &rms}})
     check_same_dtype(op, nm, *t, proj);
-  on(ex, "mhc_coeffs_fwd")->mhc_coeffs_fwd(ex, h_pre, h_post, h_res, r, rms, proj, alpha, bias, iterations, variant);
+  on(ex, "mhc_coeffs_fwd")
+      ->mhc_coeffs_fwd(ex, h_pre, h_post, h_res, r, rms, proj, alpha_pre, alpha_post, alpha_res, bias, iterations,
+                       variant);
 }
 
-void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
-                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& proj, const Tensor& alpha,
+void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha_pre, Tensor& dalpha_post, Tensor& dalpha_res,
+                    Tensor& dbias, const Tensor& dh_pre, const Tensor& dh_post, const Tensor& dh_res,
+                    const Tensor& proj, const Tensor& alpha_pre, const Tensor& alpha_post, const Tensor& alpha_res,
                     const Tensor& bias, const Tensor& r, int64_t iterations, MhcVariant variant) {
   const char* op = "mhc_coeffs_bwd";
   check_square(op, dh_res);
   const int64_t n = dh_res.size(1);
-  check_coeffs(ex, op, proj, alpha, bias, n, iterations);
+  check_coeffs(ex, op, proj, alpha_pre, alpha_post, alpha_res, bias, n, iterations);
   const int64_t N = proj.size(0), P = n * n + 2 * n;
   for (auto [nm, t, shape] : {std::tuple<const char*, const Tensor*, Shape>{"dproj", &dproj, {N, P}},
                               {"dr", &dr, {N}},
-                              {"dalpha", &dalpha, {3}},
+                              {"dalpha_pre", &dalpha_pre, {1}},
+                              {"dalpha_post", &dalpha_post, {1}},
+                              {"dalpha_res", &dalpha_res, {1}},
                               {"dbias", &dbias, {P}},
                               {"dh_pre", &dh_pre, {N, n}},
                               {"dh_post", &dh_post, {N, n}},
@@ -1094,8 +1102,8 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor&
     check_same_dtype(op, nm, *t, proj);
   }
   on(ex, "mhc_coeffs_bwd")
-      ->mhc_coeffs_bwd(ex, dproj, dr, dalpha, dbias, dh_pre, dh_post, dh_res, proj, alpha, bias, r, iterations,
-                       variant);
+      ->mhc_coeffs_bwd(ex, dproj, dr, dalpha_pre, dalpha_post, dalpha_res, dbias, dh_pre, dh_post, dh_res, proj,
+                       alpha_pre, alpha_post, alpha_res, bias, r, iterations, variant);
 }
 
 void mhc_proj_fwd(Exec& ex, Tensor& proj, Tensor& rms, const Tensor& x, const Tensor& w) {

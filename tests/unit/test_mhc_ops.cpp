@@ -131,7 +131,8 @@ TEST(MhcOps, CoefficientsSpecVector) {
       EXPECT_NEAR(rms.to_f64_vector()[0], std::sqrt(30.0) / 2.0, 1e-6);
       Tensor pre = Tensor::empty({1, 2}, dt), post = Tensor::empty({1, 2}, dt);
       Tensor res = Tensor::empty({1, 2, 2}, dt), r = Tensor::empty({1}, dt);
-      ops::mhc_coeffs_fwd(Exec::cpu(), pre, post, res, r, rms, proj, alpha, bias, 20, v);
+      ops::mhc_coeffs_fwd(Exec::cpu(), pre, post, res, r, rms, proj, alpha.narrow(0, 0, 1), alpha.narrow(0, 1, 1),
+                          alpha.narrow(0, 2, 1), bias, 20, v);
       EXPECT_NEAR(r.to_f64_vector()[0], 1.0 / (std::sqrt(30.0) / 2.0 + 1e-6), 1e-6);
       const double pre_want = v == MhcVariant::Dev ? 0.5 + 1e-6 : 0.5;
       for (double e : pre.to_f64_vector()) EXPECT_NEAR(e, pre_want, 1e-7);
@@ -190,7 +191,8 @@ TEST(MhcOps, CoefficientsBackwardMatchesFiniteDifferences) {
         Tensor res = Tensor::empty({N, n, n}, f64), r = Tensor::empty({N}, f64);
         auto loss = [&] {
           ops::mhc_proj_fwd(Exec::cpu(), proj, rms, x, w);
-          ops::mhc_coeffs_fwd(Exec::cpu(), pre, post, res, r, rms, proj, alpha, bias, T, v);
+          ops::mhc_coeffs_fwd(Exec::cpu(), pre, post, res, r, rms, proj, alpha.narrow(0, 0, 1), alpha.narrow(0, 1, 1),
+                              alpha.narrow(0, 2, 1), bias, T, v);
           return test::weighted_sum(pre, wp) + test::weighted_sum(post, wq) + test::weighted_sum(res, wr);
         };
         loss();  // proj, rms and r for the backward
@@ -198,7 +200,9 @@ TEST(MhcOps, CoefficientsBackwardMatchesFiniteDifferences) {
         const Tensor da0 = weights({3}, seed++), db0 = weights({P}, seed++);
         Tensor dx = dx0.clone(), dw = dw0.clone(), da = da0.clone(), db = db0.clone();
         Tensor dproj = Tensor::empty({N, P}, f64), dr = Tensor::empty({N}, f64);
-        ops::mhc_coeffs_bwd(Exec::cpu(), dproj, dr, da, db, wp, wq, wr, proj, alpha, bias, r, T, v);
+        Tensor da_pre = da.narrow(0, 0, 1), da_post = da.narrow(0, 1, 1), da_res = da.narrow(0, 2, 1);
+        ops::mhc_coeffs_bwd(Exec::cpu(), dproj, dr, da_pre, da_post, da_res, db, wp, wq, wr, proj, alpha.narrow(0, 0, 1),
+                            alpha.narrow(0, 1, 1), alpha.narrow(0, 2, 1), bias, r, T, v);
         const Tensor du = Tensor::zeros({N, C}, f64), h_pre = weights({N, n}, seed++);
         ops::mhc_streams_bwd(Exec::cpu(), dx, dw, dproj, dr, r, rms, du, h_pre, x.view({N, n, C}), w);
         EXPECT_TRUE(test::grad_close(added(dx, dx0), test::numeric_grad(x, loss))) << "dx";

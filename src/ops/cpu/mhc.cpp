@@ -17,6 +17,7 @@
 // each block of kTokenBlock tokens (a constant, not the thread count) sums its tokens in order
 // into its own partial, and the partials are summed in block order.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -152,11 +153,15 @@ void sinkhorn_bwd_impl(Tensor& dlogits, const Tensor& dM, const Tensor& logits, 
   });
 }
 
-// The expanded alpha (P): alpha[0] x n, alpha[1] x n, alpha[2] x n^2.
+// The three gating factors alpha_pre, alpha_post, alpha_res (1 each), and their gradients.
+using Alphas = std::array<const Tensor*, 3>;
+using AlphaGrads = std::array<Tensor*, 3>;
+
+// alpha expanded over the P outputs: alpha_pre x n, alpha_post x n, alpha_res x n^2.
 template <class T>
-std::vector<T> expand_alpha(const Tensor& alpha, int64_t n) {
+std::vector<T> expand_alpha(const Alphas& alpha, int64_t n) {
   T a[3];
-  load(alpha, 0, 3, a);
+  for (int g = 0; g < 3; ++g) load(*alpha[g], 0, 1, a + g);
   std::vector<T> out(size_t(n * n + 2 * n), a[2]);
   for (int64_t k = 0; k < 2 * n; ++k) out[size_t(k)] = a[k / n];
   return out;
@@ -170,7 +175,7 @@ void token_logits(T* h, const T* proj, T r, const std::vector<T>& a, const std::
 
 template <class T>
 void coeffs_fwd_impl(Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& rms, const Tensor& proj,
-                     const Tensor& alpha, const Tensor& bias, int64_t iterations, MhcVariant variant) {
+                     const Alphas& alpha, const Tensor& bias, int64_t iterations, MhcVariant variant) {
   const int64_t N = proj.size(0), n = h_res.size(1), P = n * n + 2 * n;
   const std::vector<bool> steps = sinkhorn_steps(iterations, variant);
   const std::vector<T> a = expand_alpha<T>(alpha, n);
@@ -203,8 +208,8 @@ void coeffs_fwd_impl(Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, co
 }
 
 template <class T>
-void coeffs_bwd_impl(Tensor& dproj, Tensor& dr_out, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
-                     const Tensor& dh_post, const Tensor& dh_res, const Tensor& proj, const Tensor& alpha,
+void coeffs_bwd_impl(Tensor& dproj, Tensor& dr_out, const AlphaGrads& dalpha, Tensor& dbias, const Tensor& dh_pre,
+                     const Tensor& dh_post, const Tensor& dh_res, const Tensor& proj, const Alphas& alpha,
                      const Tensor& bias, const Tensor& r, int64_t iterations, MhcVariant variant) {
   const int64_t N = proj.size(0), n = dh_res.size(1), P = n * n + 2 * n, Q = P + 3;
   const int64_t nb = (N + kTokenBlock - 1) / kTokenBlock;
@@ -253,9 +258,11 @@ void coeffs_bwd_impl(Tensor& dproj, Tensor& dr_out, Tensor& dalpha, Tensor& dbia
   load(dbias, 0, P, cur.data());
   for (int64_t k = 0; k < P; ++k) cur[k] += total[k];
   store(dbias, 0, P, cur.data());
-  load(dalpha, 0, 3, cur.data());
-  for (int64_t g = 0; g < 3; ++g) cur[g] += total[P + g];
-  store(dalpha, 0, 3, cur.data());
+  for (int g = 0; g < 3; ++g) {
+    load(*dalpha[g], 0, 1, cur.data());
+    cur[0] += total[P + g];
+    store(*dalpha[g], 0, 1, cur.data());
+  }
 }
 
 }  // namespace
@@ -274,19 +281,21 @@ void sinkhorn_bwd(Exec&, Tensor& dlogits, const Tensor& dM, const Tensor& logits
 }
 
 void mhc_coeffs_fwd(Exec&, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& rms,
-                    const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
-                    ops::MhcVariant variant) {
+                    const Tensor& proj, const Tensor& alpha_pre, const Tensor& alpha_post, const Tensor& alpha_res,
+                    const Tensor& bias, int64_t iterations, ops::MhcVariant variant) {
   with_compute_type(proj.dtype(), [&](auto t) {
-    coeffs_fwd_impl<decltype(t)>(h_pre, h_post, h_res, r, rms, proj, alpha, bias, iterations, variant);
+    coeffs_fwd_impl<decltype(t)>(h_pre, h_post, h_res, r, rms, proj, {&alpha_pre, &alpha_post, &alpha_res}, bias,
+                                 iterations, variant);
   });
 }
 
-void mhc_coeffs_bwd(Exec&, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
-                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& proj, const Tensor& alpha,
+void mhc_coeffs_bwd(Exec&, Tensor& dproj, Tensor& dr, Tensor& dalpha_pre, Tensor& dalpha_post, Tensor& dalpha_res,
+                    Tensor& dbias, const Tensor& dh_pre, const Tensor& dh_post, const Tensor& dh_res,
+                    const Tensor& proj, const Tensor& alpha_pre, const Tensor& alpha_post, const Tensor& alpha_res,
                     const Tensor& bias, const Tensor& r, int64_t iterations, ops::MhcVariant variant) {
   with_compute_type(proj.dtype(), [&](auto t) {
-    coeffs_bwd_impl<decltype(t)>(dproj, dr, dalpha, dbias, dh_pre, dh_post, dh_res, proj, alpha, bias, r, iterations,
-                                 variant);
+    coeffs_bwd_impl<decltype(t)>(dproj, dr, {&dalpha_pre, &dalpha_post, &dalpha_res}, dbias, dh_pre, dh_post, dh_res,
+                                 proj, {&alpha_pre, &alpha_post, &alpha_res}, bias, r, iterations, variant);
   });
 }
 

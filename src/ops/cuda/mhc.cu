@@ -174,10 +174,19 @@ __global__ void __launch_bounds__(kGroupThreads)
   }
 }
 
+// The gating factors alpha_pre, alpha_post, alpha_res (one float each, the parameters themselves), and their
+// gradients.
+struct Alphas {
+  const float* a[3];
+};
+struct AlphaGrads {
+  float* a[3];
+};
+
 // The lane's pre-activations of token t: h_pre's (k = i), h_post's (k = n + i) and its logit row (k = 2n + i n ..).
 template <int NMAX>
 __device__ __forceinline__ void token_preacts(float& hp, float& hq, float (&l)[NMAX], const float* pt, float rt,
-                                              const float* alpha, const float* bias, int n, int i) {
+                                              const float (&alpha)[3], const float* bias, int n, int i) {
   hp = rt * pt[i] * alpha[0] + bias[i];
   hq = rt * pt[n + i] * alpha[1] + bias[n + i];
   const int k0 = 2 * n + i * n;
@@ -187,8 +196,9 @@ __device__ __forceinline__ void token_preacts(float& hp, float& hq, float (&l)[N
 template <int NMAX, bool kExact>
 __global__ void __launch_bounds__(kGroupThreads)
     coeffs_fwd_kernel(float* h_pre, float* h_post, float* h_res, float* r, const float* rms, const float* proj,
-                      const float* alpha, const float* bias, int64_t N, int n, int64_t iterations, bool dev) {
+                      Alphas alphas, const float* bias, int64_t N, int n, int64_t iterations, bool dev) {
   if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the rows live in registers
+  const float alpha[3] = {*alphas.a[0], *alphas.a[1], *alphas.a[2]};
   float l[NMAX], m[NMAX];
   const int P = n * n + 2 * n;
   for (int64_t base = blockIdx.x * kGroupsPerBlock<NMAX>; base < N; base += gridDim.x * kGroupsPerBlock<NMAX>) {
@@ -212,9 +222,10 @@ __global__ void __launch_bounds__(kGroupThreads)
 template <int NMAX, bool kExact>
 __global__ void __launch_bounds__(kGroupThreads)
     coeffs_bwd_token_kernel(float* dproj, float* dr, float* dh_out, const float* dh_pre, const float* dh_post,
-                            const float* dh_res, const float* r, const float* proj, const float* alpha,
+                            const float* dh_res, const float* r, const float* proj, Alphas alphas,
                             const float* bias, int64_t N, int n, int64_t iterations, bool dev, float* its) {
   if constexpr (kExact) n = NMAX;  // a constant: the loops over n unroll and the rows live in registers
+  const float alpha[3] = {*alphas.a[0], *alphas.a[1], *alphas.a[2]};
   float l[NMAX], g[NMAX], dl[NMAX];
   const int P = n * n + 2 * n;
   for (int64_t base = blockIdx.x * kGroupsPerBlock<NMAX>; base < N; base += gridDim.x * kGroupsPerBlock<NMAX>) {
@@ -254,7 +265,7 @@ __global__ void __launch_bounds__(kGroupThreads)
   }
 }
 
-// partial (chunks, P+3): columns [0,P) sum dh (dbias), P+g sum dh_k r proj_k over slice g (dalpha),
+// partial (chunks, P+3): columns [0,P) sum dh (dbias), P+g sum dh_k r proj_k over slice g (pre, post, res: dalpha),
 // each over the tokens of its chunk. Grid: chunks blocks of 32 x kParamLanes threads: thread (x, y) sums the chunk's
 // tokens y, y + kParamLanes, ... in order for columns x, x + 32, ...; then the kParamLanes sums in y order.
 constexpr int kParamLanes = 8;
@@ -285,10 +296,11 @@ __global__ void __launch_bounds__(32 * kParamLanes)
   }
 }
 
-// dbias (P) += and dalpha (3) += the chunk partials: a warp per column, lane l adding chunks l, l + 32, ... in order,
+// dbias (P) += and the three dalpha += the chunk partials: a warp per column, lane l adding chunks l, l + 32, ... in order,
 // then the lanes by warp_sum's fixed butterfly.
 constexpr int kCombineWarps = 8;
-__global__ void coeffs_param_combine_kernel(float* dbias, float* dalpha, const float* partial, int64_t chunks, int n) {
+__global__ void coeffs_param_combine_kernel(float* dbias, AlphaGrads dalpha, const float* partial, int64_t chunks,
+                                            int n) {
   const int P = n * n + 2 * n, Q = P + 3;
   const int q = int(blockIdx.x) * kCombineWarps + int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   if (q >= Q) return;
@@ -299,7 +311,7 @@ __global__ void coeffs_param_combine_kernel(float* dbias, float* dalpha, const f
   if (q < P)
     dbias[q] += s;
   else
-    dalpha[q - P] += s;
+    *dalpha.a[q - P] += s;
 }
 
 // f(std::integral_constant<int, NMAX>, std::integral_constant<bool, exact>) with the smallest local-array capacity
@@ -362,27 +374,32 @@ void sinkhorn_bwd(Exec& ex, Tensor& dlogits, const Tensor& dM, const Tensor& log
 }
 
 void mhc_coeffs_fwd(Exec& ex, Tensor& h_pre, Tensor& h_post, Tensor& h_res, Tensor& r, const Tensor& rms,
-                    const Tensor& proj, const Tensor& alpha, const Tensor& bias, int64_t iterations,
-                    ops::MhcVariant variant) {
+                    const Tensor& proj, const Tensor& alpha_pre, const Tensor& alpha_post, const Tensor& alpha_res,
+                    const Tensor& bias, int64_t iterations, ops::MhcVariant variant) {
   const char* op = "mhc_coeffs_fwd";
-  check_fp32_only(op, {&h_pre, &h_post, &h_res, &r, &rms, &proj, &alpha, &bias});
+  check_fp32_only(op, {&h_pre, &h_post, &h_res, &r, &rms, &proj, &alpha_pre, &alpha_post, &alpha_res, &bias});
+  const Alphas alphas{{alpha_pre.data<float>(), alpha_post.data<float>(), alpha_res.data<float>()}};
   const int64_t N = proj.size(0), n = h_res.size(1);
   if (N == 0) return;
   with_capacity(op, n, [&](auto cap, auto exact) {
     coeffs_fwd_kernel<cap.value, exact.value>
         <<<grid_for(N, kGroupsPerBlock<cap.value>), kGroupThreads, 0, stream_of(ex)>>>(
             h_pre.data<float>(), h_post.data<float>(), h_res.data<float>(), r.data<float>(), rms.data<float>(),
-            proj.data<float>(), alpha.data<float>(), bias.data<float>(), N, int(n), iterations,
+            proj.data<float>(), alphas, bias.data<float>(), N, int(n), iterations,
             variant == MhcVariant::Dev);
     check_launch("coeffs_fwd_kernel");
   });
 }
 
-void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor& dbias, const Tensor& dh_pre,
-                    const Tensor& dh_post, const Tensor& dh_res, const Tensor& proj, const Tensor& alpha,
+void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha_pre, Tensor& dalpha_post, Tensor& dalpha_res,
+                    Tensor& dbias, const Tensor& dh_pre, const Tensor& dh_post, const Tensor& dh_res,
+                    const Tensor& proj, const Tensor& alpha_pre, const Tensor& alpha_post, const Tensor& alpha_res,
                     const Tensor& bias, const Tensor& r, int64_t iterations, ops::MhcVariant variant) {
   const char* op = "mhc_coeffs_bwd";
-  check_fp32_only(op, {&dproj, &dr, &dalpha, &dbias, &dh_pre, &dh_post, &dh_res, &proj, &alpha, &bias, &r});
+  check_fp32_only(op, {&dproj, &dr, &dalpha_pre, &dalpha_post, &dalpha_res, &dbias, &dh_pre, &dh_post, &dh_res, &proj,
+                       &alpha_pre, &alpha_post, &alpha_res, &bias, &r});
+  const Alphas alphas{{alpha_pre.data<float>(), alpha_post.data<float>(), alpha_res.data<float>()}};
+  const AlphaGrads dalphas{{dalpha_pre.data<float>(), dalpha_post.data<float>(), dalpha_res.data<float>()}};
   const int64_t N = proj.size(0), n = dh_res.size(1), P = n * n + 2 * n;
   if (N == 0) return;
   cudaStream_t s = stream_of(ex);
@@ -391,7 +408,7 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor&
   with_capacity(op, n, [&](auto cap, auto exact) {
     coeffs_bwd_token_kernel<cap.value, exact.value><<<grid_for(N, kGroupsPerBlock<cap.value>), kGroupThreads, 0, s>>>(
         dproj.data<float>(), dr.data<float>(), dh.data<float>(), dh_pre.data<float>(), dh_post.data<float>(),
-        dh_res.data<float>(), r.data<float>(), proj.data<float>(), alpha.data<float>(), bias.data<float>(), N, int(n),
+        dh_res.data<float>(), r.data<float>(), proj.data<float>(), alphas, bias.data<float>(), N, int(n),
         iterations, variant == MhcVariant::Dev, its.data<float>());
     check_launch("coeffs_bwd_token_kernel");
   });
@@ -402,7 +419,7 @@ void mhc_coeffs_bwd(Exec& ex, Tensor& dproj, Tensor& dr, Tensor& dalpha, Tensor&
       partial.data<float>(), dh.data<float>(), r.data<float>(), proj.data<float>(), N, int(n), rows_per_chunk);
   check_launch("coeffs_param_partial_kernel");
   coeffs_param_combine_kernel<<<unsigned((P + 3 + kCombineWarps - 1) / kCombineWarps), 32 * kCombineWarps, 0, s>>>(
-      dbias.data<float>(), dalpha.data<float>(), partial.data<float>(), chunks, int(n));
+      dbias.data<float>(), dalphas, partial.data<float>(), chunks, int(n));
   check_launch("coeffs_param_combine_kernel");
 }
 

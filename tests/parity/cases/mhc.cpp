@@ -32,8 +32,11 @@ void add_sinkhorn(int64_t R, int64_t n, int64_t T, MhcVariant v) {
 }
 
 struct CoeffInputs {
-  Tensor rms, proj, alpha, bias;  // host fp32
+  Tensor rms, proj, alpha, bias;  // host fp32; alpha (3): alpha_pre, alpha_post, alpha_res
 };
+
+// Element g of alpha (3) as the op's (1) tensor.
+Tensor at(const Tensor& alpha, int64_t g) { return alpha.narrow(0, g, 1); }
 
 CoeffInputs coeff_inputs(int64_t N, int64_t n, uint64_t seed) {
   const int64_t P = n * n + 2 * n;
@@ -48,23 +51,31 @@ void add_coeffs(int64_t N, int64_t n, int64_t T, MhcVariant v) {
     Tensor pg = dev_empty({N, n}, DType::F32), qg = dev_empty({N, n}, DType::F32);
     Tensor hg = dev_empty({N, n, n}, DType::F32), rg = dev_empty({N}, DType::F32);
     Tensor pc = cpu_empty({N, n}), qc = cpu_empty({N, n}), hc = cpu_empty({N, n, n}), rc = cpu_empty({N});
-    ops::mhc_coeffs_fwd(gpu(), pg, qg, hg, rg, dev(in.rms), dev(in.proj), dev(in.alpha), dev(in.bias), T, v);
-    ops::mhc_coeffs_fwd(cpu(), pc, qc, hc, rc, in.rms, in.proj, in.alpha, in.bias, T, v);
+    const Tensor ag = dev(in.alpha);
+    ops::mhc_coeffs_fwd(gpu(), pg, qg, hg, rg, dev(in.rms), dev(in.proj), at(ag, 0), at(ag, 1), at(ag, 2), dev(in.bias),
+                        T, v);
+    ops::mhc_coeffs_fwd(cpu(), pc, qc, hc, rc, in.rms, in.proj, at(in.alpha, 0), at(in.alpha, 1), at(in.alpha, 2),
+                        in.bias, T, v);
     return std::vector<Output>{{"h_pre", pg, pc}, {"h_post", qg, qc}, {"h_res", hg, hc}, {"r", rg, rc}};
   }));
   register_case(make_case("mhc_coeffs_bwd", shape, DType::F32, [=](uint64_t seed) {
     const int64_t P = n * n + 2 * n;
     const CoeffInputs in = coeff_inputs(N, n, seed);
     Tensor h_pre = cpu_empty({N, n}), h_post = cpu_empty({N, n}), h_res = cpu_empty({N, n, n}), r = cpu_empty({N});
-    ops::mhc_coeffs_fwd(cpu(), h_pre, h_post, h_res, r, in.rms, in.proj, in.alpha, in.bias, T, v);
+    ops::mhc_coeffs_fwd(cpu(), h_pre, h_post, h_res, r, in.rms, in.proj, at(in.alpha, 0), at(in.alpha, 1),
+                        at(in.alpha, 2), in.bias, T, v);
     Tensor dpre = rand({N, n}, DType::F32, seed + 4), dpost = rand({N, n}, DType::F32, seed + 5);
     Tensor dres = rand({N, n, n}, DType::F32, seed + 6);
     Tensor dalpha = rand({3}, DType::F32, seed + 8), dbias = rand({P}, DType::F32, seed + 9);
     Tensor dpg = dev_empty({N, P}, DType::F32), drg = dev_empty({N}, DType::F32), dag = dev(dalpha), dbg = dev(dbias);
     Tensor dpc = cpu_empty({N, P}), drc = cpu_empty({N}), dac = dalpha.clone(), dbc = dbias.clone();
-    ops::mhc_coeffs_bwd(gpu(), dpg, drg, dag, dbg, dev(dpre), dev(dpost), dev(dres), dev(in.proj), dev(in.alpha),
-                        dev(in.bias), dev(r), T, v);
-    ops::mhc_coeffs_bwd(cpu(), dpc, drc, dac, dbc, dpre, dpost, dres, in.proj, in.alpha, in.bias, r, T, v);
+    const Tensor ag = dev(in.alpha);
+    Tensor dag0 = at(dag, 0), dag1 = at(dag, 1), dag2 = at(dag, 2), dac0 = at(dac, 0), dac1 = at(dac, 1),
+           dac2 = at(dac, 2);
+    ops::mhc_coeffs_bwd(gpu(), dpg, drg, dag0, dag1, dag2, dbg, dev(dpre), dev(dpost), dev(dres), dev(in.proj),
+                        at(ag, 0), at(ag, 1), at(ag, 2), dev(in.bias), dev(r), T, v);
+    ops::mhc_coeffs_bwd(cpu(), dpc, drc, dac0, dac1, dac2, dbc, dpre, dpost, dres, in.proj, at(in.alpha, 0),
+                        at(in.alpha, 1), at(in.alpha, 2), in.bias, r, T, v);
     return std::vector<Output>{{"dproj", dpg, dpc}, {"dr", drg, drc}, {"dalpha", dag, dac}, {"dbias", dbg, dbc}};
   }));
 }
