@@ -25,7 +25,7 @@ constexpr int kMaxN = 16;
 constexpr float kSinkEps = 1e-6f;
 constexpr float kRmsEps = 1e-6f;
 constexpr int kGroupThreads = 128;
-constexpr int64_t kMaxChunks = 128;
+constexpr int64_t kMaxChunks = 512;
 
 // Steps of a run: main T x (row, col); dev col, (T-1) x (row, col).
 __host__ __device__ __forceinline__ int64_t num_steps(int64_t iterations, bool dev) {

@@ -502,21 +502,32 @@ __global__ void __launch_bounds__(128)
       }
 }
 
-// out[e] = (accumulate ? out[e] : 0) + the `parts` parts' element e, added in part order.
-__global__ void sum_parts_kernel(float* out, const float* part, int parts, int64_t count, bool accumulate) {
+// out[e] += the `parts` parts' element e, added in part order.
+__global__ void sum_parts_kernel(float* out, const float* part, int parts, int64_t count) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
     float s = part[e];
     for (int q = 1; q < parts; ++q) s += part[q * count + e];
-    out[e] = accumulate ? out[e] + s : s;
+    out[e] += s;
   }
 }
 
-// rms[t] = sqrt(the parts' squares of token t, added in part order) / sqrt(D).
-__global__ void rms_kernel(float* rms, const float* part_ss, int parts, int64_t N, int64_t D) {
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < N; t += int64_t(gridDim.x) * blockDim.x) {
-    float s = part_ss[t];
-    for (int q = 1; q < parts; ++q) s += part_ss[q * N + t];
-    rms[t] = sqrtf(s) / sqrtf(float(D));
+// The forward's end in one launch: proj (N,P) = the parts' sums, and rms[t] = sqrt(the parts' squares of token t) /
+// sqrt(D), each added in part order (elements N P .. N P + N - 1 of the range are the tokens' rms).
+__global__ void proj_finish_kernel(float* proj, float* rms, const float* part, const float* part_ss, int parts,
+                                   int64_t N, int64_t P, int64_t D) {
+  const int64_t count = N * P;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count + N;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    if (e < count) {
+      float s = part[e];
+      for (int q = 1; q < parts; ++q) s += part[q * count + e];
+      proj[e] = s;
+    } else {
+      const int64_t t = e - count;
+      float s = part_ss[t];
+      for (int q = 1; q < parts; ++q) s += part_ss[q * N + t];
+      rms[t] = sqrtf(s) / sqrtf(float(D));
+    }
   }
 }
 
@@ -676,11 +687,9 @@ void mhc_proj_fwd(Exec& ex, Tensor& proj, Tensor& rms, const Tensor& x, const Te
     });
     check_launch("proj_fwd_kernel");
   }
-  sum_parts_kernel<<<grid_for(N * P, kThreads), kThreads, 0, s>>>(proj.data<float>(), part.data<float>(), parts, N * P,
-                                                                  false);
-  check_launch("sum_parts_kernel");
-  rms_kernel<<<grid_for(N, kThreads), kThreads, 0, s>>>(rms.data<float>(), part_ss.data<float>(), parts, N, D);
-  check_launch("rms_kernel");
+  proj_finish_kernel<<<grid_for(N * P + N, kThreads), kThreads, 0, s>>>(
+      proj.data<float>(), rms.data<float>(), part.data<float>(), part_ss.data<float>(), parts, N, P, D);
+  check_launch("proj_finish_kernel");
 }
 
 void mhc_streams_bwd(Exec& ex, Tensor& dX, Tensor& dw, const Tensor& dproj, const Tensor& dr, const Tensor& r,
@@ -741,8 +750,8 @@ void mhc_streams_bwd(Exec& ex, Tensor& dX, Tensor& dw, const Tensor& dproj, cons
       check_launch("proj_dw_kernel");
     });
   }
-  sum_parts_kernel<<<grid_for(P * D, kThreads), kThreads, 0, s>>>(dw.data<float>(), part.data<float>(), kDwSplit, P * D,
-                                                                  true);
+  sum_parts_kernel<<<grid_for(P * D, kThreads), kThreads, 0, s>>>(dw.data<float>(), part.data<float>(), kDwSplit,
+                                                                  P * D);
   check_launch("sum_parts_kernel");
 }
 

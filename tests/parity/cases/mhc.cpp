@@ -1,5 +1,5 @@
 // Parity cases for the mHC Sinkhorn and coefficient ops: both variants, n = 1, 2, 4, iterations
-// 1, 3, 20, more tokens than the parameter-gradient row chunks (128). Every output is compared;
+// 1, 3, 20, more tokens than the parameter-gradient row chunks (512). Every output is compared;
 // dalpha and dbias start random (they accumulate). The backward's r comes from the CPU forward,
 // shared by both.
 #include "ops/ops.h"
@@ -87,7 +87,7 @@ HYTRA_PARITY_CASES(mhc) {
     for (int64_t n : {1, 2, 4})
       for (int64_t T : {1, 3, 20}) {
         add_sinkhorn(300, n, T, v);
-        add_coeffs(300, n, T, v);
+        add_coeffs(1100, n, T, v);
       }
   add_sinkhorn(1000, 8, 20, MhcVariant::Main);
   add_sinkhorn(77, 16, 20, MhcVariant::Dev);
