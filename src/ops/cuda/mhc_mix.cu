@@ -150,8 +150,11 @@ __global__ void __launch_bounds__(kThreads) combine_fwd_kernel(T* Y, const T* X,
 
 // dX (N,n,C), dF (N,C), dh_res (N,n,n), dh_post (N,n) from dY (N,n,C), X, F, h_res, h_post.
 // Partials: acc[i*NM + j] = <dY_i, X_j>, acc[NM*NM + i] = <dY_i, F>.
+// For NM <= 4 at least 6 blocks an SM (at most 85 registers a thread; 5 blocks at the 86 it takes otherwise): the
+// kernel waits on memory latency, and the extra block is worth about 5% (bench_ops, H100). NM = 8, 16 keep every
+// register their accumulators can have.
 template <class T, int NM, int V>
-__global__ void __launch_bounds__(kThreads) combine_bwd_kernel(T* dX, T* dF, float* dh_res, float* dh_post,
+__global__ void __launch_bounds__(kThreads, NM <= 4 ? 6 : 1) combine_bwd_kernel(T* dX, T* dF, float* dh_res, float* dh_post,
                                                                const T* dY, const T* X, const T* F,
                                                                const float* h_res, const float* h_post, int n,
                                                                int64_t C) {
