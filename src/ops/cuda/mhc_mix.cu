@@ -154,10 +154,9 @@ __global__ void __launch_bounds__(kThreads) combine_fwd_kernel(T* Y, const T* X,
 // kernel waits on memory latency, and the extra block is worth about 5% (bench_ops, H100). NM = 8, 16 keep every
 // register their accumulators can have.
 template <class T, int NM, int V>
-__global__ void __launch_bounds__(kThreads, NM <= 4 ? 6 : 1) combine_bwd_kernel(T* dX, T* dF, float* dh_res, float* dh_post,
-                                                               const T* dY, const T* X, const T* F,
-                                                               const float* h_res, const float* h_post, int n,
-                                                               int64_t C) {
+__global__ void __launch_bounds__(kThreads, NM <= 4 ? 6 : 1)
+    combine_bwd_kernel(T* dX, T* dF, float* dh_res, float* dh_post, const T* dY, const T* X, const T* F,
+                       const float* h_res, const float* h_post, int n, int64_t C) {
   constexpr int K = NM * NM + NM;
   __shared__ float hr[NM * NM], hp[NM], red[kWarps * K];
   const int64_t t = blockIdx.x;
